@@ -1,0 +1,213 @@
+//! The call under decision and the answers steps give about it.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde_json::{Map, Value};
+
+/// A tool call as Inspect's `ToolCall` carries it: `arguments` keeps the order the model gave.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    /// The tool call id (`ToolCall.id`).
+    pub id: String,
+    /// The tool's name.
+    pub function: String,
+    /// The arguments, in the order the model gave them.
+    pub arguments: Map<String, Value>,
+}
+
+/// Whether a chain runs before the call (approval) or after it returned (review).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// Inspect's `approvers:`: decides whether the call runs.
+    Approval,
+    /// Inspect's `reviewers:`: decides whether the sample goes on after the call ran.
+    Review,
+}
+
+/// Every answer a step or a chain can give, approval and review together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Decision {
+    /// Approval: run the call.
+    Approve,
+    /// Approval: run the call with the modified arguments.
+    Modify,
+    /// Approval: do not run the call; the model sees the explanation as an error.
+    Reject,
+    /// End the sample.
+    Terminate,
+    /// Let the next matching step decide.
+    Escalate,
+    /// Review: let the model see the result and go on.
+    Continue,
+}
+
+/// The answer of one step, shaped like Inspect's `Approval` / `Review`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// What the step decided.
+    pub decision: Decision,
+    /// The call to run instead, for `modify`.
+    pub modified: Option<Call>,
+    /// Why, in words the model or a person reads.
+    pub explanation: Option<String>,
+    /// Free-form data the step attaches (scores, reasons).
+    pub metadata: Option<Map<String, Value>>,
+}
+
+// === impl Call ===
+
+impl Call {
+    /// Reads Inspect's ToolCall JSON (`{"id", "function", "arguments"}`), keeping argument order.
+    pub fn from_json(value: &Value) -> Result<Self, CallError> {
+        let object = value.as_object().ok_or(CallError::NotAnObject)?;
+        let text = |key: &'static str| -> Result<String, CallError> {
+            match object.get(key) {
+                Some(Value::String(s)) => Ok(s.clone()),
+                Some(_) => Err(CallError::WrongType { key, expected: "a string" }),
+                None => Err(CallError::Missing(key)),
+            }
+        };
+        let arguments = match object.get("arguments") {
+            Some(Value::Object(args)) => args.clone(),
+            Some(Value::Null) | None => Map::new(),
+            Some(_) => return Err(CallError::WrongType { key: "arguments", expected: "an object" }),
+        };
+        Ok(Call {
+            id: object.get("id").map_or(Ok(String::new()), |_| text("id"))?,
+            function: text("function")?,
+            arguments,
+        })
+    }
+
+    /// Inspect's ToolCall JSON for this call.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "id": self.id,
+            "function": self.function,
+            "arguments": Value::Object(self.arguments.clone()),
+            "type": "function",
+        })
+    }
+}
+
+/// Why a ToolCall JSON document could not be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CallError {
+    /// The document is not a JSON object.
+    #[error("a tool call must be a JSON object with \"function\" and \"arguments\"")]
+    NotAnObject,
+    /// A required key is absent.
+    #[error("a tool call needs \"{0}\"")]
+    Missing(&'static str),
+    /// A key holds the wrong JSON type.
+    #[error("\"{key}\" must be {expected}")]
+    WrongType {
+        /// The key.
+        key: &'static str,
+        /// What it must be.
+        expected: &'static str,
+    },
+}
+
+// === impl Kind ===
+
+impl Kind {
+    /// The top-level key of an Inspect policy file for this kind.
+    pub fn section(self) -> &'static str {
+        match self {
+            Kind::Approval => "approvers",
+            Kind::Review => "reviewers",
+        }
+    }
+
+    /// The decisions a step of this kind may answer.
+    pub fn decisions(self) -> &'static [Decision] {
+        use Decision::*;
+        match self {
+            Kind::Approval => &[Approve, Modify, Reject, Terminate, Escalate],
+            Kind::Review => &[Continue, Terminate, Escalate],
+        }
+    }
+
+    /// The decision a request of this kind gets when nobody answered in time: fail closed.
+    pub fn fail_closed(self) -> Decision {
+        match self {
+            Kind::Approval => Decision::Reject,
+            Kind::Review => Decision::Terminate,
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Kind::Approval => "approval",
+            Kind::Review => "review",
+        })
+    }
+}
+
+impl FromStr for Kind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "approval" => Ok(Kind::Approval),
+            "review" => Ok(Kind::Review),
+            other => Err(format!("unknown kind '{other}': expected approval or review")),
+        }
+    }
+}
+
+// === impl Decision ===
+
+impl Decision {
+    /// Inspect's spelling of the decision.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Approve => "approve",
+            Decision::Modify => "modify",
+            Decision::Reject => "reject",
+            Decision::Terminate => "terminate",
+            Decision::Escalate => "escalate",
+            Decision::Continue => "continue",
+        }
+    }
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Decision {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "approve" => Decision::Approve,
+            "modify" => Decision::Modify,
+            "reject" => Decision::Reject,
+            "terminate" => Decision::Terminate,
+            "escalate" => Decision::Escalate,
+            "continue" => Decision::Continue,
+            other => return Err(format!("unknown decision '{other}'")),
+        })
+    }
+}
+
+// === impl Answer ===
+
+impl Answer {
+    /// An answer with a decision and an explanation, nothing else.
+    pub fn new(decision: Decision, explanation: impl Into<String>) -> Self {
+        Answer { decision, modified: None, explanation: Some(explanation.into()), metadata: None }
+    }
+
+    /// An escalation: this step does not decide.
+    pub fn escalate(explanation: impl Into<String>) -> Self {
+        Answer::new(Decision::Escalate, explanation)
+    }
+}

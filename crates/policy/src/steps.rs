@@ -1,0 +1,235 @@
+//! The steps of a chain: built-in steps decide in process, the rest are external.
+//!
+//! Layout: one file per step, each with the same shape: `from_params` reads the step's
+//! parameters (every key of the policy entry besides `name` and `tools`), `decide` answers
+//! for one call, and `Display` names it in logs.
+//!
+//! - [`auto`]: a fixed decision, like Inspect's `auto` approver.
+//! - [`bash_allowlist`]: approves shell command lines built only from allowed commands.
+//! - [`pattern`]: a regular expression over the call, one argument or a review's output.
+//! - [`human`]: an external step bound for a human queue.
+//! - [`external`]: any other name, an external step bound for that name's queue.
+
+pub mod auto;
+pub mod bash_allowlist;
+pub mod external;
+pub mod human;
+pub mod pattern;
+
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+use crate::call::{Answer, Call, Kind};
+
+/// A step's parameters: every key of its policy entry other than `name` and `tools`.
+pub type Params = Map<String, Value>;
+
+/// What a built-in step looks at.
+#[derive(Debug, Clone, Copy)]
+pub struct Subject<'a> {
+    /// The call, as executed for a review.
+    pub call: &'a Call,
+    /// The call rendered as Inspect's `format_function_call` renders it.
+    pub rendered: &'a str,
+    /// Approval or review.
+    pub kind: Kind,
+    /// The text of the assistant message that carries the call.
+    pub message: &'a str,
+    /// For a review, the raw output of the tool.
+    pub output: Option<&'a str>,
+}
+
+/// A step's parameters are wrong.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct ParamError {
+    /// The parameter at fault, if one is.
+    pub key: Option<String>,
+    /// What is wrong, in words.
+    pub message: String,
+}
+
+/// One step of a chain.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// Built-in: a fixed decision.
+    Auto(auto::Auto),
+    /// Built-in: shell command allow-list.
+    BashAllowlist(bash_allowlist::BashAllowlist),
+    /// Built-in: a regular expression.
+    Pattern(pattern::Pattern),
+    /// External: a human queue.
+    Human(human::Human),
+    /// External: a step queue served by a plugin or a model monitor.
+    External(external::External),
+}
+
+/// Where a step runs when it is not built in.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Route {
+    /// The human queue of a pool.
+    Human {
+        /// The pool.
+        pool: String,
+        /// The choices a person is offered.
+        choices: Vec<crate::call::Decision>,
+    },
+    /// The queue of a named step.
+    Step {
+        /// The step's name.
+        name: String,
+    },
+}
+
+// === impl Step ===
+
+impl Step {
+    /// Builds the step named `name` of a chain of `kind` from its parameters.
+    pub fn from_params(name: &str, kind: Kind, params: &Params) -> Result<Self, ParamError> {
+        Ok(match name {
+            auto::NAME => Step::Auto(auto::Auto::from_params(kind, params)?),
+            bash_allowlist::NAME => Step::BashAllowlist(bash_allowlist::BashAllowlist::from_params(params)?),
+            pattern::NAME => Step::Pattern(pattern::Pattern::from_params(kind, params)?),
+            human::NAME => Step::Human(human::Human::from_params(kind, params)?),
+            _ => Step::External(external::External::from_params(name, kind, params)?),
+        })
+    }
+
+    /// The answer of a built-in step, or `None` for an external one.
+    pub fn decide(&self, subject: &Subject<'_>) -> Option<Answer> {
+        match self {
+            Step::Auto(step) => Some(step.decide(subject)),
+            Step::BashAllowlist(step) => Some(step.decide(subject)),
+            Step::Pattern(step) => Some(step.decide(subject)),
+            Step::Human(_) | Step::External(_) => None,
+        }
+    }
+
+    /// Where an external step runs; `None` for a built-in one.
+    pub fn route(&self) -> Option<Route> {
+        match self {
+            Step::Human(step) => Some(Route::Human { pool: step.pool.clone(), choices: step.choices.clone() }),
+            Step::External(step) => Some(Route::Step { name: step.name.clone() }),
+            _ => None,
+        }
+    }
+
+    /// The deadline settings of an external step.
+    pub fn timeout(&self) -> Option<&external::Timeout> {
+        match self {
+            Step::Human(step) => Some(&step.timeout),
+            Step::External(step) => Some(&step.timeout),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::Auto(step) => step.fmt(f),
+            Step::BashAllowlist(step) => step.fmt(f),
+            Step::Pattern(step) => step.fmt(f),
+            Step::Human(step) => step.fmt(f),
+            Step::External(step) => step.fmt(f),
+        }
+    }
+}
+
+// === params helpers ===
+
+impl ParamError {
+    /// An error about one parameter.
+    pub fn at(key: &str, message: impl Into<String>) -> Self {
+        ParamError { key: Some(key.to_owned()), message: message.into() }
+    }
+}
+
+/// Reads an optional string parameter.
+pub fn opt_str<'a>(params: &'a Params, key: &str) -> Result<Option<&'a str>, ParamError> {
+    match params.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(ParamError::at(key, format!("'{key}' must be a string, not {}", type_name(other)))),
+    }
+}
+
+/// Reads an optional boolean parameter.
+pub fn opt_bool(params: &Params, key: &str) -> Result<Option<bool>, ParamError> {
+    match params.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(other) => Err(ParamError::at(key, format!("'{key}' must be true or false, not {}", type_name(other)))),
+    }
+}
+
+/// Reads an optional number parameter.
+pub fn opt_f64(params: &Params, key: &str) -> Result<Option<f64>, ParamError> {
+    match params.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => n
+            .as_f64()
+            .map(Some)
+            .ok_or_else(|| ParamError::at(key, format!("'{key}' is not a usable number"))),
+        Some(other) => Err(ParamError::at(key, format!("'{key}' must be a number, not {}", type_name(other)))),
+    }
+}
+
+/// Reads an optional list of strings; a lone string counts as a list of one.
+pub fn opt_str_list(params: &Params, key: &str) -> Result<Option<Vec<String>>, ParamError> {
+    match params.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(vec![s.clone()])),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| match item {
+                Value::String(s) => Ok(s.clone()),
+                other => Err(ParamError::at(key, format!("'{key}' must list strings, not {}", type_name(other)))),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(other) => Err(ParamError::at(key, format!("'{key}' must be a list of strings, not {}", type_name(other)))),
+    }
+}
+
+/// Reads an optional decision parameter and checks that `kind` allows it.
+pub fn opt_decision(params: &Params, key: &str, kind: Kind) -> Result<Option<crate::call::Decision>, ParamError> {
+    let Some(text) = opt_str(params, key)? else { return Ok(None) };
+    let decision: crate::call::Decision = text.parse().map_err(|e: String| ParamError::at(key, e))?;
+    if !kind.decisions().contains(&decision) {
+        return Err(ParamError::at(
+            key,
+            format!("'{decision}' is not a {kind} decision (expected one of {})", list(kind.decisions())),
+        ));
+    }
+    Ok(Some(decision))
+}
+
+/// Fails on any parameter not in `known`, so a typo does not silently change a policy.
+pub fn deny_unknown(step: &str, params: &Params, known: &[&str]) -> Result<(), ParamError> {
+    match params.keys().find(|key| !known.contains(&key.as_str())) {
+        None => Ok(()),
+        Some(key) => Err(ParamError::at(
+            key,
+            format!("unknown parameter '{key}' for step '{step}' (it takes: {})", known.join(", ")),
+        )),
+    }
+}
+
+/// The JSON type of a value, in words.
+pub fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+/// Decisions as a comma-separated list.
+pub fn list(decisions: &[crate::call::Decision]) -> String {
+    decisions.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(", ")
+}

@@ -1,0 +1,82 @@
+//! `human`: an external step bound for the human queue of a pool.
+
+use std::fmt;
+
+use super::external::Timeout;
+use super::{Params, ParamError, deny_unknown, list, opt_str, opt_str_list};
+use crate::call::{Decision, Kind};
+
+/// The step's name in a policy file.
+pub const NAME: &str = "human";
+
+/// The pool a human step goes to when the policy names none.
+pub const DEFAULT_POOL: &str = "default";
+
+/// A person decides, from the reviewer service that serves `pool`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Human {
+    /// The pool of reviewers asked.
+    pub pool: String,
+    /// The choices offered, in order; never `modify`.
+    pub choices: Vec<Decision>,
+    /// Deadline settings.
+    pub timeout: Timeout,
+    /// Whether `modify` was listed and dropped, as Inspect drops it with a warning.
+    pub dropped_modify: bool,
+}
+
+impl Human {
+    /// Reads `pool`, `choices`, `timeout` and `on_timeout`.
+    ///
+    /// Choices default to Inspect's: approve, reject, terminate for approval; continue,
+    /// terminate for review. `modify` is dropped; a list of nothing but `modify` is an error.
+    pub fn from_params(kind: Kind, params: &Params) -> Result<Self, ParamError> {
+        deny_unknown(NAME, params, &["choices", "pool", "timeout", "on_timeout"])?;
+        let pool = opt_str(params, "pool")?.unwrap_or(DEFAULT_POOL);
+        if pool.is_empty() {
+            return Err(ParamError::at("pool", "'pool' must not be empty"));
+        }
+        let mut dropped_modify = false;
+        let choices = match opt_str_list(params, "choices")? {
+            None => match kind {
+                Kind::Approval => vec![Decision::Approve, Decision::Reject, Decision::Terminate],
+                Kind::Review => vec![Decision::Continue, Decision::Terminate],
+            },
+            Some(names) => {
+                let mut choices = Vec::new();
+                for name in &names {
+                    let decision: Decision = name.parse().map_err(|e: String| ParamError::at("choices", e))?;
+                    if !kind.decisions().contains(&decision) {
+                        return Err(ParamError::at(
+                            "choices",
+                            format!("'{decision}' is not a {kind} choice (expected some of {})", list(kind.decisions())),
+                        ));
+                    }
+                    if decision == Decision::Modify {
+                        dropped_modify = true;
+                    } else if !choices.contains(&decision) {
+                        choices.push(decision);
+                    }
+                }
+                if choices.is_empty() {
+                    return Err(ParamError::at(
+                        "choices",
+                        if dropped_modify {
+                            "a human cannot choose 'modify', and no other choice is left"
+                        } else {
+                            "'choices' must offer at least one decision"
+                        },
+                    ));
+                }
+                choices
+            }
+        };
+        Ok(Human { pool: pool.to_owned(), choices, timeout: Timeout::from_params(kind, params)?, dropped_modify })
+    }
+}
+
+impl fmt::Display for Human {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "human (pool: {}, choices: {})", self.pool, list(&self.choices))
+    }
+}
