@@ -8,6 +8,8 @@
 #![deny(rust_2018_idioms)]
 
 pub mod call;
+pub mod document;
+pub mod glob;
 pub mod render;
 pub mod steps;
 

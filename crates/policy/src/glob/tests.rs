@@ -1,0 +1,75 @@
+use super::*;
+
+fn matches(tools: &str, candidate: &str) -> bool {
+    let globs = expand_tools([tools]);
+    ToolMatcher::new(&[globs]).map(|m| {
+        let (mut scratch, mut out) = (Vec::new(), Vec::new());
+        m.matching_steps(candidate, &mut scratch, &mut out);
+        !out.is_empty()
+    })
+    .unwrap()
+}
+
+#[test]
+fn tool_names_are_prefixes() {
+    assert!(matches("shell", "shell_exec(cmd='ls')"));
+    assert!(matches("web_browser_type", "web_browser_type_submit(element_id=1, text='x')"));
+    assert!(!matches("bash(", "bash_session(action='type')"));
+    assert!(!matches("Shell", "shell(cmd='ls')"));
+}
+
+#[test]
+fn argument_globs_depend_on_order_and_commas_split() {
+    assert!(matches("computer(action='key'", "computer(action='key', text='x')"));
+    assert!(!matches("computer(action='key'", "computer(text='x', action='key')"));
+    // `text='x'` becomes a glob of its own that matches nothing, so any text passes.
+    assert!(matches("computer(action='key', text='x'", "computer(action='key', text='DIFFERENT')"));
+}
+
+#[test]
+fn stars_cross_newlines_and_slashes() {
+    assert!(matches("shell(cmd='echo*rm*", "shell(cmd='echo hi\nrm -rf /tmp')"));
+    assert!(matches("read_file(path='/home/*/.ssh/", "read_file(path='/home/a/b/.ssh/id')"));
+}
+
+#[test]
+fn classes_follow_fnmatch() {
+    assert!(!matches("f(items=[1]", "f(items=[1, 2])"));
+    assert!(matches("f(items=[[]1", "f(items=[1, 2])"));
+    assert!(matches("f(x=[!a]", "f(x=b)"));
+    assert!(!matches("f(x=[!a]", "f(x=a)"));
+    assert!(matches("f(x=[]]", "f(x=])"));
+    assert!(matches("f(x=[^a]", "f(x=^)"));
+    assert!(matches("f(x=[a-]", "f(x=-)"));
+    assert!(!matches("f(x=[z-a]", "f(x=z)"));
+    assert!(matches("f(x=[", "f(x=[)"));
+    // `[!]` opens a class whose `]` is a member, so with no later `]` the `[` is literal.
+    assert!(!matches("f(x=[!]", "f(x=q)"));
+    assert!(matches("f(x=[!]", "f(x=[!])"));
+    assert!(matches("f(x=[^!]", "f(x=!)"));
+    assert!(!matches("f(x=[^!]", "f(x=q)"));
+    assert!(matches("f(x=[[:]", "f(x=:)"));
+}
+
+#[test]
+fn globset_metacharacters_are_literal() {
+    assert!(matches("bash(cmd='echo {a,b}", "bash(cmd='echo {a,b}')"));
+    assert!(!matches("bash(cmd='echo {a,b}", "bash(cmd='echo a')"));
+    assert!(matches(r"f(p='C:\dir", r"f(p='C:\dir\x')"));
+    assert!(matches("a**b", "a/x/b"));
+}
+
+#[test]
+fn strip_follows_python() {
+    assert_eq!(expand_tools(["\u{1f}bash\u{a0}, ,python*"]), ["bash*", "python*"]);
+    assert!(expand_tools([" , "]).is_empty());
+}
+
+#[test]
+fn non_ascii_is_one_character() {
+    assert!(matches("f(x=?)", "f(x=é)"));
+    assert!(matches("f(x=[é])", "f(x=é)"));
+    assert!(matches("f(x=[!a])", "f(x=é)"));
+    assert!(matches("f(x=[à-ë])", "f(x=é)"));
+    assert!(!matches("f(x=?)", "f(x=éé)"));
+}
