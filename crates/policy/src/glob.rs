@@ -112,9 +112,10 @@ impl ToolMatcher {
     }
 }
 
-/// Checks one glob as Python would compile it, without building a matcher.
-pub fn check(glob: &str) -> Result<(), GlobError> {
-    tokenize(glob).map(drop).map_err(|reason| GlobError { glob: glob.to_owned(), reason })
+/// Checks one glob as Python would compile it; `Ok(false)` for a glob that can never match
+/// (an empty range such as `[z-a]`, which fnmatch turns into a never-matching pattern).
+pub fn check(glob: &str) -> Result<bool, GlobError> {
+    tokenize(glob).map(|tokens| tokens.is_some()).map_err(|reason| GlobError { glob: glob.to_owned(), reason })
 }
 
 /// One element of an fnmatch glob.

@@ -8,6 +8,7 @@
 #![deny(rust_2018_idioms)]
 
 pub mod call;
+pub mod chain;
 pub mod document;
 pub mod glob;
 pub mod render;

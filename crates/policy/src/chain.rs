@@ -1,0 +1,367 @@
+//! A compiled policy and the evaluation of its chain, with Inspect's defaults.
+//!
+//! Matching steps are asked in file order; the first answer that is not `escalate` decides.
+//! A built-in step answers at once; an external one suspends the chain ([`Verdict::Pending`])
+//! until its answer comes back through [`Policy::resume`]. Everything needed to continue
+//! travels in [`ChainState`], so any worker can continue any chain.
+//!
+//! Defaults, exactly as Inspect records them:
+//! - approval, no step matches: reject, "No approvers registered for tool X", by `policy`;
+//! - approval, every match escalated: reject, "No approval granted for tool X", by `policy`;
+//! - review, no step matches: continue, nothing recorded;
+//! - review, every match escalated: continue, "No reviewer took the escalation for tool X",
+//!   by `policy`;
+//! - `modify` without a call: reject (the step's `modify` stays the last trail entry);
+//! - `modify` to another function: the sample fails ([`ChainError::ModifiedFunction`]).
+
+use std::fmt;
+
+use crate::call::{Answer, Call, Decision, Kind};
+use crate::document::{Document, PolicyError};
+use crate::glob::{self, ToolMatcher};
+use crate::render::format_function_call;
+use crate::steps::{ParamError, Step, Subject};
+
+/// The approver name Inspect records for its own synthetic answers.
+pub const POLICY: &str = "policy";
+
+/// Inspect's explanation for a `modify` that supplied no call.
+pub const MODIFY_WITHOUT_CALL: &str =
+    "The approver chose to modify this tool call but supplied no modified call, so the call was not run.";
+
+/// A policy compiled for one kind: its steps and one matcher for all their globs.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    kind: Kind,
+    steps: Vec<PolicyStep>,
+    matcher: ToolMatcher,
+    digest: String,
+    warnings: Vec<String>,
+}
+
+/// One step of a compiled policy.
+#[derive(Debug, Clone)]
+pub struct PolicyStep {
+    /// The name as written (`auto`, `human`, `evaltools/scanner`, …).
+    pub name: String,
+    /// The `tools` specs as written.
+    pub tools: Vec<String>,
+    /// The globs Inspect derives from them.
+    pub globs: Vec<String>,
+    /// The step's parameters.
+    pub params: crate::steps::Params,
+    /// The step itself.
+    pub step: Step,
+}
+
+/// What a chain looks at besides the policy.
+#[derive(Debug, Clone, Copy)]
+pub struct Input<'a> {
+    /// The call (as executed, for a review).
+    pub call: &'a Call,
+    /// The assistant message's text.
+    pub message: &'a str,
+    /// For a review, the tool's raw output.
+    pub output: Option<&'a str>,
+}
+
+/// Where a chain stands.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChainState {
+    /// The first step not yet considered.
+    pub next_step: usize,
+    /// Every answer so far, in order.
+    pub trail: Vec<TrailEntry>,
+}
+
+/// One recorded answer (one Inspect `ApprovalEvent` / `ReviewEvent`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrailEntry {
+    /// The step's index; `None` for the `policy` entry.
+    pub step: Option<usize>,
+    /// The step's name, or `policy`.
+    pub approver: String,
+    /// What it answered.
+    pub answer: Answer,
+}
+
+/// The result of running a chain as far as it can go.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// The chain decided.
+    Decided(Outcome),
+    /// The chain waits for the external step at `step`.
+    Pending {
+        /// The step's index.
+        step: usize,
+        /// The state to send with the step's task.
+        state: ChainState,
+    },
+    /// A step's answer makes the sample fail, as it would in Inspect.
+    Failed(ChainError),
+}
+
+/// A decided chain.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// The decision the runner applies.
+    pub decision: Decision,
+    /// For `modify`: the call to run.
+    pub modified: Option<Call>,
+    /// Why.
+    pub explanation: Option<String>,
+    /// The deciding answer's metadata.
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The deciding step's name, `policy`, or `None` when no step matched a review.
+    pub approver: Option<String>,
+    /// The deciding step's index; `None` for `policy` and for an unmatched review.
+    pub step: Option<usize>,
+    /// Every answer, in order.
+    pub trail: Vec<TrailEntry>,
+}
+
+/// An answer Inspect would fail the sample on.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ChainError {
+    /// A `modify` named another function.
+    #[error(
+        "An approver returned a modified call to '{modified}' for a call to '{called}'. A 'modify' decision may change only the arguments of a tool call, not the function called."
+    )]
+    ModifiedFunction {
+        /// The function asked about.
+        called: String,
+        /// The function the step returned.
+        modified: String,
+    },
+}
+
+// === impl Policy ===
+
+impl Policy {
+    /// Parses and compiles the section of `text` for `kind`.
+    pub fn parse(source_name: &str, text: &str, kind: Kind) -> Result<Policy, PolicyError> {
+        Policy::compile(&Document::parse(source_name, text)?, kind)
+    }
+
+    /// Compiles the section of a document for `kind`: every step built, every glob checked.
+    pub fn compile(document: &Document, kind: Kind) -> Result<Policy, PolicyError> {
+        let mut steps = Vec::new();
+        let mut warnings: Vec<String> = document
+            .ignored_keys
+            .iter()
+            .map(|(key, l)| format!("{}:{}:{}: top-level key '{key}' is ignored", document.source_name, l.line, l.column))
+            .collect();
+        for entry in document.entries(kind)? {
+            let step = Step::from_params(&entry.name, kind, &entry.params).map_err(|ParamError { key, message }| {
+                let location = key
+                    .and_then(|key| entry.param_locations.iter().find(|(k, _)| *k == key).map(|(_, l)| *l))
+                    .unwrap_or(entry.location);
+                document.error(location, format!("step '{}': {message}", entry.name))
+            })?;
+            let mut globs = Vec::new();
+            for (spec, location) in entry.tools.iter().zip(&entry.tools_locations) {
+                for g in glob::expand_tools([spec.as_str()]) {
+                    if !glob::check(&g).map_err(|e| document.error(*location, e.to_string()))? {
+                        warnings.push(format!(
+                            "{}:{}:{}: glob '{g}' can never match (it has an empty character range)",
+                            document.source_name, location.line, location.column
+                        ));
+                    }
+                    globs.push(g);
+                }
+            }
+            if globs.is_empty() {
+                warnings.push(format!(
+                    "{}:{}:{}: step '{}' has no tool globs and never runs",
+                    document.source_name, entry.location.line, entry.location.column, entry.name
+                ));
+            }
+            if let Step::Human(human) = &step
+                && human.dropped_modify
+            {
+                warnings.push(format!(
+                    "{}:{}:{}: 'modify' is not offered to humans and was dropped from 'choices'",
+                    document.source_name, entry.location.line, entry.location.column
+                ));
+            }
+            steps.push(PolicyStep { name: entry.name.clone(), tools: entry.tools.clone(), globs, params: entry.params.clone(), step });
+        }
+        let all_globs: Vec<Vec<String>> = steps.iter().map(|s| s.globs.clone()).collect();
+        let matcher = ToolMatcher::new(&all_globs).map_err(|e| document.error(Default::default(), e.to_string()))?;
+        Ok(Policy { kind, steps, matcher, digest: document.digest.clone(), warnings })
+    }
+
+    /// Approval or review.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The steps, in order.
+    pub fn steps(&self) -> &[PolicyStep] {
+        &self.steps
+    }
+
+    /// sha256 of the document's text, hex.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// Things that are legal but probably not meant (ignored keys, dropped choices).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Runs the chain from `state` as far as built-in steps take it.
+    pub fn evaluate(&self, input: &Input<'_>, state: ChainState) -> Verdict {
+        let rendered = format_function_call(input.call);
+        let subject = self.subject(input, &rendered);
+        let matching = self.matching(&rendered);
+        self.run(&subject, &matching, state)
+    }
+
+    /// Continues the chain with the answer of the external step at `step`.
+    pub fn resume(&self, input: &Input<'_>, mut state: ChainState, step: usize, answer: Answer) -> Verdict {
+        let rendered = format_function_call(input.call);
+        let subject = self.subject(input, &rendered);
+        let Some(policy_step) = self.steps.get(step) else {
+            let answer = Answer::new(self.kind.fail_closed(), format!("The policy has no step {step} to answer for."));
+            return self.finish(&subject, None, answer, state);
+        };
+        let answer = self.admit(policy_step, answer);
+        state.trail.push(TrailEntry { step: Some(step), approver: policy_step.name.clone(), answer: answer.clone() });
+        state.next_step = step + 1;
+        if answer.decision != Decision::Escalate {
+            return self.finish(&subject, Some(step), answer, state);
+        }
+        let matching = self.matching(&rendered);
+        self.run(&subject, &matching, state)
+    }
+
+    /// The indices of the steps whose globs match the rendered call, in order.
+    pub fn matching(&self, rendered: &str) -> Vec<usize> {
+        let (mut scratch, mut out) = (Vec::new(), Vec::new());
+        self.matcher.matching_steps(rendered, &mut scratch, &mut out);
+        out
+    }
+
+    fn subject<'a>(&self, input: &Input<'a>, rendered: &'a str) -> Subject<'a> {
+        Subject { call: input.call, rendered, kind: self.kind, message: input.message, output: input.output }
+    }
+
+    fn run(&self, subject: &Subject<'_>, matching: &[usize], mut state: ChainState) -> Verdict {
+        let start = state.next_step;
+        for &index in matching.iter().filter(|&&i| i >= start) {
+            let step = &self.steps[index];
+            let Some(answer) = step.step.decide(subject) else {
+                state.next_step = index;
+                return Verdict::Pending { step: index, state };
+            };
+            state.trail.push(TrailEntry { step: Some(index), approver: step.name.clone(), answer: answer.clone() });
+            state.next_step = index + 1;
+            if answer.decision != Decision::Escalate {
+                return self.finish(subject, Some(index), answer, state);
+            }
+        }
+        state.next_step = self.steps.len();
+        self.exhausted(subject, !matching.is_empty(), state)
+    }
+
+    /// Inspect's answer when no step decided.
+    fn exhausted(&self, subject: &Subject<'_>, any_matched: bool, mut state: ChainState) -> Verdict {
+        let function = &subject.call.function;
+        let explanation = match (self.kind, any_matched) {
+            (Kind::Approval, false) => format!("No approvers registered for tool {function}"),
+            (Kind::Approval, true) => format!("No approval granted for tool {function}"),
+            (Kind::Review, true) => format!("No reviewer took the escalation for tool {function}"),
+            (Kind::Review, false) => {
+                return Verdict::Decided(Outcome {
+                    decision: Decision::Continue,
+                    modified: None,
+                    explanation: None,
+                    metadata: None,
+                    approver: None,
+                    step: None,
+                    trail: state.trail,
+                });
+            }
+        };
+        let decision = match self.kind {
+            Kind::Approval => Decision::Reject,
+            Kind::Review => Decision::Continue,
+        };
+        let answer = Answer::new(decision, explanation);
+        state.trail.push(TrailEntry { step: None, approver: POLICY.to_owned(), answer: answer.clone() });
+        Verdict::Decided(Outcome::from_answer(answer, Some(POLICY.to_owned()), None, state.trail))
+    }
+
+    /// Applies Inspect's rules for `modify` to a deciding answer.
+    fn finish(&self, subject: &Subject<'_>, step: Option<usize>, answer: Answer, state: ChainState) -> Verdict {
+        let approver = Some(step.map_or(POLICY.to_owned(), |i| self.steps[i].name.clone()));
+        if answer.decision == Decision::Modify {
+            match &answer.modified {
+                None => {
+                    let reject = Answer { decision: Decision::Reject, explanation: Some(MODIFY_WITHOUT_CALL.into()), modified: None, ..answer };
+                    return Verdict::Decided(Outcome::from_answer(reject, approver, step, state.trail));
+                }
+                Some(modified) if modified.function != subject.call.function => {
+                    return Verdict::Failed(ChainError::ModifiedFunction {
+                        called: subject.call.function.clone(),
+                        modified: modified.function.clone(),
+                    });
+                }
+                Some(_) => {}
+            }
+        }
+        Verdict::Decided(Outcome::from_answer(answer, approver, step, state.trail))
+    }
+
+    /// An external answer as the chain accepts it: a human's answer outside the offered
+    /// choices is `terminate`, as Inspect's human approver fails closed; any other step's
+    /// answer that its kind does not allow fails closed for the kind.
+    fn admit(&self, step: &PolicyStep, answer: Answer) -> Answer {
+        let (allowed, fallback): (&[Decision], Decision) = match &step.step {
+            Step::Human(human) => (&human.choices, Decision::Terminate),
+            _ => (self.kind.decisions(), self.kind.fail_closed()),
+        };
+        if allowed.contains(&answer.decision) {
+            return answer;
+        }
+        let explanation = format!(
+            "'{}' answered '{}', which was not among its choices ({}).",
+            step.name,
+            answer.decision,
+            crate::steps::list(allowed)
+        );
+        Answer { decision: fallback, modified: None, explanation: Some(explanation), metadata: answer.metadata }
+    }
+}
+
+impl fmt::Display for Policy {
+    /// The normalized chain, one step per line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{} chain ({} steps, digest {})", self.kind, self.steps.len(), &self.digest[..12])?;
+        for (index, step) in self.steps.iter().enumerate() {
+            writeln!(f, "  {index}. {}  tools: {}", step.step, step.globs.join(" | "))?;
+        }
+        Ok(())
+    }
+}
+
+// === impl Outcome ===
+
+impl Outcome {
+    fn from_answer(answer: Answer, approver: Option<String>, step: Option<usize>, trail: Vec<TrailEntry>) -> Self {
+        Outcome {
+            decision: answer.decision,
+            modified: answer.modified,
+            explanation: answer.explanation,
+            metadata: answer.metadata,
+            approver,
+            step,
+            trail,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

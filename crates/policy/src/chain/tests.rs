@@ -1,0 +1,123 @@
+use serde_json::json;
+
+use super::*;
+
+fn call(function: &str, arguments: serde_json::Value) -> Call {
+    Call::from_json(&json!({"id": "c1", "function": function, "arguments": arguments})).unwrap()
+}
+
+fn decide(policy: &Policy, call: &Call) -> Verdict {
+    policy.evaluate(&Input { call, message: "", output: Some("out") }, ChainState::default())
+}
+
+fn decided(verdict: Verdict) -> Outcome {
+    match verdict {
+        Verdict::Decided(outcome) => outcome,
+        other => panic!("expected a decision, got {other:?}"),
+    }
+}
+
+fn names(outcome: &Outcome) -> Vec<(&str, Decision)> {
+    outcome.trail.iter().map(|t| (t.approver.as_str(), t.answer.decision)).collect()
+}
+
+const APPROVAL: &str = r#"
+approvers:
+  - name: auto
+    tools: "computer(action='key'"
+    decision: escalate
+  - name: human
+    tools: "computer"
+  - name: auto
+    tools: bash, python
+    decision: escalate
+  - name: auto
+    tools: "read_file"
+    decision: modify
+"#;
+
+#[test]
+fn approval_defaults_are_inspects() {
+    let policy = Policy::parse("p.yaml", APPROVAL, Kind::Approval).unwrap();
+    let none = decided(decide(&policy, &call("web", json!({}))));
+    assert_eq!((none.decision, none.explanation.as_deref()), (Decision::Reject, Some("No approvers registered for tool web")));
+    assert_eq!(names(&none), [("policy", Decision::Reject)]);
+
+    let escalated = decided(decide(&policy, &call("bash", json!({"cmd": "ls"}))));
+    assert_eq!(escalated.explanation.as_deref(), Some("No approval granted for tool bash"));
+    assert_eq!(names(&escalated), [("auto", Decision::Escalate), ("policy", Decision::Reject)]);
+    assert_eq!(escalated.approver.as_deref(), Some("policy"));
+}
+
+#[test]
+fn modify_without_a_call_is_a_reject_recorded_as_modify() {
+    let policy = Policy::parse("p.yaml", APPROVAL, Kind::Approval).unwrap();
+    let outcome = decided(decide(&policy, &call("read_file", json!({"path": "/etc"}))));
+    assert_eq!((outcome.decision, outcome.explanation.as_deref()), (Decision::Reject, Some(MODIFY_WITHOUT_CALL)));
+    assert_eq!(names(&outcome), [("auto", Decision::Modify)]);
+}
+
+#[test]
+fn external_steps_suspend_and_resume_the_chain() {
+    let policy = Policy::parse("p.yaml", APPROVAL, Kind::Approval).unwrap();
+    let c = call("computer", json!({"action": "key", "text": "x"}));
+    let input = Input { call: &c, message: "m", output: None };
+    let Verdict::Pending { step, state } = policy.evaluate(&input, ChainState::default()) else { panic!() };
+    assert_eq!(step, 1);
+    assert_eq!(state.trail.len(), 1);
+    let outcome = decided(policy.resume(&input, state.clone(), step, Answer::new(Decision::Approve, "ok")));
+    assert_eq!((outcome.decision, outcome.approver.as_deref(), outcome.step), (Decision::Approve, Some("human"), Some(1)));
+    assert_eq!(names(&outcome), [("auto", Decision::Escalate), ("human", Decision::Approve)]);
+
+    // A human answer outside the offered choices fails closed to terminate.
+    let outcome = decided(policy.resume(&input, state.clone(), step, Answer::new(Decision::Modify, "edit")));
+    assert_eq!(outcome.decision, Decision::Terminate);
+    // A human escalation not offered is terminate as well; offered, it goes on to policy's reject.
+    let outcome = decided(policy.resume(&input, state, step, Answer::escalate("?")));
+    assert_eq!(outcome.decision, Decision::Terminate);
+}
+
+#[test]
+fn modify_to_another_function_fails_the_sample() {
+    let text = "approvers:\n  - name: monitor\n    tools: bash\n";
+    let policy = Policy::parse("p.yaml", text, Kind::Approval).unwrap();
+    let c = call("bash", json!({"cmd": "rm -rf /"}));
+    let input = Input { call: &c, message: "", output: None };
+    let Verdict::Pending { step, state } = policy.evaluate(&input, ChainState::default()) else { panic!() };
+    let mut answer = Answer::new(Decision::Modify, "safer");
+    answer.modified = Some(call("python", json!({"code": "pass"})));
+    assert!(matches!(policy.resume(&input, state.clone(), step, answer), Verdict::Failed(ChainError::ModifiedFunction { .. })));
+    let mut answer = Answer::new(Decision::Modify, "safer");
+    answer.modified = Some(call("bash", json!({"cmd": "rm -ri /tmp/x"})));
+    let outcome = decided(policy.resume(&input, state, step, answer));
+    assert_eq!(outcome.modified.unwrap().arguments["cmd"], "rm -ri /tmp/x");
+}
+
+#[test]
+fn review_defaults_are_inspects() {
+    let text = "reviewers:\n  - name: auto\n    tools: bash\n    decision: escalate\n  - name: pattern\n    tools: python\n    output: true\n    regex: 'secret'\n";
+    let policy = Policy::parse("p.yaml", text, Kind::Review).unwrap();
+    let none = decided(decide(&policy, &call("web", json!({}))));
+    assert_eq!((none.decision, none.approver.clone(), none.trail.len()), (Decision::Continue, None, 0));
+    let escalated = decided(decide(&policy, &call("bash", json!({"cmd": "ls"}))));
+    assert_eq!(escalated.explanation.as_deref(), Some("No reviewer took the escalation for tool bash"));
+    assert_eq!(names(&escalated), [("auto", Decision::Escalate), ("policy", Decision::Continue)]);
+    let caught = policy.evaluate(
+        &Input { call: &call("python", json!({"code": "x"})), message: "", output: Some("the secret is 42") },
+        ChainState::default(),
+    );
+    assert_eq!(decided(caught).decision, Decision::Terminate);
+}
+
+#[test]
+fn bad_steps_are_located() {
+    let err = Policy::parse("p.yaml", "approvers:\n  - name: human\n    tools: x\n    choices: [approve, maybe]\n", Kind::Approval).unwrap_err();
+    assert_eq!((err.location.line, err.location.column), (4, 14), "{err}");
+    assert!(err.message.contains("unknown decision 'maybe'"), "{err}");
+    let policy = Policy::parse("p.yaml", "approvers:\n  - name: auto\n    tools: [ok, 'f(x=[b-a]']\n", Kind::Approval).unwrap();
+    assert!(policy.warnings()[0].starts_with("p.yaml:3:17: glob 'f(x=[b-a]*' can never match"), "{:?}", policy.warnings());
+    let err = Policy::parse("p.yaml", "approvers:\n  - name: pattern\n    tools: x\n    regex: '('\n", Kind::Approval).unwrap_err();
+    assert!(err.message.contains("bad regular expression"), "{err}");
+    let err = Policy::parse("p.yaml", "approvers:\n  - name: human\n    tools: x\n    choices: [modify]\n", Kind::Approval).unwrap_err();
+    assert!(err.message.contains("cannot choose 'modify'"), "{err}");
+}
