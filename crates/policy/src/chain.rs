@@ -149,7 +149,9 @@ impl Policy {
         let mut warnings: Vec<String> = document
             .ignored_keys
             .iter()
-            .map(|(key, l)| format!("{}:{}:{}: top-level key '{key}' is ignored", document.source_name, l.line, l.column))
+            .map(|(key, l)| {
+                format!("{}:{}:{}: top-level key '{key}' is ignored", document.source_name, l.line, l.column)
+            })
             .collect();
         for entry in document.entries(kind)? {
             let step = Step::from_params(&entry.name, kind, &entry.params).map_err(|ParamError { key, message }| {
@@ -184,7 +186,13 @@ impl Policy {
                     document.source_name, entry.location.line, entry.location.column
                 ));
             }
-            steps.push(PolicyStep { name: entry.name.clone(), tools: entry.tools.clone(), globs, params: entry.params.clone(), step });
+            steps.push(PolicyStep {
+                name: entry.name.clone(),
+                tools: entry.tools.clone(),
+                globs,
+                params: entry.params.clone(),
+                step,
+            });
         }
         let all_globs: Vec<Vec<String>> = steps.iter().map(|s| s.globs.clone()).collect();
         let matcher = ToolMatcher::new(&all_globs).map_err(|e| document.error(Default::default(), e.to_string()))?;
@@ -300,7 +308,12 @@ impl Policy {
         if answer.decision == Decision::Modify {
             match &answer.modified {
                 None => {
-                    let reject = Answer { decision: Decision::Reject, explanation: Some(MODIFY_WITHOUT_CALL.into()), modified: None, ..answer };
+                    let reject = Answer {
+                        decision: Decision::Reject,
+                        explanation: Some(MODIFY_WITHOUT_CALL.into()),
+                        modified: None,
+                        ..answer
+                    };
                     return Verdict::Decided(Outcome::from_answer(reject, approver, step, state.trail));
                 }
                 Some(modified) if modified.function != subject.call.function => {

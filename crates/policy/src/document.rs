@@ -89,10 +89,16 @@ impl Document {
         }
         let root: Spanned<Node> = serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|e| {
             let location = e.location().map(|l| Location { line: l.line(), column: l.column() }).unwrap_or_default();
-            error(location, format!("invalid {}: {}", if is_json { "JSON" } else { "YAML" }, first_line(&e.to_string())))
+            error(
+                location,
+                format!("invalid {}: {}", if is_json { "JSON" } else { "YAML" }, first_line(&e.to_string())),
+            )
         })?;
         let Node::Map(top) = root.value else {
-            return Err(error(at(&root), "a policy must be a mapping with an 'approvers:' or 'reviewers:' list".into()));
+            return Err(error(
+                at(&root),
+                "a policy must be a mapping with an 'approvers:' or 'reviewers:' list".into(),
+            ));
         };
         let mut document = Document {
             source_name: source_name.to_owned(),
@@ -115,7 +121,9 @@ impl Document {
             let Node::Seq(items) = value.value else {
                 return Err(error(at(&value), format!("'{name}' must be a list of steps, not {}", value.value.kind())));
             };
-            *slot = Some(items.into_iter().map(|item| entry(item).map_err(|(l, m)| error(l, m))).collect::<Result<_, _>>()?);
+            *slot = Some(
+                items.into_iter().map(|item| entry(item).map_err(|(l, m)| error(l, m))).collect::<Result<_, _>>()?,
+            );
         }
         Ok(document)
     }
@@ -158,7 +166,10 @@ fn yaml_options() -> serde_saphyr::Options {
 fn entry(item: Spanned<Node>) -> Result<Entry, (Location, String)> {
     let location = at(&item);
     let Node::Map(fields) = item.value else {
-        return Err((location, format!("each step must be a mapping with 'name' and 'tools', not {}", item.value.kind())));
+        return Err((
+            location,
+            format!("each step must be a mapping with 'name' and 'tools', not {}", item.value.kind()),
+        ));
     };
     let (mut name, mut tools, mut tools_locations) = (None, None, Vec::new());
     let (mut params, mut extra) = (Vec::new(), Vec::new());
@@ -227,9 +238,8 @@ fn first_line(message: &str) -> &str {
 
 impl PolicyError {
     fn new(source_name: &str, text: &str, location: Location, message: String) -> Self {
-        let line_text = (location.line > 0)
-            .then(|| text.lines().nth(location.line as usize - 1).map(str::to_owned))
-            .flatten();
+        let line_text =
+            (location.line > 0).then(|| text.lines().nth(location.line as usize - 1).map(str::to_owned)).flatten();
         PolicyError { source_name: source_name.to_owned(), location, message, line_text }
     }
 }
@@ -240,7 +250,14 @@ impl fmt::Display for PolicyError {
         write!(f, "{}:{line}:{column}: {}", self.source_name, self.message)?;
         if let Some(text) = &self.line_text {
             let gutter = line.to_string().len();
-            write!(f, "\n{:gutter$} |\n{line} | {text}\n{:gutter$} | {:>column$}", "", "", "^", column = column.max(1) as usize)?;
+            write!(
+                f,
+                "\n{:gutter$} |\n{line} | {text}\n{:gutter$} | {:>column$}",
+                "",
+                "",
+                "^",
+                column = column.max(1) as usize
+            )?;
         }
         Ok(())
     }

@@ -168,10 +168,9 @@ pub fn opt_bool(params: &Params, key: &str) -> Result<Option<bool>, ParamError> 
 pub fn opt_f64(params: &Params, key: &str) -> Result<Option<f64>, ParamError> {
     match params.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => n
-            .as_f64()
-            .map(Some)
-            .ok_or_else(|| ParamError::at(key, format!("'{key}' is not a usable number"))),
+        Some(Value::Number(n)) => {
+            n.as_f64().map(Some).ok_or_else(|| ParamError::at(key, format!("'{key}' is not a usable number")))
+        }
         Some(other) => Err(ParamError::at(key, format!("'{key}' must be a number, not {}", type_name(other)))),
     }
 }
@@ -200,7 +199,7 @@ pub fn opt_decision(params: &Params, key: &str, kind: Kind) -> Result<Option<cra
     if !kind.decisions().contains(&decision) {
         return Err(ParamError::at(
             key,
-            format!("'{decision}' is not a {kind} decision (expected one of {})", list(kind.decisions())),
+            format!("'{decision}' is not an answer {kind} allows (expected one of {})", list(kind.decisions())),
         ));
     }
     Ok(Some(decision))

@@ -40,7 +40,10 @@ approvers:
 fn approval_defaults_are_inspects() {
     let policy = Policy::parse("p.yaml", APPROVAL, Kind::Approval).unwrap();
     let none = decided(decide(&policy, &call("web", json!({}))));
-    assert_eq!((none.decision, none.explanation.as_deref()), (Decision::Reject, Some("No approvers registered for tool web")));
+    assert_eq!(
+        (none.decision, none.explanation.as_deref()),
+        (Decision::Reject, Some("No approvers registered for tool web"))
+    );
     assert_eq!(names(&none), [("policy", Decision::Reject)]);
 
     let escalated = decided(decide(&policy, &call("bash", json!({"cmd": "ls"}))));
@@ -66,7 +69,10 @@ fn external_steps_suspend_and_resume_the_chain() {
     assert_eq!(step, 1);
     assert_eq!(state.trail.len(), 1);
     let outcome = decided(policy.resume(&input, state.clone(), step, Answer::new(Decision::Approve, "ok")));
-    assert_eq!((outcome.decision, outcome.approver.as_deref(), outcome.step), (Decision::Approve, Some("human"), Some(1)));
+    assert_eq!(
+        (outcome.decision, outcome.approver.as_deref(), outcome.step),
+        (Decision::Approve, Some("human"), Some(1))
+    );
     assert_eq!(names(&outcome), [("auto", Decision::Escalate), ("human", Decision::Approve)]);
 
     // A human answer outside the offered choices fails closed to terminate.
@@ -86,7 +92,10 @@ fn modify_to_another_function_fails_the_sample() {
     let Verdict::Pending { step, state } = policy.evaluate(&input, ChainState::default()) else { panic!() };
     let mut answer = Answer::new(Decision::Modify, "safer");
     answer.modified = Some(call("python", json!({"code": "pass"})));
-    assert!(matches!(policy.resume(&input, state.clone(), step, answer), Verdict::Failed(ChainError::ModifiedFunction { .. })));
+    assert!(matches!(
+        policy.resume(&input, state.clone(), step, answer),
+        Verdict::Failed(ChainError::ModifiedFunction { .. })
+    ));
     let mut answer = Answer::new(Decision::Modify, "safer");
     answer.modified = Some(call("bash", json!({"cmd": "rm -ri /tmp/x"})));
     let outcome = decided(policy.resume(&input, state, step, answer));
@@ -111,13 +120,26 @@ fn review_defaults_are_inspects() {
 
 #[test]
 fn bad_steps_are_located() {
-    let err = Policy::parse("p.yaml", "approvers:\n  - name: human\n    tools: x\n    choices: [approve, maybe]\n", Kind::Approval).unwrap_err();
+    let err = Policy::parse(
+        "p.yaml",
+        "approvers:\n  - name: human\n    tools: x\n    choices: [approve, maybe]\n",
+        Kind::Approval,
+    )
+    .unwrap_err();
     assert_eq!((err.location.line, err.location.column), (4, 14), "{err}");
     assert!(err.message.contains("unknown decision 'maybe'"), "{err}");
-    let policy = Policy::parse("p.yaml", "approvers:\n  - name: auto\n    tools: [ok, 'f(x=[b-a]']\n", Kind::Approval).unwrap();
-    assert!(policy.warnings()[0].starts_with("p.yaml:3:17: glob 'f(x=[b-a]*' can never match"), "{:?}", policy.warnings());
-    let err = Policy::parse("p.yaml", "approvers:\n  - name: pattern\n    tools: x\n    regex: '('\n", Kind::Approval).unwrap_err();
+    let policy =
+        Policy::parse("p.yaml", "approvers:\n  - name: auto\n    tools: [ok, 'f(x=[b-a]']\n", Kind::Approval).unwrap();
+    assert!(
+        policy.warnings()[0].starts_with("p.yaml:3:17: glob 'f(x=[b-a]*' can never match"),
+        "{:?}",
+        policy.warnings()
+    );
+    let err = Policy::parse("p.yaml", "approvers:\n  - name: pattern\n    tools: x\n    regex: '('\n", Kind::Approval)
+        .unwrap_err();
     assert!(err.message.contains("bad regular expression"), "{err}");
-    let err = Policy::parse("p.yaml", "approvers:\n  - name: human\n    tools: x\n    choices: [modify]\n", Kind::Approval).unwrap_err();
+    let err =
+        Policy::parse("p.yaml", "approvers:\n  - name: human\n    tools: x\n    choices: [modify]\n", Kind::Approval)
+            .unwrap_err();
     assert!(err.message.contains("cannot choose 'modify'"), "{err}");
 }

@@ -2,12 +2,13 @@ use super::*;
 
 fn matches(tools: &str, candidate: &str) -> bool {
     let globs = expand_tools([tools]);
-    ToolMatcher::new(&[globs]).map(|m| {
-        let (mut scratch, mut out) = (Vec::new(), Vec::new());
-        m.matching_steps(candidate, &mut scratch, &mut out);
-        !out.is_empty()
-    })
-    .unwrap()
+    ToolMatcher::new(&[globs])
+        .map(|m| {
+            let (mut scratch, mut out) = (Vec::new(), Vec::new());
+            m.matching_steps(candidate, &mut scratch, &mut out);
+            !out.is_empty()
+        })
+        .unwrap()
 }
 
 #[test]

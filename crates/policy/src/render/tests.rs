@@ -19,7 +19,10 @@ fn renders_scalars_like_python_str() {
     )
     .map(|v| call(v))
     .unwrap();
-    assert_eq!(format_function_call(&c), "f(a=10, b=True, c=None, d=1.5, e=1e+16, f=0, g=123456789012345678901234567890)");
+    assert_eq!(
+        format_function_call(&c),
+        "f(a=10, b=True, c=None, d=1.5, e=1e+16, f=0, g=123456789012345678901234567890)"
+    );
 }
 
 #[test]
@@ -44,7 +47,9 @@ fn floats_follow_python_repr() {
 
 #[test]
 fn containers_use_repr_and_sorted_keys() {
-    let c = call(json!({"function": "f", "arguments": {"items": ["a'b", "q\"", "both'\"", 1, [true]], "d": {"z": 1, "a": "\u{7}é\u{200b}"}}}));
+    let c = call(
+        json!({"function": "f", "arguments": {"items": ["a'b", "q\"", "both'\"", 1, [true]], "d": {"z": 1, "a": "\u{7}é\u{200b}"}}}),
+    );
     assert_eq!(
         format_function_call(&c),
         r#"f(items=["a'b", 'q"', 'both\'"', 1, [True]], d={'a': '\x07é\u200b', 'z': 1})"#

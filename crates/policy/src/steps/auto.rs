@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::{Params, ParamError, Subject, deny_unknown, opt_decision};
+use super::{ParamError, Params, Subject, deny_unknown, opt_decision};
 use crate::call::{Answer, Decision, Kind};
 
 /// The step's name in a policy file.

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::{Params, ParamError, list, opt_decision, opt_f64};
+use super::{ParamError, Params, list, opt_decision, opt_f64};
 use crate::call::{Decision, Kind};
 
 /// How long an external step may take, and what it answers when it runs out.
@@ -52,7 +52,10 @@ impl Timeout {
             let allowed: Vec<Decision> = kind.decisions().iter().copied().filter(|d| *d != Decision::Modify).collect();
             return Err(ParamError::at(
                 "on_timeout",
-                format!("'on_timeout' cannot be modify: there is no call to run instead (use one of {})", list(&allowed)),
+                format!(
+                    "'on_timeout' cannot be modify: there is no call to run instead (use one of {})",
+                    list(&allowed)
+                ),
             ));
         }
         Ok(Timeout { after, on_timeout })

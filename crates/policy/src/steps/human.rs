@@ -3,7 +3,7 @@
 use std::fmt;
 
 use super::external::Timeout;
-use super::{Params, ParamError, deny_unknown, list, opt_str, opt_str_list};
+use super::{ParamError, Params, deny_unknown, list, opt_str, opt_str_list};
 use crate::call::{Decision, Kind};
 
 /// The step's name in a policy file.
@@ -49,7 +49,10 @@ impl Human {
                     if !kind.decisions().contains(&decision) {
                         return Err(ParamError::at(
                             "choices",
-                            format!("'{decision}' is not a {kind} choice (expected some of {})", list(kind.decisions())),
+                            format!(
+                                "'{decision}' is not a choice {kind} allows (expected some of {})",
+                                list(kind.decisions())
+                            ),
                         ));
                     }
                     if decision == Decision::Modify {

@@ -5,7 +5,7 @@ use std::fmt;
 use regex::Regex;
 use serde_json::Value;
 
-use super::{Params, ParamError, Subject, deny_unknown, opt_bool, opt_decision, opt_str};
+use super::{ParamError, Params, Subject, deny_unknown, opt_bool, opt_decision, opt_str};
 use crate::call::{Answer, Decision, Kind};
 use crate::render;
 
@@ -45,14 +45,20 @@ impl Pattern {
             (Some(_), true) => return Err(ParamError::at("output", "give either 'argument' or 'output', not both")),
             (Some(name), false) => Target::Argument(name.to_owned()),
             (None, true) if kind == Kind::Approval => {
-                return Err(ParamError::at("output", "'output' exists only for reviews: an approval runs before the tool"));
+                return Err(ParamError::at(
+                    "output",
+                    "'output' exists only for reviews: an approval runs before the tool",
+                ));
             }
             (None, true) => Target::Output,
             (None, false) => Target::Call,
         };
         let decision = opt_decision(params, "decision", kind)?.unwrap_or(kind.fail_closed());
         if decision == Decision::Escalate {
-            return Err(ParamError::at("decision", "a pattern escalates anyway when it does not match; give a decision"));
+            return Err(ParamError::at(
+                "decision",
+                "a pattern escalates anyway when it does not match; give a decision",
+            ));
         }
         Ok(Pattern { regex, target, decision, explanation: opt_str(params, "explanation")?.map(str::to_owned) })
     }

@@ -1,0 +1,114 @@
+//! `airlock policy eval` and `airlock policy check` as a user runs them.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn airlock(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_airlock")).args(args).output().expect("airlock runs")
+}
+
+/// Every chain vector from Inspect, fed through the command in batches per policy and kind.
+#[test]
+fn eval_agrees_with_inspect_on_every_chain_vector() {
+    let dir = repo().join("tests/conformance");
+    let text = fs::read_to_string(dir.join("chains.jsonl")).unwrap();
+    let mut groups: BTreeMap<(String, String), Vec<Value>> = BTreeMap::new();
+    for line in text.split('\n').filter(|l| !l.is_empty()) {
+        let case: Value = serde_json::from_str(line).unwrap();
+        let key = (case["policy"].as_str().unwrap().to_owned(), case["kind"].as_str().unwrap().to_owned());
+        groups.entry(key).or_default().push(case);
+    }
+    let scratch = tempdir();
+    let mut compared = 0;
+    for ((policy, kind), cases) in &groups {
+        let calls = scratch.join("calls.jsonl");
+        let lines: Vec<String> = cases.iter().map(|c| c["call"].to_string()).collect();
+        fs::write(&calls, lines.join("\n") + "\n").unwrap();
+        let out = airlock(&[
+            "policy",
+            "eval",
+            "--policy",
+            dir.join(policy).to_str().unwrap(),
+            "--kind",
+            kind,
+            "--calls",
+            calls.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let results: Vec<Value> =
+            String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(results.len(), cases.len(), "one line per call, in order");
+        for (case, got) in cases.iter().zip(&results) {
+            for key in ["decision", "explanation", "approver", "trail"] {
+                assert_eq!(got[key], case[key], "{policy} {kind} {}: {key}", case["call"]);
+            }
+            assert!(got["rendered"].as_str().unwrap().starts_with(case["call"]["function"].as_str().unwrap()));
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, text.split('\n').filter(|l| !l.is_empty()).count());
+}
+
+#[test]
+fn eval_reports_external_steps_as_pending_and_bad_lines_in_place() {
+    let scratch = tempdir();
+    let policy = scratch.join("p.yaml");
+    fs::write(&policy, "approvers:\n  - name: auto\n    tools: ls\n  - name: human\n    tools: \"*\"\n").unwrap();
+    let calls = scratch.join("calls.jsonl");
+    fs::write(
+        &calls,
+        "{\"function\": \"ls\", \"arguments\": {}}\nnot json\n{\"function\": \"rm\", \"arguments\": {\"p\": \"/\"}}\n",
+    )
+    .unwrap();
+    let out = airlock(&[
+        "policy",
+        "eval",
+        "--policy",
+        policy.to_str().unwrap(),
+        "--kind",
+        "approval",
+        "--calls",
+        calls.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success(), "a bad line makes the run fail");
+    let lines: Vec<Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines[0]["decision"], "approve");
+    assert!(lines[1]["error"].as_str().unwrap().starts_with("bad call"));
+    assert_eq!(lines[2]["pending"], serde_json::json!({"step": 1, "approver": "human"}));
+    assert_eq!(lines[2]["rendered"], "rm(p='/')");
+}
+
+#[test]
+fn check_prints_the_chain_or_a_located_error() {
+    let scratch = tempdir();
+    let good = scratch.join("good.yaml");
+    fs::write(&good, "approvers:\n  - name: human\n    tools: [bash, \"python, web\"]\nreviewers:\n  - name: auto\n    tools: \"*\"\n").unwrap();
+    let out = airlock(&["policy", "check", good.to_str().unwrap()]);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success());
+    assert!(stdout.contains("tools: bash* | python* | web*"), "{stdout}");
+    assert!(stdout.contains("review chain (1 steps"), "{stdout}");
+
+    let bad = scratch.join("bad.yaml");
+    fs::write(&bad, "approvers:\n  - name: auto\n    tools: \"*\"\n    decision: continue\n").unwrap();
+    let out = airlock(&["policy", "check", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(64));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("bad.yaml:4:15: step 'auto': 'continue' is not an answer approval allows"), "{stderr}");
+}
+
+fn tempdir() -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("airlock-cli-{}-{:?}", std::process::id(), std::thread::current().id()));
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}

@@ -1,0 +1,11 @@
+//! Compiles `proto/airlock/v1/*.proto` with protox, so no system `protoc` is needed.
+
+fn main() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    let file = root.join("airlock/v1/airlock.proto");
+    println!("cargo:rerun-if-changed={}", file.display());
+    let descriptors = protox::compile([&file], [&root]).unwrap_or_else(|e| panic!("{e}"));
+    prost_build::Config::new()
+        .compile_fds(descriptors)
+        .unwrap_or_else(|e| panic!("generating Rust from the wire contract failed: {e}"));
+}

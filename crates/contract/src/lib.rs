@@ -1,0 +1,12 @@
+//! The wire contract: every message runners, workers, steps and reviewers exchange.
+//!
+//! Generated from `proto/airlock/v1/airlock.proto`; see that file for the documentation of
+//! each message and field, and for which queue carries which message.
+#![forbid(unsafe_code)]
+#![deny(rust_2018_idioms)]
+
+/// `airlock.v1`, the current version of the contract.
+pub mod v1 {
+    #![allow(missing_docs, clippy::doc_lazy_continuation)]
+    include!(concat!(env!("OUT_DIR"), "/airlock.v1.rs"));
+}
