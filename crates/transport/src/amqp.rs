@@ -1,0 +1,301 @@
+//! The AMQP transport: RabbitMQ through lapin. The only module that touches lapin.
+//!
+//! Layout:
+//! - `link`: one broker connection, dialled on demand; every new connection re-declares the
+//!   topology this transport knows before anyone uses it.
+//! - `publish`: the shared confirm-mode channel and the publish retry loop.
+//! - `consume`: consumers that re-subscribe after connection loss.
+//! - `wire`: messages, properties, queue arguments and errors, to and from lapin types.
+//!
+//! Two connections per transport, both opened lazily and reopened on demand: one for
+//! publishing and declaring, one for consumers. The broker blocks a publishing connection
+//! under memory pressure; on its own connection, consumers keep consuming and acking.
+//!
+//! Recovery is explicit rather than lapin's `enable_auto_recover`: that gives up after a
+//! bounded number of attempts (16 by default) and leaves publishes failing while it
+//! reconnects, so an explicit path is needed anyway, and one path is easier to reason about
+//! and test. A dead connection is noticed through its status; the next user dials a new one.
+
+mod consume;
+mod link;
+mod publish;
+mod wire;
+
+use std::{
+    fmt,
+    future::Future,
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
+
+use lapin::{
+    Channel,
+    options::{ExchangeDeleteOptions, QueueDeclareOptions, QueueDeleteOptions},
+    types::FieldTable,
+    uri::AMQPUri,
+};
+use tokio::sync::watch;
+use tracing::{debug, warn};
+
+pub(crate) use consume::AmqpConsumer;
+pub(crate) use wire::AmqpAcker;
+
+use crate::{
+    Consumer, Destination, Message, Topology, Transport, TransportError, backoff::Backoff, message::check_short,
+};
+use link::Link;
+use publish::Publisher;
+
+/// How to reach the broker and how hard to try.
+#[derive(Clone)]
+pub struct AmqpOptions {
+    /// `amqp://user:password@host:port/vhost` (the default vhost is `%2f`); `amqps://` for
+    /// TLS. `?heartbeat=<s>` shortens how long a silently dead connection goes unnoticed.
+    pub url: String,
+    /// The name the broker shows for this transport's connections (suffixed with
+    /// `publish` or `consume`), e.g. the role and host.
+    pub connection_name: String,
+    /// Attempts for one publish, declaration or query across reconnects before it fails
+    /// with [`TransportError::Unavailable`].
+    pub attempts: u32,
+    /// The first delay between reconnect attempts.
+    pub reconnect_min: Duration,
+    /// The longest delay between reconnect attempts (consumers retry forever).
+    pub reconnect_max: Duration,
+    /// How long one connection attempt may take.
+    pub connect_timeout: Duration,
+}
+
+impl AmqpOptions {
+    /// Defaults for `url`: 6 attempts, reconnect delays from 100 ms up to 10 s, 15 s to
+    /// connect.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            connection_name: "airlock".to_owned(),
+            attempts: 6,
+            reconnect_min: Duration::from_millis(100),
+            reconnect_max: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(15),
+        }
+    }
+
+    /// Sets the connection name.
+    #[must_use]
+    pub fn with_connection_name(mut self, name: impl Into<String>) -> Self {
+        self.connection_name = name.into();
+        self
+    }
+}
+
+impl fmt::Debug for AmqpOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The URL carries the password: never print it.
+        f.debug_struct("AmqpOptions")
+            .field("connection_name", &self.connection_name)
+            .field("attempts", &self.attempts)
+            .field("reconnect_min", &self.reconnect_min)
+            .field("reconnect_max", &self.reconnect_max)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The AMQP transport. Clones share the connections.
+#[derive(Clone, Debug)]
+pub struct AmqpTransport {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    options: AmqpOptions,
+    uri: AMQPUri,
+    /// Everything declared through this transport: declared again on every new connection.
+    known: Mutex<Topology>,
+    publishing: Link,
+    consuming: Link,
+    publisher: Publisher,
+    closed: watch::Sender<bool>,
+}
+
+// === impl AmqpTransport ===
+
+impl AmqpTransport {
+    /// Connects to the broker at `url` with default options.
+    pub async fn connect(url: &str) -> Result<Self, TransportError> {
+        Self::connect_with(AmqpOptions::new(url)).await
+    }
+
+    /// Connects with `options`. Fails fast, without retrying, if the broker cannot be
+    /// reached now: later connection losses are recovered from.
+    pub async fn connect_with(options: AmqpOptions) -> Result<Self, TransportError> {
+        let uri: AMQPUri = options.url.parse().map_err(|e| TransportError::Invalid(format!("AMQP URL: {e}")))?;
+        let inner = Arc::new(Inner {
+            uri,
+            known: Mutex::new(Topology::empty("")),
+            publishing: Link::new("publish"),
+            consuming: Link::new("consume"),
+            publisher: Publisher::default(),
+            closed: watch::Sender::new(false),
+            options,
+        });
+        inner.publishing.connection(&inner).await?;
+        Ok(Self { inner })
+    }
+}
+
+impl Transport for AmqpTransport {
+    async fn declare(&self, topology: &Topology) -> Result<(), TransportError> {
+        check_names(topology)?;
+        let inner = &self.inner;
+        inner
+            .retrying("declare", || async {
+                let connection = inner.publishing.connection(inner).await?;
+                link::declare(&connection, topology, false).await
+            })
+            .await?;
+        inner.known().merge(topology);
+        Ok(())
+    }
+
+    async fn delete(&self, topology: &Topology) -> Result<(), TransportError> {
+        let inner = &self.inner;
+        inner.known().remove(topology);
+        inner.retrying("delete", || delete(inner, topology)).await
+    }
+
+    async fn publish(&self, destination: &Destination, message: Message) -> Result<(), TransportError> {
+        self.inner.publish(destination, message).await
+    }
+
+    async fn consume(&self, queue: &str, prefetch: u16) -> Result<Consumer, TransportError> {
+        check_short("queue name", queue)?;
+        let consumer = AmqpConsumer::start(self.inner.clone(), queue, prefetch).await?;
+        Ok(Consumer::amqp(consumer))
+    }
+
+    async fn message_count(&self, queue: &str) -> Result<u32, TransportError> {
+        check_short("queue name", queue)?;
+        let inner = &self.inner;
+        inner
+            .retrying("count", || async {
+                let channel = inner.control_channel().await?;
+                let options = QueueDeclareOptions::durable().passive();
+                let declared = channel
+                    .queue_declare(queue.into(), options, FieldTable::default())
+                    .await
+                    .map_err(|e| wire::error(e, || format!("queue {queue}")))?;
+                close_quietly(&channel, "counted").await;
+                Ok(declared.message_count())
+            })
+            .await
+    }
+
+    async fn close(&self) {
+        let inner = &self.inner;
+        inner.closed.send_replace(true);
+        inner.publisher.clear();
+        inner.publishing.close().await;
+        inner.consuming.close().await;
+    }
+}
+
+// === impl Inner ===
+
+impl Inner {
+    fn known(&self) -> std::sync::MutexGuard<'_, Topology> {
+        self.known.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn is_closed(&self) -> bool {
+        *self.closed.borrow()
+    }
+
+    fn backoff(&self) -> Backoff {
+        Backoff::new(self.options.reconnect_min, self.options.reconnect_max)
+    }
+
+    /// A fresh channel on the publishing connection for a declaration or a query, whose
+    /// failure (a 404 or 406 closes the channel) must not disturb the publishing channel.
+    async fn control_channel(&self) -> Result<Channel, TransportError> {
+        let connection = self.publishing.connection(self).await?;
+        connection.create_channel().await.map_err(|e| wire::error(e, || "channel".to_owned()))
+    }
+
+    /// Runs `op` until it succeeds, fails with an error that is not about the connection, or
+    /// runs out of attempts.
+    async fn retrying<T, F, Fut>(&self, what: &'static str, mut op: F) -> Result<T, TransportError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, TransportError>>,
+    {
+        let mut backoff = self.backoff();
+        let mut attempt = 1;
+        loop {
+            let error = match op().await {
+                Ok(value) => return Ok(value),
+                Err(error) => error,
+            };
+            if !matches!(error, TransportError::Unavailable(_)) || attempt >= self.options.attempts || self.is_closed()
+            {
+                return Err(error);
+            }
+            let delay = backoff.next_delay();
+            warn!(operation = what, attempt, error = %error, ?delay, "Broker operation failed; retrying.");
+            tokio::time::sleep(delay).await;
+            attempt += 1;
+        }
+    }
+}
+
+/// Checks every name of `topology` fits AMQP before anything is sent.
+fn check_names(topology: &Topology) -> Result<(), TransportError> {
+    for exchange in topology.exchanges() {
+        check_short("exchange name", &exchange.name)?;
+    }
+    for queue in topology.queues() {
+        check_short("queue name", &queue.name)?;
+    }
+    for binding in topology.bindings() {
+        check_short("routing key", &binding.routing_key)?;
+    }
+    Ok(())
+}
+
+/// Deletes the queues and exchanges of `topology` through `inner`'s publishing connection,
+/// skipping the ones that fail (a failure closes the channel: the next item gets a new one).
+async fn delete(inner: &Inner, topology: &Topology) -> Result<(), TransportError> {
+    let mut channel = inner.control_channel().await?;
+    for queue in topology.queues() {
+        let result = channel.queue_delete(queue.name.as_str().into(), QueueDeleteOptions::default()).await;
+        if let Err(e) = result {
+            let error = wire::error(e, || format!("queue {}", queue.name));
+            if matches!(error, TransportError::Unavailable(_)) {
+                return Err(error);
+            }
+            debug!(queue = %queue.name, error = %error, "Queue not deleted.");
+            channel = inner.control_channel().await?;
+        }
+    }
+    for exchange in topology.exchanges() {
+        let result = channel.exchange_delete(exchange.name.as_str().into(), ExchangeDeleteOptions::default()).await;
+        if let Err(e) = result {
+            let error = wire::error(e, || format!("exchange {}", exchange.name));
+            if matches!(error, TransportError::Unavailable(_)) {
+                return Err(error);
+            }
+            debug!(exchange = %exchange.name, error = %error, "Exchange not deleted.");
+            channel = inner.control_channel().await?;
+        }
+    }
+    close_quietly(&channel, "deleted").await;
+    Ok(())
+}
+
+/// Closes a short-lived channel; a failure only means it is already gone.
+async fn close_quietly(channel: &Channel, why: &str) {
+    if let Err(error) = channel.close(200, why.into()).await {
+        debug!(error = %error, "Channel close failed.");
+    }
+}

@@ -1,0 +1,167 @@
+//! Consumers that outlive their connection.
+//!
+//! A consumer owns its channel (with `basic_qos(prefetch)` set before `basic_consume`) on the
+//! transport's consuming connection. When the channel or the connection dies, the lapin
+//! consumer stream reports an error or ends; the next call to [`AmqpConsumer::next`] then
+//! waits a capped, jittered backoff, gets a live connection (dialling one, which re-declares
+//! the known topology), and subscribes again. Deliveries that were unacked on the dead
+//! channel come back from the broker marked redelivered; settling the old ones fails with
+//! [`TransportError::ChannelClosed`] instead of reaching the broker.
+//!
+//! Recovery runs inside `next`: no task per consumer, and nothing to do while nobody asks
+//! for deliveries.
+
+use std::{future::poll_fn, pin::Pin, sync::Arc};
+
+use futures_core::Stream;
+use lapin::{
+    Channel,
+    options::{BasicCancelOptions, BasicConsumeOptions, BasicQosOptions},
+    types::FieldTable,
+};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use super::{Inner, wire};
+use crate::{Delivery, TransportError, backoff::Backoff};
+
+/// A consumer of an AMQP queue.
+pub(crate) struct AmqpConsumer {
+    inner: Arc<Inner>,
+    queue: Arc<str>,
+    prefetch: u16,
+    subscription: Option<Subscription>,
+    /// Set when the subscription was lost: wait before subscribing again.
+    lost: bool,
+    cancelled: bool,
+    backoff: Backoff,
+    closed: watch::Receiver<bool>,
+}
+
+struct Subscription {
+    channel: Channel,
+    consumer: lapin::Consumer,
+}
+
+impl std::fmt::Debug for AmqpConsumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AmqpConsumer")
+            .field("queue", &self.queue)
+            .field("prefetch", &self.prefetch)
+            .field("subscribed", &self.subscription.is_some())
+            .field("cancelled", &self.cancelled)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AmqpConsumer {
+    /// Subscribes to `queue`, retrying connection trouble a bounded number of times; a
+    /// missing queue fails at once.
+    pub(super) async fn start(inner: Arc<Inner>, queue: &str, prefetch: u16) -> Result<Self, TransportError> {
+        let subscription = inner.retrying("consume", || subscribe(&inner, queue, prefetch)).await?;
+        Ok(Self {
+            backoff: inner.backoff(),
+            closed: inner.closed.subscribe(),
+            inner,
+            queue: queue.into(),
+            prefetch,
+            subscription: Some(subscription),
+            lost: false,
+            cancelled: false,
+        })
+    }
+
+    pub(crate) fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    pub(crate) async fn next(&mut self) -> Option<Delivery> {
+        loop {
+            if *self.closed.borrow() {
+                return None;
+            }
+            let Some(subscription) = &mut self.subscription else {
+                if self.cancelled {
+                    return None;
+                }
+                if !self.resubscribe().await {
+                    return None;
+                }
+                continue;
+            };
+            let consumer = &mut subscription.consumer;
+            match poll_fn(|cx| Pin::new(&mut *consumer).poll_next(cx)).await {
+                Some(Ok(delivery)) => return Some(wire::delivery(delivery, &self.queue)),
+                Some(Err(error)) => {
+                    warn!(queue = %self.queue, error = %error, "Consumer lost its channel.");
+                    self.subscription = None;
+                    self.lost = true;
+                }
+                None if self.cancelled => return None,
+                None => {
+                    // The channel closed, or the broker cancelled the consumer (its queue was
+                    // deleted, or a quorum queue changed leader).
+                    warn!(queue = %self.queue, "Consumer ended by the broker.");
+                    self.subscription = None;
+                    self.lost = true;
+                }
+            }
+        }
+    }
+
+    /// One step of recovery: wait (after a loss), then try to subscribe. Returns `false` if
+    /// the transport closed meanwhile.
+    async fn resubscribe(&mut self) -> bool {
+        if self.lost {
+            let delay = self.backoff.next_delay();
+            warn!(queue = %self.queue, ?delay, "Consumer reconnecting.");
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                _ = self.closed.wait_for(|closed| *closed) => return false,
+            }
+        }
+        match subscribe(&self.inner, &self.queue, self.prefetch).await {
+            Ok(subscription) => {
+                info!(queue = %self.queue, "Consumer subscribed again.");
+                self.subscription = Some(subscription);
+                self.lost = false;
+                self.backoff.reset();
+                true
+            }
+            Err(TransportError::Closed) => false,
+            Err(error) => {
+                warn!(queue = %self.queue, error = %error, "Consumer could not subscribe.");
+                self.lost = true;
+                true
+            }
+        }
+    }
+
+    /// Asks the broker to stop delivering; deliveries already received can still be settled
+    /// and [`next`](Self::next) drains what lapin already holds, then ends.
+    pub(crate) async fn cancel(&mut self) {
+        self.cancelled = true;
+        if let Some(subscription) = &self.subscription {
+            let tag = subscription.consumer.tag();
+            let result = subscription.channel.basic_cancel(tag, BasicCancelOptions::default()).await;
+            if let Err(error) = result {
+                debug!(queue = %self.queue, error = %error, "Cancel failed; the channel is gone.");
+                self.subscription = None;
+            }
+        }
+    }
+}
+
+/// Opens a channel on the consuming connection, sets the prefetch and starts consuming.
+async fn subscribe(inner: &Inner, queue: &str, prefetch: u16) -> Result<Subscription, TransportError> {
+    let connection = inner.consuming.connection(inner).await?;
+    let what = || format!("queue {queue}");
+    let channel = connection.create_channel().await.map_err(|e| wire::error(e, what))?;
+    // Before basic_consume: the broker applies a qos to the consumers started after it.
+    channel.basic_qos(prefetch, BasicQosOptions::default()).await.map_err(|e| wire::error(e, what))?;
+    let consumer = channel
+        .basic_consume(queue.into(), "".into(), BasicConsumeOptions::default(), FieldTable::default())
+        .await
+        .map_err(|e| wire::error(e, what))?;
+    Ok(Subscription { channel, consumer })
+}

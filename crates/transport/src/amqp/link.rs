@@ -1,0 +1,143 @@
+//! One broker connection, dialled when first needed and again whenever it was lost.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use lapin::{
+    Connection, ConnectionProperties,
+    options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions},
+    types::FieldTable,
+};
+use tracing::{info, warn};
+
+use super::{Inner, close_quietly, wire};
+use crate::{Topology, TransportError};
+
+/// A connection slot. Many tasks may ask for the connection at once; one dials, the others
+/// wait for it, so a lost connection is replaced once, not once per caller.
+#[derive(Debug)]
+pub(super) struct Link {
+    role: &'static str,
+    current: Mutex<Option<Arc<Connection>>>,
+    dialing: tokio::sync::Mutex<()>,
+}
+
+impl Link {
+    pub(super) fn new(role: &'static str) -> Self {
+        Self { role, current: Mutex::new(None), dialing: tokio::sync::Mutex::new(()) }
+    }
+
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Arc<Connection>>> {
+        self.current.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn live(&self) -> Option<Arc<Connection>> {
+        self.slot().as_ref().filter(|connection| connection.status().connected()).cloned()
+    }
+
+    /// The live connection, or a new one (with the known topology declared on it).
+    pub(super) async fn connection(&self, inner: &Inner) -> Result<Arc<Connection>, TransportError> {
+        if let Some(connection) = self.live() {
+            return Ok(connection);
+        }
+        let _dialing = self.dialing.lock().await;
+        if let Some(connection) = self.live() {
+            return Ok(connection);
+        }
+        if inner.is_closed() {
+            return Err(TransportError::Closed);
+        }
+        let name = format!("{} ({})", inner.options.connection_name, self.role);
+        let properties = ConnectionProperties::default().with_connection_name(name.into());
+        let connect = Connection::connect_uri(inner.uri.clone(), properties);
+        let connection = match tokio::time::timeout(inner.options.connect_timeout, connect).await {
+            Ok(Ok(connection)) => Arc::new(connection),
+            Ok(Err(e)) => return Err(TransportError::Unavailable(Box::new(e))),
+            Err(elapsed) => return Err(TransportError::Unavailable(Box::new(elapsed))),
+        };
+        let known = inner.known().clone();
+        declare(&connection, &known, true).await?;
+        info!(role = self.role, "Connected to the broker.");
+        *self.slot() = Some(connection.clone());
+        Ok(connection)
+    }
+
+    /// Closes the connection, if any: the broker requeues what its consumers left unacked.
+    pub(super) async fn close(&self) {
+        let connection = self.slot().take();
+        if let Some(connection) = connection
+            && let Err(error) = connection.close(200, "closing".into()).await
+        {
+            info!(role = self.role, error = %error, "Connection was already closed.");
+        }
+    }
+}
+
+/// Declares `topology` on a channel of `connection`.
+///
+/// With `keep_going` (re-declaring after a reconnect), a declaration the broker refuses is
+/// logged and skipped, on a new channel, so one conflicting queue does not stop the rest;
+/// otherwise the first error is returned.
+pub(super) async fn declare(
+    connection: &Connection,
+    topology: &Topology,
+    keep_going: bool,
+) -> Result<(), TransportError> {
+    let open = || async { connection.create_channel().await.map_err(|e| wire::error(e, || "channel".to_owned())) };
+    let mut channel = open().await?;
+    let exchange_options = ExchangeDeclareOptions { durable: true, ..ExchangeDeclareOptions::default() };
+    for exchange in topology.exchanges() {
+        let result = channel
+            .exchange_declare(
+                exchange.name.as_str().into(),
+                wire::exchange_kind(exchange.kind),
+                exchange_options,
+                FieldTable::default(),
+            )
+            .await
+            .map_err(|e| wire::error(e, || format!("exchange {}", exchange.name)));
+        if let Err(error) = result {
+            skip_or_fail(error, keep_going)?;
+            channel = open().await?;
+        }
+    }
+    for queue in topology.queues() {
+        let result = channel
+            .queue_declare(
+                queue.name.as_str().into(),
+                QueueDeclareOptions::durable(),
+                wire::queue_arguments(&queue.kind),
+            )
+            .await
+            .map_err(|e| wire::error(e, || format!("queue {}", queue.name)));
+        if let Err(error) = result {
+            skip_or_fail(error, keep_going)?;
+            channel = open().await?;
+        }
+    }
+    for binding in topology.bindings() {
+        let result = channel
+            .queue_bind(
+                binding.queue.as_str().into(),
+                binding.exchange.as_str().into(),
+                binding.routing_key.as_str().into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(|e| wire::error(e, || format!("binding {} -> {}", binding.exchange, binding.queue)));
+        if let Err(error) = result {
+            skip_or_fail(error, keep_going)?;
+            channel = open().await?;
+        }
+    }
+    close_quietly(&channel, "declared").await;
+    Ok(())
+}
+
+fn skip_or_fail(error: TransportError, keep_going: bool) -> Result<(), TransportError> {
+    if !keep_going || matches!(error, TransportError::Unavailable(_)) {
+        return Err(error);
+    }
+    warn!(error = %error, "Re-declaration refused; continuing with the rest.");
+    Ok(())
+}

@@ -1,0 +1,149 @@
+//! Messages, where they go, and the names of the headers Airlock reads and writes.
+
+use std::{collections::BTreeMap, fmt};
+
+use bytes::Bytes;
+
+use crate::TransportError;
+
+/// Header carrying why a message was sent to the dead-letter exchange by
+/// [`Transport::publish_dead`](crate::Transport::publish_dead).
+pub const HEADER_REASON: &str = "x-airlock-reason";
+/// Header carrying the W3C trace context of the message's producer.
+pub const HEADER_TRACEPARENT: &str = "traceparent";
+/// Header a RabbitMQ quorum queue sets to the number of times a message was returned to it.
+pub const HEADER_DELIVERY_COUNT: &str = "x-delivery-count";
+/// Header the broker sets on a dead-lettered message: why it was dead-lettered the first time
+/// ([`DEATH_REJECTED`] or [`DEATH_DELIVERY_LIMIT`]).
+pub const HEADER_FIRST_DEATH_REASON: &str = "x-first-death-reason";
+/// Header the broker sets on a dead-lettered message: the queue it was dead-lettered from.
+pub const HEADER_FIRST_DEATH_QUEUE: &str = "x-first-death-queue";
+/// [`HEADER_FIRST_DEATH_REASON`] of a message a consumer rejected.
+pub const DEATH_REJECTED: &str = "rejected";
+/// [`HEADER_FIRST_DEATH_REASON`] of a message returned more often than the delivery limit.
+pub const DEATH_DELIVERY_LIMIT: &str = "delivery_limit";
+
+/// The longest name or property AMQP carries (a "short string").
+pub const MAX_SHORT_STRING: usize = 255;
+
+/// A message as it travels: an opaque body (protobuf in Airlock) and a few properties.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Message {
+    /// The payload.
+    pub body: Bytes,
+    /// Correlates a reply with its request (Airlock uses the call key).
+    pub correlation_id: Option<String>,
+    /// The queue a reply should go to.
+    pub reply_to: Option<String>,
+    /// String headers: reasons, W3C `traceparent`. Non-string broker headers are not carried.
+    pub headers: BTreeMap<String, String>,
+    /// A producer-chosen id, for deduplication.
+    pub message_id: Option<String>,
+}
+
+impl Message {
+    /// A message with `body` and no properties.
+    pub fn new(body: impl Into<Bytes>) -> Self {
+        Self { body: body.into(), ..Self::default() }
+    }
+
+    /// Sets the correlation id.
+    #[must_use]
+    pub fn with_correlation_id(mut self, id: impl Into<String>) -> Self {
+        self.correlation_id = Some(id.into());
+        self
+    }
+
+    /// Sets the reply queue.
+    #[must_use]
+    pub fn with_reply_to(mut self, queue: impl Into<String>) -> Self {
+        self.reply_to = Some(queue.into());
+        self
+    }
+
+    /// Sets the message id.
+    #[must_use]
+    pub fn with_message_id(mut self, id: impl Into<String>) -> Self {
+        self.message_id = Some(id.into());
+        self
+    }
+
+    /// Adds a string header.
+    #[must_use]
+    pub fn with_header(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.insert(key.into(), value.into());
+        self
+    }
+
+    /// Checks the limits AMQP puts on properties, so both transports refuse the same messages.
+    pub(crate) fn validate(&self) -> Result<(), TransportError> {
+        let short = [
+            ("correlation_id", self.correlation_id.as_deref()),
+            ("reply_to", self.reply_to.as_deref()),
+            ("message_id", self.message_id.as_deref()),
+        ];
+        for (what, value) in short {
+            if let Some(value) = value {
+                check_short(what, value)?;
+            }
+        }
+        for key in self.headers.keys() {
+            check_short("header name", key)?;
+        }
+        Ok(())
+    }
+}
+
+/// Fails with [`TransportError::Invalid`] if `value` does not fit an AMQP short string.
+pub(crate) fn check_short(what: &str, value: &str) -> Result<(), TransportError> {
+    if value.len() > MAX_SHORT_STRING {
+        return Err(TransportError::Invalid(format!(
+            "{what} is {} bytes long, the limit is {MAX_SHORT_STRING}",
+            value.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Where a message is published.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Destination {
+    /// A queue, by name, through the broker's default exchange. The queue must exist.
+    Queue(String),
+    /// An exchange with a routing key; the exchange's bindings decide which queues get it.
+    Exchange {
+        /// The exchange's name.
+        exchange: String,
+        /// The routing key (ignored by fanout exchanges).
+        routing_key: String,
+    },
+}
+
+impl Destination {
+    /// A queue, by name.
+    pub fn queue(name: impl Into<String>) -> Self {
+        Self::Queue(name.into())
+    }
+
+    /// An exchange with a routing key.
+    pub fn exchange(exchange: impl Into<String>, routing_key: impl Into<String>) -> Self {
+        Self::Exchange { exchange: exchange.into(), routing_key: routing_key.into() }
+    }
+
+    /// The exchange and routing key as AMQP sees them (the default exchange is `""`).
+    pub fn parts(&self) -> (&str, &str) {
+        match self {
+            Self::Queue(queue) => ("", queue),
+            Self::Exchange { exchange, routing_key } => (exchange, routing_key),
+        }
+    }
+}
+
+impl fmt::Display for Destination {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Queue(queue) => write!(f, "queue {queue}"),
+            Self::Exchange { exchange, routing_key } => write!(f, "exchange {exchange} (routing key {routing_key:?})"),
+        }
+    }
+}

@@ -1,0 +1,316 @@
+//! The queues and exchanges of a fleet, all named from one prefix so several fleets (and
+//! tests) share a broker.
+//!
+//! | name | what |
+//! |---|---|
+//! | `<p>.requests` | work queue: runners → policy workers |
+//! | `<p>.results` | work queue: external steps and reviewers → policy workers |
+//! | `<p>.step.<name>` | work queue per external step |
+//! | `<p>.human.<pool>` | work queue per human pool |
+//! | `<p>.dlx` → `<p>.dead` | dead-letter exchange (fanout) and its queue |
+//! | `<p>.decisions` | topic exchange: every final decision, for the audit trail |
+//! | `<p>.cancels` | fanout exchange: withdrawn requests |
+//! | `<p>.reply.<owner>` | a runner's (or a service instance's) private queue |
+//!
+//! Work queues are durable quorum queues that dead-letter to `<p>.dlx` once a message was
+//! returned more than [`DELIVERY_LIMIT`] times, so a message that crashes every worker ends in
+//! `<p>.dead` instead of looping. Private queues are durable classic queues that expire
+//! [`PRIVATE_QUEUE_EXPIRES`] after their last consumer left: they outlive a reconnect, unlike
+//! exclusive or auto-delete queues, and still go away when their owner does.
+
+use std::time::Duration;
+
+/// The prefix of a fleet that does not choose one.
+pub const DEFAULT_PREFIX: &str = "airlock";
+/// Suffix of the requests queue.
+pub const REQUESTS: &str = "requests";
+/// Suffix of the results queue.
+pub const RESULTS: &str = "results";
+/// Suffix segment of the external step queues (`<p>.step.<name>`).
+pub const STEP: &str = "step";
+/// Suffix segment of the human queues (`<p>.human.<pool>`).
+pub const HUMAN: &str = "human";
+/// Suffix segment of private reply queues (`<p>.reply.<owner>`).
+pub const REPLY: &str = "reply";
+/// Suffix of the dead-letter exchange.
+pub const DLX: &str = "dlx";
+/// Suffix of the dead-letter queue.
+pub const DEAD: &str = "dead";
+/// Suffix of the decisions exchange.
+pub const DECISIONS: &str = "decisions";
+/// Suffix of the cancels exchange.
+pub const CANCELS: &str = "cancels";
+
+/// How many times a message may be returned to a work queue (by a requeue or a consumer
+/// that went away) before it is dead-lettered.
+pub const DELIVERY_LIMIT: u32 = 5;
+/// How long a private queue lives without consumers.
+pub const PRIVATE_QUEUE_EXPIRES: Duration = Duration::from_secs(30 * 60);
+
+/// What an exchange does with a routing key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExchangeKind {
+    /// Every bound queue gets every message.
+    Fanout,
+    /// Binding keys are patterns of dot-separated words: `*` matches one word, `#` any number.
+    Topic,
+}
+
+/// A durable exchange.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exchange {
+    /// Its full name.
+    pub name: String,
+    /// Its type.
+    pub kind: ExchangeKind,
+}
+
+/// The kinds of queue a fleet uses; each maps to one fixed set of broker arguments, so every
+/// declaration of a queue is identical (RabbitMQ refuses a re-declaration that differs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QueueKind {
+    /// A durable quorum queue that dead-letters to `dead_letter_exchange` on reject and after
+    /// `delivery_limit` returns.
+    Work {
+        /// The exchange rejected and poison messages go to.
+        dead_letter_exchange: String,
+        /// Returns allowed before a message is dead-lettered.
+        delivery_limit: u32,
+    },
+    /// A durable quorum queue with no dead-lettering: the end of the line.
+    Dead,
+    /// A durable classic queue that expires after `expires` without consumers.
+    Private {
+        /// Idle time before the broker deletes the queue.
+        expires: Duration,
+    },
+}
+
+/// A queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Queue {
+    /// Its full name.
+    pub name: String,
+    /// Its kind, which fixes its arguments.
+    pub kind: QueueKind,
+}
+
+/// A queue bound to an exchange.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Binding {
+    /// The exchange.
+    pub exchange: String,
+    /// The queue.
+    pub queue: String,
+    /// The binding key (a pattern on topic exchanges, ignored by fanout ones).
+    pub routing_key: String,
+}
+
+/// A set of exchanges, queues and bindings to declare, named from a prefix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Topology {
+    prefix: String,
+    exchanges: Vec<Exchange>,
+    queues: Vec<Queue>,
+    bindings: Vec<Binding>,
+}
+
+impl Topology {
+    /// The core of a fleet: requests and results queues, the dead-letter exchange and queue,
+    /// and the decisions and cancels exchanges.
+    pub fn new(prefix: impl Into<String>) -> Self {
+        let topology = Self::empty(prefix);
+        let dlx = topology.dead_letter_exchange();
+        let dead = topology.dead_queue();
+        let decisions = topology.decisions_exchange();
+        let cancels = topology.cancels_exchange();
+        topology
+            .with_exchange(dlx.clone(), ExchangeKind::Fanout)
+            .with_queue(dead.clone(), QueueKind::Dead)
+            .with_binding(dlx, dead, "")
+            .with_exchange(decisions, ExchangeKind::Topic)
+            .with_exchange(cancels, ExchangeKind::Fanout)
+            .with_work_queue(REQUESTS)
+            .with_work_queue(RESULTS)
+    }
+
+    /// Nothing yet, with the names of `prefix`: the start of a fragment, such as one more
+    /// step queue discovered at run time (`Topology::empty(p).with_step("monitor")`).
+    pub fn empty(prefix: impl Into<String>) -> Self {
+        Self { prefix: prefix.into(), exchanges: Vec::new(), queues: Vec::new(), bindings: Vec::new() }
+    }
+
+    /// Adds the queue of the external step `name`.
+    #[must_use]
+    pub fn with_step(self, name: &str) -> Self {
+        let suffix = format!("{STEP}.{name}");
+        self.with_work_queue(&suffix)
+    }
+
+    /// Adds the queue of the human pool `pool`.
+    #[must_use]
+    pub fn with_human_pool(self, pool: &str) -> Self {
+        let suffix = format!("{HUMAN}.{pool}");
+        self.with_work_queue(&suffix)
+    }
+
+    /// Adds the private reply queue of `owner` (a runner, or a service instance that
+    /// subscribes to an exchange).
+    #[must_use]
+    pub fn with_reply_queue(self, owner: &str) -> Self {
+        let name = self.reply_queue(owner);
+        self.with_queue(name, QueueKind::Private { expires: PRIVATE_QUEUE_EXPIRES })
+    }
+
+    /// Adds a work queue `<p>.<suffix>` (quorum, dead-lettering to `<p>.dlx`).
+    #[must_use]
+    pub fn with_work_queue(self, suffix: &str) -> Self {
+        let name = self.name(suffix);
+        let kind =
+            QueueKind::Work { dead_letter_exchange: self.dead_letter_exchange(), delivery_limit: DELIVERY_LIMIT };
+        self.with_queue(name, kind)
+    }
+
+    /// Adds a queue (a second one of the same name is ignored).
+    #[must_use]
+    pub fn with_queue(mut self, name: impl Into<String>, kind: QueueKind) -> Self {
+        let name = name.into();
+        if !self.queues.iter().any(|queue| queue.name == name) {
+            self.queues.push(Queue { name, kind });
+        }
+        self
+    }
+
+    /// Adds a durable exchange (a second one of the same name is ignored).
+    #[must_use]
+    pub fn with_exchange(mut self, name: impl Into<String>, kind: ExchangeKind) -> Self {
+        let name = name.into();
+        if !self.exchanges.iter().any(|exchange| exchange.name == name) {
+            self.exchanges.push(Exchange { name, kind });
+        }
+        self
+    }
+
+    /// Binds `queue` to `exchange` with `routing_key`.
+    #[must_use]
+    pub fn with_binding(
+        mut self,
+        exchange: impl Into<String>,
+        queue: impl Into<String>,
+        routing_key: impl Into<String>,
+    ) -> Self {
+        let binding = Binding { exchange: exchange.into(), queue: queue.into(), routing_key: routing_key.into() };
+        if !self.bindings.contains(&binding) {
+            self.bindings.push(binding);
+        }
+        self
+    }
+
+    /// The prefix every name starts with.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// `<p>.<suffix>`.
+    pub fn name(&self, suffix: &str) -> String {
+        format!("{}.{suffix}", self.prefix)
+    }
+
+    /// The requests queue.
+    pub fn requests_queue(&self) -> String {
+        self.name(REQUESTS)
+    }
+
+    /// The results queue.
+    pub fn results_queue(&self) -> String {
+        self.name(RESULTS)
+    }
+
+    /// The queue of the external step `name`.
+    pub fn step_queue(&self, name: &str) -> String {
+        format!("{}.{STEP}.{name}", self.prefix)
+    }
+
+    /// The queue of the human pool `pool`.
+    pub fn human_queue(&self, pool: &str) -> String {
+        format!("{}.{HUMAN}.{pool}", self.prefix)
+    }
+
+    /// The private reply queue of `owner`.
+    pub fn reply_queue(&self, owner: &str) -> String {
+        format!("{}.{REPLY}.{owner}", self.prefix)
+    }
+
+    /// The dead-letter exchange.
+    pub fn dead_letter_exchange(&self) -> String {
+        self.name(DLX)
+    }
+
+    /// The dead-letter queue.
+    pub fn dead_queue(&self) -> String {
+        self.name(DEAD)
+    }
+
+    /// The decisions exchange (topic).
+    pub fn decisions_exchange(&self) -> String {
+        self.name(DECISIONS)
+    }
+
+    /// The cancels exchange (fanout).
+    pub fn cancels_exchange(&self) -> String {
+        self.name(CANCELS)
+    }
+
+    /// The exchanges, in declaration order.
+    pub fn exchanges(&self) -> &[Exchange] {
+        &self.exchanges
+    }
+
+    /// The queues, in declaration order.
+    pub fn queues(&self) -> &[Queue] {
+        &self.queues
+    }
+
+    /// The bindings, declared after the exchanges and queues.
+    pub fn bindings(&self) -> &[Binding] {
+        &self.bindings
+    }
+
+    /// Adds everything of `other` that this topology does not have yet.
+    pub(crate) fn merge(&mut self, other: &Topology) {
+        for exchange in &other.exchanges {
+            if !self.exchanges.iter().any(|e| e.name == exchange.name) {
+                self.exchanges.push(exchange.clone());
+            }
+        }
+        for queue in &other.queues {
+            if !self.queues.iter().any(|q| q.name == queue.name) {
+                self.queues.push(queue.clone());
+            }
+        }
+        for binding in &other.bindings {
+            if !self.bindings.contains(binding) {
+                self.bindings.push(binding.clone());
+            }
+        }
+    }
+
+    /// Forgets everything of `other` (after it was deleted).
+    pub(crate) fn remove(&mut self, other: &Topology) {
+        self.exchanges.retain(|e| !other.exchanges.iter().any(|o| o.name == e.name));
+        self.queues.retain(|q| !other.queues.iter().any(|o| o.name == q.name));
+        self.bindings.retain(|b| {
+            !other.exchanges.iter().any(|o| o.name == b.exchange) && !other.queues.iter().any(|o| o.name == b.queue)
+        });
+    }
+}
+
+impl Default for Topology {
+    /// The core of the fleet named [`DEFAULT_PREFIX`].
+    fn default() -> Self {
+        Self::new(DEFAULT_PREFIX)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,57 @@
+use super::*;
+
+#[test]
+fn core_names_carry_the_prefix() {
+    let topology = Topology::new("fleet-a");
+    assert_eq!(topology.requests_queue(), "fleet-a.requests");
+    assert_eq!(topology.results_queue(), "fleet-a.results");
+    assert_eq!(topology.step_queue("monitor"), "fleet-a.step.monitor");
+    assert_eq!(topology.human_queue("security"), "fleet-a.human.security");
+    assert_eq!(topology.reply_queue("runner-1"), "fleet-a.reply.runner-1");
+    assert_eq!(topology.dead_letter_exchange(), "fleet-a.dlx");
+    assert_eq!(topology.dead_queue(), "fleet-a.dead");
+    assert_eq!(topology.decisions_exchange(), "fleet-a.decisions");
+    assert_eq!(topology.cancels_exchange(), "fleet-a.cancels");
+    let queues: Vec<_> = topology.queues().iter().map(|q| q.name.as_str()).collect();
+    assert_eq!(queues, ["fleet-a.dead", "fleet-a.requests", "fleet-a.results"]);
+    assert_eq!(
+        topology.bindings(),
+        [Binding { exchange: "fleet-a.dlx".into(), queue: "fleet-a.dead".into(), routing_key: String::new() }]
+    );
+}
+
+#[test]
+fn work_queues_dead_letter_to_the_fleet_dlx() {
+    let topology = Topology::empty("p").with_step("monitor").with_human_pool("default");
+    for queue in topology.queues() {
+        assert_eq!(
+            queue.kind,
+            QueueKind::Work { dead_letter_exchange: "p.dlx".into(), delivery_limit: DELIVERY_LIMIT },
+            "{}",
+            queue.name
+        );
+    }
+}
+
+#[test]
+fn adding_twice_keeps_one() {
+    let topology = Topology::new("p")
+        .with_step("x")
+        .with_step("x")
+        .with_binding("p.cancels", "p.reply.r", "")
+        .with_binding("p.cancels", "p.reply.r", "");
+    assert_eq!(topology.queues().iter().filter(|q| q.name == "p.step.x").count(), 1);
+    assert_eq!(topology.bindings().len(), 2);
+}
+
+#[test]
+fn merge_and_remove() {
+    let mut known = Topology::new("p");
+    let extra = Topology::empty("p").with_step("x").with_reply_queue("r").with_binding("p.cancels", "p.reply.r", "");
+    known.merge(&extra);
+    known.merge(&extra);
+    assert_eq!(known.queues().len(), 5);
+    assert_eq!(known.bindings().len(), 2);
+    known.remove(&extra);
+    assert_eq!(known, Topology::new("p"));
+}
