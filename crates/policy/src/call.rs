@@ -1,5 +1,6 @@
 //! The call under decision and the answers steps give about it.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 
@@ -50,7 +51,7 @@ pub struct Answer {
     /// The call to run instead, for `modify`.
     pub modified: Option<Call>,
     /// Why, in words the model or a person reads.
-    pub explanation: Option<String>,
+    pub explanation: Option<Cow<'static, str>>,
     /// Free-form data the step attaches (scores, reasons).
     pub metadata: Option<Map<String, Value>>,
 }
@@ -202,12 +203,12 @@ impl FromStr for Decision {
 
 impl Answer {
     /// An answer with a decision and an explanation, nothing else.
-    pub fn new(decision: Decision, explanation: impl Into<String>) -> Self {
+    pub fn new(decision: Decision, explanation: impl Into<Cow<'static, str>>) -> Self {
         Answer { decision, modified: None, explanation: Some(explanation.into()), metadata: None }
     }
 
     /// An escalation: this step does not decide.
-    pub fn escalate(explanation: impl Into<String>) -> Self {
+    pub fn escalate(explanation: impl Into<Cow<'static, str>>) -> Self {
         Answer::new(Decision::Escalate, explanation)
     }
 }

@@ -14,7 +14,9 @@
 //! - `modify` without a call: reject (the step's `modify` stays the last trail entry);
 //! - `modify` to another function: the sample fails ([`ChainError::ModifiedFunction`]).
 
+use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 
 use crate::call::{Answer, Call, Decision, Kind};
 use crate::document::{Document, PolicyError};
@@ -43,7 +45,7 @@ pub struct Policy {
 #[derive(Debug, Clone)]
 pub struct PolicyStep {
     /// The name as written (`auto`, `human`, `evaltools/scanner`, …).
-    pub name: String,
+    pub name: Arc<str>,
     /// The `tools` specs as written.
     pub tools: Vec<String>,
     /// The globs Inspect derives from them.
@@ -80,7 +82,7 @@ pub struct TrailEntry {
     /// The step's index; `None` for the `policy` entry.
     pub step: Option<usize>,
     /// The step's name, or `policy`.
-    pub approver: String,
+    pub approver: Arc<str>,
     /// What it answered.
     pub answer: Answer,
 }
@@ -109,11 +111,11 @@ pub struct Outcome {
     /// For `modify`: the call to run.
     pub modified: Option<Call>,
     /// Why.
-    pub explanation: Option<String>,
+    pub explanation: Option<Cow<'static, str>>,
     /// The deciding answer's metadata.
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
     /// The deciding step's name, `policy`, or `None` when no step matched a review.
-    pub approver: Option<String>,
+    pub approver: Option<Arc<str>>,
     /// The deciding step's index; `None` for `policy` and for an unmatched review.
     pub step: Option<usize>,
     /// Every answer, in order.
@@ -187,7 +189,7 @@ impl Policy {
                 ));
             }
             steps.push(PolicyStep {
-                name: entry.name.clone(),
+                name: entry.name.as_str().into(),
                 tools: entry.tools.clone(),
                 globs,
                 params: entry.params.clone(),
@@ -223,8 +225,7 @@ impl Policy {
     pub fn evaluate(&self, input: &Input<'_>, state: ChainState) -> Verdict {
         let rendered = format_function_call(input.call);
         let subject = self.subject(input, &rendered);
-        let matching = self.matching(&rendered);
-        self.run(&subject, &matching, state)
+        self.run(&subject, state)
     }
 
     /// Continues the chain with the answer of the external step at `step`.
@@ -236,42 +237,53 @@ impl Policy {
             return self.finish(&subject, None, answer, state);
         };
         let answer = self.admit(policy_step, answer);
-        state.trail.push(TrailEntry { step: Some(step), approver: policy_step.name.clone(), answer: answer.clone() });
         state.next_step = step + 1;
-        if answer.decision != Decision::Escalate {
-            return self.finish(&subject, Some(step), answer, state);
+        if let Some(verdict) = self.record(&subject, step, answer, &mut state) {
+            return verdict;
         }
-        let matching = self.matching(&rendered);
-        self.run(&subject, &matching, state)
+        self.run(&subject, state)
     }
 
     /// The indices of the steps whose globs match the rendered call, in order.
     pub fn matching(&self, rendered: &str) -> Vec<usize> {
-        let (mut scratch, mut out) = (Vec::new(), Vec::new());
-        self.matcher.matching_steps(rendered, &mut scratch, &mut out);
-        out
+        self.matcher.matching_steps(rendered)
     }
 
     fn subject<'a>(&self, input: &Input<'a>, rendered: &'a str) -> Subject<'a> {
         Subject { call: input.call, rendered, kind: self.kind, message: input.message, output: input.output }
     }
 
-    fn run(&self, subject: &Subject<'_>, matching: &[usize], mut state: ChainState) -> Verdict {
-        let start = state.next_step;
-        for &index in matching.iter().filter(|&&i| i >= start) {
-            let step = &self.steps[index];
-            let Some(answer) = step.step.decide(subject) else {
+    /// Asks the matching steps from `state.next_step` on, in order, as Inspect's generator
+    /// of matching approvers does: steps after the deciding one are never matched.
+    fn run(&self, subject: &Subject<'_>, mut state: ChainState) -> Verdict {
+        // Every trail entry so far came from a step that matched.
+        let mut any_matched = !state.trail.is_empty();
+        for index in state.next_step..self.steps.len() {
+            if !self.matcher.step_matches(index, subject.rendered) {
+                continue;
+            }
+            any_matched = true;
+            let Some(answer) = self.steps[index].step.decide(subject) else {
                 state.next_step = index;
                 return Verdict::Pending { step: index, state };
             };
-            state.trail.push(TrailEntry { step: Some(index), approver: step.name.clone(), answer: answer.clone() });
             state.next_step = index + 1;
-            if answer.decision != Decision::Escalate {
-                return self.finish(subject, Some(index), answer, state);
+            if let Some(verdict) = self.record(subject, index, answer, &mut state) {
+                return verdict;
             }
         }
         state.next_step = self.steps.len();
-        self.exhausted(subject, !matching.is_empty(), state)
+        self.exhausted(subject, any_matched, state)
+    }
+
+    /// Records a step's answer; the verdict when it decides, `None` when it escalates.
+    fn record(&self, subject: &Subject<'_>, step: usize, answer: Answer, state: &mut ChainState) -> Option<Verdict> {
+        let decisive = answer.decision != Decision::Escalate;
+        state.trail.push(TrailEntry { step: Some(step), approver: self.steps[step].name.clone(), answer });
+        decisive.then(|| {
+            let answer = state.trail.last().expect("just pushed").answer.clone();
+            self.finish(subject, Some(step), answer, std::mem::take(state))
+        })
     }
 
     /// Inspect's answer when no step decided.
@@ -298,13 +310,14 @@ impl Policy {
             Kind::Review => Decision::Continue,
         };
         let answer = Answer::new(decision, explanation);
-        state.trail.push(TrailEntry { step: None, approver: POLICY.to_owned(), answer: answer.clone() });
-        Verdict::Decided(Outcome::from_answer(answer, Some(POLICY.to_owned()), None, state.trail))
+        let policy: Arc<str> = POLICY.into();
+        state.trail.push(TrailEntry { step: None, approver: policy.clone(), answer: answer.clone() });
+        Verdict::Decided(Outcome::from_answer(answer, Some(policy), None, state.trail))
     }
 
     /// Applies Inspect's rules for `modify` to a deciding answer.
     fn finish(&self, subject: &Subject<'_>, step: Option<usize>, answer: Answer, state: ChainState) -> Verdict {
-        let approver = Some(step.map_or(POLICY.to_owned(), |i| self.steps[i].name.clone()));
+        let approver = Some(step.map_or_else(|| POLICY.into(), |i| self.steps[i].name.clone()));
         if answer.decision == Decision::Modify {
             match &answer.modified {
                 None => {
@@ -345,7 +358,7 @@ impl Policy {
             answer.decision,
             crate::steps::list(allowed)
         );
-        Answer { decision: fallback, modified: None, explanation: Some(explanation), metadata: answer.metadata }
+        Answer { decision: fallback, modified: None, explanation: Some(explanation.into()), metadata: answer.metadata }
     }
 }
 
@@ -363,7 +376,7 @@ impl fmt::Display for Policy {
 // === impl Outcome ===
 
 impl Outcome {
-    fn from_answer(answer: Answer, approver: Option<String>, step: Option<usize>, trail: Vec<TrailEntry>) -> Self {
+    fn from_answer(answer: Answer, approver: Option<Arc<str>>, step: Option<usize>, trail: Vec<TrailEntry>) -> Self {
         Outcome {
             decision: answer.decision,
             modified: answer.modified,

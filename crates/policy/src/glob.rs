@@ -6,13 +6,16 @@
 //! newlines, `[...]` classes with Python's quirks (`!` negates, a leading `]` is literal, an
 //! unclosed `[` is a literal `[`, empty ranges vanish).
 //!
-//! Each piece is parsed into [`Token`]s the way `fnmatch.translate` reads it. Globs made of
-//! literals and `*` go into one globset, which matches them together; globs with `?` or a
-//! class become Unicode regexes, because globset matches bytes and its `?` or `[é]` would
-//! not match one non-ASCII character as Python does.
+//! Each piece is parsed into [`Token`]s the way `fnmatch.translate` reads it, then split at
+//! its stars into fixed-length segments. A glob matches when its first segment matches at
+//! the start, its last at the end, and every other segment is found, leftmost first, in
+//! order between them: the classic glob algorithm, exact for fnmatch's semantics. Literal
+//! segments are found with SIMD substring search; segments with `?` or a class compare one
+//! character (not byte) at a time, as Python does. (globset is not used: it matches bytes,
+//! so its `?` and `[é]` do not match one non-ASCII character, and its multi-glob regex scans
+//! the whole call for every glob with inner stars.)
 
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
-use regex::Regex;
+use memchr::memmem::Finder;
 
 /// A glob Python's `re` would refuse to compile (Inspect fails the sample on it).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -65,50 +68,158 @@ fn is_py_space(c: char) -> bool {
 /// The globs of a whole chain, compiled once.
 #[derive(Debug, Clone)]
 pub struct ToolMatcher {
-    set: GlobSet,
-    /// For each glob in `set`, the index of the step it belongs to.
-    owners: Vec<usize>,
-    /// Globs with `?` or classes, with the index of their step.
-    regexes: Vec<(Regex, usize)>,
+    /// For each step, its globs.
+    steps: Vec<Vec<Glob>>,
 }
 
 impl ToolMatcher {
     /// Compiles the expanded globs of every step, in step order.
     pub fn new(steps: &[Vec<String>]) -> Result<Self, GlobError> {
-        let mut builder = GlobSetBuilder::new();
-        let mut owners = Vec::new();
-        let mut regexes = Vec::new();
-        for (step, globs) in steps.iter().enumerate() {
-            for glob in globs {
-                let error = |reason: String| GlobError { glob: glob.clone(), reason };
-                let Some(tokens) = tokenize(glob).map_err(error)? else { continue };
-                if tokens.iter().all(|t| matches!(t, Token::Literal(_) | Token::Star)) {
-                    let compiled = GlobBuilder::new(&globset_syntax(&tokens))
-                        .literal_separator(false)
-                        .backslash_escape(false)
-                        .build()
-                        .map_err(|e| error(e.to_string()))?;
-                    builder.add(compiled);
-                    owners.push(step);
-                } else {
-                    let regex = Regex::new(&regex_syntax(&tokens)).map_err(|e| error(e.to_string()))?;
-                    regexes.push((regex, step));
-                }
-            }
-        }
-        let set = builder.build().map_err(|e| GlobError { glob: String::new(), reason: e.to_string() })?;
-        Ok(ToolMatcher { set, owners, regexes })
+        let steps = steps
+            .iter()
+            .map(|globs| {
+                globs
+                    .iter()
+                    .filter_map(|glob| match tokenize(glob) {
+                        Ok(Some(tokens)) => Some(Ok(Glob::new(&tokens))),
+                        Ok(None) => None,
+                        Err(reason) => Some(Err(GlobError { glob: glob.clone(), reason })),
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(ToolMatcher { steps })
     }
 
-    /// The steps, in order and each once, whose globs match the rendered call.
-    /// `scratch` is reused between calls to avoid allocating.
-    pub fn matching_steps(&self, rendered: &str, scratch: &mut Vec<usize>, out: &mut Vec<usize>) {
-        self.set.matches_into(rendered, scratch);
-        out.clear();
-        out.extend(scratch.iter().map(|&glob| self.owners[glob]));
-        out.extend(self.regexes.iter().filter(|(regex, _)| regex.is_match(rendered)).map(|(_, step)| *step));
-        out.sort_unstable();
-        out.dedup();
+    /// Whether any glob of step `step` matches the rendered call.
+    pub fn step_matches(&self, step: usize, rendered: &str) -> bool {
+        self.steps[step].iter().any(|glob| glob.is_match(rendered))
+    }
+
+    /// The steps, in order, whose globs match the rendered call.
+    pub fn matching_steps(&self, rendered: &str) -> Vec<usize> {
+        (0..self.steps.len()).filter(|&step| self.step_matches(step, rendered)).collect()
+    }
+}
+
+/// One compiled glob: fixed-length segments separated by stars.
+#[derive(Debug, Clone)]
+struct Glob {
+    segments: Vec<Segment>,
+    leading_star: bool,
+    trailing_star: bool,
+}
+
+/// A run of tokens between stars; each token matches exactly one character.
+#[derive(Debug, Clone)]
+enum Segment {
+    /// Only literal characters: compared and searched as bytes.
+    Literal { text: String, finder: Finder<'static> },
+    /// With `?` or classes: compared character by character.
+    Chars(Vec<Token>),
+}
+
+impl Glob {
+    fn new(tokens: &[Token]) -> Self {
+        let segments = tokens
+            .split(|t| *t == Token::Star)
+            .filter(|run| !run.is_empty())
+            .map(Segment::new)
+            .collect();
+        Glob {
+            segments,
+            leading_star: tokens.first() == Some(&Token::Star),
+            trailing_star: tokens.last() == Some(&Token::Star),
+        }
+    }
+
+    fn is_match(&self, text: &str) -> bool {
+        let mut segments = self.segments.as_slice();
+        if !self.leading_star && !self.trailing_star && segments.len() <= 1 {
+            return match segments.first() {
+                None => text.is_empty(),
+                Some(only) => only.match_at(text, 0) == Some(text.len()),
+            };
+        }
+        let mut pos = 0;
+        if !self.leading_star {
+            let Some((first, rest)) = segments.split_first() else { return true };
+            match first.match_at(text, 0) {
+                Some(end) => pos = end,
+                None => return false,
+            }
+            segments = rest;
+        }
+        let mut last = None;
+        if !self.trailing_star && let Some((tail, rest)) = segments.split_last() {
+            last = Some(tail);
+            segments = rest;
+        }
+        for segment in segments {
+            match segment.find(text, pos) {
+                Some(end) => pos = end,
+                None => return false,
+            }
+        }
+        match last {
+            None => true,
+            Some(tail) => tail.match_suffix(text, pos),
+        }
+    }
+}
+
+impl Segment {
+    fn new(tokens: &[Token]) -> Self {
+        let literal: Option<String> =
+            tokens.iter().map(|t| if let Token::Literal(c) = t { Some(*c) } else { None }).collect();
+        match literal {
+            Some(text) => Segment::Literal { finder: Finder::new(text.as_bytes()).into_owned(), text },
+            None => Segment::Chars(tokens.to_vec()),
+        }
+    }
+
+    /// The end of this segment matched at `pos`, if it matches there.
+    fn match_at(&self, text: &str, pos: usize) -> Option<usize> {
+        match self {
+            Segment::Literal { text: literal, .. } => {
+                text[pos..].starts_with(literal.as_str()).then_some(pos + literal.len())
+            }
+            Segment::Chars(tokens) => {
+                let mut chars = text[pos..].char_indices();
+                for token in tokens {
+                    let (_, c) = chars.next()?;
+                    if !token.matches(c) {
+                        return None;
+                    }
+                }
+                Some(chars.next().map_or(text.len(), |(offset, _)| pos + offset))
+            }
+        }
+    }
+
+    /// The end of the leftmost match at or after `pos`.
+    fn find(&self, text: &str, pos: usize) -> Option<usize> {
+        match self {
+            Segment::Literal { text: literal, finder } => {
+                finder.find(&text.as_bytes()[pos..]).map(|at| pos + at + literal.len())
+            }
+            Segment::Chars(_) => {
+                text[pos..].char_indices().find_map(|(offset, _)| self.match_at(text, pos + offset))
+            }
+        }
+    }
+
+    /// Whether this segment ends `text` without starting before `pos`.
+    fn match_suffix(&self, text: &str, pos: usize) -> bool {
+        match self {
+            Segment::Literal { text: literal, .. } => {
+                text.len() >= pos + literal.len() && text.ends_with(literal.as_str())
+            }
+            Segment::Chars(tokens) => match text[pos..].char_indices().rev().nth(tokens.len() - 1) {
+                Some((offset, _)) => self.match_at(text, pos + offset) == Some(text.len()),
+                None => false,
+            },
+        }
     }
 }
 
@@ -129,6 +240,18 @@ enum Token {
     Any,
     /// `[...]`: one character in (or, negated, not in) the inclusive ranges.
     Class { negated: bool, ranges: Vec<(char, char)> },
+}
+
+impl Token {
+    /// Whether this one-character token matches `c`.
+    fn matches(&self, c: char) -> bool {
+        match self {
+            Token::Literal(l) => *l == c,
+            Token::Any => true,
+            Token::Class { negated, ranges } => ranges.iter().any(|(lo, hi)| (*lo..=*hi).contains(&c)) != *negated,
+            Token::Star => unreachable!("stars separate segments"),
+        }
+    }
 }
 
 /// Reads a glob as `fnmatch.translate` does; `None` for a glob that can never match.
@@ -162,61 +285,6 @@ fn tokenize(glob: &str) -> Result<Option<Vec<Token>>, String> {
         }
     }
     Ok(Some(tokens))
-}
-
-/// Literals and stars in globset syntax: every character globset reads specially is
-/// spelled as a one-character class.
-fn globset_syntax(tokens: &[Token]) -> String {
-    let mut out = String::with_capacity(tokens.len() + 8);
-    for token in tokens {
-        match token {
-            Token::Star => out.push('*'),
-            Token::Literal(c @ ('*' | '?' | '[' | ']' | '{' | '}' | ',')) => {
-                out.push('[');
-                out.push(*c);
-                out.push(']');
-            }
-            Token::Literal(c) => out.push(*c),
-            Token::Any | Token::Class { .. } => unreachable!("classes and `?` are matched by regex"),
-        }
-    }
-    out
-}
-
-/// Any glob as an anchored Unicode regex in which `.` crosses newlines.
-fn regex_syntax(tokens: &[Token]) -> String {
-    let mut out = String::from("(?s)\\A");
-    for token in tokens {
-        match token {
-            Token::Literal(c) => push_escaped(&mut out, *c),
-            Token::Star => out.push_str(".*"),
-            Token::Any => out.push('.'),
-            Token::Class { negated, ranges } => {
-                out.push('[');
-                if *negated {
-                    out.push('^');
-                }
-                for (lo, hi) in ranges {
-                    push_escaped(&mut out, *lo);
-                    if lo != hi {
-                        out.push('-');
-                        push_escaped(&mut out, *hi);
-                    }
-                }
-                out.push(']');
-            }
-        }
-    }
-    out.push_str("\\z");
-    out
-}
-
-/// A character that matches itself in a regex, inside a class or out.
-fn push_escaped(out: &mut String, c: char) {
-    if c.is_ascii_punctuation() || c == ' ' {
-        out.push('\\');
-    }
-    out.push(c);
 }
 
 /// fnmatch's search for the `]` that closes a class opened just before `start`.

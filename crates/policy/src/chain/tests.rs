@@ -18,7 +18,7 @@ fn decided(verdict: Verdict) -> Outcome {
 }
 
 fn names(outcome: &Outcome) -> Vec<(&str, Decision)> {
-    outcome.trail.iter().map(|t| (t.approver.as_str(), t.answer.decision)).collect()
+    outcome.trail.iter().map(|t| (&*t.approver, t.answer.decision)).collect()
 }
 
 const APPROVAL: &str = r#"

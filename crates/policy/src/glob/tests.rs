@@ -2,13 +2,7 @@ use super::*;
 
 fn matches(tools: &str, candidate: &str) -> bool {
     let globs = expand_tools([tools]);
-    ToolMatcher::new(&[globs])
-        .map(|m| {
-            let (mut scratch, mut out) = (Vec::new(), Vec::new());
-            m.matching_steps(candidate, &mut scratch, &mut out);
-            !out.is_empty()
-        })
-        .unwrap()
+    ToolMatcher::new(&[globs]).unwrap().step_matches(0, candidate)
 }
 
 #[test]
@@ -53,7 +47,7 @@ fn classes_follow_fnmatch() {
 }
 
 #[test]
-fn globset_metacharacters_are_literal() {
+fn brace_backslash_and_double_star_are_literal() {
     assert!(matches("bash(cmd='echo {a,b}", "bash(cmd='echo {a,b}')"));
     assert!(!matches("bash(cmd='echo {a,b}", "bash(cmd='echo a')"));
     assert!(matches(r"f(p='C:\dir", r"f(p='C:\dir\x')"));
@@ -73,4 +67,17 @@ fn non_ascii_is_one_character() {
     assert!(matches("f(x=[!a])", "f(x=é)"));
     assert!(matches("f(x=[à-ë])", "f(x=é)"));
     assert!(!matches("f(x=?)", "f(x=éé)"));
+}
+
+#[test]
+fn segments_anchor_at_both_ends_and_search_in_between() {
+    assert!(matches("a*b*c", "a-b-c"));
+    assert!(matches("*c", "abc"));
+    assert!(!matches("a?", "a"));
+    assert!(matches("*[0-9]*", "abc1"));
+    assert!(!matches("*[0-9]*", "abc"));
+    let exact = ToolMatcher::new(&[vec!["ab?".into()], vec!["*é[!x]".into()], vec![String::new()]]).unwrap();
+    assert!(exact.step_matches(0, "abc") && !exact.step_matches(0, "abcd"));
+    assert!(exact.step_matches(1, "zzéy") && !exact.step_matches(1, "zzéx") && !exact.step_matches(1, "éyz"));
+    assert!(exact.step_matches(2, "") && !exact.step_matches(2, "x"));
 }

@@ -79,9 +79,10 @@ impl Pattern {
             },
         };
         if self.regex.is_match(text) {
-            let explanation =
-                self.explanation.clone().unwrap_or_else(|| format!("Matched /{}/ in the {}.", self.regex, self.target));
-            Answer::new(self.decision, explanation)
+            match &self.explanation {
+                Some(explanation) => Answer::new(self.decision, explanation.clone()),
+                None => Answer::new(self.decision, format!("Matched /{}/ in the {}.", self.regex, self.target)),
+            }
         } else {
             Answer::escalate(format!("No match for /{}/ in the {}.", self.regex, self.target))
         }

@@ -1,0 +1,57 @@
+//! The cost of deciding one call: a 10-step chain with mixed globs over a corpus of 1,000
+//! realistic calls, the same policy and corpus `bench/inspect_policy_bench.py` runs through
+//! Inspect's own `policy_approver`.
+
+use std::fs;
+use std::hint::black_box;
+use std::path::PathBuf;
+
+use airlock_policy::chain::{ChainState, Input, Policy};
+use airlock_policy::render::format_function_call;
+use airlock_policy::{Call, Kind};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+
+fn load() -> (Policy, Vec<Call>) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench");
+    let text = fs::read_to_string(dir.join("policy10.yaml")).expect("bench/policy10.yaml");
+    let policy = Policy::parse("policy10.yaml", &text, Kind::Approval).expect("a valid policy");
+    let corpus = fs::read_to_string(dir.join("corpus.jsonl")).expect("bench/corpus.jsonl");
+    let calls = corpus
+        .split('\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| Call::from_json(&serde_json::from_str(l).expect("JSON")).expect("a call"))
+        .collect();
+    (policy, calls)
+}
+
+fn chain(c: &mut Criterion) {
+    let (policy, calls) = load();
+    let mut group = c.benchmark_group("policy10");
+    group.throughput(Throughput::Elements(calls.len() as u64));
+    group.bench_function("evaluate", |b| {
+        b.iter(|| {
+            for call in &calls {
+                let input = Input { call, message: "", output: None };
+                black_box(policy.evaluate(black_box(&input), ChainState::default()));
+            }
+        })
+    });
+    group.bench_function("render+match", |b| {
+        b.iter(|| {
+            for call in &calls {
+                black_box(policy.matching(&format_function_call(black_box(call))));
+            }
+        })
+    });
+    group.bench_function("render", |b| {
+        b.iter(|| {
+            for call in &calls {
+                black_box(format_function_call(black_box(call)));
+            }
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, chain);
+criterion_main!(benches);
