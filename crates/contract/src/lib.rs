@@ -5,6 +5,8 @@
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
+mod key;
+
 /// `airlock.v1`, the current version of the contract.
 pub mod v1 {
     #![allow(missing_docs, clippy::doc_lazy_continuation)]

@@ -1,0 +1,286 @@
+//! The runner's client: publishes approval and review requests and waits for their decisions.
+//!
+//! One client serves every sample of a runner process over one transport, with tens of
+//! thousands of requests in flight. Replies come back on the runner's own queue, which
+//! outlives reconnects; each reply is matched to its request by the correlation id (the kind
+//! and call key). The client never waits past a request's deadline: it then answers a
+//! fail-closed decision itself (reject for approval, terminate for review) and withdraws the
+//! request with a `Cancel`. A reply that matches nothing pending (a duplicate, or one that
+//! came after the deadline) is ignored and counted.
+#![forbid(unsafe_code)]
+#![deny(rust_2018_idioms)]
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use airlock_contract::v1;
+use airlock_transport::{Destination, Message, Topology, Transport, TransportError};
+use prost::Message as _;
+use tokio::sync::oneshot;
+use tracing::{debug, warn};
+
+/// The approver recorded on a decision the client made itself because time ran out.
+pub const TIMEOUT_APPROVER: &str = "timeout";
+
+/// How a client runs.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// The fleet's prefix.
+    pub prefix: String,
+    /// A name unique to this runner process; it names the reply queue.
+    pub runner_id: String,
+    /// How long a request may wait when its caller gives no deadline.
+    pub default_timeout: Duration,
+}
+
+/// What went wrong with a request.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The request lacks what the fleet needs to route or answer it.
+    #[error("invalid request: {0}")]
+    Invalid(&'static str),
+    /// A request with the same kind and call key is already waiting.
+    #[error("a request for {0} is already pending")]
+    AlreadyPending(String),
+    /// The fleet could not process the request (bad policy, bad message, failed step).
+    #[error("the fleet refused the request ({code}): {message}")]
+    Refused {
+        /// The wire `Error` code.
+        code: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The transport failed.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// The client was closed while the request waited.
+    #[error("the client was closed")]
+    Closed,
+}
+
+/// Counters a runner may log.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientStats {
+    /// Requests waiting for a decision now.
+    pub pending: usize,
+    /// Replies that matched nothing pending (duplicates or late ones), ignored.
+    pub ignored_replies: u64,
+    /// Requests that ran out of time and were failed closed.
+    pub timed_out: u64,
+}
+
+/// A runner's connection to the fleet. Cheap to clone.
+#[derive(Clone)]
+pub struct Client<T: Transport> {
+    inner: Arc<Inner<T>>,
+}
+
+struct Inner<T> {
+    transport: T,
+    topology: Topology,
+    config: ClientConfig,
+    reply_queue: String,
+    pending: Mutex<HashMap<String, Pending>>,
+    ignored_replies: AtomicU64,
+    timed_out: AtomicU64,
+}
+
+/// A request waiting for its reply, with what it takes to send it again.
+struct Pending {
+    reply: oneshot::Sender<v1::reply::Body>,
+    message: Message,
+}
+
+impl<T: Transport> Client<T> {
+    /// Declares the fleet's topology and this runner's reply queue, and starts reading replies.
+    pub async fn connect(transport: T, config: ClientConfig) -> Result<Self, ClientError> {
+        let topology = Topology::new(config.prefix.clone()).with_reply_queue(&config.runner_id);
+        transport.declare(&topology).await?;
+        let reply_queue = topology.reply_queue(&config.runner_id);
+        let mut replies = transport.consume(&reply_queue, 0).await?;
+        let inner = Arc::new(Inner {
+            transport,
+            topology,
+            config,
+            reply_queue,
+            pending: Mutex::new(HashMap::new()),
+            ignored_replies: AtomicU64::new(0),
+            timed_out: AtomicU64::new(0),
+        });
+        let reader = Arc::downgrade(&inner);
+        tokio::spawn(async move {
+            while let Some(delivery) = replies.next().await {
+                let Some(inner) = reader.upgrade() else { break };
+                inner.deliver(&delivery.message);
+                if let Err(e) = delivery.ack().await {
+                    debug!(error = %e, "Reply acknowledgement failed; a duplicate may follow.");
+                }
+            }
+        });
+        Ok(Client { inner })
+    }
+
+    /// Asks for approval of a call; `request.body` must be an approval.
+    pub async fn approve(&self, request: v1::Request) -> Result<v1::Decision, ClientError> {
+        match request.body {
+            Some(v1::request::Body::Approval(_)) => self.decide(request, None).await,
+            _ => Err(ClientError::Invalid("approve() needs an approval body")),
+        }
+    }
+
+    /// Asks for review of a call's result; `request.body` must be a review.
+    pub async fn review(&self, request: v1::Request) -> Result<v1::Decision, ClientError> {
+        match request.body {
+            Some(v1::request::Body::Review(_)) => self.decide(request, None).await,
+            _ => Err(ClientError::Invalid("review() needs a review body")),
+        }
+    }
+
+    /// Sends a request and waits for its decision, at most `timeout` (default: the
+    /// configured one). Past it, the answer is a fail-closed decision made here.
+    pub async fn decide(
+        &self,
+        mut request: v1::Request,
+        timeout: Option<Duration>,
+    ) -> Result<v1::Decision, ClientError> {
+        let kind = match request.body {
+            Some(v1::request::Body::Approval(_)) => v1::Kind::Approval,
+            Some(v1::request::Body::Review(_)) => v1::Kind::Review,
+            None => return Err(ClientError::Invalid("the request has no body")),
+        };
+        let key = request.key.clone().ok_or(ClientError::Invalid("the request has no call key"))?;
+        let timeout = timeout.unwrap_or(self.inner.config.default_timeout);
+        let now = now_ms();
+        request.reply_to = self.inner.reply_queue.clone();
+        request.requested_at_unix_ms = now;
+        request.deadline_unix_ms = now + timeout.as_millis() as i64;
+        if let Some(origin) = request.origin.as_mut()
+            && origin.runner_id.is_empty()
+        {
+            origin.runner_id = self.inner.config.runner_id.clone();
+        }
+        let correlation = key.correlation_id(kind);
+        let message = Message::new(request.encode_to_vec())
+            .with_correlation_id(correlation.clone())
+            .with_reply_to(self.inner.reply_queue.clone());
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut pending = self.inner.pending.lock().expect("pending lock");
+            if pending.contains_key(&correlation) {
+                return Err(ClientError::AlreadyPending(correlation));
+            }
+            pending.insert(correlation.clone(), Pending { reply: tx, message: message.clone() });
+        }
+        let requests = Destination::queue(self.inner.topology.requests_queue());
+        if let Err(e) = self.inner.transport.publish(&requests, message).await {
+            self.inner.forget(&correlation);
+            return Err(e.into());
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(v1::reply::Body::Decision(decision))) => Ok(decision),
+            Ok(Ok(v1::reply::Body::Error(error))) => {
+                Err(ClientError::Refused { code: error.code, message: error.message })
+            }
+            Ok(Err(_)) => Err(ClientError::Closed),
+            Err(_) => {
+                self.inner.forget(&correlation);
+                self.inner.timed_out.fetch_add(1, Ordering::Relaxed);
+                self.cancel(&key, kind, "the runner stopped waiting: deadline passed").await;
+                Ok(self.fail_closed(&request, kind, timeout))
+            }
+        }
+    }
+
+    /// Publishes every pending request again (after a reconnect, the broker may have lost
+    /// what was not yet confirmed). Duplicate decisions this causes are ignored.
+    pub async fn resend_pending(&self) -> Result<usize, ClientError> {
+        let messages: Vec<Message> =
+            self.inner.pending.lock().expect("pending lock").values().map(|p| p.message.clone()).collect();
+        let requests = Destination::queue(self.inner.topology.requests_queue());
+        for message in &messages {
+            self.inner.transport.publish(&requests, message.clone()).await?;
+        }
+        Ok(messages.len())
+    }
+
+    /// Withdraws a request: steps and reviewer services drop it.
+    pub async fn cancel(&self, key: &v1::CallKey, kind: v1::Kind, reason: &str) {
+        let cancel = v1::Cancel { key: Some(key.clone()), kind: kind.into(), reason: reason.to_owned() };
+        let message = Message::new(cancel.encode_to_vec()).with_correlation_id(key.correlation_id(kind));
+        let cancels = Destination::exchange(self.inner.topology.cancels_exchange(), "");
+        if let Err(e) = self.inner.transport.publish(&cancels, message).await {
+            warn!(error = %e, "Could not publish a cancel.");
+        }
+    }
+
+    /// Counters for logs and tests.
+    pub fn stats(&self) -> ClientStats {
+        ClientStats {
+            pending: self.inner.pending.lock().expect("pending lock").len(),
+            ignored_replies: self.inner.ignored_replies.load(Ordering::Relaxed),
+            timed_out: self.inner.timed_out.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The queue replies come back on.
+    pub fn reply_queue(&self) -> &str {
+        &self.inner.reply_queue
+    }
+
+    fn fail_closed(&self, request: &v1::Request, kind: v1::Kind, timeout: Duration) -> v1::Decision {
+        let (decision, what) = match kind {
+            v1::Kind::Review => (v1::DecisionKind::Terminate, "terminated the sample"),
+            _ => (v1::DecisionKind::Reject, "rejected the call"),
+        };
+        v1::Decision {
+            decision_id: uuid::Uuid::now_v7().to_string(),
+            key: request.key.clone(),
+            kind: kind.into(),
+            decision: decision.into(),
+            explanation: Some(format!(
+                "No decision arrived within {:.1}s, so the runner failed closed and {what}.",
+                timeout.as_secs_f64()
+            )),
+            approver: TIMEOUT_APPROVER.into(),
+            decided_by: self.inner.config.runner_id.clone(),
+            requested_at_unix_ms: request.requested_at_unix_ms,
+            decided_at_unix_ms: now_ms(),
+            origin: request.origin.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+impl<T> Inner<T> {
+    /// Hands a reply to the request waiting for it, or counts it as ignored.
+    fn deliver(&self, message: &Message) {
+        let body = match v1::Reply::decode(message.body.as_ref()) {
+            Ok(v1::Reply { body: Some(body) }) => body,
+            _ => {
+                warn!("A reply that is not an airlock.v1.Reply was ignored.");
+                self.ignored_replies.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        };
+        let correlation = message.correlation_id.as_deref().unwrap_or_default();
+        match self.forget(correlation) {
+            Some(pending) => {
+                let _ = pending.reply.send(body);
+            }
+            None => {
+                debug!(%correlation, "Reply for nothing pending (duplicate or late) ignored.");
+                self.ignored_replies.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn forget(&self, correlation: &str) -> Option<Pending> {
+        self.pending.lock().expect("pending lock").remove(correlation)
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}

@@ -1,0 +1,122 @@
+//! Between the wire contract and the policy engine's types.
+
+use std::sync::Arc;
+
+use airlock_contract::v1;
+use airlock_policy::chain::TrailEntry;
+use airlock_policy::{Answer, Call, Decision, Kind};
+use serde_json::{Map, Value};
+
+/// Reads a wire `ToolCall`; its arguments must be a JSON object (empty text is no arguments).
+pub fn call_from_wire(call: &v1::ToolCall) -> Result<Call, String> {
+    let arguments = parse_object(&call.arguments_json).map_err(|e| format!("tool call arguments: {e}"))?;
+    Ok(Call { id: call.id.clone(), function: call.function.clone(), arguments })
+}
+
+/// A call as the wire carries it, arguments in their order.
+pub fn call_to_wire(call: &Call) -> v1::ToolCall {
+    v1::ToolCall {
+        id: call.id.clone(),
+        function: call.function.clone(),
+        arguments_json: Value::Object(call.arguments.clone()).to_string(),
+        r#type: "function".into(),
+        ..Default::default()
+    }
+}
+
+/// The engine's kind of a wire request.
+pub fn kind_from_wire(kind: v1::Kind) -> Option<Kind> {
+    match kind {
+        v1::Kind::Approval => Some(Kind::Approval),
+        v1::Kind::Review => Some(Kind::Review),
+        v1::Kind::Unspecified => None,
+    }
+}
+
+/// The wire's kind for the engine's.
+pub fn kind_to_wire(kind: Kind) -> v1::Kind {
+    match kind {
+        Kind::Approval => v1::Kind::Approval,
+        Kind::Review => v1::Kind::Review,
+    }
+}
+
+/// The engine's decision for a wire one; `None` for an unspecified or unknown value.
+pub fn decision_from_wire(decision: i32) -> Option<Decision> {
+    Some(match v1::DecisionKind::try_from(decision).ok()? {
+        v1::DecisionKind::Approve => Decision::Approve,
+        v1::DecisionKind::Modify => Decision::Modify,
+        v1::DecisionKind::Reject => Decision::Reject,
+        v1::DecisionKind::Terminate => Decision::Terminate,
+        v1::DecisionKind::Escalate => Decision::Escalate,
+        v1::DecisionKind::Continue => Decision::Continue,
+        v1::DecisionKind::Unspecified => return None,
+    })
+}
+
+/// The wire's decision for the engine's.
+pub fn decision_to_wire(decision: Decision) -> v1::DecisionKind {
+    match decision {
+        Decision::Approve => v1::DecisionKind::Approve,
+        Decision::Modify => v1::DecisionKind::Modify,
+        Decision::Reject => v1::DecisionKind::Reject,
+        Decision::Terminate => v1::DecisionKind::Terminate,
+        Decision::Escalate => v1::DecisionKind::Escalate,
+        Decision::Continue => v1::DecisionKind::Continue,
+    }
+}
+
+/// An external step's answer as the engine takes it.
+pub fn answer_from_wire(answer: &v1::StepAnswer) -> Result<Answer, String> {
+    let decision = decision_from_wire(answer.decision).ok_or("the step answer has no decision")?;
+    let modified = answer.modified.as_ref().map(call_from_wire).transpose()?;
+    let metadata = match answer.metadata_json.as_str() {
+        "" => None,
+        text => Some(parse_object(text).map_err(|e| format!("step metadata: {e}"))?),
+    };
+    Ok(Answer { decision, modified, explanation: answer.explanation.clone().map(Into::into), metadata })
+}
+
+/// A recorded trail as the engine takes it.
+pub fn trail_from_wire(trail: &[v1::StepAnswer]) -> Result<Vec<TrailEntry>, String> {
+    trail
+        .iter()
+        .map(|entry| {
+            Ok(TrailEntry {
+                step: entry.step.map(|s| s as usize),
+                approver: Arc::from(entry.approver.as_str()),
+                answer: answer_from_wire(entry)?,
+            })
+        })
+        .collect()
+}
+
+/// One trail entry on the wire.
+pub fn entry_to_wire(entry: &TrailEntry, decided_by: &str, started_ms: i64, answered_ms: i64) -> v1::StepAnswer {
+    v1::StepAnswer {
+        step: entry.step.map(|s| s as u32),
+        approver: entry.approver.to_string(),
+        decision: decision_to_wire(entry.answer.decision).into(),
+        modified: entry.answer.modified.as_ref().map(call_to_wire),
+        explanation: entry.answer.explanation.as_deref().map(str::to_owned),
+        metadata_json: metadata_to_wire(entry.answer.metadata.as_ref()),
+        decided_by: decided_by.to_owned(),
+        started_at_unix_ms: started_ms,
+        answered_at_unix_ms: answered_ms,
+    }
+}
+
+/// Metadata as wire JSON text; empty when there is none.
+pub fn metadata_to_wire(metadata: Option<&Map<String, Value>>) -> String {
+    metadata.map(|m| Value::Object(m.clone()).to_string()).unwrap_or_default()
+}
+
+fn parse_object(text: &str) -> Result<Map<String, Value>, String> {
+    if text.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    match serde_json::from_str::<Value>(text).map_err(|e| e.to_string())? {
+        Value::Object(map) => Ok(map),
+        other => Err(format!("expected a JSON object, got {other}")),
+    }
+}

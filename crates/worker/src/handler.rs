@@ -1,0 +1,314 @@
+//! What a worker does with one message: pure logic that turns a request or a step result
+//! into the messages to publish, with no I/O of its own.
+//!
+//! A request runs its chain until it is decided or reaches an external step. A decision goes
+//! to the runner's reply queue and to the decisions exchange; an external step gets a
+//! `StepTask` (or a `HumanTask`) carrying the whole request and its chain state, and its
+//! `StepResult` brings both back, so any worker continues any chain.
+
+use airlock_contract::v1;
+use airlock_policy::chain::{ChainState, Input, Outcome, Policy, TrailEntry, Verdict};
+use airlock_policy::steps::Route;
+use airlock_policy::{Decision, Kind};
+use airlock_transport::{Destination, Message, Topology};
+use prost::Message as _;
+
+use crate::convert::{
+    answer_from_wire, call_from_wire, call_to_wire, decision_to_wire, entry_to_wire, kind_from_wire, kind_to_wire,
+    metadata_to_wire, trail_from_wire,
+};
+use crate::policies::PolicyStore;
+
+/// A message to publish, and the queue it needs declared first (step and human queues are
+/// discovered from policies at run time).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outgoing {
+    /// Where it goes.
+    pub destination: Destination,
+    /// What it says.
+    pub message: Message,
+    /// A topology fragment to declare before publishing, once per worker.
+    pub declare: Option<Topology>,
+}
+
+/// The outcome of handling one delivery.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Handled {
+    /// Publish these (all confirmed), then acknowledge.
+    Publish(Vec<Outgoing>),
+    /// The request's deadline passed: the runner has failed closed already; acknowledge.
+    Expired,
+    /// The message can never be handled: dead-letter it with `reason`, after sending
+    /// `reply` (an `Error` to the runner) when the runner could be identified.
+    Dead {
+        /// Why, for the dead queue's header.
+        reason: String,
+        /// The runner's `Error` reply.
+        reply: Option<Outgoing>,
+    },
+}
+
+/// Turns deliveries into messages, for one fleet prefix.
+#[derive(Debug)]
+pub struct Handler {
+    topology: Topology,
+    policies: PolicyStore,
+    worker_id: String,
+}
+
+impl Handler {
+    /// A handler for the fleet of `topology`, resolving policies with `policies`;
+    /// `worker_id` is recorded as `decided_by` of what built-in steps decide.
+    pub fn new(topology: Topology, policies: PolicyStore, worker_id: impl Into<String>) -> Self {
+        Handler { topology, policies, worker_id: worker_id.into() }
+    }
+
+    /// Handles a `Request` from the requests queue.
+    pub fn on_request(&self, message: &Message, now_ms: i64) -> Handled {
+        let request = match v1::Request::decode(message.body.as_ref()) {
+            Ok(request) => request,
+            Err(e) => return self.dead(message, None, "bad_message", &format!("not an airlock.v1.Request: {e}")),
+        };
+        self.advance(message, request, None, now_ms)
+    }
+
+    /// Handles a `StepResult` from the results queue.
+    pub fn on_result(&self, message: &Message, now_ms: i64) -> Handled {
+        let result = match v1::StepResult::decode(message.body.as_ref()) {
+            Ok(result) => result,
+            Err(e) => return self.dead(message, None, "bad_message", &format!("not an airlock.v1.StepResult: {e}")),
+        };
+        let (Some(task), Some(answer)) = (result.task, result.answer) else {
+            return self.dead(message, None, "bad_message", "a StepResult needs its task and an answer");
+        };
+        let Some(request) = task.request else {
+            return self.dead(message, None, "bad_message", "the StepResult's task carries no request");
+        };
+        self.advance(message, request, Some((task.step as usize, answer)), now_ms)
+    }
+
+    /// Runs a request's chain from where it stands, with an external answer if one came.
+    fn advance(
+        &self,
+        message: &Message,
+        request: v1::Request,
+        answer: Option<(usize, v1::StepAnswer)>,
+        now_ms: i64,
+    ) -> Handled {
+        let fail = |code: &str, text: &str| self.dead(message, Some(&request), code, text);
+        let Some(kind) = v1::Kind::try_from(request_kind(&request)).ok().and_then(kind_from_wire) else {
+            return fail("bad_message", "the request has neither an approval nor a review body");
+        };
+        if request.deadline_unix_ms > 0 && request.deadline_unix_ms <= now_ms {
+            return Handled::Expired;
+        }
+        let policy = match self.policies.resolve(request.policy.as_ref(), kind) {
+            Ok(policy) => policy,
+            Err(e) => return fail(e.code(), &e.to_string()),
+        };
+        let (message_text, call, output) = match &request.body {
+            Some(v1::request::Body::Approval(a)) => (a.message.as_str(), a.call.as_ref(), None),
+            Some(v1::request::Body::Review(r)) => (r.message.as_str(), r.call.as_ref(), Some(r.output.as_str())),
+            None => unreachable!("the kind was read from the body"),
+        };
+        let call = match call.ok_or_else(|| "the request has no call".to_owned()).and_then(call_from_wire) {
+            Ok(call) => call,
+            Err(e) => return fail("bad_message", &e),
+        };
+        let chain = request.chain.clone().unwrap_or_default();
+        let trail = match trail_from_wire(&chain.trail) {
+            Ok(trail) => trail,
+            Err(e) => return fail("bad_message", &format!("chain trail: {e}")),
+        };
+        let state = ChainState { next_step: chain.next_step as usize, trail };
+        let input = Input { call: &call, message: message_text, output };
+        let (verdict, external) = match answer {
+            None => (policy.evaluate(&input, state), None),
+            Some((step, wire_answer)) => match answer_from_wire(&wire_answer) {
+                Ok(answer) => (policy.resume(&input, state, step, answer), Some(wire_answer)),
+                Err(e) => return fail("invalid_answer", &e),
+            },
+        };
+        let wire_trail = |trail: &[TrailEntry]| self.wire_trail(&chain.trail, external.as_ref(), trail, now_ms);
+        match verdict {
+            Verdict::Decided(outcome) => {
+                let trail = wire_trail(&outcome.trail);
+                let decision = self.decision(&request, kind, &policy, outcome, trail, now_ms);
+                Handled::Publish(self.publish_decision(&request, kind, decision))
+            }
+            Verdict::Pending { step, state } => {
+                let trail = wire_trail(&state.trail);
+                Handled::Publish(vec![self.step_task(&request, &policy, step, state.next_step, trail, now_ms)])
+            }
+            Verdict::Failed(error) => fail("step_failed", &error.to_string()),
+        }
+    }
+
+    /// The wire trail: entries already recorded stay as they were (with their deciders and
+    /// times), the external answer keeps its decider, new built-in answers are this worker's.
+    fn wire_trail(
+        &self,
+        recorded: &[v1::StepAnswer],
+        external: Option<&v1::StepAnswer>,
+        trail: &[TrailEntry],
+        now_ms: i64,
+    ) -> Vec<v1::StepAnswer> {
+        trail
+            .iter()
+            .enumerate()
+            .map(|(index, entry)| match (recorded.get(index), external) {
+                (Some(kept), _) => kept.clone(),
+                (None, Some(answer)) if index == recorded.len() => {
+                    entry_to_wire(entry, &answer.decided_by, answer.started_at_unix_ms, answer.answered_at_unix_ms)
+                }
+                _ => entry_to_wire(entry, &self.worker_id, now_ms, now_ms),
+            })
+            .collect()
+    }
+
+    fn decision(
+        &self,
+        request: &v1::Request,
+        kind: Kind,
+        policy: &Policy,
+        outcome: Outcome,
+        trail: Vec<v1::StepAnswer>,
+        now_ms: i64,
+    ) -> v1::Decision {
+        let decided_by = match outcome.step {
+            Some(step) => trail
+                .iter()
+                .rev()
+                .find(|entry| entry.step == Some(step as u32))
+                .map(|entry| entry.decided_by.clone())
+                .unwrap_or_else(|| self.worker_id.clone()),
+            None => self.worker_id.clone(),
+        };
+        v1::Decision {
+            decision_id: uuid::Uuid::now_v7().to_string(),
+            key: request.key.clone(),
+            kind: kind_to_wire(kind).into(),
+            decision: decision_to_wire(outcome.decision).into(),
+            modified: outcome.modified.as_ref().map(call_to_wire),
+            explanation: outcome.explanation.map(|e| e.into_owned()),
+            metadata_json: metadata_to_wire(outcome.metadata.as_ref()),
+            approver: outcome.approver.map(|a| a.to_string()).unwrap_or_default(),
+            step: outcome.step.map(|s| s as u32),
+            trail,
+            policy_digest: policy.digest().to_owned(),
+            decided_by,
+            requested_at_unix_ms: request.requested_at_unix_ms,
+            decided_at_unix_ms: now_ms,
+            origin: request.origin.clone(),
+        }
+    }
+
+    fn publish_decision(&self, request: &v1::Request, kind: Kind, decision: v1::Decision) -> Vec<Outgoing> {
+        let correlation = correlation(request, kind);
+        let routing_key = format!("{kind}.{}", decision_name(decision.decision));
+        let mut out = Vec::with_capacity(2);
+        let audit = Message::new(decision.encode_to_vec()).with_correlation_id(correlation.clone());
+        if !request.reply_to.is_empty() {
+            let reply = v1::Reply { body: Some(v1::reply::Body::Decision(decision)) };
+            out.push(Outgoing {
+                destination: Destination::queue(request.reply_to.clone()),
+                message: Message::new(reply.encode_to_vec()).with_correlation_id(correlation),
+                declare: None,
+            });
+        }
+        out.push(Outgoing {
+            destination: Destination::exchange(self.topology.decisions_exchange(), routing_key),
+            message: audit,
+            declare: None,
+        });
+        out
+    }
+
+    fn step_task(
+        &self,
+        request: &v1::Request,
+        policy: &Policy,
+        step: usize,
+        next_step: usize,
+        trail: Vec<v1::StepAnswer>,
+        now_ms: i64,
+    ) -> Outgoing {
+        let policy_step = &policy.steps()[step];
+        let mut forwarded = request.clone();
+        forwarded.chain = Some(v1::ChainState { next_step: next_step as u32, trail });
+        let timeout = policy_step.step.timeout().expect("only external steps are pending");
+        let step_deadline = timeout.after.map(|after| now_ms + after.as_millis() as i64);
+        let deadline = match (step_deadline, request.deadline_unix_ms) {
+            (Some(step), 0) => step,
+            (Some(step), request) => step.min(request),
+            (None, request) => request,
+        };
+        let task = v1::StepTask {
+            request: Some(forwarded),
+            step: step as u32,
+            name: policy_step.name.to_string(),
+            params_json: serde_json::Value::Object(policy_step.params.clone()).to_string(),
+            deadline_unix_ms: deadline,
+            on_timeout: decision_to_wire(timeout.on_timeout).into(),
+        };
+        let kind = policy.kind();
+        let message = |body: Vec<u8>| {
+            Message::new(body)
+                .with_correlation_id(correlation(request, kind))
+                .with_reply_to(self.topology.results_queue())
+        };
+        match policy_step.step.route().expect("only external steps are pending") {
+            Route::Human { pool, choices } => {
+                let task = v1::HumanTask {
+                    task: Some(task),
+                    choices: choices.iter().map(|c| decision_to_wire(*c).into()).collect(),
+                    pool: pool.clone(),
+                };
+                Outgoing {
+                    destination: Destination::queue(self.topology.human_queue(&pool)),
+                    message: message(task.encode_to_vec()),
+                    declare: Some(Topology::empty(self.topology.prefix()).with_human_pool(&pool)),
+                }
+            }
+            Route::Step { name } => Outgoing {
+                destination: Destination::queue(self.topology.step_queue(&name)),
+                message: message(task.encode_to_vec()),
+                declare: Some(Topology::empty(self.topology.prefix()).with_step(&name)),
+            },
+        }
+    }
+
+    fn dead(&self, message: &Message, request: Option<&v1::Request>, code: &str, text: &str) -> Handled {
+        let reply_to = request.map(|r| r.reply_to.as_str()).filter(|q| !q.is_empty()).or(message.reply_to.as_deref());
+        let correlation = message.correlation_id.clone();
+        let reply = reply_to.map(|queue| {
+            let error =
+                v1::Error { key: request.and_then(|r| r.key.clone()), code: code.to_owned(), message: text.to_owned() };
+            let reply = v1::Reply { body: Some(v1::reply::Body::Error(error)) };
+            let mut message = Message::new(reply.encode_to_vec());
+            message.correlation_id = correlation;
+            Outgoing { destination: Destination::queue(queue.to_owned()), message, declare: None }
+        });
+        Handled::Dead { reason: format!("{code}: {text}"), reply }
+    }
+}
+
+/// The wire kind of a request, read from its body.
+fn request_kind(request: &v1::Request) -> i32 {
+    match request.body {
+        Some(v1::request::Body::Approval(_)) => v1::Kind::Approval.into(),
+        Some(v1::request::Body::Review(_)) => v1::Kind::Review.into(),
+        None => v1::Kind::Unspecified.into(),
+    }
+}
+
+fn correlation(request: &v1::Request, kind: Kind) -> String {
+    request.key.clone().unwrap_or_default().correlation_id(kind_to_wire(kind))
+}
+
+fn decision_name(decision: i32) -> &'static str {
+    crate::convert::decision_from_wire(decision).map_or("unspecified", Decision::as_str)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,184 @@
+//! The stateless policy worker.
+//!
+//! It consumes the fleet's `requests` and `results` queues, runs each request's chain with
+//! the policy engine, and publishes what follows: the decision (to the runner's reply queue
+//! and the decisions exchange) or the task of the next external step. A delivery is
+//! acknowledged only after everything it caused is confirmed by the broker, so a worker can
+//! die at any moment: the broker delivers the message again, and the runner recognises a
+//! decision it already has.
+//!
+//! Layout:
+//! - [`handler`]: what to publish for a request or a step result (pure, no I/O).
+//! - [`policies`]: inline and named policies, compiled once and reloaded on change.
+//! - [`convert`]: between the wire contract and the engine's types.
+//! - [`run`]: the consume / publish / acknowledge loop, with graceful shutdown.
+#![forbid(unsafe_code)]
+#![deny(rust_2018_idioms)]
+
+pub mod convert;
+pub mod handler;
+pub mod policies;
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use airlock_transport::{Delivery, Topology, Transport, TransportError};
+use futures_util::future::try_join_all;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+use crate::handler::{Handled, Handler, Outgoing};
+use crate::policies::PolicyStore;
+
+/// How long in-flight messages may take to finish after shutdown is asked.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// How a worker runs.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// The fleet's prefix: every queue and exchange name starts with it.
+    pub prefix: String,
+    /// Messages handled at once (the consumers' prefetch).
+    pub concurrency: u16,
+    /// Where named policies live.
+    pub policy_dir: Option<PathBuf>,
+    /// Recorded as `decided_by` of built-in decisions.
+    pub worker_id: String,
+}
+
+/// The worker could not start or keep running.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The transport failed in a way retries do not cure.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+}
+
+/// Runs a worker until `shutdown` resolves or the transport closes, then stops consuming,
+/// lets in-flight messages finish (up to [`SHUTDOWN_GRACE`]) and closes the transport.
+pub async fn run<T: Transport>(
+    transport: T,
+    config: WorkerConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), WorkerError> {
+    let topology = Topology::new(config.prefix.clone());
+    transport.declare(&topology).await?;
+    let worker = Arc::new(Worker {
+        handler: Handler::new(topology.clone(), PolicyStore::new(config.policy_dir.clone()), config.worker_id.clone()),
+        transport: transport.clone(),
+        topology: topology.clone(),
+        declared: Mutex::new(HashSet::new()),
+    });
+    let mut requests = transport.consume(&topology.requests_queue(), config.concurrency).await?;
+    let mut results = transport.consume(&topology.results_queue(), config.concurrency).await?;
+    info!(prefix = %config.prefix, worker = %config.worker_id, concurrency = config.concurrency, "Worker consuming.");
+
+    let tracker = TaskTracker::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            delivery = requests.next() => match delivery {
+                Some(delivery) => { tracker.spawn(worker.clone().handle(Source::Request, delivery)); }
+                None => break,
+            },
+            delivery = results.next() => match delivery {
+                Some(delivery) => { tracker.spawn(worker.clone().handle(Source::Result, delivery)); }
+                None => break,
+            },
+        }
+    }
+
+    info!("Worker stopping: no new messages, finishing in-flight ones.");
+    requests.cancel().await;
+    results.cancel().await;
+    tracker.close();
+    if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait()).await.is_err() {
+        warn!(grace = ?SHUTDOWN_GRACE, "In-flight messages did not finish in time; the broker will redeliver them.");
+    }
+    transport.close().await;
+    info!("Worker stopped.");
+    Ok(())
+}
+
+/// Which queue a delivery came from.
+#[derive(Debug, Clone, Copy)]
+enum Source {
+    Request,
+    Result,
+}
+
+struct Worker<T> {
+    handler: Handler,
+    transport: T,
+    topology: Topology,
+    /// Step and human queues this worker declared already.
+    declared: Mutex<HashSet<String>>,
+}
+
+impl<T: Transport> Worker<T> {
+    async fn handle(self: Arc<Self>, source: Source, delivery: Delivery) {
+        let now = now_ms();
+        let handled = match source {
+            Source::Request => self.handler.on_request(&delivery.message, now),
+            Source::Result => self.handler.on_result(&delivery.message, now),
+        };
+        let correlation = delivery.message.correlation_id.clone().unwrap_or_default();
+        match handled {
+            Handled::Publish(outgoing) => match self.publish_all(outgoing).await {
+                Ok(()) => settle(delivery.ack().await, &correlation),
+                Err(e) => {
+                    warn!(%correlation, error = %e, "Publishing failed; the message goes back to its queue.");
+                    settle(delivery.nack_requeue().await, &correlation);
+                }
+            },
+            Handled::Expired => {
+                debug!(%correlation, "Request past its deadline dropped: the runner failed closed already.");
+                settle(delivery.ack().await, &correlation);
+            }
+            Handled::Dead { reason, reply } => {
+                warn!(%correlation, %reason, "Message dead-lettered.");
+                if let Some(reply) = reply
+                    && let Err(e) = self.publish(reply).await
+                {
+                    warn!(%correlation, error = %e, "Could not tell the runner its request failed.");
+                }
+                if let Err(e) = self.transport.publish_dead(&self.topology, delivery, &reason).await {
+                    warn!(%correlation, error = %e, "Dead-lettering failed; the broker will redeliver the message.");
+                }
+            }
+        }
+    }
+
+    /// Publishes every message at once, so their confirms are awaited together.
+    async fn publish_all(&self, outgoing: Vec<Outgoing>) -> Result<(), TransportError> {
+        try_join_all(outgoing.into_iter().map(|out| self.publish(out))).await.map(drop)
+    }
+
+    async fn publish(&self, out: Outgoing) -> Result<(), TransportError> {
+        if let Some(fragment) = &out.declare {
+            let name = out.destination.parts().1.to_owned();
+            let known = self.declared.lock().expect("declared lock").contains(&name);
+            if !known {
+                self.transport.declare(fragment).await?;
+                self.declared.lock().expect("declared lock").insert(name);
+            }
+        }
+        self.transport.publish(&out.destination, out.message).await
+    }
+}
+
+fn settle(result: Result<(), TransportError>, correlation: &str) {
+    if let Err(e) = result {
+        // The broker redelivers what was not acknowledged; handlers are idempotent.
+        warn!(%correlation, error = %e, "Acknowledgement failed.");
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}

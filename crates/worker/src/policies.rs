@@ -1,0 +1,158 @@
+//! Where a request's policy comes from: inline in the request (compiled once per digest) or
+//! by name from the worker's policy directory (compiled again when the file changes).
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use airlock_contract::v1;
+use airlock_policy::Kind;
+use airlock_policy::chain::Policy;
+use airlock_policy::document::{Document, digest};
+
+/// How many inline documents stay compiled; past it the cache starts over.
+const INLINE_CACHE_LIMIT: usize = 256;
+
+/// Why a request's policy cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PolicyLookupError {
+    /// No inline document and no name, or a name not in the policy directory.
+    #[error("{0}")]
+    Unknown(String),
+    /// The document does not parse or compile for the request's kind.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl PolicyLookupError {
+    /// The stable code of the wire `Error` reply.
+    pub fn code(&self) -> &'static str {
+        match self {
+            PolicyLookupError::Unknown(_) => "unknown_policy",
+            PolicyLookupError::Invalid(_) => "invalid_policy",
+        }
+    }
+}
+
+type Compiled = Result<Arc<Policy>, PolicyLookupError>;
+
+/// Compiled policies, shared by every task of a worker.
+#[derive(Debug, Default)]
+pub struct PolicyStore {
+    dir: Option<PathBuf>,
+    inline: Mutex<HashMap<(String, Kind), Compiled>>,
+    named: Mutex<HashMap<(String, Kind), (FileStamp, Compiled)>>,
+}
+
+/// What tells a policy file changed.
+#[derive(Debug, Clone, PartialEq)]
+struct FileStamp {
+    path: PathBuf,
+    modified: Option<SystemTime>,
+    len: u64,
+}
+
+impl PolicyStore {
+    /// A store that resolves names in `dir` (none: only inline policies).
+    pub fn new(dir: Option<PathBuf>) -> Self {
+        PolicyStore { dir, ..Default::default() }
+    }
+
+    /// The compiled policy a request names, for `kind`.
+    pub fn resolve(&self, policy: Option<&v1::Policy>, kind: Kind) -> Compiled {
+        match policy.and_then(|p| p.source.as_ref()) {
+            Some(v1::policy::Source::Inline(text)) => self.inline(text, kind),
+            Some(v1::policy::Source::Name(name)) => self.named(name, kind),
+            None => Err(PolicyLookupError::Unknown("the request names no policy".into())),
+        }
+    }
+
+    fn inline(&self, text: &str, kind: Kind) -> Compiled {
+        let key = (digest(text), kind);
+        let mut cache = self.inline.lock().expect("policy cache lock");
+        if let Some(compiled) = cache.get(&key) {
+            return compiled.clone();
+        }
+        if cache.len() >= INLINE_CACHE_LIMIT {
+            cache.clear();
+        }
+        let compiled = compile("<inline>", text, kind);
+        cache.insert(key, compiled.clone());
+        compiled
+    }
+
+    fn named(&self, name: &str, kind: Kind) -> Compiled {
+        let Some(dir) = &self.dir else {
+            return Err(PolicyLookupError::Unknown(format!(
+                "policy '{name}' is named, but this worker has no --policy-dir"
+            )));
+        };
+        let stamp = find(dir, name)?;
+        let key = (name.to_owned(), kind);
+        let mut cache = self.named.lock().expect("policy cache lock");
+        if let Some((cached, compiled)) = cache.get(&key)
+            && *cached == stamp
+        {
+            return compiled.clone();
+        }
+        let compiled = match fs::read_to_string(&stamp.path) {
+            Ok(text) => compile(&stamp.path.display().to_string(), &text, kind),
+            Err(e) => Err(PolicyLookupError::Unknown(format!("{}: {e}", stamp.path.display()))),
+        };
+        cache.insert(key, (stamp, compiled.clone()));
+        compiled
+    }
+}
+
+fn compile(source: &str, text: &str, kind: Kind) -> Compiled {
+    Document::parse(source, text)
+        .and_then(|document| Policy::compile(&document, kind))
+        .map(Arc::new)
+        .map_err(|e| PolicyLookupError::Invalid(e.to_string()))
+}
+
+/// The file for policy `name` in `dir`: `name`, `name.yaml`, `name.yml` or `name.json`.
+fn find(dir: &Path, name: &str) -> Result<FileStamp, PolicyLookupError> {
+    let safe = !name.is_empty() && !name.contains(['/', '\\']) && !name.starts_with('.');
+    if !safe {
+        return Err(PolicyLookupError::Unknown(format!("'{name}' is not a policy name")));
+    }
+    ["", ".yaml", ".yml", ".json"]
+        .iter()
+        .map(|ext| dir.join(format!("{name}{ext}")))
+        .find_map(|path| {
+            let meta = fs::metadata(&path).ok().filter(|m| m.is_file())?;
+            Some(FileStamp { modified: meta.modified().ok(), len: meta.len(), path })
+        })
+        .ok_or_else(|| PolicyLookupError::Unknown(format!("no policy named '{name}' in {}", dir.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn named(name: &str) -> v1::Policy {
+        v1::Policy { source: Some(v1::policy::Source::Name(name.into())), digest: String::new() }
+    }
+
+    #[test]
+    fn named_policies_reload_when_their_file_changes() {
+        let dir = std::env::temp_dir().join(format!("airlock-policies-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("strict.yaml");
+        fs::write(&file, "approvers:\n  - name: auto\n    tools: a\n").unwrap();
+        let store = PolicyStore::new(Some(dir.clone()));
+        let first = store.resolve(Some(&named("strict")), Kind::Approval).unwrap();
+        assert_eq!(first.steps().len(), 1);
+        fs::write(&file, "approvers:\n  - name: auto\n    tools: a\n  - name: human\n    tools: b\n").unwrap();
+        let second = store.resolve(Some(&named("strict")), Kind::Approval).unwrap();
+        assert_eq!(second.steps().len(), 2);
+        assert_ne!(first.digest(), second.digest());
+        assert!(matches!(store.resolve(Some(&named("../etc")), Kind::Approval), Err(PolicyLookupError::Unknown(_))));
+        assert!(matches!(store.resolve(Some(&named("missing")), Kind::Approval), Err(PolicyLookupError::Unknown(_))));
+        assert!(matches!(store.resolve(Some(&named("strict")), Kind::Review), Err(PolicyLookupError::Invalid(_))));
+        fs::remove_dir_all(dir).unwrap();
+    }
+}
