@@ -1,7 +1,9 @@
 //! `airlock`: one program for every role of the fleet.
 //!
 //! Layout: `main` parses the command line once and hands each subcommand to its module in
-//! `commands/`; each module maps its errors to an exit status (64 for bad usage or config).
+//! `commands/`; each maps its errors to an exit status (64 for bad usage or configuration).
+//! Roles run on a single-threaded tokio runtime: they share two cores with the broker, where
+//! more threads cost more than they give.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
@@ -24,11 +26,21 @@ enum Command {
     /// Check policy files and try them on calls, without a fleet.
     #[command(subcommand)]
     Policy(commands::policy::PolicyCommand),
+    /// Run a policy worker.
+    Worker(commands::worker::WorkerArgs),
+    /// Send one request through the fleet and print its decision as JSON.
+    Request(commands::request::RequestArgs),
+    /// Manage the fleet's queues and exchanges.
+    #[command(subcommand)]
+    Topology(commands::topology::TopologyCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Policy(command) => commands::policy::run(command),
+        Command::Worker(args) => commands::block_on(commands::worker::run(args)),
+        Command::Request(args) => commands::block_on(commands::request::run(args)),
+        Command::Topology(command) => commands::block_on(commands::topology::run(command)),
     }
 }

@@ -1,0 +1,45 @@
+//! `airlock topology apply`: declares the fleet's queues and exchanges.
+
+use airlock_transport::{Topology, Transport};
+use clap::Subcommand;
+
+use super::{Failure, FleetArgs, connect};
+
+/// Topology tools.
+#[derive(Debug, Subcommand)]
+pub enum TopologyCommand {
+    /// Declare the fleet's queues and exchanges (idempotent) and print their names.
+    Apply {
+        #[command(flatten)]
+        fleet: FleetArgs,
+        /// Also declare the queue of each of these external steps.
+        #[arg(long, value_delimiter = ',')]
+        steps: Vec<String>,
+        /// Also declare the human queue of each of these pools.
+        #[arg(long, value_delimiter = ',')]
+        pools: Vec<String>,
+    },
+}
+
+/// Runs a topology subcommand.
+pub async fn run(command: TopologyCommand) -> Result<(), Failure> {
+    let TopologyCommand::Apply { fleet, steps, pools } = command;
+    let mut topology = Topology::new(fleet.prefix.clone());
+    for step in &steps {
+        topology = topology.with_step(step);
+    }
+    for pool in &pools {
+        topology = topology.with_human_pool(pool);
+    }
+    let transport = connect(&fleet).await?;
+    let declared = transport.declare(&topology).await;
+    transport.close().await;
+    declared.map_err(|e| Failure::other(format!("declaring the topology failed: {e}")))?;
+    for exchange in topology.exchanges() {
+        println!("exchange {}", exchange.name);
+    }
+    for queue in topology.queues() {
+        println!("queue    {}", queue.name);
+    }
+    Ok(())
+}
