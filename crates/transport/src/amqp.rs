@@ -67,13 +67,13 @@ pub struct AmqpOptions {
 }
 
 impl AmqpOptions {
-    /// Defaults for `url`: 6 attempts, reconnect delays from 100 ms up to 10 s, 15 s to
-    /// connect.
+    /// Defaults for `url`: 10 attempts with reconnect delays from 100 ms up to 10 s (an
+    /// operation rides out roughly 15 to 30 s of broker outage), 15 s to connect.
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
             connection_name: "airlock".to_owned(),
-            attempts: 6,
+            attempts: 10,
             reconnect_min: Duration::from_millis(100),
             reconnect_max: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(15),

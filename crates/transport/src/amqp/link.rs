@@ -1,6 +1,9 @@
 //! One broker connection, dialled when first needed and again whenever it was lost.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{
+    Arc, Mutex, PoisonError,
+    atomic::{AtomicU64, Ordering},
+};
 
 use lapin::{
     Connection, ConnectionProperties,
@@ -19,11 +22,15 @@ pub(super) struct Link {
     role: &'static str,
     current: Mutex<Option<Arc<Connection>>>,
     dialing: tokio::sync::Mutex<()>,
+    /// Counts finished dial attempts: a caller that waited while someone else dialled in
+    /// vain fails with them instead of dialling again, so an outage costs one attempt per
+    /// round, not one per waiting caller.
+    dials: AtomicU64,
 }
 
 impl Link {
     pub(super) fn new(role: &'static str) -> Self {
-        Self { role, current: Mutex::new(None), dialing: tokio::sync::Mutex::new(()) }
+        Self { role, current: Mutex::new(None), dialing: tokio::sync::Mutex::new(()), dials: AtomicU64::new(0) }
     }
 
     fn slot(&self) -> std::sync::MutexGuard<'_, Option<Arc<Connection>>> {
@@ -39,6 +46,7 @@ impl Link {
         if let Some(connection) = self.live() {
             return Ok(connection);
         }
+        let dials = self.dials.load(Ordering::Acquire);
         let _dialing = self.dialing.lock().await;
         if let Some(connection) = self.live() {
             return Ok(connection);
@@ -46,6 +54,15 @@ impl Link {
         if inner.is_closed() {
             return Err(TransportError::Closed);
         }
+        if self.dials.load(Ordering::Acquire) != dials {
+            return Err(TransportError::Unavailable("the broker could not be reached just now".into()));
+        }
+        let result = self.dial(inner).await;
+        self.dials.fetch_add(1, Ordering::Release);
+        result
+    }
+
+    async fn dial(&self, inner: &Inner) -> Result<Arc<Connection>, TransportError> {
         let name = format!("{} ({})", inner.options.connection_name, self.role);
         let properties = ConnectionProperties::default().with_connection_name(name.into());
         let connect = Connection::connect_uri(inner.uri.clone(), properties);
