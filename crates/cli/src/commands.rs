@@ -1,5 +1,6 @@
 //! One module per subcommand, and what they share: the broker options, the runtime, logging.
 
+pub mod demo;
 pub mod policy;
 pub mod request;
 pub mod topology;
@@ -49,9 +50,16 @@ impl Failure {
     }
 }
 
-/// Runs a command on a single-threaded runtime, with logs on stderr (`RUST_LOG` filters).
-pub fn block_on(command: impl Future<Output = Result<(), Failure>>) -> ExitCode {
-    init_logging();
+/// Logs of a long-running role: what it does, at info.
+pub const LOG_ROLE: &str = "warn,airlock=info";
+
+/// Logs of a one-shot tool whose output is the point: only problems.
+pub const LOG_TOOL: &str = "error";
+
+/// Runs a command on a single-threaded runtime, with logs on stderr filtered by `RUST_LOG`,
+/// or by `default_filter` when it is unset.
+pub fn block_on(default_filter: &str, command: impl Future<Output = Result<(), Failure>>) -> ExitCode {
+    init_logging(default_filter);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
     match runtime.block_on(command) {
         Ok(()) => ExitCode::SUCCESS,
@@ -62,8 +70,8 @@ pub fn block_on(command: impl Future<Output = Result<(), Failure>>) -> ExitCode 
     }
 }
 
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,airlock=info".into());
+fn init_logging(default_filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_filter.into());
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }
 

@@ -26,6 +26,8 @@ enum Command {
     /// Check policy files and try them on calls, without a fleet.
     #[command(subcommand)]
     Policy(commands::policy::PolicyCommand),
+    /// Run the whole fleet in one process and drive a simulated eval run through it.
+    Demo(commands::demo::DemoArgs),
     /// Run a policy worker.
     Worker(commands::worker::WorkerArgs),
     /// Send one request through the fleet and print its decision as JSON.
@@ -39,8 +41,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Policy(command) => commands::policy::run(command),
-        Command::Worker(args) => commands::block_on(commands::worker::run(args)),
-        Command::Request(args) => commands::block_on(commands::request::run(args)),
-        Command::Topology(command) => commands::block_on(commands::topology::run(command)),
+        Command::Demo(args) => commands::block_on(commands::LOG_TOOL, commands::demo::run(args)),
+        Command::Worker(args) => commands::block_on(commands::LOG_ROLE, commands::worker::run(args)),
+        Command::Request(args) => commands::block_on(commands::LOG_TOOL, commands::request::run(args)),
+        Command::Topology(command) => commands::block_on(commands::LOG_TOOL, commands::topology::run(command)),
     }
 }
