@@ -196,8 +196,8 @@ impl Transport for AmqpTransport {
         let inner = &self.inner;
         inner.closed.send_replace(true);
         inner.publisher.clear();
-        inner.publishing.close().await;
-        inner.consuming.close().await;
+        inner.publishing.close(inner).await;
+        inner.consuming.close(inner).await;
     }
 }
 

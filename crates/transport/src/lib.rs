@@ -20,6 +20,7 @@
 //! - `backoff`: capped, jittered reconnect delays.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
+#![warn(missing_docs)]
 
 pub mod amqp;
 mod backoff;
@@ -91,6 +92,8 @@ pub trait Transport: Clone + Send + Sync + 'static {
     ///
     /// Used for messages that can never be handled (malformed, unknown version), so the reason
     /// is visible in the dead queue. The routing key is the queue the delivery came from.
+    /// If the publish fails, the delivery is returned to its queue (and, past the delivery
+    /// limit, dead-lettered by the broker without the reason) and the error is returned.
     fn publish_dead(
         &self,
         topology: &Topology,
@@ -101,8 +104,15 @@ pub trait Transport: Clone + Send + Sync + 'static {
             let (mut message, acker) = delivery.into_parts();
             message.headers.insert(message::HEADER_REASON.to_owned(), reason.to_owned());
             let destination = Destination::exchange(topology.dead_letter_exchange(), acker.queue());
-            self.publish(&destination, message).await?;
-            acker.ack().await
+            match self.publish(&destination, message).await {
+                Ok(()) => acker.ack().await,
+                Err(error) => {
+                    // Not stuck with this consumer: back to the queue, where the delivery
+                    // limit ends its loop if the dead-letter exchange stays unreachable.
+                    let _ = acker.nack_requeue().await;
+                    Err(error)
+                }
+            }
         }
     }
 }

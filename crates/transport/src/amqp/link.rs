@@ -79,12 +79,16 @@ impl Link {
     }
 
     /// Closes the connection, if any: the broker requeues what its consumers left unacked.
-    pub(super) async fn close(&self) {
+    /// Bounded by the connect timeout, so a broker that went silent cannot stall a shutdown.
+    pub(super) async fn close(&self, inner: &Inner) {
         let connection = self.slot().take();
-        if let Some(connection) = connection
-            && let Err(error) = connection.close(200, "closing".into()).await
-        {
-            info!(role = self.role, error = %error, "Connection was already closed.");
+        let Some(connection) = connection else {
+            return;
+        };
+        match tokio::time::timeout(inner.options.connect_timeout, connection.close(200, "closing".into())).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => info!(role = self.role, error = %error, "Connection was already closed."),
+            Err(_) => warn!(role = self.role, "The broker did not answer the close; dropping the connection."),
         }
     }
 }

@@ -9,7 +9,7 @@
 //! new channel, a bounded number of times. The broker may then hold it twice: delivery is at
 //! least once, and consumers deduplicate.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use lapin::{Channel, Confirmation, options::BasicPublishOptions, options::ConfirmSelectOptions};
 use tracing::{info, warn};
@@ -20,21 +20,23 @@ use crate::{Destination, Message, TransportError, message::check_short};
 /// The shared publishing channel, opened on first use and reopened when it dies.
 #[derive(Debug, Default)]
 pub(super) struct Publisher {
-    channel: Mutex<Option<Channel>>,
+    /// Behind an `Arc` so handing it to a publish is one reference count, not a clone of
+    /// lapin's many handles.
+    channel: Mutex<Option<Arc<Channel>>>,
     opening: tokio::sync::Mutex<()>,
 }
 
 impl Publisher {
-    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Channel>> {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Arc<Channel>>> {
         self.channel.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn live(&self) -> Option<Channel> {
+    fn live(&self) -> Option<Arc<Channel>> {
         self.slot().as_ref().filter(|channel| channel.status().connected()).cloned()
     }
 
     /// The live publishing channel, or a new one in confirm mode.
-    async fn channel(&self, inner: &Inner) -> Result<Channel, TransportError> {
+    async fn channel(&self, inner: &Inner) -> Result<Arc<Channel>, TransportError> {
         if let Some(channel) = self.live() {
             return Ok(channel);
         }
@@ -49,6 +51,7 @@ impl Publisher {
             .await
             .map_err(|e| wire::error(e, || "channel".to_owned()))?;
         info!("Publishing channel open.");
+        let channel = Arc::new(channel);
         *self.slot() = Some(channel.clone());
         Ok(channel)
     }

@@ -62,6 +62,15 @@ pub fn fixture(prefix: &str) -> Topology {
         .with_binding(decisions, one, "approval.*")
 }
 
+/// Shows the transports' logs in test output, filtered by `RUST_LOG` (for instance
+/// `RUST_LOG=airlock_transport=info` to watch recovery).
+pub fn logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
 /// Declares `topology`, runs `body` under the hang guard, then deletes the topology through
 /// `cleanup` (best effort, also when the body panicked or closed its transport) and passes
 /// any panic on.
@@ -71,6 +80,7 @@ where
     F: FnOnce(T, Topology) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
+    logs();
     transport.declare(&topology).await.expect("declare");
     // A task of its own catches the body's panic, so cleanup still runs.
     let task = tokio::spawn(body(transport.clone(), topology.clone()));
