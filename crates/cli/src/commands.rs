@@ -9,7 +9,7 @@ pub mod worker;
 use std::future::Future;
 use std::process::ExitCode;
 
-use airlock_transport::AmqpTransport;
+use airlock_transport::{AmqpOptions, AmqpTransport};
 use clap::Args;
 
 /// Exit status for bad usage or a bad configuration (sysexits' EX_USAGE, as linkerd uses).
@@ -75,9 +75,11 @@ fn init_logging(default_filter: &str) {
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }
 
-/// Connects to the broker, or says why not.
-pub async fn connect(fleet: &FleetArgs) -> Result<AmqpTransport, Failure> {
-    AmqpTransport::connect(&fleet.amqp)
+/// Connects to the broker for `role`, or says why not. Connections are named
+/// `<prefix> <role>`, so operators (and fault-injecting tests) can tell them apart.
+pub async fn connect(fleet: &FleetArgs, role: &str) -> Result<AmqpTransport, Failure> {
+    let options = AmqpOptions::new(fleet.amqp.clone()).with_connection_name(format!("{} {role}", fleet.prefix));
+    AmqpTransport::connect_with(options)
         .await
         .map_err(|e| Failure { code: EXIT_UNAVAILABLE, message: format!("cannot reach the broker: {e}") })
 }

@@ -59,7 +59,7 @@ pub async fn run(args: RequestArgs) -> Result<(), Failure> {
         return Err(Failure::config("--timeout must be a positive number of seconds"));
     }
 
-    let transport = connect(&args.fleet).await?;
+    let transport = connect(&args.fleet, "request").await?;
     let runner_id = format!("request-{}", uuid::Uuid::now_v7());
     let config =
         ClientConfig { prefix: args.fleet.prefix.clone(), runner_id: runner_id.clone(), default_timeout: Duration::from_secs_f64(args.timeout) };

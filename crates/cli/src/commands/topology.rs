@@ -31,7 +31,7 @@ pub async fn run(command: TopologyCommand) -> Result<(), Failure> {
     for pool in &pools {
         topology = topology.with_human_pool(pool);
     }
-    let transport = connect(&fleet).await?;
+    let transport = connect(&fleet, "topology").await?;
     let declared = transport.declare(&topology).await;
     transport.close().await;
     declared.map_err(|e| Failure::other(format!("declaring the topology failed: {e}")))?;

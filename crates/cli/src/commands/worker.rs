@@ -33,7 +33,7 @@ pub async fn run(args: WorkerArgs) -> Result<(), Failure> {
     if args.concurrency == 0 {
         return Err(Failure::config("--concurrency must be at least 1"));
     }
-    let transport = connect(&args.fleet).await?;
+    let transport = connect(&args.fleet, "worker").await?;
     let config = WorkerConfig {
         prefix: args.fleet.prefix,
         concurrency: args.concurrency,

@@ -1,0 +1,67 @@
+//! What Airlock's broker tests share.
+//!
+//! - [`amqp_url`]: the broker tests use (`AIRLOCK_AMQP_URL`, default the local RabbitMQ).
+//! - [`unreachable`]: the gate for a broker that cannot be reached: skip on a laptop, fail
+//!   loudly when `CI` is set.
+//! - [`unique_prefix`]: a fleet prefix no other test uses, so tests share one broker.
+//! - [`kill_connections`] and [`rabbitmqctl`]: faults injected on the broker side.
+#![forbid(unsafe_code)]
+#![deny(rust_2018_idioms)]
+
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The broker the tests use when `AIRLOCK_AMQP_URL` is unset.
+pub const DEFAULT_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+
+/// The broker URL tests use.
+pub fn amqp_url() -> String {
+    std::env::var("AIRLOCK_AMQP_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned())
+}
+
+/// A prefix no other test (in this run or another) uses.
+pub fn unique_prefix() -> String {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or_default();
+    format!("test-{}-{nanos:x}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The gate for a broker that could not be reached: with `CI` set the test fails loudly;
+/// elsewhere the reason is printed and the caller skips the test.
+pub fn unreachable(error: impl Debug) {
+    if std::env::var_os("CI").is_some() {
+        panic!("CI is set and the broker at AIRLOCK_AMQP_URL is unreachable: {error:?}");
+    }
+    eprintln!("skipping: no broker at AIRLOCK_AMQP_URL ({error:?})");
+}
+
+/// Closes, on the broker, the connections named `name` (Airlock names each connection
+/// `<name> (<role>)`): what a network cut or a broker restart looks like to a client, limited
+/// to one test's connections so other users of a shared broker are left alone. With
+/// `AIRLOCK_TEST_KILL=all`, runs `rabbitmqctl close_all_connections` instead. Returns how many
+/// were closed.
+pub async fn kill_connections(name: &str) -> usize {
+    if std::env::var("AIRLOCK_TEST_KILL").as_deref() == Ok("all") {
+        rabbitmqctl(&["close_all_connections", "test"]).await;
+        return usize::MAX;
+    }
+    // One line per connection: `<pid>\t[..., {"connection_name","<name> (publish)"}, ...]`.
+    let listing = rabbitmqctl(&["list_connections", "-q", "--no-table-headers", "pid", "client_properties"]).await;
+    let ours = format!("{{\"connection_name\",\"{name} (");
+    let mut closed = 0;
+    for line in listing.lines().filter(|line| line.contains(&ours)) {
+        if let Some((pid, _)) = line.split_once('\t') {
+            rabbitmqctl(&["close_connection", pid, "test"]).await;
+            closed += 1;
+        }
+    }
+    closed
+}
+
+/// Runs `rabbitmqctl` and returns its output; fails the test if it fails.
+pub async fn rabbitmqctl(args: &[&str]) -> String {
+    let output = tokio::process::Command::new("rabbitmqctl").args(args).output().await.expect("rabbitmqctl runs");
+    assert!(output.status.success(), "rabbitmqctl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}

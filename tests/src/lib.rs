@@ -1,0 +1,169 @@
+//! What the end-to-end tests share: a fleet on a unique prefix, `airlock` processes, requests.
+//!
+//! Layout of the tests (in `tests/`):
+//! - `chains`: one suite of chain behaviours, run on the in-process transport and on RabbitMQ.
+//! - `faults`: RabbitMQ only: competing workers, a worker killed under load, connections cut
+//!   under load, poison messages, deadlines.
+//! - `demo`: `airlock demo` as a newcomer runs it.
+#![forbid(unsafe_code)]
+#![deny(rust_2018_idioms)]
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use airlock_contract::v1;
+use airlock_testkit::{amqp_url, unreachable};
+use airlock_transport::{AmqpOptions, AmqpTransport, Topology, Transport};
+use tokio::process::{Child, Command};
+
+/// How long any single wait may take before the test is declared hung. Only a hang guard:
+/// nothing is measured against it.
+pub const HANG_GUARD: Duration = Duration::from_secs(120);
+
+/// The `airlock` binary, built once if the test run has not built it yet.
+pub fn airlock_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        // tests live in target/<profile>/deps; the binary sits in target/<profile>.
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let bin = exe.parent().and_then(|deps| deps.parent()).expect("a target directory").join("airlock");
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "-p", "airlock", "--bin", "airlock"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("cargo builds the airlock binary");
+        assert!(status.success(), "building airlock failed");
+        assert!(bin.exists(), "no airlock binary at {}", bin.display());
+        bin
+    })
+    .clone()
+}
+
+/// A transport on the test broker with connections named `<name> (<role>)`, or `None` (the
+/// test skips) when there is no broker and `CI` is unset.
+pub async fn broker(name: &str) -> Option<AmqpTransport> {
+    match AmqpTransport::connect_with(AmqpOptions::new(amqp_url()).with_connection_name(name)).await {
+        Ok(transport) => Some(transport),
+        Err(error) => {
+            unreachable(error);
+            None
+        }
+    }
+}
+
+/// Deletes a test fleet's queues and exchanges, best effort, through a fresh connection.
+pub async fn cleanup(topology: &Topology) {
+    if let Some(transport) = broker(&format!("{} cleanup", topology.prefix())).await {
+        let _ = transport.delete(topology).await;
+        transport.close().await;
+    }
+}
+
+/// An `airlock worker` process on `prefix`, killed when dropped.
+pub struct WorkerProcess {
+    /// The process.
+    pub child: Child,
+}
+
+impl WorkerProcess {
+    /// Starts a worker whose connections are named `<prefix> worker`.
+    pub fn start(prefix: &str, id: &str) -> Self {
+        let child = Command::new(airlock_bin())
+            .args(["worker", "--amqp", &amqp_url(), "--prefix", prefix, "--id", id, "--concurrency", "32"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("airlock worker starts");
+        WorkerProcess { child }
+    }
+
+    /// Sends SIGKILL: the worker dies mid-message, with deliveries unacknowledged.
+    pub async fn kill(&mut self) {
+        self.child.kill().await.expect("the worker can be killed");
+    }
+
+    /// Sends SIGTERM and waits for a clean exit.
+    pub async fn stop(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("a running worker").to_string();
+        let status = Command::new("kill").args(["-TERM", &pid]).status().await.expect("kill runs");
+        assert!(status.success());
+        tokio::time::timeout(HANG_GUARD, self.child.wait()).await.expect("the worker stops").expect("wait works")
+    }
+}
+
+/// Waits until `queue` has `consumers` consumers (workers started and subscribed).
+pub async fn wait_for_consumers(queue: &str, consumers: usize) {
+    let deadline = tokio::time::Instant::now() + HANG_GUARD;
+    loop {
+        let listing = airlock_testkit::rabbitmqctl(&["list_queues", "-q", "--no-table-headers", "name", "consumers"]).await;
+        let count = listing
+            .lines()
+            .filter_map(|line| line.split_once('\t'))
+            .find(|(name, _)| *name == queue)
+            .and_then(|(_, n)| n.trim().parse::<usize>().ok())
+            .unwrap_or(0);
+        if count >= consumers {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{queue} never had {consumers} consumers");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// An approval request for `call` (Inspect ToolCall JSON) under an inline `policy`.
+pub fn approval(sample: &str, call_id: &str, call: serde_json::Value, policy: &str) -> v1::Request {
+    request(sample, call_id, call, policy, None)
+}
+
+/// A review request for `call` and the tool's `output` under an inline `policy`.
+pub fn review(sample: &str, call_id: &str, call: serde_json::Value, output: &str, policy: &str) -> v1::Request {
+    request(sample, call_id, call, policy, Some(output))
+}
+
+fn request(sample: &str, call_id: &str, call: serde_json::Value, policy: &str, output: Option<&str>) -> v1::Request {
+    let wire_call = v1::ToolCall {
+        id: call_id.into(),
+        function: call["function"].as_str().expect("a function").into(),
+        arguments_json: call["arguments"].to_string(),
+        r#type: "function".into(),
+        ..Default::default()
+    };
+    let body = match output {
+        None => v1::request::Body::Approval(v1::ApprovalRequest { call: Some(wire_call), ..Default::default() }),
+        Some(output) => v1::request::Body::Review(v1::ReviewRequest {
+            call: Some(wire_call),
+            output: output.into(),
+            ..Default::default()
+        }),
+    };
+    v1::Request {
+        key: Some(v1::CallKey { run_id: "run".into(), sample_id: sample.into(), epoch: 1, tool_call_id: call_id.into() }),
+        origin: Some(v1::Origin { run_id: "run".into(), sample_id: sample.into(), epoch: 1, ..Default::default() }),
+        body: Some(body),
+        policy: Some(v1::Policy { source: Some(v1::policy::Source::Inline(policy.into())), digest: String::new() }),
+        ..Default::default()
+    }
+}
+
+/// The decision's name, e.g. `approve`.
+pub fn decision_name(decision: &v1::Decision) -> &'static str {
+    airlock_worker::convert::decision_from_wire(decision.decision).map_or("unspecified", |d| d.as_str())
+}
+
+/// Runs a test body as a task under the hang guard, then deletes `topology` from the broker
+/// whatever happened, then passes any panic on.
+pub async fn guarded<F>(topology: Topology, body: F)
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let outcome = tokio::time::timeout(HANG_GUARD, tokio::spawn(body)).await;
+    cleanup(&topology).await;
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => std::panic::resume_unwind(error.into_panic()),
+        Err(_) => panic!("test hung for {HANG_GUARD:?}"),
+    }
+}
