@@ -209,6 +209,35 @@ async fn known_topology_is_declared_again_on_reconnect() {
 }
 
 #[tokio::test]
+async fn broker_nack_is_a_typed_error() {
+    on_broker(
+        |options| options,
+        |transport, topology| async move {
+            // A queue that holds nothing and refuses what does not fit: the broker nacks.
+            let full = topology.name("full");
+            let connection =
+                lapin::Connection::connect(&amqp_url(), lapin::ConnectionProperties::default()).await.unwrap();
+            let channel = connection.create_channel().await.unwrap();
+            let mut arguments = lapin::types::FieldTable::default();
+            arguments.insert("x-max-length".into(), lapin::types::AMQPValue::LongLongInt(0));
+            arguments.insert("x-overflow".into(), lapin::types::AMQPValue::LongString("reject-publish".into()));
+            channel
+                .queue_declare(full.as_str().into(), lapin::options::QueueDeclareOptions::durable(), arguments)
+                .await
+                .unwrap();
+
+            let result = transport.publish(&Destination::queue(&full), Message::new("x")).await;
+            channel.queue_delete(full.as_str().into(), Default::default()).await.unwrap();
+            connection.close(200, "done".into()).await.unwrap();
+            assert!(matches!(result, Err(TransportError::Nack { .. })), "{result:?}");
+            // The channel survives a nack.
+            transport.publish(&Destination::queue(topology.requests_queue()), Message::new("x")).await.unwrap();
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn bad_url_and_unreachable_broker_are_typed_errors() {
     let result = AmqpTransport::connect("not a url").await;
     assert!(matches!(result, Err(TransportError::Invalid(_))), "{result:?}");
