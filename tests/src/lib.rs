@@ -22,13 +22,17 @@ use tokio::process::{Child, Command};
 /// nothing is measured against it.
 pub const HANG_GUARD: Duration = Duration::from_secs(120);
 
-/// The `airlock` binary, built once if the test run has not built it yet.
+/// The `airlock` binary of this build. `cargo test --workspace` builds it (the `airlock`
+/// package's own tests need it); a run of this package alone builds it if it is missing.
 pub fn airlock_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         // tests live in target/<profile>/deps; the binary sits in target/<profile>.
         let exe = std::env::current_exe().expect("the test binary's path");
         let bin = exe.parent().and_then(|deps| deps.parent()).expect("a target directory").join("airlock");
+        if bin.exists() {
+            return bin;
+        }
         let status = std::process::Command::new(env!("CARGO"))
             .args(["build", "--quiet", "-p", "airlock", "--bin", "airlock"])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
