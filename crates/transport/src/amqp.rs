@@ -195,7 +195,11 @@ impl Transport for AmqpTransport {
     async fn close(&self) {
         let inner = &self.inner;
         inner.closed.send_replace(true);
-        inner.publisher.clear();
+        // Closed before its connection: a channel merely dropped closes in the background
+        // and races the connection's close.
+        if let Some(channel) = inner.publisher.take() {
+            close_quietly(&channel, "closing").await;
+        }
         inner.publishing.close(inner).await;
         inner.consuming.close(inner).await;
     }

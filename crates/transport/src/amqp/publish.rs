@@ -56,9 +56,9 @@ impl Publisher {
         Ok(channel)
     }
 
-    /// Forgets the channel (closing the transport).
-    pub(super) fn clear(&self) {
-        self.slot().take();
+    /// Takes the channel away (closing the transport), for the caller to close.
+    pub(super) fn take(&self) -> Option<Arc<Channel>> {
+        self.slot().take()
     }
 }
 
