@@ -85,6 +85,9 @@ struct Inner<T> {
     pending: Mutex<HashMap<String, Pending>>,
     ignored_replies: AtomicU64,
     timed_out: AtomicU64,
+    /// Stops the reply reader, which then cancels its consumer.
+    stop_reader: Mutex<Option<oneshot::Sender<()>>>,
+    reader: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 /// A request waiting for its reply, with what it takes to send it again.
@@ -100,6 +103,7 @@ impl<T: Transport> Client<T> {
         transport.declare(&topology).await?;
         let reply_queue = topology.reply_queue(&config.runner_id);
         let mut replies = transport.consume(&reply_queue, 0).await?;
+        let (stop_reader, mut stopped) = oneshot::channel();
         let inner = Arc::new(Inner {
             transport,
             topology,
@@ -108,17 +112,28 @@ impl<T: Transport> Client<T> {
             pending: Mutex::new(HashMap::new()),
             ignored_replies: AtomicU64::new(0),
             timed_out: AtomicU64::new(0),
+            stop_reader: Mutex::new(Some(stop_reader)),
+            reader: Mutex::new(None),
         });
-        let reader = Arc::downgrade(&inner);
-        tokio::spawn(async move {
-            while let Some(delivery) = replies.next().await {
-                let Some(inner) = reader.upgrade() else { break };
+        let weak = Arc::downgrade(&inner);
+        let reader = tokio::spawn(async move {
+            loop {
+                let delivery = tokio::select! {
+                    _ = &mut stopped => break,
+                    delivery = replies.next() => match delivery {
+                        Some(delivery) => delivery,
+                        None => return,
+                    },
+                };
+                let Some(inner) = weak.upgrade() else { break };
                 inner.deliver(&delivery.message);
                 if let Err(e) = delivery.ack().await {
                     debug!(error = %e, "Reply acknowledgement failed; a duplicate may follow.");
                 }
             }
+            replies.cancel().await;
         });
+        *inner.reader.lock().expect("reader lock") = Some(reader);
         Ok(Client { inner })
     }
 
@@ -221,6 +236,22 @@ impl<T: Transport> Client<T> {
             pending: self.inner.pending.lock().expect("pending lock").len(),
             ignored_replies: self.inner.ignored_replies.load(Ordering::Relaxed),
             timed_out: self.inner.timed_out.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Stops reading replies, fails every pending request with [`ClientError::Closed`], and
+    /// deletes the reply queue: for a runner that is done. The transport stays open.
+    pub async fn close(&self) {
+        let stop = self.inner.stop_reader.lock().expect("reader lock").take();
+        let reader = self.inner.reader.lock().expect("reader lock").take();
+        if let (Some(stop), Some(reader)) = (stop, reader) {
+            let _ = stop.send(());
+            let _ = reader.await;
+        }
+        self.inner.pending.lock().expect("pending lock").clear();
+        let queue = Topology::empty(self.inner.topology.prefix()).with_reply_queue(&self.inner.config.runner_id);
+        if let Err(e) = self.inner.transport.delete(&queue).await {
+            warn!(error = %e, "Could not delete the reply queue; it expires on its own.");
         }
     }
 

@@ -67,6 +67,7 @@ pub async fn run(args: RequestArgs) -> Result<(), Failure> {
     let key = v1::CallKey { run_id: runner_id, sample_id: "request".into(), epoch: 1, tool_call_id: call.id.clone() };
     let request = build_request(key, &call, kind, policy, "", &args.output);
     let result = client.decide(request, None).await;
+    client.close().await;
     transport.close().await;
     match result {
         Ok(decision) => {

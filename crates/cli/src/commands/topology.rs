@@ -19,11 +19,25 @@ pub enum TopologyCommand {
         #[arg(long, value_delimiter = ',')]
         pools: Vec<String>,
     },
+    /// Delete the fleet's queues and exchanges, with every message still in them.
+    Delete {
+        #[command(flatten)]
+        fleet: FleetArgs,
+        /// Also delete the queue of each of these external steps.
+        #[arg(long, value_delimiter = ',')]
+        steps: Vec<String>,
+        /// Also delete the human queue of each of these pools.
+        #[arg(long, value_delimiter = ',')]
+        pools: Vec<String>,
+    },
 }
 
 /// Runs a topology subcommand.
 pub async fn run(command: TopologyCommand) -> Result<(), Failure> {
-    let TopologyCommand::Apply { fleet, steps, pools } = command;
+    let (fleet, steps, pools, apply) = match command {
+        TopologyCommand::Apply { fleet, steps, pools } => (fleet, steps, pools, true),
+        TopologyCommand::Delete { fleet, steps, pools } => (fleet, steps, pools, false),
+    };
     let mut topology = Topology::new(fleet.prefix.clone());
     for step in &steps {
         topology = topology.with_step(step);
@@ -32,9 +46,14 @@ pub async fn run(command: TopologyCommand) -> Result<(), Failure> {
         topology = topology.with_human_pool(pool);
     }
     let transport = connect(&fleet, "topology").await?;
-    let declared = transport.declare(&topology).await;
+    let done = if apply { transport.declare(&topology).await } else { transport.delete(&topology).await };
     transport.close().await;
-    declared.map_err(|e| Failure::other(format!("declaring the topology failed: {e}")))?;
+    let verb = if apply { "declaring" } else { "deleting" };
+    done.map_err(|e| Failure::other(format!("{verb} the topology failed: {e}")))?;
+    if !apply {
+        println!("deleted the queues and exchanges of '{}'", fleet.prefix);
+        return Ok(());
+    }
     for exchange in topology.exchanges() {
         println!("exchange {}", exchange.name);
     }

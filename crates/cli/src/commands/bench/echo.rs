@@ -1,0 +1,185 @@
+//! The baseline: a bare AMQP request/reply echo with the durability the fleet has (a durable
+//! quorum work queue, persistent messages, publisher confirms on both sides, the request
+//! acknowledged after its reply is confirmed) and nothing else.
+//!
+//! The responder runs as its own process (`airlock bench-echo`), like a worker; the
+//! requester runs in the bench, like the runner's client: one reply queue, one reader task,
+//! replies matched to requests by correlation id.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use airlock_transport::{AmqpTransport, Delivery, Destination, Message, Topology, Transport};
+use bytes::Bytes;
+use clap::Args;
+use tokio::sync::oneshot;
+use tracing::{debug, info, warn};
+
+use super::traffic::Outcome;
+use crate::commands::{Failure, FleetArgs, connect, shutdown_signal};
+
+/// The echo queue's suffix: `<prefix>.echo`.
+pub const ECHO: &str = "echo";
+
+/// Arguments of `airlock bench-echo`.
+#[derive(Debug, Args)]
+pub struct EchoArgs {
+    #[command(flatten)]
+    fleet: FleetArgs,
+    /// The suffix of the queue to serve (`<prefix>.<queue>`).
+    #[arg(long, default_value = ECHO)]
+    queue: String,
+    /// Messages handled at once (the consumer's prefetch).
+    #[arg(long, default_value_t = 64)]
+    concurrency: u16,
+}
+
+/// The topology of the echo: its work queue, and the requester's reply queue if any.
+pub fn topology(prefix: &str, queue: &str, requester: Option<&str>) -> Topology {
+    let topology = Topology::empty(prefix).with_work_queue(queue);
+    match requester {
+        Some(owner) => topology.with_reply_queue(owner),
+        None => topology,
+    }
+}
+
+/// Serves the echo queue until SIGTERM or SIGINT: every message goes back to its
+/// `reply_to` with its correlation id, and is acknowledged once that is confirmed.
+pub async fn serve(args: EchoArgs) -> Result<(), Failure> {
+    if args.concurrency == 0 {
+        return Err(Failure::config("--concurrency must be at least 1"));
+    }
+    let transport = connect(&args.fleet).await?;
+    let topology = topology(&args.fleet.prefix, &args.queue, None);
+    let fail = |e: &dyn std::fmt::Display| Failure::other(e.to_string());
+    transport.declare(&topology).await.map_err(|e| fail(&e))?;
+    let mut requests = transport.consume(&topology.name(&args.queue), args.concurrency).await.map_err(|e| fail(&e))?;
+    info!(queue = %requests.queue(), concurrency = args.concurrency, "Echo consuming.");
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            delivery = requests.next() => match delivery {
+                Some(delivery) => { tokio::spawn(echo(transport.clone(), delivery)); }
+                None => break,
+            },
+        }
+    }
+    requests.cancel().await;
+    transport.close().await;
+    Ok(())
+}
+
+async fn echo(transport: AmqpTransport, delivery: Delivery) {
+    let (message, acker) = delivery.into_parts();
+    let Some(reply_to) = message.reply_to else {
+        warn!("An echo request without reply_to was dropped.");
+        let _ = acker.reject().await;
+        return;
+    };
+    let reply = Message { body: message.body, correlation_id: message.correlation_id, ..Message::default() };
+    let settled = match transport.publish(&Destination::queue(reply_to), reply).await {
+        Ok(()) => acker.ack().await,
+        Err(e) => {
+            warn!(error = %e, "Echo reply failed; the request goes back to its queue.");
+            acker.nack_requeue().await
+        }
+    };
+    if let Err(e) = settled {
+        warn!(error = %e, "Echo acknowledgement failed.");
+    }
+}
+
+/// The requesting side of the echo.
+#[derive(Clone)]
+pub struct EchoClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    transport: AmqpTransport,
+    queue: Destination,
+    reply_queue: String,
+    pending: Mutex<HashMap<String, oneshot::Sender<()>>>,
+    ignored_replies: AtomicU64,
+}
+
+impl EchoClient {
+    /// Declares the echo queue and `owner`'s reply queue under `prefix`, and reads replies.
+    pub async fn connect(transport: AmqpTransport, prefix: &str, owner: &str) -> Result<Self, Failure> {
+        let fail = |e: &dyn std::fmt::Display| Failure::other(format!("echo: {e}"));
+        let topology = topology(prefix, ECHO, Some(owner));
+        transport.declare(&topology).await.map_err(|e| fail(&e))?;
+        let reply_queue = topology.reply_queue(owner);
+        // Prefetch 0 (unlimited) as the runner's client reads its replies.
+        let mut replies = transport.consume(&reply_queue, 0).await.map_err(|e| fail(&e))?;
+        let inner = Arc::new(Inner {
+            transport,
+            queue: Destination::queue(topology.name(ECHO)),
+            reply_queue,
+            pending: Mutex::new(HashMap::new()),
+            ignored_replies: AtomicU64::new(0),
+        });
+        let reader = Arc::downgrade(&inner);
+        tokio::spawn(async move {
+            while let Some(delivery) = replies.next().await {
+                let Some(inner) = reader.upgrade() else { break };
+                inner.deliver(&delivery.message);
+                if let Err(e) = delivery.ack().await {
+                    debug!(error = %e, "Echo reply acknowledgement failed.");
+                }
+            }
+        });
+        Ok(EchoClient { inner })
+    }
+
+    /// Sends `body` as request `id` and waits up to `timeout` for it to come back.
+    pub async fn call(&self, id: String, body: Bytes, timeout: Duration) -> Outcome {
+        let (tx, rx) = oneshot::channel();
+        self.inner.pending().insert(id.clone(), tx);
+        let message = Message {
+            body,
+            correlation_id: Some(id.clone()),
+            reply_to: Some(self.inner.reply_queue.clone()),
+            ..Message::default()
+        };
+        if let Err(e) = self.inner.transport.publish(&self.inner.queue, message).await {
+            debug!(error = %e, "Echo request not published.");
+            self.inner.pending().remove(&id);
+            return Outcome::Lost;
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(())) => Outcome::Answered,
+            _ => {
+                self.inner.pending().remove(&id);
+                Outcome::Lost
+            }
+        }
+    }
+
+    /// Replies that matched nothing pending (duplicates or late ones).
+    pub fn ignored_replies(&self) -> u64 {
+        self.inner.ignored_replies.load(Ordering::Relaxed)
+    }
+}
+
+impl Inner {
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<()>>> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn deliver(&self, message: &Message) {
+        let waiting = message.correlation_id.as_deref().and_then(|id| self.pending().remove(id));
+        match waiting {
+            Some(waiting) => {
+                let _ = waiting.send(());
+            }
+            None => {
+                self.ignored_replies.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! Closed-loop load: `inflight` tasks, each sending its next request as soon as the previous
+//! one is answered, until `requests` were sent; the latency of every answered request.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinSet;
+
+/// How one request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Answered by the other side.
+    Answered,
+    /// Failed closed (no answer in time) or failed.
+    Lost,
+}
+
+/// What one phase of load measured.
+#[derive(Debug, Clone, Default)]
+pub struct Phase {
+    /// Requests sent.
+    pub requests: u64,
+    /// Requests answered.
+    pub answered: u64,
+    /// Requests lost.
+    pub lost: u64,
+    /// From the first request sent to the last one settled.
+    pub elapsed: Duration,
+    /// Latencies of the answered requests, in nanoseconds, sorted.
+    latencies: Vec<u64>,
+}
+
+impl Phase {
+    /// Answered requests per second over the phase.
+    pub fn throughput(&self) -> f64 {
+        let seconds = self.elapsed.as_secs_f64();
+        if seconds > 0.0 { self.answered as f64 / seconds } else { 0.0 }
+    }
+
+    /// The latency at quantile `q` (nearest rank), in milliseconds; 0 when nothing was answered.
+    pub fn percentile_ms(&self, q: f64) -> f64 {
+        if self.latencies.is_empty() {
+            return 0.0;
+        }
+        let rank = (q * self.latencies.len() as f64).ceil() as usize;
+        let index = rank.clamp(1, self.latencies.len()) - 1;
+        self.latencies[index] as f64 / 1e6
+    }
+}
+
+/// Sends `requests` requests through `call` (given each request's index), `inflight` at a
+/// time, and measures them.
+pub async fn drive<F, Fut>(requests: u64, inflight: usize, call: F) -> Phase
+where
+    F: Fn(u64) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Outcome> + Send + 'static,
+{
+    let next = Arc::new(AtomicU64::new(0));
+    let lanes = u64::try_from(inflight.max(1)).unwrap_or(u64::MAX).min(requests);
+    let started = Instant::now();
+    let mut lanes_running = JoinSet::new();
+    for _ in 0..lanes {
+        let (next, call) = (next.clone(), call.clone());
+        lanes_running.spawn(async move {
+            let mut latencies = Vec::new();
+            let mut lost = 0;
+            loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                if index >= requests {
+                    break;
+                }
+                let sent = Instant::now();
+                match call(index).await {
+                    Outcome::Answered => latencies.push(nanos(sent.elapsed())),
+                    Outcome::Lost => lost += 1,
+                }
+            }
+            (latencies, lost)
+        });
+    }
+    let mut phase = Phase { requests, ..Phase::default() };
+    while let Some(lane) = lanes_running.join_next().await {
+        // A lane only ends by running out of requests; a panic in one is a bug worth seeing.
+        let (latencies, lost) = lane.expect("a load lane panicked");
+        phase.latencies.extend(latencies);
+        phase.lost += lost;
+    }
+    phase.elapsed = started.elapsed();
+    phase.answered = phase.latencies.len() as u64;
+    phase.latencies.sort_unstable();
+    phase
+}
+
+fn nanos(elapsed: Duration) -> u64 {
+    u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn every_request_is_sent_once_and_counted() {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = seen.clone();
+        let phase = drive(100, 8, move |index| {
+            let record = record.clone();
+            async move {
+                record.lock().unwrap().push(index);
+                if index % 10 == 0 { Outcome::Lost } else { Outcome::Answered }
+            }
+        })
+        .await;
+        let mut seen = seen.lock().unwrap().clone();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..100).collect::<Vec<_>>());
+        assert_eq!((phase.requests, phase.answered, phase.lost), (100, 90, 10));
+    }
+
+    #[test]
+    fn percentiles_use_the_nearest_rank() {
+        let phase = Phase { latencies: (1..=100).map(|ms| ms * 1_000_000).collect(), ..Phase::default() };
+        assert_eq!(phase.percentile_ms(0.5), 50.0);
+        assert_eq!(phase.percentile_ms(0.99), 99.0);
+        assert_eq!(phase.percentile_ms(1.0), 100.0);
+        assert_eq!(Phase::default().percentile_ms(0.5), 0.0);
+    }
+}
