@@ -112,3 +112,17 @@ fn tempdir() -> PathBuf {
     fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// The policies shipped with the repository (for users and for the demo) are valid.
+#[test]
+fn shipped_policies_check() {
+    let shipped = [repo().join("crates/cli/src/commands/demo/policy.yaml"), repo().join("bench/policy10.yaml")];
+    let users: Vec<PathBuf> =
+        fs::read_dir(repo().join("policies")).unwrap().map(|entry| entry.unwrap().path()).collect();
+    assert!(!users.is_empty());
+    for file in shipped.iter().chain(&users) {
+        let out = airlock(&["policy", "check", file.to_str().unwrap()]);
+        assert!(out.status.success(), "{}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
+        assert!(out.stderr.is_empty(), "{}: warnings: {}", file.display(), String::from_utf8_lossy(&out.stderr));
+    }
+}

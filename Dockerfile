@@ -1,0 +1,13 @@
+# The airlock command, for every role of the fleet (worker, demo, request, …).
+# Build: docker build -t airlock .
+FROM rust:1.95-slim-bookworm AS build
+WORKDIR /src
+COPY . .
+RUN cargo build --release --locked -p airlock --bin airlock
+
+FROM debian:bookworm-slim
+RUN useradd --system --uid 10001 airlock
+COPY --from=build /src/target/release/airlock /usr/local/bin/airlock
+USER airlock
+ENTRYPOINT ["airlock"]
+CMD ["--help"]
