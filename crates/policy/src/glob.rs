@@ -121,11 +121,7 @@ enum Segment {
 
 impl Glob {
     fn new(tokens: &[Token]) -> Self {
-        let segments = tokens
-            .split(|t| *t == Token::Star)
-            .filter(|run| !run.is_empty())
-            .map(Segment::new)
-            .collect();
+        let segments = tokens.split(|t| *t == Token::Star).filter(|run| !run.is_empty()).map(Segment::new).collect();
         Glob {
             segments,
             leading_star: tokens.first() == Some(&Token::Star),
@@ -151,7 +147,9 @@ impl Glob {
             segments = rest;
         }
         let mut last = None;
-        if !self.trailing_star && let Some((tail, rest)) = segments.split_last() {
+        if !self.trailing_star
+            && let Some((tail, rest)) = segments.split_last()
+        {
             last = Some(tail);
             segments = rest;
         }
@@ -203,9 +201,7 @@ impl Segment {
             Segment::Literal { text: literal, finder } => {
                 finder.find(&text.as_bytes()[pos..]).map(|at| pos + at + literal.len())
             }
-            Segment::Chars(_) => {
-                text[pos..].char_indices().find_map(|(offset, _)| self.match_at(text, pos + offset))
-            }
+            Segment::Chars(_) => text[pos..].char_indices().find_map(|(offset, _)| self.match_at(text, pos + offset)),
         }
     }
 
