@@ -35,6 +35,11 @@ enum Command {
     /// Manage the fleet's queues and exchanges.
     #[command(subcommand)]
     Topology(commands::topology::TopologyCommand),
+    /// Measure the fleet's round trip over RabbitMQ against a bare AMQP echo.
+    Bench(commands::bench::BenchArgs),
+    /// The echo responder `airlock bench` starts for its baseline.
+    #[command(hide = true)]
+    BenchEcho(commands::bench::EchoArgs),
 }
 
 fn main() -> ExitCode {
@@ -45,5 +50,7 @@ fn main() -> ExitCode {
         Command::Worker(args) => commands::block_on(commands::LOG_ROLE, commands::worker::run(args)),
         Command::Request(args) => commands::block_on(commands::LOG_TOOL, commands::request::run(args)),
         Command::Topology(command) => commands::block_on(commands::LOG_TOOL, commands::topology::run(command)),
+        Command::Bench(args) => commands::block_on(commands::LOG_TOOL, commands::bench::run(args)),
+        Command::BenchEcho(args) => commands::block_on(commands::LOG_ROLE, commands::bench::serve_echo(args)),
     }
 }

@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use airlock_transport::{AmqpTransport, Delivery, Destination, Message, Topology, Transport};
-use bytes::Bytes;
 use clap::Args;
 use tokio::sync::oneshot;
 use tracing::{debug, info, warn};
@@ -51,7 +50,7 @@ pub async fn serve(args: EchoArgs) -> Result<(), Failure> {
     if args.concurrency == 0 {
         return Err(Failure::config("--concurrency must be at least 1"));
     }
-    let transport = connect(&args.fleet).await?;
+    let transport = connect(&args.fleet, "bench-echo").await?;
     let topology = topology(&args.fleet.prefix, &args.queue, None);
     let fail = |e: &dyn std::fmt::Display| Failure::other(e.to_string());
     transport.declare(&topology).await.map_err(|e| fail(&e))?;
@@ -136,12 +135,13 @@ impl EchoClient {
         Ok(EchoClient { inner })
     }
 
-    /// Sends `body` as request `id` and waits up to `timeout` for it to come back.
-    pub async fn call(&self, id: String, body: Bytes, timeout: Duration) -> Outcome {
+    /// Sends the body of `request` (shared, not copied) as request `id` and waits up to
+    /// `timeout` for it to come back.
+    pub async fn call(&self, id: String, request: &Message, timeout: Duration) -> Outcome {
         let (tx, rx) = oneshot::channel();
         self.inner.pending().insert(id.clone(), tx);
         let message = Message {
-            body,
+            body: request.body.clone(),
             correlation_id: Some(id.clone()),
             reply_to: Some(self.inner.reply_queue.clone()),
             ..Message::default()

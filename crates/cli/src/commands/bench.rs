@@ -1,0 +1,263 @@
+//! `airlock bench`: the fleet's round trip over RabbitMQ against a bare AMQP echo, in one run.
+//!
+//! It starts its own policy workers (this program, `airlock worker`) and sends approval
+//! requests through the runner's client, then sends the same traffic (same size, same number
+//! in flight, same durability) through a bare request/reply echo served by another child
+//! (`airlock bench-echo`). The report puts the two side by side with the targets of the
+//! design: the fleet at 80% of the echo's throughput or better, at most 0.3 ms added to the
+//! median latency, a worker under 50 MB. Targets are reported, never enforced.
+//!
+//! Layout:
+//! - `traffic`: the closed-loop load driver and its latency percentiles.
+//! - `fleet`: requests through the client to the workers, with the bench's policy.
+//! - `echo`: the echo responder (`airlock bench-echo`) and its requester.
+//! - `children`: starting, measuring and stopping the child processes.
+//! - `report`: the text and JSON reports.
+
+mod children;
+mod echo;
+mod fleet;
+mod report;
+mod traffic;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use airlock_transport::{Topology, Transport};
+use clap::Args;
+
+use self::children::Children;
+use self::echo::{ECHO, EchoClient};
+pub use self::echo::{EchoArgs, serve as serve_echo};
+use self::report::{Report, Side};
+use self::traffic::drive;
+use super::{Failure, FleetArgs, connect};
+
+/// Arguments of `airlock bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The broker, e.g. amqp://guest:guest@127.0.0.1:5672/%2f
+    #[arg(long, env = "AIRLOCK_AMQP_URL")]
+    amqp: String,
+    /// The fleet's prefix (default: a fresh one, removed at the end).
+    #[arg(long)]
+    prefix: Option<String>,
+    /// Policy workers to start; 0 uses the workers already running on --prefix.
+    #[arg(long, default_value_t = 1)]
+    workers: u16,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 64)]
+    inflight: usize,
+    /// Requests measured (after the warm-up), for the fleet and again for the echo.
+    #[arg(long, default_value_t = 20_000)]
+    requests: u64,
+    /// The encoded size of each request, in bytes (padded with the assistant's message).
+    #[arg(long, default_value_t = 1500)]
+    size: usize,
+    /// Requests sent before measuring, not counted.
+    #[arg(long, default_value_t = 500)]
+    warmup: u64,
+    /// Seconds a request may wait before it counts as lost.
+    #[arg(long, default_value_t = 30.0)]
+    timeout: f64,
+    /// Seconds the whole bench may take before it gives up (and still cleans up).
+    #[arg(long, default_value_t = 600.0)]
+    max_seconds: f64,
+    /// Print one JSON object instead of the readable report.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What both sides send.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    requests: u64,
+    warmup: u64,
+    inflight: usize,
+    size: usize,
+    timeout: Duration,
+}
+
+/// What the request tasks of a run report on the side: which workers decided, and the first
+/// error, so a failing fleet is explained.
+#[derive(Debug, Clone, Default)]
+pub struct Shared {
+    inner: Arc<Mutex<SharedInner>>,
+}
+
+#[derive(Debug, Default)]
+struct SharedInner {
+    deciders: HashSet<String>,
+    first_error: Option<String>,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, SharedInner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn saw(&self, decided_by: String) {
+        self.lock().deciders.insert(decided_by);
+    }
+
+    fn seen(&self, worker: &str) -> bool {
+        self.lock().deciders.contains(worker)
+    }
+
+    fn error(&self, error: String) {
+        self.lock().first_error.get_or_insert(error);
+    }
+
+    fn first_error(&self) -> Option<String> {
+        self.lock().first_error.clone()
+    }
+}
+
+/// Runs the bench and prints its report.
+pub async fn run(args: BenchArgs) -> Result<(), Failure> {
+    let positive = |seconds: f64| seconds > 0.0 && seconds.is_finite();
+    if args.inflight == 0 || args.requests == 0 || args.warmup == 0 {
+        return Err(Failure::config("--inflight, --requests and --warmup must be at least 1"));
+    }
+    if !positive(args.timeout) || !positive(args.max_seconds) {
+        return Err(Failure::config("--timeout and --max-seconds must be positive numbers of seconds"));
+    }
+    if args.workers == 0 && args.prefix.is_none() {
+        return Err(Failure::config("--workers 0 uses running workers: give their --prefix"));
+    }
+    let settings = Settings {
+        requests: args.requests,
+        warmup: args.warmup,
+        inflight: args.inflight,
+        size: args.size,
+        timeout: Duration::from_secs_f64(args.timeout),
+    };
+    let created = args.prefix.is_none();
+    let unique = format!("{}-{}", std::process::id(), &uuid::Uuid::now_v7().simple().to_string()[24..]);
+    let prefix = args.prefix.clone().unwrap_or_else(|| format!("airlock-bench-{unique}"));
+    let names = Names { runner: format!("bench-{unique}"), echo_owner: format!("bench-echo-{unique}") };
+
+    // Fail fast, before starting anything, if the broker is not there.
+    let fleet = FleetArgs { amqp: args.amqp.clone(), prefix: prefix.clone() };
+    let cleanup = connect(&fleet, "bench cleanup").await?;
+    let mut children = Children::default();
+    let guard = Duration::from_secs_f64(args.max_seconds);
+    let outcome = tokio::time::timeout(guard, bench(&args, &fleet, &settings, &names, &mut children)).await;
+    children.stop_all().await;
+    let mut topology = echo::topology(&prefix, ECHO, Some(&names.echo_owner)).with_reply_queue(&names.runner);
+    if created {
+        topology = topology_with_core(topology);
+    }
+    if let Err(e) = cleanup.delete(&topology).await {
+        eprintln!("warning: could not delete the bench's queues on prefix '{prefix}': {e}");
+    }
+    cleanup.close().await;
+
+    let report = match outcome {
+        Ok(result) => result?,
+        Err(_) => {
+            return Err(Failure::other(format!(
+                "the bench did not finish within {}s (--max-seconds)",
+                args.max_seconds
+            )));
+        }
+    };
+    if args.json {
+        println!("{}", report.json());
+    } else {
+        print!("{}", report.text());
+    }
+    Ok(())
+}
+
+/// The names of the bench's private queues' owners.
+struct Names {
+    runner: String,
+    echo_owner: String,
+}
+
+/// `topology` plus the core of a fleet on the same prefix.
+fn topology_with_core(topology: Topology) -> Topology {
+    let core = Topology::new(topology.prefix());
+    let mut merged = topology;
+    for queue in core.queues() {
+        merged = merged.with_queue(queue.name.clone(), queue.kind.clone());
+    }
+    for exchange in core.exchanges() {
+        merged = merged.with_exchange(exchange.name.clone(), exchange.kind);
+    }
+    merged
+}
+
+/// Both phases: the fleet with its workers, then the echo with its responder.
+async fn bench(
+    args: &BenchArgs,
+    fleet: &FleetArgs,
+    settings: &Settings,
+    names: &Names,
+    children: &mut Children,
+) -> Result<Report, Failure> {
+    let prefix = fleet.prefix.as_str();
+    let concurrency = u16::try_from(settings.inflight).unwrap_or(u16::MAX).to_string();
+
+    // The fleet.
+    let transport = connect(fleet, "bench runner").await?;
+    transport.declare(&Topology::new(prefix)).await.map_err(|e| Failure::other(format!("declare: {e}")))?;
+    let mut workers = Vec::new();
+    for index in 0..args.workers {
+        let id = format!("bench-worker-{index}");
+        let worker_args =
+            ["worker", "--amqp", &args.amqp, "--prefix", prefix, "--concurrency", &concurrency, "--id", &id];
+        children.spawn(&id, &worker_args.map(str::to_owned))?;
+        workers.push(id);
+    }
+    let shared = Shared::default();
+    let measured =
+        fleet::measure(transport.clone(), prefix, &names.runner, settings, &workers, children, &shared).await;
+    let worker_rss = children.peak_rss();
+    transport.close().await;
+    let measured = measured?;
+    children.stop_all().await;
+
+    // The echo.
+    let transport = connect(fleet, "bench echo requester").await?;
+    let requester = EchoClient::connect(transport.clone(), prefix, &names.echo_owner).await?;
+    let echo_args =
+        ["bench-echo", "--amqp", &args.amqp, "--prefix", prefix, "--queue", ECHO, "--concurrency", &concurrency];
+    children.spawn("echo responder", &echo_args.map(str::to_owned))?;
+    let body = fleet::echo_body(
+        settings.size,
+        &echo::topology(prefix, ECHO, Some(&names.echo_owner)).reply_queue(&names.echo_owner),
+        settings.timeout,
+    );
+    let echo_run = |run: &'static str| {
+        let (requester, body, timeout) = (requester.clone(), Arc::new(body.clone()), settings.timeout);
+        move |index: u64| {
+            let (requester, body) = (requester.clone(), body.clone());
+            async move { requester.call(format!("{run}/{index}"), &body, timeout).await }
+        }
+    };
+    let probe = drive(1, 1, echo_run("probe")).await;
+    children.check_alive()?;
+    if probe.answered == 0 {
+        transport.close().await;
+        return Err(Failure::other(format!("the echo responder did not answer within {:?}", settings.timeout)));
+    }
+    drive(settings.warmup, settings.inflight, echo_run("warmup")).await;
+    let baseline = drive(settings.requests, settings.inflight, echo_run("measured")).await;
+    let baseline_duplicates = requester.ignored_replies();
+    transport.close().await;
+    children.stop_all().await;
+
+    Ok(Report {
+        prefix: prefix.to_owned(),
+        settings: settings.clone(),
+        workers: args.workers,
+        request_bytes: measured.request_bytes,
+        fleet: Side { phase: measured.phase, duplicates: measured.duplicates },
+        echo: Side { phase: baseline, duplicates: baseline_duplicates },
+        worker_rss,
+        first_error: shared.first_error(),
+    })
+}
