@@ -123,6 +123,8 @@ async fn connections_cut_under_load_lose_nothing() {
             assert!(cut > 0, "connections were cut");
         }
         running.await.unwrap();
+        let reconnects = *transport.reconnects().borrow();
+        assert!(reconnects >= 1, "the runner noticed it reconnected: {reconnects}");
         drop(workers);
     })
     .await;

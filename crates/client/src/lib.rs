@@ -134,7 +134,9 @@ impl<T: Transport> Client<T> {
             replies.cancel().await;
         });
         *inner.reader.lock().expect("reader lock") = Some(reader);
-        Ok(Client { inner })
+        let client = Client { inner };
+        tokio::spawn(resend_after_reconnects(Arc::downgrade(&client.inner)));
+        Ok(client)
     }
 
     /// Asks for approval of a call; `request.body` must be an approval.
@@ -280,6 +282,19 @@ impl<T: Transport> Client<T> {
             decided_at_unix_ms: now_ms(),
             origin: request.origin.clone(),
             ..Default::default()
+        }
+    }
+}
+
+/// Publishes every pending request again after each reconnection: whatever was in flight
+/// when the connection dropped may not have reached the broker. Ends with the client.
+async fn resend_after_reconnects<T: Transport>(inner: std::sync::Weak<Inner<T>>) {
+    let Some(mut reconnects) = inner.upgrade().map(|inner| inner.transport.reconnects()) else { return };
+    while reconnects.changed().await.is_ok() {
+        let Some(inner) = inner.upgrade() else { return };
+        match (Client { inner }).resend_pending().await {
+            Ok(count) => debug!(count, "Pending requests sent again after a reconnect."),
+            Err(e) => warn!(error = %e, "Sending pending requests again failed."),
         }
     }
 }

@@ -117,6 +117,8 @@ struct Inner {
     consuming: Link,
     publisher: Publisher,
     closed: watch::Sender<bool>,
+    /// Connections dialled after the first, on either link.
+    reconnects: watch::Sender<u64>,
 }
 
 // === impl AmqpTransport ===
@@ -138,6 +140,7 @@ impl AmqpTransport {
             consuming: Link::new("consume"),
             publisher: Publisher::default(),
             closed: watch::Sender::new(false),
+            reconnects: watch::Sender::new(0),
             options,
         });
         inner.publishing.connection(&inner).await?;
@@ -190,6 +193,10 @@ impl Transport for AmqpTransport {
                 Ok(declared.message_count())
             })
             .await
+    }
+
+    fn reconnects(&self) -> watch::Receiver<u64> {
+        self.inner.reconnects.subscribe()
     }
 
     async fn close(&self) {

@@ -80,6 +80,10 @@ pub trait Transport: Clone + Send + Sync + 'static {
     /// and subscribes again on its own.
     fn consume(&self, queue: &str, prefetch: u16) -> impl Future<Output = Result<Consumer, TransportError>> + Send;
 
+    /// Counts reconnections to the broker after the first connection. What was in flight
+    /// when a connection dropped may be uncertain; a subscriber can send it again.
+    fn reconnects(&self) -> tokio::sync::watch::Receiver<u64>;
+
     /// Counts the messages ready for delivery in `queue` (not counting unacknowledged ones).
     fn message_count(&self, queue: &str) -> impl Future<Output = Result<u32, TransportError>> + Send;
 

@@ -36,6 +36,8 @@ pub struct MemoryTransport {
 #[derive(Debug, Default)]
 struct Shared {
     state: Mutex<State>,
+    /// Never changes: nothing reconnects in process.
+    reconnects: tokio::sync::watch::Sender<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -201,6 +203,10 @@ impl Transport for MemoryTransport {
             notify: mem_queue.notify.clone(),
             cancelled: false,
         }))
+    }
+
+    fn reconnects(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.shared.reconnects.subscribe()
     }
 
     async fn message_count(&self, queue: &str) -> Result<u32, TransportError> {

@@ -26,11 +26,19 @@ pub(super) struct Link {
     /// vain fails with them instead of dialling again, so an outage costs one attempt per
     /// round, not one per waiting caller.
     dials: AtomicU64,
+    /// Whether a connection was ever made: the next one is a reconnection.
+    connected_before: std::sync::atomic::AtomicBool,
 }
 
 impl Link {
     pub(super) fn new(role: &'static str) -> Self {
-        Self { role, current: Mutex::new(None), dialing: tokio::sync::Mutex::new(()), dials: AtomicU64::new(0) }
+        Self {
+            role,
+            current: Mutex::new(None),
+            dialing: tokio::sync::Mutex::new(()),
+            dials: AtomicU64::new(0),
+            connected_before: std::sync::atomic::AtomicBool::new(false),
+        }
     }
 
     fn slot(&self) -> std::sync::MutexGuard<'_, Option<Arc<Connection>>> {
@@ -75,6 +83,9 @@ impl Link {
         declare(&connection, &known, true).await?;
         info!(role = self.role, "Connected to the broker.");
         *self.slot() = Some(connection.clone());
+        if self.connected_before.swap(true, Ordering::AcqRel) {
+            inner.reconnects.send_modify(|count| *count += 1);
+        }
         Ok(connection)
     }
 
