@@ -53,6 +53,16 @@ async fn load(client: &Client<AmqpTransport>, count: usize, answered: Arc<Atomic
     deciders
 }
 
+/// [`load`] in the background; the counter tells how far it got.
+fn spawn_load(
+    client: &Client<AmqpTransport>,
+    count: usize,
+) -> (tokio::task::JoinHandle<Vec<String>>, Arc<AtomicUsize>) {
+    let answered = Arc::new(AtomicUsize::new(0));
+    let (client, counter) = (client.clone(), answered.clone());
+    (tokio::spawn(async move { load(&client, count, counter).await }), answered)
+}
+
 async fn until(answered: &AtomicUsize, at_least: usize) {
     tokio::time::timeout(HANG_GUARD, async {
         while answered.load(Ordering::Relaxed) < at_least {
@@ -90,11 +100,7 @@ async fn a_worker_killed_under_load_loses_nothing() {
         let survivor = WorkerProcess::start(&prefix, "survivor");
         wait_for_consumers(&format!("{prefix}.requests"), 2).await;
         let client = client(&transport, &prefix, HANG_GUARD).await;
-        let answered = Arc::new(AtomicUsize::new(0));
-        let running = tokio::spawn({
-            let (client, answered) = (client.clone(), answered.clone());
-            async move { load(&client, 3000, answered).await }
-        });
+        let (running, answered) = spawn_load(&client, 3000);
         until(&answered, 300).await;
         doomed.kill().await;
         let deciders = running.await.unwrap();
@@ -112,11 +118,7 @@ async fn connections_cut_under_load_lose_nothing() {
         let workers: Vec<WorkerProcess> = (0..2).map(|i| WorkerProcess::start(&prefix, &format!("w{i}"))).collect();
         wait_for_consumers(&format!("{prefix}.requests"), 2).await;
         let client = client(&transport, &prefix, HANG_GUARD).await;
-        let answered = Arc::new(AtomicUsize::new(0));
-        let running = tokio::spawn({
-            let (client, answered) = (client.clone(), answered.clone());
-            async move { load(&client, 3000, answered).await }
-        });
+        let (running, answered) = spawn_load(&client, 3000);
         for round in 1..=3 {
             until(&answered, 500 * round).await;
             let cut = kill_connections(&format!("{prefix} worker")).await + kill_connections(&prefix).await;

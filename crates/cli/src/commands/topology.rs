@@ -1,7 +1,7 @@
 //! `airlock topology apply`: declares the fleet's queues and exchanges.
 
 use airlock_transport::{Topology, Transport};
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 
 use super::{Failure, FleetArgs, connect};
 
@@ -9,34 +9,29 @@ use super::{Failure, FleetArgs, connect};
 #[derive(Debug, Subcommand)]
 pub enum TopologyCommand {
     /// Declare the fleet's queues and exchanges (idempotent) and print their names.
-    Apply {
-        #[command(flatten)]
-        fleet: FleetArgs,
-        /// Also declare the queue of each of these external steps.
-        #[arg(long, value_delimiter = ',')]
-        steps: Vec<String>,
-        /// Also declare the human queue of each of these pools.
-        #[arg(long, value_delimiter = ',')]
-        pools: Vec<String>,
-    },
+    Apply(TopologyArgs),
     /// Delete the fleet's queues and exchanges, with every message still in them.
-    Delete {
-        #[command(flatten)]
-        fleet: FleetArgs,
-        /// Also delete the queue of each of these external steps.
-        #[arg(long, value_delimiter = ',')]
-        steps: Vec<String>,
-        /// Also delete the human queue of each of these pools.
-        #[arg(long, value_delimiter = ',')]
-        pools: Vec<String>,
-    },
+    Delete(TopologyArgs),
+}
+
+/// Which fleet, and which of its run-time queues besides the core ones.
+#[derive(Debug, Args)]
+pub struct TopologyArgs {
+    #[command(flatten)]
+    fleet: FleetArgs,
+    /// The queue of each of these external steps too.
+    #[arg(long, value_delimiter = ',')]
+    steps: Vec<String>,
+    /// The human queue of each of these pools too.
+    #[arg(long, value_delimiter = ',')]
+    pools: Vec<String>,
 }
 
 /// Runs a topology subcommand.
 pub async fn run(command: TopologyCommand) -> Result<(), Failure> {
-    let (fleet, steps, pools, apply) = match command {
-        TopologyCommand::Apply { fleet, steps, pools } => (fleet, steps, pools, true),
-        TopologyCommand::Delete { fleet, steps, pools } => (fleet, steps, pools, false),
+    let (TopologyArgs { fleet, steps, pools }, apply) = match command {
+        TopologyCommand::Apply(args) => (args, true),
+        TopologyCommand::Delete(args) => (args, false),
     };
     let mut topology = Topology::new(fleet.prefix.clone());
     for step in &steps {
