@@ -9,6 +9,6 @@ mod key;
 
 /// `airlock.v1`, the current version of the contract.
 pub mod v1 {
-    #![allow(missing_docs, clippy::doc_lazy_continuation)]
+    #![allow(missing_docs, clippy::doc_lazy_continuation, clippy::large_enum_variant)]
     include!(concat!(env!("OUT_DIR"), "/airlock.v1.rs"));
 }

@@ -88,6 +88,8 @@ pub struct TrailEntry {
 }
 
 /// The result of running a chain as far as it can go.
+// `Decided` is by far the common case: boxing it would cost an allocation per call.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
     /// The chain decided.

@@ -111,6 +111,8 @@ struct Glob {
 }
 
 /// A run of tokens between stars; each token matches exactly one character.
+// Built once per policy and read on every call: the literal's finder stays inline.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 enum Segment {
     /// Only literal characters: compared and searched as bytes.

@@ -44,7 +44,7 @@ pub enum Handled {
         /// Why, for the dead queue's header.
         reason: String,
         /// The runner's `Error` reply.
-        reply: Option<Outgoing>,
+        reply: Option<Box<Outgoing>>,
     },
 }
 
@@ -287,7 +287,7 @@ impl Handler {
             let reply = v1::Reply { body: Some(v1::reply::Body::Error(error)) };
             let mut message = Message::new(reply.encode_to_vec());
             message.correlation_id = correlation;
-            Outgoing { destination: Destination::queue(queue.to_owned()), message, declare: None }
+            Box::new(Outgoing { destination: Destination::queue(queue.to_owned()), message, declare: None })
         });
         Handled::Dead { reason: format!("{code}: {text}"), reply }
     }

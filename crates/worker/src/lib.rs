@@ -142,7 +142,7 @@ impl<T: Transport> Worker<T> {
             Handled::Dead { reason, reply } => {
                 warn!(%correlation, %reason, "Message dead-lettered.");
                 if let Some(reply) = reply
-                    && let Err(e) = self.publish(reply).await
+                    && let Err(e) = self.publish(*reply).await
                 {
                     warn!(%correlation, error = %e, "Could not tell the runner its request failed.");
                 }

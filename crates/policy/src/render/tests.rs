@@ -17,7 +17,7 @@ fn renders_scalars_like_python_str() {
     let c: Call = serde_json::from_str::<serde_json::Value>(
         r#"{"function": "f", "arguments": {"a": 10, "b": true, "c": null, "d": 1.5, "e": 1e16, "f": -0, "g": 123456789012345678901234567890}}"#,
     )
-    .map(|v| call(v))
+    .map(call)
     .unwrap();
     assert_eq!(
         format_function_call(&c),
