@@ -1,0 +1,157 @@
+//! The step's answer for what happened to a task: a score mapped through the thresholds, a
+//! fallback, or a timeout. Pure: the same outcome always gives the same answer.
+
+use airlock_contract::v1;
+use airlock_policy::Decision;
+use airlock_worker::convert::decision_to_wire;
+use serde_json::{Map, Value, json};
+
+use crate::params::Thresholds;
+use crate::score::Score;
+
+/// Who answers: recorded in every answer's metadata and `decided_by`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The monitor's id.
+    pub monitor_id: String,
+    /// The provider's name (`openai`, `anthropic`).
+    pub provider: &'static str,
+    /// The model.
+    pub model: String,
+}
+
+/// What became of one task.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The model scored the call; the thresholds gave `decision`.
+    Scored {
+        /// The model's verdict.
+        score: Score,
+        /// The step's thresholds.
+        thresholds: Thresholds,
+        /// What they give for the score.
+        decision: Decision,
+        /// Attempts it took.
+        attempts: u32,
+    },
+    /// The model could not answer, or the step is misconfigured: the fallback decision.
+    Fallback {
+        /// The fallback.
+        decision: Decision,
+        /// A stable code: `invalid_params`, `bad_task`, `rate_limited`, `timeout`, …
+        code: &'static str,
+        /// What went wrong.
+        why: String,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// The step's deadline passed (or would have before the model could answer): the task's
+    /// `on_timeout`.
+    TimedOut {
+        /// The task's `on_timeout`.
+        decision: Decision,
+        /// What was going on.
+        why: String,
+        /// Attempts made.
+        attempts: u32,
+    },
+}
+
+impl Outcome {
+    /// The decision answered.
+    pub fn decision(&self) -> Decision {
+        match self {
+            Outcome::Scored { decision, .. }
+            | Outcome::Fallback { decision, .. }
+            | Outcome::TimedOut { decision, .. } => *decision,
+        }
+    }
+}
+
+/// The `StepAnswer` for `outcome`, asked at `started_ms` and answered at `answered_ms`.
+pub fn step_answer(identity: &Identity, outcome: &Outcome, started_ms: i64, answered_ms: i64) -> v1::StepAnswer {
+    let mut metadata = Map::new();
+    metadata.insert("monitor".into(), json!(identity.monitor_id));
+    metadata.insert("provider".into(), json!(identity.provider));
+    metadata.insert("model".into(), json!(identity.model));
+    let explanation = match outcome {
+        Outcome::Scored { score, thresholds, decision, attempts } => {
+            metadata.insert("score".into(), json!(score.value));
+            metadata.insert("reason".into(), json!(score.reason));
+            metadata.insert("thresholds".into(), thresholds.to_json());
+            metadata.insert("attempts".into(), json!(attempts));
+            let reason = if score.reason.is_empty() { String::new() } else { format!(": {}", score.reason) };
+            format!("Suspicion {}/10 from {} ({decision}){reason}", score.value, identity.model)
+        }
+        Outcome::Fallback { decision, code, why, attempts } => {
+            metadata.insert("error".into(), json!(code));
+            metadata.insert("error_message".into(), json!(why));
+            metadata.insert("fallback".into(), json!(true));
+            metadata.insert("attempts".into(), json!(attempts));
+            format!("The monitor could not score the call ({why}); its fallback is {decision}")
+        }
+        Outcome::TimedOut { decision, why, attempts } => {
+            metadata.insert("error".into(), json!("deadline"));
+            metadata.insert("error_message".into(), json!(why));
+            metadata.insert("on_timeout".into(), json!(true));
+            metadata.insert("attempts".into(), json!(attempts));
+            format!("The step's deadline passed before the model answered ({why}); on_timeout is {decision}")
+        }
+    };
+    v1::StepAnswer {
+        step: None,
+        approver: String::new(),
+        decision: decision_to_wire(outcome.decision()).into(),
+        modified: None,
+        explanation: Some(explanation),
+        metadata_json: Value::Object(metadata).to_string(),
+        decided_by: format!("{}/{}", identity.monitor_id, identity.model),
+        started_at_unix_ms: started_ms,
+        answered_at_unix_ms: answered_ms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity() -> Identity {
+        Identity { monitor_id: "monitor@h:1".into(), provider: "openai", model: "gpt-4o-mini".into() }
+    }
+
+    #[test]
+    fn a_score_is_recorded_with_its_reason_and_model() {
+        let outcome = Outcome::Scored {
+            score: Score { value: 9.0, reason: "reads ~/.ssh".into() },
+            thresholds: Thresholds { approve_below: 3.0, escalate_below: 8.0, above: Decision::Reject },
+            decision: Decision::Reject,
+            attempts: 2,
+        };
+        let answer = step_answer(&identity(), &outcome, 10, 20);
+        assert_eq!(answer.decision, i32::from(v1::DecisionKind::Reject));
+        assert_eq!(answer.decided_by, "monitor@h:1/gpt-4o-mini");
+        assert_eq!(answer.explanation.as_deref(), Some("Suspicion 9/10 from gpt-4o-mini (reject): reads ~/.ssh"));
+        let metadata: Value = serde_json::from_str(&answer.metadata_json).unwrap();
+        assert_eq!(metadata["score"].as_f64(), Some(9.0));
+        assert_eq!(metadata["reason"], "reads ~/.ssh");
+        assert_eq!(metadata["model"], "gpt-4o-mini");
+        assert_eq!(metadata["thresholds"]["above"], "reject");
+        assert_eq!((answer.started_at_unix_ms, answer.answered_at_unix_ms), (10, 20));
+    }
+
+    #[test]
+    fn failures_say_why() {
+        let outcome =
+            Outcome::Fallback { decision: Decision::Escalate, code: "rate_limited", why: "429".into(), attempts: 4 };
+        let answer = step_answer(&identity(), &outcome, 0, 0);
+        assert_eq!(answer.decision, i32::from(v1::DecisionKind::Escalate));
+        assert!(answer.explanation.unwrap().contains("(429); its fallback is escalate"));
+        let metadata: Value = serde_json::from_str(&answer.metadata_json).unwrap();
+        assert_eq!((metadata["error"].as_str(), metadata["fallback"].as_bool()), (Some("rate_limited"), Some(true)));
+        assert!(metadata.get("score").is_none());
+        let outcome = Outcome::TimedOut { decision: Decision::Terminate, why: "slow".into(), attempts: 1 };
+        let answer = step_answer(&identity(), &outcome, 0, 0);
+        assert_eq!(answer.decision, i32::from(v1::DecisionKind::Terminate));
+        assert!(answer.explanation.unwrap().contains("on_timeout is terminate"));
+    }
+}

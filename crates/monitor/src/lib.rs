@@ -1,0 +1,253 @@
+//! The model-based monitor: serves an external step by asking a model how suspicious a tool
+//! call is, and answers with the decision the step's thresholds give for the score.
+//!
+//! It consumes `<prefix>.step.<name>`, builds a prompt from the task's request (the call, its
+//! view, the conversation, and for a review the result), asks the model through its HTTP API,
+//! and publishes a `StepResult` (the task echoed back with the answer) to the task's
+//! `reply_to`. A task is acknowledged only after its result is confirmed by the broker; no
+//! failure of the model loses a task or stops the monitor: it answers the fallback, or the
+//! task's `on_timeout` once its deadline has come.
+//!
+//! Layout:
+//! - [`config`]: the monitor's configuration, checked before anything connects.
+//! - [`params`]: the step's parameters in a policy (`approve_below`, `escalate_below`,
+//!   `above`, `fallback`) and the score → decision mapping.
+//! - [`prompt`]: the system prompt and the user message's template.
+//! - [`provider`]: the HTTP call, with one module per API (`openai`, `anthropic`).
+//! - [`score`]: reading a score and a reason from a reply, tolerantly.
+//! - [`retry`]: backoff, `Retry-After`, and the deadline over all attempts.
+//! - [`answer`]: the `StepAnswer` for an outcome, with the score in its metadata.
+//! - [`calibrate`]: monitor scores against human decisions, from a decision log.
+//! - [`run`]: the consume / ask / publish / acknowledge loop, with graceful shutdown.
+#![forbid(unsafe_code)]
+#![deny(rust_2018_idioms)]
+
+pub mod answer;
+pub mod calibrate;
+pub mod config;
+pub mod params;
+pub mod prompt;
+pub mod provider;
+pub mod retry;
+pub mod score;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use airlock_contract::v1;
+use airlock_policy::{Decision, Kind};
+use airlock_transport::{Delivery, Destination, Message, Topology, Transport, TransportError};
+use airlock_worker::convert::decision_from_wire;
+use airlock_worker::now_ms;
+use prost::Message as _;
+use tokio::time::Instant;
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+pub use crate::answer::{Identity, Outcome};
+pub use crate::config::{ConfigError, MonitorConfig};
+use crate::params::StepParams;
+use crate::provider::{Provider, ProviderError};
+use crate::retry::Exhausted;
+
+/// How long in-flight tasks may take to finish after shutdown is asked.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Kept free before a step's deadline, for the answer to travel to a worker.
+pub const ANSWER_MARGIN: Duration = Duration::from_millis(200);
+
+/// The monitor could not start or keep running.
+#[derive(Debug, thiserror::Error)]
+pub enum MonitorError {
+    /// The configuration cannot work.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The HTTP client cannot be built.
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    /// The transport failed in a way retries do not cure.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+}
+
+/// Runs a monitor until `shutdown` resolves or the transport closes, then stops consuming,
+/// lets in-flight tasks finish (up to [`SHUTDOWN_GRACE`]; the rest go back to the queue) and
+/// closes the transport.
+pub async fn run<T: Transport>(
+    transport: T,
+    config: MonitorConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), MonitorError> {
+    config.validate()?;
+    let provider = Provider::new(config.provider.clone())?;
+    let topology = Topology::new(config.prefix.clone()).with_step(&config.step);
+    transport.declare(&topology).await?;
+    let queue = topology.step_queue(&config.step);
+    let mut tasks = transport.consume(&queue, config.concurrency).await?;
+    info!(
+        %queue, provider = %config.provider.kind, model = %config.provider.model, endpoint = %provider.endpoint(),
+        concurrency = config.concurrency, "Monitor consuming."
+    );
+    let identity = Identity {
+        monitor_id: config.monitor_id.clone(),
+        provider: config.provider.kind.as_str(),
+        model: config.provider.model.clone(),
+    };
+    let monitor = Arc::new(Monitor { config, provider, identity, transport: transport.clone(), topology });
+
+    let tracker = TaskTracker::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            delivery = tasks.next() => match delivery {
+                Some(delivery) => {
+                    let correlation = delivery.message.correlation_id.clone().unwrap_or_default();
+                    let span = info_span!("task", %correlation);
+                    tracker.spawn(monitor.clone().handle(delivery).instrument(span));
+                }
+                None => break,
+            },
+        }
+    }
+
+    info!("Monitor stopping: no new tasks, finishing in-flight ones.");
+    tasks.cancel().await;
+    tracker.close();
+    if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait()).await.is_err() {
+        warn!(grace = ?SHUTDOWN_GRACE, "In-flight tasks did not finish in time; the broker will redeliver them.");
+    }
+    drop(tasks);
+    transport.close().await;
+    info!("Monitor stopped.");
+    Ok(())
+}
+
+struct Monitor<T> {
+    config: MonitorConfig,
+    provider: Provider,
+    identity: Identity,
+    transport: T,
+    topology: Topology,
+}
+
+impl<T: Transport> Monitor<T> {
+    async fn handle(self: Arc<Self>, delivery: Delivery) {
+        let started = now_ms();
+        let task = match v1::StepTask::decode(delivery.message.body.as_ref()) {
+            Ok(task) => task,
+            Err(e) => return self.dead(delivery, &format!("bad_message: not an airlock.v1.StepTask: {e}")).await,
+        };
+        let Some(request) = &task.request else {
+            return self.dead(delivery, "bad_message: the StepTask carries no request").await;
+        };
+        let kind = match request.body {
+            Some(v1::request::Body::Approval(_)) => Kind::Approval,
+            Some(v1::request::Body::Review(_)) => Kind::Review,
+            None => {
+                return self.dead(delivery, "bad_message: the request has neither an approval nor a review body").await;
+            }
+        };
+        if request.deadline_unix_ms > 0 && request.deadline_unix_ms <= started {
+            // The runner has failed closed already: nobody waits for this answer.
+            debug!("Task past its request's deadline dropped.");
+            return settle(delivery.ack().await);
+        }
+
+        let outcome = self.decide(&task, kind, started).await;
+        match &outcome {
+            Outcome::Scored { score, decision, .. } => {
+                info!(step = %task.name, score = score.value, %decision, "Call scored.");
+            }
+            Outcome::Fallback { decision, code, why, .. } => {
+                warn!(step = %task.name, %code, %why, %decision, "No score; answering the fallback.");
+            }
+            Outcome::TimedOut { decision, why, .. } => {
+                warn!(step = %task.name, %why, %decision, "Deadline passed; answering on_timeout.");
+            }
+        }
+        let answer = answer::step_answer(&self.identity, &outcome, started, now_ms());
+        let result = v1::StepResult { task: Some(task), answer: Some(answer) };
+        let destination = match delivery.message.reply_to.as_deref() {
+            Some(queue) if !queue.is_empty() => Destination::queue(queue),
+            _ => Destination::queue(self.topology.results_queue()),
+        };
+        let mut message = Message::new(result.encode_to_vec());
+        message.correlation_id = delivery.message.correlation_id.clone();
+        match self.transport.publish(&destination, message).await {
+            Ok(()) => settle(delivery.ack().await),
+            Err(e) => {
+                warn!(error = %e, "Publishing the result failed; the task goes back to its queue.");
+                settle(delivery.nack_requeue().await);
+            }
+        }
+    }
+
+    /// What to answer for `task`: a score through the thresholds, the fallback, or the
+    /// task's `on_timeout`.
+    async fn decide(&self, task: &v1::StepTask, kind: Kind, now: i64) -> Outcome {
+        let on_timeout =
+            decision_from_wire(task.on_timeout).filter(|d| kind.decisions().contains(d)).unwrap_or(kind.fail_closed());
+        let deadline = (task.deadline_unix_ms > 0).then(|| {
+            let left = Duration::from_millis(u64::try_from(task.deadline_unix_ms - now).unwrap_or(0));
+            Instant::now() + left.saturating_sub(ANSWER_MARGIN)
+        });
+        if deadline.is_some_and(|d| d <= Instant::now()) {
+            let why = "the deadline had passed when the monitor took the task".to_owned();
+            return Outcome::TimedOut { decision: on_timeout, why, attempts: 0 };
+        }
+        let params = match StepParams::from_json(kind, &task.params_json) {
+            Ok(params) => params,
+            Err(e) => {
+                let decision = self.config.fallback_for(kind);
+                return Outcome::Fallback { decision, code: "invalid_params", why: e.to_string(), attempts: 0 };
+            }
+        };
+        let fallback = params.fallback.unwrap_or_else(|| self.config.fallback_for(kind));
+        let prompt = match self.config.template.render(task, self.config.limits) {
+            Ok(prompt) => prompt,
+            Err(e) => return Outcome::Fallback { decision: fallback, code: "bad_task", why: e.0, attempts: 0 },
+        };
+        match self.config.retry.run(deadline, |timeout| self.provider.ask(&prompt, timeout)).await {
+            Ok((score, attempts)) => {
+                let decision = params.thresholds.decide(kind, score.value);
+                Outcome::Scored { score, thresholds: params.thresholds, decision, attempts }
+            }
+            Err(Exhausted::Failed { attempts, error }) => {
+                Outcome::Fallback { decision: fallback, code: error.code(), why: error.to_string(), attempts }
+            }
+            Err(Exhausted::Deadline { attempts, last }) => {
+                let why = match last {
+                    Some(error) => format!("after {attempts} attempt(s); the last: {error}"),
+                    None if attempts == 0 => "no time was left for an attempt".to_owned(),
+                    None => format!("the model was still answering attempt {attempts}"),
+                };
+                Outcome::TimedOut { decision: on_timeout, why, attempts }
+            }
+        }
+    }
+
+    async fn dead(&self, delivery: Delivery, reason: &str) {
+        warn!(%reason, "Task dead-lettered.");
+        if let Err(e) = self.transport.publish_dead(&self.topology, delivery, reason).await {
+            warn!(error = %e, "Dead-lettering failed; the broker will redeliver the task.");
+        }
+    }
+}
+
+fn settle(result: Result<(), TransportError>) {
+    if let Err(e) = result {
+        // The task is delivered again and answered again; the runner keeps one decision per call.
+        warn!(error = %e, "Acknowledgement failed.");
+    }
+}
+
+/// The decision a fallback flag names, for command lines: `escalate`, `reject`,
+/// `terminate`, `approve` or `continue`.
+pub fn parse_fallback(text: &str) -> Result<Decision, String> {
+    match text.parse::<Decision>()? {
+        Decision::Modify => Err("the fallback cannot be modify".into()),
+        decision => Ok(decision),
+    }
+}

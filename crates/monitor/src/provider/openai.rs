@@ -1,0 +1,162 @@
+//! OpenAI chat completions, as OpenAI documents them and vLLM, Ollama and llama.cpp's server
+//! serve them.
+//!
+//! Structured output is asked through `response_format` with a strict JSON schema; servers
+//! that do not know it can be told not to ([`ProviderConfig::structured`]), and the reply is
+//! then read tolerantly from the text.
+
+use serde_json::{Value, json};
+
+use super::{AttemptError, ProviderConfig, body_message};
+use crate::prompt::Prompt;
+use crate::score::{self, Score};
+
+/// Appended to the base URL.
+pub const PATH: &str = "chat/completions";
+
+/// The name of the JSON schema the reply must follow.
+pub const SCHEMA_NAME: &str = "suspicion_score";
+
+/// The JSON schema of a reply: `{"score": number, "reason": string}`.
+pub fn schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "score": { "type": "number", "description": "Suspicion from 0 (benign) to 10 (clearly harmful)." },
+            "reason": { "type": "string", "description": "One or two sentences on why." }
+        },
+        "required": ["score", "reason"],
+        "additionalProperties": false
+    })
+}
+
+/// The request body.
+pub fn request_body(config: &ProviderConfig, prompt: &Prompt) -> Value {
+    let mut body = json!({
+        "model": config.model,
+        "messages": [
+            { "role": "system", "content": prompt.system },
+            { "role": "user", "content": prompt.user },
+        ],
+    });
+    if config.structured {
+        body["response_format"] = json!({
+            "type": "json_schema",
+            "json_schema": { "name": SCHEMA_NAME, "strict": true, "schema": schema() }
+        });
+    }
+    if let Some(max) = config.max_tokens {
+        body["max_tokens"] = json!(max);
+    }
+    if let Some(temperature) = config.temperature {
+        body["temperature"] = json!(temperature);
+    }
+    body
+}
+
+/// Reads the score from a `chat.completion` body.
+pub fn read_response(body: &[u8]) -> Result<Score, AttemptError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| AttemptError::Malformed(format!("not JSON ({e}): {}", body_message(body))))?;
+    let choice = value
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|choices| choices.first())
+        .ok_or_else(|| AttemptError::Malformed("the completion has no choices".into()))?;
+    let message = choice.get("message").ok_or_else(|| AttemptError::Malformed("the choice has no message".into()))?;
+    if let Some(refusal) = message.get("refusal").and_then(Value::as_str).filter(|r| !r.is_empty()) {
+        return Err(AttemptError::Refused(refusal.to_owned()));
+    }
+    let content = match message.get("content") {
+        Some(Value::String(text)) => text.clone(),
+        // Content parts, as some compatible servers send them.
+        Some(Value::Array(parts)) => parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect(),
+        _ => String::new(),
+    };
+    if content.trim().is_empty() {
+        let reason = choice.get("finish_reason").and_then(Value::as_str).unwrap_or("none");
+        return Err(AttemptError::Malformed(format!("the reply is empty (finish_reason {reason})")));
+    }
+    Ok(score::from_text(&content)?)
+}
+
+/// The API's message from an error body.
+pub fn error_message(body: &[u8]) -> String {
+    body_message(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::ProviderKind;
+    use crate::score::ScoreError;
+
+    fn completion(message: Value) -> Vec<u8> {
+        json!({
+            "id": "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG",
+            "object": "chat.completion",
+            "created": 1741570283,
+            "model": "gpt-4o-2024-08-06",
+            "choices": [{ "index": 0, "message": message, "logprobs": null, "finish_reason": "stop" }],
+            "usage": { "prompt_tokens": 1117, "completion_tokens": 46, "total_tokens": 1163 },
+            "service_tier": "default",
+            "system_fingerprint": "fp_fc9f1d7035"
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    #[test]
+    fn asks_for_a_json_schema() {
+        let config = ProviderConfig {
+            kind: ProviderKind::OpenAi,
+            base_url: String::new(),
+            model: "gpt-4o-mini".into(),
+            api_key: None,
+            structured: true,
+            max_tokens: None,
+            temperature: Some(0.0),
+        };
+        let prompt = Prompt { system: "S".into(), user: "U".into() };
+        let body = request_body(&config, &prompt);
+        assert_eq!(body["model"], "gpt-4o-mini");
+        assert_eq!(body["messages"][0], json!({"role": "system", "content": "S"}));
+        assert_eq!(body["messages"][1], json!({"role": "user", "content": "U"}));
+        assert_eq!(body["response_format"]["type"], "json_schema");
+        assert_eq!(body["response_format"]["json_schema"]["strict"], true);
+        assert_eq!(body["response_format"]["json_schema"]["schema"]["required"], json!(["score", "reason"]));
+        assert_eq!(body["temperature"].as_f64(), Some(0.0));
+        assert!(body.get("max_tokens").is_none());
+        let plain = request_body(
+            &ProviderConfig { structured: false, max_tokens: Some(200), temperature: None, ..config },
+            &prompt,
+        );
+        assert!(plain.get("response_format").is_none() && plain.get("temperature").is_none());
+        assert_eq!(plain["max_tokens"], 200);
+    }
+
+    #[test]
+    fn reads_completions() {
+        let body = completion(
+            json!({"role": "assistant", "content": "{\"score\": 8, \"reason\": \"deletes /\"}", "refusal": null, "annotations": []}),
+        );
+        assert_eq!(read_response(&body).unwrap(), Score { value: 8.0, reason: "deletes /".into() });
+        let body = completion(json!({"role": "assistant", "content": [{"type": "text", "text": "score: 2"}]}));
+        assert_eq!(read_response(&body).unwrap().value, 2.0);
+    }
+
+    #[test]
+    fn sorts_bad_completions() {
+        let refusal = completion(json!({"role": "assistant", "content": null, "refusal": "I can't help with that."}));
+        assert_eq!(read_response(&refusal), Err(AttemptError::Refused("I can't help with that.".into())));
+        let empty = completion(json!({"role": "assistant", "content": ""}));
+        assert!(matches!(read_response(&empty), Err(AttemptError::Malformed(m)) if m.contains("empty")));
+        let no_choices = json!({"id": "x", "object": "chat.completion", "choices": []}).to_string();
+        assert!(
+            matches!(read_response(no_choices.as_bytes()), Err(AttemptError::Malformed(m)) if m.contains("no choices"))
+        );
+        assert!(matches!(read_response(b"<html>oops</html>"), Err(AttemptError::Malformed(m)) if m.contains("oops")));
+        let prose = completion(json!({"role": "assistant", "content": "It depends."}));
+        assert!(matches!(read_response(&prose), Err(AttemptError::NoScore(ScoreError::Missing(_)))));
+    }
+}
