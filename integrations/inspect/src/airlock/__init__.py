@@ -1,0 +1,47 @@
+"""Airlock for Inspect AI: the approver and the reviewer `airlock/fleet`, whose decisions come
+from an Airlock fleet over RabbitMQ.
+
+From a policy file:
+
+```yaml
+approvers:
+  - name: airlock/fleet
+    tools: "*"
+    policy: policy.yaml      # the Inspect policy the fleet runs (or a name the workers hold)
+```
+
+From Python:
+
+```python
+from inspect_ai.approval import ApprovalPolicy
+from airlock import fleet_approver
+
+eval(task, approval=[ApprovalPolicy(fleet_approver(policy="policy.yaml"), "*")])
+```
+
+Layout:
+- `approver`, `reviewer`: the two registered objects.
+- `request`: building a request for the active sample and asking the fleet.
+- `client`: the shared AMQP connection, reply queue, deadlines and cancels.
+- `wire`, `decisions`: between Inspect's types and the wire contract (`_proto`).
+- `config`: parameters and their environment defaults.
+- `hooks`: the shutdown at the end of a run.
+"""
+
+from .approver import fleet_approver
+from .client import FleetClient, client_for, shutdown
+from .errors import AlreadyPending, FleetError, FleetRefused, FleetUnanswered, StepFailed
+from .reviewer import fleet_reviewer
+
+__all__ = [
+    "AlreadyPending",
+    "FleetClient",
+    "FleetError",
+    "FleetRefused",
+    "FleetUnanswered",
+    "StepFailed",
+    "client_for",
+    "fleet_approver",
+    "fleet_reviewer",
+    "shutdown",
+]

@@ -1,0 +1,316 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    KIND_UNSPECIFIED: _ClassVar[Kind]
+    KIND_APPROVAL: _ClassVar[Kind]
+    KIND_REVIEW: _ClassVar[Kind]
+
+class DecisionKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DECISION_KIND_UNSPECIFIED: _ClassVar[DecisionKind]
+    DECISION_KIND_APPROVE: _ClassVar[DecisionKind]
+    DECISION_KIND_MODIFY: _ClassVar[DecisionKind]
+    DECISION_KIND_REJECT: _ClassVar[DecisionKind]
+    DECISION_KIND_TERMINATE: _ClassVar[DecisionKind]
+    DECISION_KIND_ESCALATE: _ClassVar[DecisionKind]
+    DECISION_KIND_CONTINUE: _ClassVar[DecisionKind]
+KIND_UNSPECIFIED: Kind
+KIND_APPROVAL: Kind
+KIND_REVIEW: Kind
+DECISION_KIND_UNSPECIFIED: DecisionKind
+DECISION_KIND_APPROVE: DecisionKind
+DECISION_KIND_MODIFY: DecisionKind
+DECISION_KIND_REJECT: DecisionKind
+DECISION_KIND_TERMINATE: DecisionKind
+DECISION_KIND_ESCALATE: DecisionKind
+DECISION_KIND_CONTINUE: DecisionKind
+
+class ToolCall(_message.Message):
+    __slots__ = ("id", "function", "arguments_json", "parse_error", "type", "view")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    PARSE_ERROR_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    function: str
+    arguments_json: str
+    parse_error: str
+    type: str
+    view: ToolCallContent
+    def __init__(self, id: _Optional[str] = ..., function: _Optional[str] = ..., arguments_json: _Optional[str] = ..., parse_error: _Optional[str] = ..., type: _Optional[str] = ..., view: _Optional[_Union[ToolCallContent, _Mapping]] = ...) -> None: ...
+
+class ToolCallContent(_message.Message):
+    __slots__ = ("title", "format", "content")
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    title: str
+    format: str
+    content: str
+    def __init__(self, title: _Optional[str] = ..., format: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
+
+class ToolCallView(_message.Message):
+    __slots__ = ("context", "call")
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    CALL_FIELD_NUMBER: _ClassVar[int]
+    context: ToolCallContent
+    call: ToolCallContent
+    def __init__(self, context: _Optional[_Union[ToolCallContent, _Mapping]] = ..., call: _Optional[_Union[ToolCallContent, _Mapping]] = ...) -> None: ...
+
+class ToolCallError(_message.Message):
+    __slots__ = ("type", "message")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    message: str
+    def __init__(self, type: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ChatMessage(_message.Message):
+    __slots__ = ("role", "text", "tool_calls", "tool_call_id", "function", "error", "id", "raw_json")
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RAW_JSON_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    text: str
+    tool_calls: _containers.RepeatedCompositeFieldContainer[ToolCall]
+    tool_call_id: str
+    function: str
+    error: ToolCallError
+    id: str
+    raw_json: str
+    def __init__(self, role: _Optional[str] = ..., text: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., function: _Optional[str] = ..., error: _Optional[_Union[ToolCallError, _Mapping]] = ..., id: _Optional[str] = ..., raw_json: _Optional[str] = ...) -> None: ...
+
+class Origin(_message.Message):
+    __slots__ = ("run_id", "eval_id", "task", "sample_id", "epoch", "model", "runner_id")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    EVAL_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    SAMPLE_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    RUNNER_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    eval_id: str
+    task: str
+    sample_id: str
+    epoch: int
+    model: str
+    runner_id: str
+    def __init__(self, run_id: _Optional[str] = ..., eval_id: _Optional[str] = ..., task: _Optional[str] = ..., sample_id: _Optional[str] = ..., epoch: _Optional[int] = ..., model: _Optional[str] = ..., runner_id: _Optional[str] = ...) -> None: ...
+
+class CallKey(_message.Message):
+    __slots__ = ("run_id", "sample_id", "epoch", "tool_call_id")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SAMPLE_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    sample_id: str
+    epoch: int
+    tool_call_id: str
+    def __init__(self, run_id: _Optional[str] = ..., sample_id: _Optional[str] = ..., epoch: _Optional[int] = ..., tool_call_id: _Optional[str] = ...) -> None: ...
+
+class ApprovalRequest(_message.Message):
+    __slots__ = ("message", "call", "view", "history", "history_omitted")
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CALL_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_OMITTED_FIELD_NUMBER: _ClassVar[int]
+    message: str
+    call: ToolCall
+    view: ToolCallView
+    history: _containers.RepeatedCompositeFieldContainer[ChatMessage]
+    history_omitted: int
+    def __init__(self, message: _Optional[str] = ..., call: _Optional[_Union[ToolCall, _Mapping]] = ..., view: _Optional[_Union[ToolCallView, _Mapping]] = ..., history: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., history_omitted: _Optional[int] = ...) -> None: ...
+
+class ReviewRequest(_message.Message):
+    __slots__ = ("message", "call", "view", "history", "history_omitted", "result", "output")
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CALL_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_OMITTED_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    message: str
+    call: ToolCall
+    view: ToolCallView
+    history: _containers.RepeatedCompositeFieldContainer[ChatMessage]
+    history_omitted: int
+    result: ChatMessage
+    output: str
+    def __init__(self, message: _Optional[str] = ..., call: _Optional[_Union[ToolCall, _Mapping]] = ..., view: _Optional[_Union[ToolCallView, _Mapping]] = ..., history: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., history_omitted: _Optional[int] = ..., result: _Optional[_Union[ChatMessage, _Mapping]] = ..., output: _Optional[str] = ...) -> None: ...
+
+class Policy(_message.Message):
+    __slots__ = ("inline", "name", "digest")
+    INLINE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    inline: str
+    name: str
+    digest: str
+    def __init__(self, inline: _Optional[str] = ..., name: _Optional[str] = ..., digest: _Optional[str] = ...) -> None: ...
+
+class StepAnswer(_message.Message):
+    __slots__ = ("step", "approver", "decision", "modified", "explanation", "metadata_json", "decided_by", "started_at_unix_ms", "answered_at_unix_ms")
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    APPROVER_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    MODIFIED_FIELD_NUMBER: _ClassVar[int]
+    EXPLANATION_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    ANSWERED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    step: int
+    approver: str
+    decision: DecisionKind
+    modified: ToolCall
+    explanation: str
+    metadata_json: str
+    decided_by: str
+    started_at_unix_ms: int
+    answered_at_unix_ms: int
+    def __init__(self, step: _Optional[int] = ..., approver: _Optional[str] = ..., decision: _Optional[_Union[DecisionKind, str]] = ..., modified: _Optional[_Union[ToolCall, _Mapping]] = ..., explanation: _Optional[str] = ..., metadata_json: _Optional[str] = ..., decided_by: _Optional[str] = ..., started_at_unix_ms: _Optional[int] = ..., answered_at_unix_ms: _Optional[int] = ...) -> None: ...
+
+class ChainState(_message.Message):
+    __slots__ = ("next_step", "trail")
+    NEXT_STEP_FIELD_NUMBER: _ClassVar[int]
+    TRAIL_FIELD_NUMBER: _ClassVar[int]
+    next_step: int
+    trail: _containers.RepeatedCompositeFieldContainer[StepAnswer]
+    def __init__(self, next_step: _Optional[int] = ..., trail: _Optional[_Iterable[_Union[StepAnswer, _Mapping]]] = ...) -> None: ...
+
+class Request(_message.Message):
+    __slots__ = ("key", "origin", "approval", "review", "policy", "chain", "deadline_unix_ms", "requested_at_unix_ms", "reply_to")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    REVIEW_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    CHAIN_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    REPLY_TO_FIELD_NUMBER: _ClassVar[int]
+    key: CallKey
+    origin: Origin
+    approval: ApprovalRequest
+    review: ReviewRequest
+    policy: Policy
+    chain: ChainState
+    deadline_unix_ms: int
+    requested_at_unix_ms: int
+    reply_to: str
+    def __init__(self, key: _Optional[_Union[CallKey, _Mapping]] = ..., origin: _Optional[_Union[Origin, _Mapping]] = ..., approval: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., review: _Optional[_Union[ReviewRequest, _Mapping]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., chain: _Optional[_Union[ChainState, _Mapping]] = ..., deadline_unix_ms: _Optional[int] = ..., requested_at_unix_ms: _Optional[int] = ..., reply_to: _Optional[str] = ...) -> None: ...
+
+class StepTask(_message.Message):
+    __slots__ = ("request", "step", "name", "params_json", "deadline_unix_ms", "on_timeout")
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    ON_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    request: Request
+    step: int
+    name: str
+    params_json: str
+    deadline_unix_ms: int
+    on_timeout: DecisionKind
+    def __init__(self, request: _Optional[_Union[Request, _Mapping]] = ..., step: _Optional[int] = ..., name: _Optional[str] = ..., params_json: _Optional[str] = ..., deadline_unix_ms: _Optional[int] = ..., on_timeout: _Optional[_Union[DecisionKind, str]] = ...) -> None: ...
+
+class HumanTask(_message.Message):
+    __slots__ = ("task", "choices", "pool")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    CHOICES_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    task: StepTask
+    choices: _containers.RepeatedScalarFieldContainer[DecisionKind]
+    pool: str
+    def __init__(self, task: _Optional[_Union[StepTask, _Mapping]] = ..., choices: _Optional[_Iterable[_Union[DecisionKind, str]]] = ..., pool: _Optional[str] = ...) -> None: ...
+
+class StepResult(_message.Message):
+    __slots__ = ("task", "answer")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
+    task: StepTask
+    answer: StepAnswer
+    def __init__(self, task: _Optional[_Union[StepTask, _Mapping]] = ..., answer: _Optional[_Union[StepAnswer, _Mapping]] = ...) -> None: ...
+
+class Decision(_message.Message):
+    __slots__ = ("decision_id", "key", "kind", "decision", "modified", "explanation", "metadata_json", "approver", "step", "trail", "policy_digest", "decided_by", "requested_at_unix_ms", "decided_at_unix_ms", "origin")
+    DECISION_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    MODIFIED_FIELD_NUMBER: _ClassVar[int]
+    EXPLANATION_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    APPROVER_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    TRAIL_FIELD_NUMBER: _ClassVar[int]
+    POLICY_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    decision_id: str
+    key: CallKey
+    kind: Kind
+    decision: DecisionKind
+    modified: ToolCall
+    explanation: str
+    metadata_json: str
+    approver: str
+    step: int
+    trail: _containers.RepeatedCompositeFieldContainer[StepAnswer]
+    policy_digest: str
+    decided_by: str
+    requested_at_unix_ms: int
+    decided_at_unix_ms: int
+    origin: Origin
+    def __init__(self, decision_id: _Optional[str] = ..., key: _Optional[_Union[CallKey, _Mapping]] = ..., kind: _Optional[_Union[Kind, str]] = ..., decision: _Optional[_Union[DecisionKind, str]] = ..., modified: _Optional[_Union[ToolCall, _Mapping]] = ..., explanation: _Optional[str] = ..., metadata_json: _Optional[str] = ..., approver: _Optional[str] = ..., step: _Optional[int] = ..., trail: _Optional[_Iterable[_Union[StepAnswer, _Mapping]]] = ..., policy_digest: _Optional[str] = ..., decided_by: _Optional[str] = ..., requested_at_unix_ms: _Optional[int] = ..., decided_at_unix_ms: _Optional[int] = ..., origin: _Optional[_Union[Origin, _Mapping]] = ...) -> None: ...
+
+class Error(_message.Message):
+    __slots__ = ("key", "code", "message")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    key: CallKey
+    code: str
+    message: str
+    def __init__(self, key: _Optional[_Union[CallKey, _Mapping]] = ..., code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class Reply(_message.Message):
+    __slots__ = ("decision", "error")
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    decision: Decision
+    error: Error
+    def __init__(self, decision: _Optional[_Union[Decision, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
+
+class Cancel(_message.Message):
+    __slots__ = ("key", "kind", "reason")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    key: CallKey
+    kind: Kind
+    reason: str
+    def __init__(self, key: _Optional[_Union[CallKey, _Mapping]] = ..., kind: _Optional[_Union[Kind, str]] = ..., reason: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,76 @@
+"""The approver `airlock/fleet`: every call it is asked about is decided by the fleet."""
+
+from __future__ import annotations
+
+import logging
+
+from inspect_ai.approval import Approval, Approver, approver
+from inspect_ai.model import ChatMessage
+from inspect_ai.tool import ToolCall, ToolCallView
+
+from ._proto import airlock_pb2 as pb
+from .config import DEFAULT_HISTORY_BYTES, FleetSettings
+from .decisions import approval_from_decision, failure_explanation, failure_metadata, unanswered_explanation
+from .errors import FleetError, FleetUnanswered, StepFailed
+from .request import ask, new_request
+
+log = logging.getLogger(__name__)
+
+APPROVAL_ON_TIMEOUT = ("reject", "approve", "terminate", "escalate")
+"""What `on_timeout` may be for an approval (`escalate` hands the call to the next approver
+of the Inspect policy that lists `airlock/fleet`)."""
+
+
+@approver(name="fleet")
+def fleet_approver(
+    url: str | None = None,
+    prefix: str | None = None,
+    policy: str | None = None,
+    timeout: float | None = None,
+    on_timeout: str = "reject",
+    history_bytes: int = DEFAULT_HISTORY_BYTES,
+) -> Approver:
+    """Approver whose decisions come from an Airlock fleet.
+
+    Args:
+        url: The broker's AMQP URL (default: `AIRLOCK_AMQP_URL`). Prefer the environment
+            variable: parameters are written to the eval log.
+        prefix: The fleet's prefix (default: `AIRLOCK_PREFIX`, else `airlock`).
+        policy: An Inspect policy file, sent with every request, or the name of a policy the
+            workers hold (default: `AIRLOCK_POLICY`). A value with a `/` must be a file.
+        timeout: Seconds to wait for a decision (default: `AIRLOCK_TIMEOUT`, else 600).
+        on_timeout: The decision when none arrived in time (or the broker could not be
+            reached): `reject` (default), `approve`, `terminate` or `escalate`.
+        history_bytes: The most conversation history a request carries (encoded size); older
+            messages are left out and their number is sent.
+
+    Returns:
+        Approver: an approver to list in a policy, e.g. with `tools: "*"`.
+    """
+    if on_timeout not in APPROVAL_ON_TIMEOUT:
+        raise ValueError(f"airlock/fleet: on_timeout must be one of {', '.join(APPROVAL_ON_TIMEOUT)}, got '{on_timeout}'")
+    settings = FleetSettings.resolve(url, prefix, policy, timeout, history_bytes)
+
+    async def approve(message: str, call: ToolCall, view: ToolCallView, history: list[ChatMessage]) -> Approval:
+        request = new_request(settings, pb.ApprovalRequest(), message, call, view, history)
+        try:
+            decision = await ask(settings, request)
+        except StepFailed as error:
+            # Inspect fails the sample on such an answer, with this very message.
+            raise RuntimeError(str(error)) from None
+        except FleetUnanswered as error:
+            return Approval(
+                decision=on_timeout,  # type: ignore[arg-type]
+                explanation=unanswered_explanation(error, on_timeout),
+                metadata=failure_metadata(error, request.origin.runner_id),
+            )
+        except FleetError as error:
+            log.warning("%s", error)
+            return Approval(
+                decision="reject",
+                explanation=failure_explanation(error, "reject"),
+                metadata=failure_metadata(error, request.origin.runner_id),
+            )
+        return approval_from_decision(decision, call)
+
+    return approve

@@ -1,0 +1,354 @@
+"""The runner side of the fleet: one AMQP connection per event loop and fleet, shared by
+every sample of the process.
+
+A request is published to `<prefix>.requests` with `reply_to` = this runner's reply queue and
+the correlation id `kind/run/sample/epoch/call`; its `Reply` comes back on the reply queue and
+is handed to the waiting request by that id. The reply queue (`<prefix>.reply.<runner>`) is a
+durable classic queue that expires 30 minutes after its last consumer left, declared with
+exactly the arguments the Rust transport uses, so it outlives a reconnect.
+
+Nothing waits past a request's deadline: meanwhile an unreachable broker, or a prefix with no
+fleet (the publish comes back unroutable), is retried with backoff; at the deadline the
+request fails with `FleetUnanswered` (the caller makes the fail-closed decision) and, if it
+was sent, is withdrawn with a `Cancel` on the `<prefix>.cancels` exchange. The connection is
+robust (aio-pika reconnects it and restores the reply consumer); after each reconnect every
+pending request is published again, since the broker may have lost what was not confirmed.
+A reply that matches nothing pending (a duplicate, or one that came too late) is ignored and
+counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import aio_pika
+from aio_pika.abc import (
+    AbstractIncomingMessage,
+    AbstractRobustChannel,
+    AbstractRobustConnection,
+    AbstractRobustQueue,
+)
+from aio_pika.exceptions import PublishError
+from google.protobuf.message import DecodeError
+
+from ._proto import airlock_pb2 as pb
+from .config import redact
+from .errors import AlreadyPending, FleetError, FleetUnanswered
+from .wire import correlation_id
+
+log = logging.getLogger(__name__)
+
+REPLY_QUEUE_ARGUMENTS: dict[str, Any] = {"x-queue-type": "classic", "x-expires": 30 * 60 * 1000}
+"""The reply queue's arguments, identical to the Rust transport's `QueueKind::Private` (a
+declaration with other arguments fails with PRECONDITION_FAILED)."""
+
+CONNECT_TIMEOUT = 10.0
+"""Seconds one connection attempt may take."""
+RECONNECT_INTERVAL = 1.0
+"""Seconds between the robust connection's attempts after it was lost."""
+RETRY_FIRST, RETRY_MAX = 0.1, 2.0
+"""Backoff of a request whose publish failed, in seconds."""
+CLOSE_TIMEOUT = 5.0
+"""Seconds a clean shutdown may take before the connection is dropped."""
+
+
+@dataclass
+class ClientStats:
+    """Counters for logs and tests."""
+
+    pending: int
+    """Requests waiting for a decision now."""
+    ignored_replies: int
+    """Replies that matched nothing pending (duplicates or late ones)."""
+    timed_out: int
+    """Requests that ran out of time."""
+    resent: int
+    """Requests published again after a reconnect."""
+
+
+@dataclass
+class _Pending:
+    """A request waiting for its reply, with what it takes to send it again."""
+
+    future: asyncio.Future[pb.Reply]
+    body: bytes
+    key: pb.CallKey
+    kind: int
+    published: bool = False
+    problem: str | None = field(default=None)
+
+
+class FleetClient:
+    """A runner's link to one fleet (broker URL and prefix). Use `client_for()` to get the
+    one shared by the running event loop."""
+
+    def __init__(self, url: str, prefix: str) -> None:
+        self.url = url
+        self.prefix = prefix
+        self.runner_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.reply_queue = f"{prefix}.reply.{self.runner_id}"
+        self.requests_queue = f"{prefix}.requests"
+        self.cancels_exchange = f"{prefix}.cancels"
+        self.closed = False
+        self._connection: AbstractRobustConnection | None = None
+        self._channel: AbstractRobustChannel | None = None
+        self._replies: AbstractRobustQueue | None = None
+        self._consumer_tag: str | None = None
+        self._cancel_channel: aio_pika.abc.AbstractChannel | None = None
+        self._connecting: asyncio.Task[None] | None = None
+        self._pending: dict[str, _Pending] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+        self._ignored_replies = 0
+        self._timed_out = 0
+        self._resent = 0
+
+    # === requests ===
+
+    async def decide(self, request: pb.Request, timeout: float) -> pb.Reply:
+        """Sends `request` and waits at most `timeout` seconds for its reply.
+
+        Raises:
+            FleetUnanswered: no reply in time (the request was withdrawn if it was sent).
+            AlreadyPending: a request for the same call and kind is waiting already.
+        """
+        kind = pb.KIND_REVIEW if request.HasField("review") else pb.KIND_APPROVAL
+        correlation = correlation_id(kind, request.key)
+        if correlation in self._pending:
+            raise AlreadyPending(correlation)
+        now_ms = int(time.time() * 1000)
+        request.reply_to = self.reply_queue
+        request.requested_at_unix_ms = now_ms
+        request.deadline_unix_ms = now_ms + int(timeout * 1000)
+        if not request.origin.runner_id:
+            request.origin.runner_id = self.runner_id
+        pending = _Pending(
+            future=asyncio.get_running_loop().create_future(),
+            body=request.SerializeToString(),
+            key=request.key,
+            kind=kind,
+        )
+        self._pending[correlation] = pending
+        try:
+            return await asyncio.wait_for(self._exchange(correlation, pending), timeout)
+        except asyncio.TimeoutError:
+            self._timed_out += 1
+            if pending.published:
+                self._withdraw(pending, "the runner stopped waiting: deadline passed")
+            raise FleetUnanswered(timeout, pending.problem) from None
+        except asyncio.CancelledError:
+            if pending.published:
+                self._withdraw(pending, "the sample ended before a decision")
+            raise
+        finally:
+            if self._pending.get(correlation) is pending:
+                del self._pending[correlation]
+
+    async def _exchange(self, correlation: str, pending: _Pending) -> pb.Reply:
+        """Publishes until the broker routed the request, then waits for the reply."""
+        delay = RETRY_FIRST
+        while not pending.future.done():
+            try:
+                await self._publish(correlation, pending.body)
+                pending.published = True
+                break
+            except PublishError:
+                pending.problem = (
+                    f"no queue {self.requests_queue} on the broker at {redact(self.url)}: "
+                    f"no Airlock fleet runs on prefix '{self.prefix}'"
+                )
+            except FleetError:
+                raise
+            except Exception as error:  # the broker is down, the connection went away, …
+                pending.problem = f"the broker at {redact(self.url)} could not be reached: {error or type(error).__name__}"
+            log.debug("Request %s not sent yet (%s); retrying in %.1fs.", correlation, pending.problem, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX)
+        return await pending.future
+
+    async def _publish(self, correlation: str, body: bytes) -> None:
+        channel = await self._ready()
+        message = aio_pika.Message(
+            body,
+            correlation_id=correlation,
+            reply_to=self.reply_queue,
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+        )
+        await channel.default_exchange.publish(message, routing_key=self.requests_queue, mandatory=True)
+
+    def _withdraw(self, pending: _Pending, reason: str) -> None:
+        """Publishes a `Cancel` for `pending` in the background (best effort)."""
+        cancel = pb.Cancel(key=pending.key, kind=pending.kind, reason=reason)  # type: ignore[arg-type]
+        self._spawn(self._publish_cancel(cancel))
+
+    async def _publish_cancel(self, cancel: pb.Cancel) -> None:
+        try:
+            if self._connection is None:
+                return
+            if self._cancel_channel is None or self._cancel_channel.is_closed:
+                # Its own channel without confirms: a missing exchange closes this one only.
+                self._cancel_channel = await self._connection.channel(publisher_confirms=False)
+            exchange = await self._cancel_channel.get_exchange(self.cancels_exchange, ensure=False)
+            message = aio_pika.Message(
+                cancel.SerializeToString(),
+                correlation_id=correlation_id(cancel.kind, cancel.key),
+                delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+            )
+            await exchange.publish(message, routing_key="")
+        except Exception as error:
+            log.warning("Could not publish a cancel to %s: %s", self.cancels_exchange, error)
+
+    # === connection ===
+
+    async def _ready(self) -> AbstractRobustChannel:
+        """The channel, once connected. One connection attempt at a time is shared by every
+        request that needs it; a request's own deadline bounds its wait."""
+        if self.closed:
+            raise FleetError("the Airlock client was closed")
+        if self._channel is None:
+            if self._connecting is None or self._connecting.done():
+                self._connecting = asyncio.get_running_loop().create_task(self._connect())
+                self._connecting.add_done_callback(_retrieve)
+            await asyncio.shield(self._connecting)
+        assert self._channel is not None
+        await self._channel.ready()  # waits out a reconnect in progress
+        return self._channel
+
+    async def _connect(self) -> None:
+        name = f"{self.prefix} inspect ({self.runner_id})"
+        connection = aio_pika.RobustConnection(
+            aio_pika.connection.make_url(self.url),
+            client_properties={"connection_name": name},
+            reconnect_interval=RECONNECT_INTERVAL,
+        )
+        try:
+            await connection.connect(timeout=CONNECT_TIMEOUT)
+            channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+            queue = await channel.declare_queue(self.reply_queue, durable=True, arguments=REPLY_QUEUE_ARGUMENTS)
+            consumer_tag = await queue.consume(self._on_reply, no_ack=True)
+        except BaseException:
+            await asyncio.shield(connection.close())
+            raise
+        connection.reconnect_callbacks.add(self._on_reconnect)
+        self._connection, self._channel = connection, channel  # type: ignore[assignment]
+        self._replies, self._consumer_tag = queue, consumer_tag  # type: ignore[assignment]
+        log.info("Connected to the Airlock fleet '%s' at %s; replies on %s.", self.prefix, redact(self.url), self.reply_queue)
+
+    def _on_reconnect(self, *_: Any) -> None:
+        self._spawn(self._resend_pending())
+
+    async def _resend_pending(self) -> None:
+        for correlation, pending in list(self._pending.items()):
+            if pending.published and not pending.future.done():
+                try:
+                    await self._publish(correlation, pending.body)
+                    self._resent += 1
+                except Exception as error:
+                    log.warning("Could not send %s again after a reconnect: %s", correlation, error)
+
+    async def _on_reply(self, message: AbstractIncomingMessage) -> None:
+        pending = self._pending.get(message.correlation_id or "")
+        if pending is None or pending.future.done():
+            self._ignored_replies += 1
+            return
+        try:
+            reply = pb.Reply.FromString(message.body)
+        except DecodeError:
+            reply = pb.Reply()
+        if reply.WhichOneof("body") is None:
+            log.warning("A reply that is not an airlock.v1.Reply was ignored (%s).", message.correlation_id)
+            self._ignored_replies += 1
+            return
+        pending.future.set_result(reply)
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # === lifecycle ===
+
+    def stats(self) -> ClientStats:
+        """Counters for logs and tests."""
+        return ClientStats(
+            pending=len(self._pending),
+            ignored_replies=self._ignored_replies,
+            timed_out=self._timed_out,
+            resent=self._resent,
+        )
+
+    async def close(self) -> None:
+        """Deletes the reply queue and closes the connection (bounded by `CLOSE_TIMEOUT`).
+        Requests still waiting fail with `FleetUnanswered` at their deadline."""
+        self.closed = True
+        if self._connecting is not None and not self._connecting.done():
+            self._connecting.cancel()
+        if self._background:
+            await asyncio.wait(self._background, timeout=CLOSE_TIMEOUT)
+        if self._connection is None:
+            return
+        try:
+            await asyncio.wait_for(self._teardown(), CLOSE_TIMEOUT)
+        except Exception as error:
+            log.warning("The Airlock connection did not close cleanly (%s); the reply queue expires on its own.", error)
+        finally:
+            self._connection = self._channel = self._cancel_channel = self._replies = None
+
+    async def _teardown(self) -> None:
+        """Stops consuming, deletes the reply queue, closes the connection, in that order."""
+        assert self._connection is not None and self._replies is not None and self._consumer_tag is not None
+        await self._replies.cancel(self._consumer_tag)
+        await self._replies.delete(if_unused=False, if_empty=False)
+        await self._connection.close()
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """Marks a failed connection attempt's exception as seen (its waiters may be gone)."""
+    if not task.cancelled():
+        task.exception()
+
+
+# === one client per event loop and fleet ===
+
+_clients: dict[tuple[str, str], FleetClient] = {}
+_clients_loop: asyncio.AbstractEventLoop | None = None
+
+
+def client_for(url: str, prefix: str) -> FleetClient:
+    """The client of the running event loop for the fleet at `url` / `prefix`, created on
+    first use. Each `inspect_ai.eval()` runs its own event loop; clients of an earlier loop
+    are forgotten (their loop is gone)."""
+    global _clients_loop
+    loop = asyncio.get_running_loop()
+    if _clients_loop is not loop:
+        _clients.clear()
+        _clients_loop = loop
+    client = _clients.get((url, prefix))
+    if client is None or client.closed:
+        client = _clients[(url, prefix)] = FleetClient(url, prefix)
+    return client
+
+
+def has_clients() -> bool:
+    """Whether the running event loop has a client to shut down."""
+    try:
+        return bool(_clients) and _clients_loop is asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+
+
+async def shutdown() -> None:
+    """Closes every client of the running event loop that has no request waiting (a client
+    still busy, e.g. with another eval running concurrently, is left open)."""
+    if not has_clients():
+        return
+    for key, client in list(_clients.items()):
+        if client.stats().pending == 0:
+            del _clients[key]
+            await client.close()

@@ -1,0 +1,105 @@
+"""The parameters of `airlock/fleet`, with their environment defaults, checked once when the
+approver or reviewer is created (a bad configuration fails the eval at its start, as a bad
+Inspect policy does, never a sample in the middle of it)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from ._proto import airlock_pb2 as pb
+
+ENV_URL = "AIRLOCK_AMQP_URL"
+"""The broker, e.g. `amqp://guest:guest@127.0.0.1:5672/%2f`."""
+ENV_PREFIX = "AIRLOCK_PREFIX"
+"""The fleet's prefix."""
+ENV_POLICY = "AIRLOCK_POLICY"
+"""An Inspect policy file (sent with each request) or the name of a policy the workers hold."""
+ENV_TIMEOUT = "AIRLOCK_TIMEOUT"
+"""Seconds a request may wait for its decision."""
+
+DEFAULT_PREFIX = "airlock"
+"""The prefix of a fleet that does not choose one (as `airlock worker`)."""
+DEFAULT_TIMEOUT = 600.0
+"""Seconds a request waits by default: long enough for a person in the chain."""
+DEFAULT_HISTORY_BYTES = 256 * 1024
+"""How much conversation history a request carries by default (encoded size)."""
+
+
+@dataclass(frozen=True)
+class FleetSettings:
+    """Where the fleet is, what it decides by, and how long to wait for it."""
+
+    url: str
+    """The broker's AMQP URL."""
+    prefix: str
+    """The fleet's prefix: every queue and exchange name starts with it."""
+    policy: pb.Policy
+    """The policy sent with every request (inline document or name)."""
+    timeout: float
+    """Seconds a request may wait for its decision."""
+    history_bytes: int
+    """The most conversation history a request carries, in encoded bytes."""
+
+    @classmethod
+    def resolve(
+        cls,
+        url: str | None,
+        prefix: str | None,
+        policy: str | None,
+        timeout: float | None,
+        history_bytes: int,
+    ) -> FleetSettings:
+        """Fills what was not given from the environment and checks everything.
+
+        Raises:
+            ValueError: a parameter is missing or out of range.
+            FileNotFoundError: `policy` names a file (it has a `/`) that does not exist.
+        """
+        url = url or os.environ.get(ENV_URL)
+        if not url:
+            raise ValueError(f"airlock/fleet needs a broker: pass url= or set {ENV_URL}")
+        policy = policy or os.environ.get(ENV_POLICY)
+        if not policy:
+            raise ValueError(f"airlock/fleet needs a policy: pass policy= or set {ENV_POLICY}")
+        if timeout is None:
+            timeout = float(os.environ.get(ENV_TIMEOUT, DEFAULT_TIMEOUT))
+        if not timeout > 0:
+            raise ValueError(f"airlock/fleet: timeout must be positive, got {timeout}")
+        if history_bytes < 0:
+            raise ValueError(f"airlock/fleet: history_bytes must not be negative, got {history_bytes}")
+        return cls(
+            url=url,
+            prefix=prefix or os.environ.get(ENV_PREFIX) or DEFAULT_PREFIX,
+            policy=load_policy(policy),
+            timeout=float(timeout),
+            history_bytes=history_bytes,
+        )
+
+
+def load_policy(policy: str) -> pb.Policy:
+    """The wire policy for `policy`: an existing file is sent inline with its digest (sha256
+    of its text, as the workers compute it); a bare name (no `/`) that is not a file names a
+    policy the workers hold in their policy directory.
+
+    Raises:
+        FileNotFoundError: `policy` contains a `/` and is not a file.
+    """
+    path = Path(policy)
+    if path.is_file():
+        text = path.read_bytes().decode("utf-8")
+        return pb.Policy(inline=text, digest=hashlib.sha256(text.encode("utf-8")).hexdigest())
+    if "/" in policy or os.sep in policy:
+        raise FileNotFoundError(f"Airlock policy file not found: {policy}")
+    return pb.Policy(name=policy)
+
+
+def redact(url: str) -> str:
+    """The broker URL without its credentials, for explanations and logs."""
+    parts = urlsplit(url)
+    host = parts.hostname or "?"
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"

@@ -1,0 +1,85 @@
+"""The reviewer `airlock/fleet`: every result it is asked about is reviewed by the fleet."""
+
+from __future__ import annotations
+
+import logging
+
+from inspect_ai.model import ChatMessage, ChatMessageTool
+from inspect_ai.review import Review, Reviewer, reviewer
+from inspect_ai.tool import ToolCall, ToolCallView, ToolResult
+
+from ._proto import airlock_pb2 as pb
+from .config import DEFAULT_HISTORY_BYTES, FleetSettings
+from .decisions import failure_explanation, failure_metadata, review_from_decision, unanswered_explanation
+from .errors import FleetError, FleetUnanswered, StepFailed
+from .request import ask, new_request
+from .wire import message_to_wire, output_text
+
+log = logging.getLogger(__name__)
+
+REVIEW_ON_TIMEOUT = ("terminate", "continue", "escalate")
+"""What `on_timeout` may be for a review (`escalate` hands the result to the next reviewer
+of the Inspect policy that lists `airlock/fleet`)."""
+
+
+@reviewer(name="fleet")
+def fleet_reviewer(
+    url: str | None = None,
+    prefix: str | None = None,
+    policy: str | None = None,
+    timeout: float | None = None,
+    on_timeout: str = "terminate",
+    history_bytes: int = DEFAULT_HISTORY_BYTES,
+) -> Reviewer:
+    """Reviewer whose decisions come from an Airlock fleet.
+
+    Args:
+        url: The broker's AMQP URL (default: `AIRLOCK_AMQP_URL`). Prefer the environment
+            variable: parameters are written to the eval log.
+        prefix: The fleet's prefix (default: `AIRLOCK_PREFIX`, else `airlock`).
+        policy: An Inspect policy file, sent with every request, or the name of a policy the
+            workers hold (default: `AIRLOCK_POLICY`). A value with a `/` must be a file.
+        timeout: Seconds to wait for a decision (default: `AIRLOCK_TIMEOUT`, else 600).
+        on_timeout: The decision when none arrived in time (or the broker could not be
+            reached): `terminate` (default), `continue` or `escalate`.
+        history_bytes: The most conversation history a request carries (encoded size); older
+            messages are left out and their number is sent.
+
+    Returns:
+        Reviewer: a reviewer to list in a policy, e.g. with `tools: "*"`.
+    """
+    if on_timeout not in REVIEW_ON_TIMEOUT:
+        raise ValueError(f"airlock/fleet: on_timeout must be one of {', '.join(REVIEW_ON_TIMEOUT)}, got '{on_timeout}'")
+    settings = FleetSettings.resolve(url, prefix, policy, timeout, history_bytes)
+
+    async def review(
+        message: str,
+        call: ToolCall,
+        result: ChatMessageTool,
+        output: ToolResult,
+        view: ToolCallView,
+        history: list[ChatMessage],
+    ) -> Review:
+        body = pb.ReviewRequest(result=message_to_wire(result), output=output_text(output))
+        request = new_request(settings, body, message, call, view, history)
+        try:
+            decision = await ask(settings, request)
+        except StepFailed as error:
+            # Inspect fails the sample on such an answer, with this very message.
+            raise RuntimeError(str(error)) from None
+        except FleetUnanswered as error:
+            return Review(
+                decision=on_timeout,  # type: ignore[arg-type]
+                explanation=unanswered_explanation(error, on_timeout),
+                metadata=failure_metadata(error, request.origin.runner_id),
+            )
+        except FleetError as error:
+            log.warning("%s", error)
+            return Review(
+                decision="terminate",
+                explanation=failure_explanation(error, "terminate"),
+                metadata=failure_metadata(error, request.origin.runner_id),
+            )
+        return review_from_decision(decision)
+
+    return review

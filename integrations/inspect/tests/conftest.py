@@ -1,0 +1,198 @@
+"""What the tests share: the broker gate, an Airlock fleet on a unique prefix (`airlock
+worker` processes started here), and external steps served by the test itself.
+
+Tests that need the broker or the `airlock` binary skip without them, except under `CI`,
+where they fail. The binary is `AIRLOCK_BIN` (the Rust test that runs this suite sets it) or
+the workspace's `target/debug/airlock`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Callable, Iterator
+
+import aio_pika
+import pytest
+
+from airlock._proto import airlock_pb2 as pb
+
+REPO = Path(__file__).resolve().parents[3]
+URL = os.environ.get("AIRLOCK_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2f")
+HANG_GUARD = 60.0
+"""The longest any wait here may take before the test is declared hung (not a measure)."""
+
+
+def unavailable(reason: str) -> None:
+    """Skips the test, or fails it when `CI` is set."""
+    if os.environ.get("CI"):
+        pytest.fail(f"CI is set and {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def broker() -> str:
+    """The broker URL, once it answered."""
+
+    async def probe() -> None:
+        connection = await aio_pika.connect(URL, timeout=5)
+        await connection.close()
+
+    try:
+        asyncio.run(probe())
+    except Exception as error:
+        unavailable(f"no broker at AIRLOCK_AMQP_URL ({error!r})")
+    return URL
+
+
+@pytest.fixture(scope="session")
+def airlock_bin() -> Path:
+    """The `airlock` binary."""
+    binary = Path(os.environ.get("AIRLOCK_BIN", REPO / "target" / "debug" / "airlock"))
+    if not binary.is_file():
+        unavailable(f"no airlock binary at {binary} (build it, or set AIRLOCK_BIN)")
+    return binary
+
+
+def unique_prefix() -> str:
+    """A fleet prefix no other test uses."""
+    return f"test-py-{uuid.uuid4().hex[:12]}"
+
+
+class Fleet:
+    """A fleet on its own prefix: `airlock worker` processes, the queues of the external
+    steps the test serves, and everything deleted at the end."""
+
+    def __init__(self, binary: Path, url: str, policy_dir: Path) -> None:
+        self.binary = binary
+        self.url = url
+        self.prefix = unique_prefix()
+        self.policy_dir = policy_dir
+        self.steps: list[str] = []
+        self.workers: list[subprocess.Popen[bytes]] = []
+        self.servers: list[StepServer] = []
+
+    def airlock(self, *args: str) -> None:
+        """Runs an `airlock` command on this fleet's broker and prefix."""
+        command = [str(self.binary), *args, "--amqp", self.url, "--prefix", self.prefix]
+        subprocess.run(command, check=True, capture_output=True, timeout=HANG_GUARD)
+
+    def start_worker(self, concurrency: int = 64) -> None:
+        """Starts one more worker and waits until it consumes."""
+        worker = subprocess.Popen(
+            [
+                str(self.binary), "worker", "--amqp", self.url, "--prefix", self.prefix,
+                "--id", f"py-worker-{len(self.workers)}", "--concurrency", str(concurrency),
+                "--policy-dir", str(self.policy_dir),
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        self.workers.append(worker)
+        wait_for_consumers(self.url, f"{self.prefix}.requests", len(self.workers))
+
+    def serve(self, name: str, answer: Callable[[pb.StepTask], pb.StepAnswer]) -> None:
+        """Serves the external step `name` with `answer`, from a thread of its own."""
+        self.steps.append(name)
+        self.airlock("topology", "apply", "--steps", name)
+        server = StepServer(self.url, self.prefix, name, answer)
+        server.start()
+        self.servers.append(server)
+
+    def close(self) -> None:
+        """Stops the workers (SIGTERM) and step servers, and deletes the fleet's queues."""
+        for worker in self.workers:
+            worker.send_signal(signal.SIGTERM)
+        for worker in self.workers:
+            try:
+                worker.wait(timeout=HANG_GUARD)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+        for server in self.servers:
+            server.stop()
+        steps = ["--steps", ",".join(self.steps)] if self.steps else []
+        self.airlock("topology", "delete", *steps)
+
+
+@pytest.fixture
+def fleet(broker: str, airlock_bin: Path, tmp_path: Path) -> Iterator[Fleet]:
+    """A fleet with one worker; named policies live in `tmp_path / "policies"`."""
+    policy_dir = tmp_path / "policies"
+    policy_dir.mkdir()
+    fleet = Fleet(airlock_bin, broker, policy_dir)
+    try:
+        fleet.start_worker()
+        yield fleet
+    finally:
+        fleet.close()
+
+
+def wait_for_consumers(url: str, queue: str, count: int) -> None:
+    """Waits until `queue` exists and has `count` consumers."""
+
+    async def consumers() -> int:
+        connection = await aio_pika.connect(url)
+        try:
+            channel = await connection.channel()
+            declared = await channel.declare_queue(queue, passive=True)
+            return declared.declaration_result.consumer_count or 0
+        except aio_pika.exceptions.ChannelNotFoundEntity:
+            return 0
+        finally:
+            await connection.close()
+
+    deadline = time.monotonic() + HANG_GUARD
+    while asyncio.run(consumers()) < count:
+        assert time.monotonic() < deadline, f"{queue} never had {count} consumers"
+        time.sleep(0.05)
+
+
+class StepServer:
+    """An external step: consumes `<prefix>.step.<name>` and answers each `StepTask` with a
+    `StepResult` on `<prefix>.results` (as a plugin or a reviewer service would)."""
+
+    def __init__(self, url: str, prefix: str, name: str, answer: Callable[[pb.StepTask], pb.StepAnswer]) -> None:
+        self.url, self.prefix, self.name, self.answer = url, prefix, name, answer
+        self.tasks: list[pb.StepTask] = []
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        assert self._ready.wait(HANG_GUARD), f"step server {self.name} did not start"
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(HANG_GUARD)
+
+    async def _serve(self) -> None:
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        connection = await aio_pika.connect(self.url)
+        channel = await connection.channel()
+        queue = await channel.declare_queue(f"{self.prefix}.step.{self.name}", passive=True)
+
+        async def on_task(message: aio_pika.abc.AbstractIncomingMessage) -> None:
+            task = pb.StepTask.FromString(message.body)
+            self.tasks.append(task)
+            started = int(time.time() * 1000)
+            answer = self.answer(task)
+            answer.started_at_unix_ms, answer.answered_at_unix_ms = started, int(time.time() * 1000)
+            result = pb.StepResult(task=task, answer=answer)
+            await channel.default_exchange.publish(
+                aio_pika.Message(result.SerializeToString(), correlation_id=message.correlation_id),
+                routing_key=f"{self.prefix}.results",
+            )
+            await message.ack()
+
+        await queue.consume(on_task)
+        self._ready.set()
+        await self._stop.wait()
+        await connection.close()
