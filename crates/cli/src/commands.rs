@@ -1,5 +1,6 @@
 //! One module per subcommand, and what they share: the broker options, the runtime, logging.
 
+pub mod audit;
 pub mod bench;
 pub mod demo;
 pub mod policy;

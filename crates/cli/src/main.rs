@@ -35,6 +35,9 @@ enum Command {
     /// Manage the fleet's queues and exchanges.
     #[command(subcommand)]
     Topology(commands::topology::TopologyCommand),
+    /// The decision log: write it, query it.
+    #[command(subcommand)]
+    Audit(commands::audit::AuditCommand),
     /// Measure the fleet's round trip over RabbitMQ against a bare AMQP echo.
     Bench(commands::bench::BenchArgs),
     /// The echo responder `airlock bench` starts for its baseline.
@@ -50,6 +53,7 @@ fn main() -> ExitCode {
         Command::Worker(args) => commands::block_on(commands::LOG_ROLE, commands::worker::run(args)),
         Command::Request(args) => commands::block_on(commands::LOG_TOOL, commands::request::run(args)),
         Command::Topology(command) => commands::block_on(commands::LOG_TOOL, commands::topology::run(command)),
+        Command::Audit(command) => commands::block_on(commands::LOG_ROLE, commands::audit::run(command)),
         Command::Bench(args) => commands::block_on(commands::LOG_TOOL, commands::bench::run(args)),
         Command::BenchEcho(args) => commands::block_on(commands::LOG_ROLE, commands::bench::serve_echo(args)),
     }
