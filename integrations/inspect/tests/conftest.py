@@ -16,7 +16,8 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, Iterator
+import inspect
+from typing import Awaitable, Callable, Iterator, Union
 
 import aio_pika
 import pytest
@@ -65,6 +66,10 @@ def unique_prefix() -> str:
     return f"test-py-{uuid.uuid4().hex[:12]}"
 
 
+StepAnswerer = Callable[[pb.StepTask], Union[pb.StepAnswer, Awaitable[pb.StepAnswer]]]
+"""What an external step answers to a task (plain or async)."""
+
+
 class Fleet:
     """A fleet on its own prefix: `airlock worker` processes, the queues of the external
     steps the test serves, and everything deleted at the end."""
@@ -96,7 +101,7 @@ class Fleet:
         self.workers.append(worker)
         wait_for_consumers(self.url, f"{self.prefix}.requests", len(self.workers))
 
-    def serve(self, name: str, answer: Callable[[pb.StepTask], pb.StepAnswer]) -> None:
+    def serve(self, name: str, answer: StepAnswerer) -> None:
         """Serves the external step `name` with `answer`, from a thread of its own."""
         self.steps.append(name)
         self.airlock("topology", "apply", "--steps", name)
@@ -156,7 +161,7 @@ class StepServer:
     """An external step: consumes `<prefix>.step.<name>` and answers each `StepTask` with a
     `StepResult` on `<prefix>.results` (as a plugin or a reviewer service would)."""
 
-    def __init__(self, url: str, prefix: str, name: str, answer: Callable[[pb.StepTask], pb.StepAnswer]) -> None:
+    def __init__(self, url: str, prefix: str, name: str, answer: StepAnswerer) -> None:
         self.url, self.prefix, self.name, self.answer = url, prefix, name, answer
         self.tasks: list[pb.StepTask] = []
         self._ready = threading.Event()
@@ -184,6 +189,8 @@ class StepServer:
             self.tasks.append(task)
             started = int(time.time() * 1000)
             answer = self.answer(task)
+            if inspect.isawaitable(answer):
+                answer = await answer
             answer.started_at_unix_ms, answer.answered_at_unix_ms = started, int(time.time() * 1000)
             result = pb.StepResult(task=task, answer=answer)
             await channel.default_exchange.publish(

@@ -1,0 +1,185 @@
+"""The approver and reviewer against a real broker, outside an eval: fail-closed decisions
+when the fleet is down, absent or silent (with the `Cancel` it is sent), refusals, named
+policies, many requests at once on one connection, and the clean shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import aio_pika
+import pytest
+from inspect_ai.model import ChatMessageAssistant, ChatMessageTool
+from inspect_ai.tool import ToolCall
+
+from airlock import client_for, fleet_approver, fleet_reviewer, shutdown
+from airlock._proto import airlock_pb2 as pb
+from conftest import Fleet, unique_prefix
+
+POLICY = """
+approvers:
+  - name: auto
+    tools: "ls("
+  - name: pattern
+    tools: "bash"
+    regex: "rm -rf"
+  - name: auto
+    tools: "bash"
+reviewers:
+  - name: pattern
+    tools: bash
+    output: true
+    regex: "password="
+"""
+
+
+def call(call_id: str, function: str = "ls", **arguments: object) -> ToolCall:
+    return ToolCall(id=call_id, function=function, arguments=dict(arguments))
+
+
+def history(c: ToolCall) -> list[ChatMessageAssistant]:
+    return [ChatMessageAssistant(content="calling", tool_calls=[c])]
+
+
+@pytest.fixture
+def policy(tmp_path: Path) -> str:
+    path = tmp_path / "policy.yaml"
+    path.write_text(POLICY)
+    return str(path)
+
+
+def test_a_broker_that_is_down_fails_closed_after_the_timeout(policy: str) -> None:
+    async def run() -> None:
+        approve = fleet_approver(url="amqp://guest:guest@127.0.0.1:1/%2f", prefix=unique_prefix(), policy=policy, timeout=0.5)
+        review = fleet_reviewer(url="amqp://guest:guest@127.0.0.1:1/%2f", prefix=unique_prefix(), policy=policy, timeout=0.5)
+        c = call("c1")
+        approval = await approve("m", c, None, history(c))
+        assert approval.decision == "reject"
+        assert approval.explanation is not None
+        assert approval.explanation.startswith("The Airlock fleet did not answer within 0.5s: the broker at amqp://127.0.0.1:1/%2f could not be reached")
+        assert "guest" not in approval.explanation
+        assert approval.metadata is not None and approval.metadata["airlock"]["approver"] == "timeout"
+        result = ChatMessageTool(content="ok", tool_call_id="c1", function="ls")
+        reviewed = await review("m", c, result, "ok", None, history(c))
+        assert reviewed.decision == "terminate" and "did not answer within 0.5s" in (reviewed.explanation or "")
+        await shutdown()
+
+    asyncio.run(run())
+
+
+def test_a_prefix_without_a_fleet_fails_closed_and_says_so(broker: str, policy: str) -> None:
+    async def run() -> None:
+        prefix = unique_prefix()
+        approve = fleet_approver(url=broker, prefix=prefix, policy=policy, timeout=0.5, on_timeout="terminate")
+        c = call("c1")
+        approval = await approve("m", c, None, history(c))
+        assert approval.decision == "terminate"
+        assert f"no queue {prefix}.requests" in (approval.explanation or "")
+        assert f"no Airlock fleet runs on prefix '{prefix}'" in (approval.explanation or "")
+        await shutdown()
+
+    asyncio.run(run())
+
+
+def test_a_silent_fleet_fails_closed_and_the_request_is_withdrawn(fleet: Fleet, policy: str) -> None:
+    """A fleet whose workers are gone: the request waits in the queue until the deadline,
+    then the runner decides (on_timeout) and publishes a Cancel for the call."""
+    for worker in fleet.workers:
+        worker.terminate()
+        worker.wait()
+    fleet.workers.clear()
+
+    async def run() -> None:
+        connection = await aio_pika.connect(fleet.url)
+        channel = await connection.channel()
+        cancels = await channel.declare_queue(exclusive=True)
+        await cancels.bind(f"{fleet.prefix}.cancels")
+        approve = fleet_approver(url=fleet.url, prefix=fleet.prefix, policy=policy, timeout=0.5, on_timeout="approve")
+        c = call("silent-1")
+        approval = await approve("m", c, None, history(c))
+        assert approval.decision == "approve"
+        assert approval.explanation == "The Airlock fleet did not answer within 0.5s. It fails closed: 'approve' (on_timeout)."
+        message = await anext_message(cancels)
+        cancel = pb.Cancel.FromString(message.body)
+        assert (cancel.key.tool_call_id, cancel.kind) == ("silent-1", pb.KIND_APPROVAL)
+        assert cancel.reason == "the runner stopped waiting: deadline passed"
+        assert message.correlation_id is not None and message.correlation_id.endswith("/silent-1")
+        assert client_for(fleet.url, fleet.prefix).stats().timed_out == 1
+        await shutdown()
+        await connection.close()
+
+    asyncio.run(run())
+
+
+async def anext_message(queue: aio_pika.abc.AbstractQueue) -> aio_pika.abc.AbstractIncomingMessage:
+    for _ in range(600):
+        message = await queue.get(no_ack=True, fail=False)
+        if message is not None:
+            return message
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"nothing arrived on {queue.name}")
+
+
+def test_refusals_fail_closed_with_the_fleets_reason(fleet: Fleet, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("approvers:\n  - name: auto\n    tools: x\n    decision: maybe\n")
+
+    async def run() -> None:
+        approve = fleet_approver(url=fleet.url, prefix=fleet.prefix, policy=str(bad), timeout=30)
+        c = call("c1", "x")
+        approval = await approve("m", c, None, history(c))
+        assert approval.decision == "reject"
+        assert approval.explanation is not None
+        assert approval.explanation.startswith("No decision from the Airlock fleet: the Airlock fleet refused the request (invalid_policy): ")
+        assert "<inline>:4:15" in approval.explanation and approval.explanation.endswith("It fails closed: 'reject'.")
+        assert approval.metadata is not None and approval.metadata["airlock"]["code"] == "invalid_policy"
+        review = fleet_reviewer(url=fleet.url, prefix=fleet.prefix, policy="nowhere", timeout=30)
+        reviewed = await review("m", c, ChatMessageTool(content="", tool_call_id="c1"), "", None, history(c))
+        assert reviewed.decision == "terminate" and "(unknown_policy): no policy named 'nowhere'" in (reviewed.explanation or "")
+        await shutdown()
+
+    asyncio.run(run())
+
+
+def test_named_policies_are_the_workers(fleet: Fleet) -> None:
+    (fleet.policy_dir / "strict.yaml").write_text(POLICY)
+
+    async def run() -> None:
+        approve = fleet_approver(url=fleet.url, prefix=fleet.prefix, policy="strict", timeout=30)
+        c = call("c1", "bash", cmd="rm -rf /")
+        approval = await approve("m", c, None, history(c))
+        assert (approval.decision, approval.explanation) == ("reject", "Matched /rm -rf/ in the call.")
+        assert approval.metadata is not None and approval.metadata["airlock"]["decided_by"] == "py-worker-0"
+        await shutdown()
+
+    asyncio.run(run())
+
+
+def test_thousands_of_concurrent_calls_share_one_connection(fleet: Fleet, policy: str) -> None:
+    fleet.start_worker()
+
+    async def run() -> None:
+        approve = fleet_approver(url=fleet.url, prefix=fleet.prefix, policy=policy, timeout=60)
+        review = fleet_reviewer(url=fleet.url, prefix=fleet.prefix, policy=policy, timeout=60)
+        calls = [call(f"c{i}", "ls" if i % 2 else "bash", cmd=f"rm -rf /{i}") for i in range(2000)]
+        approvals = await asyncio.gather(*(approve("m", c, None, history(c)) for c in calls))
+        assert [a.decision for a in approvals] == ["approve" if i % 2 else "reject" for i in range(2000)]
+        outputs = [f"password={i}" if i % 3 == 0 else "fine" for i in range(500)]
+        results = [ChatMessageTool(content=o, tool_call_id=c.id) for o, c in zip(outputs, calls)]
+        reviews = await asyncio.gather(
+            *(review("m", c, r, o, None, history(c)) for c, r, o in zip(calls, results, outputs))
+        )
+        expected = ["terminate" if i % 3 == 0 and i % 2 == 0 else "continue" for i in range(500)]
+        assert [r.decision for r in reviews] == expected
+        client = client_for(fleet.url, fleet.prefix)
+        assert client.stats().pending == 0
+        reply_queue = client.reply_queue
+        await shutdown()
+        assert client.closed
+        connection = await aio_pika.connect(fleet.url)
+        channel = await connection.channel()
+        with pytest.raises(aio_pika.exceptions.ChannelNotFoundEntity):
+            await channel.declare_queue(reply_queue, passive=True)
+        await connection.close()
+
+    asyncio.run(run())

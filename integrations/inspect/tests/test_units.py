@@ -1,0 +1,160 @@
+"""Unit tests without a broker: the wire mapping, decisions, configuration, registration, and
+the check that the committed protobuf code is current."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from inspect_ai._util.content import ContentImage, ContentText
+from inspect_ai._util.registry import registry_info, registry_lookup
+from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser
+from inspect_ai.tool import ToolCall, ToolCallContent, ToolCallView
+
+from airlock import fleet_approver, fleet_reviewer
+from airlock._proto import airlock_pb2 as pb
+from airlock.config import load_policy, redact
+from airlock.decisions import approval_from_decision, review_from_decision
+from airlock.wire import call_to_wire, correlation_id, history_to_wire, message_to_wire, output_text, view_to_wire
+
+HERE = Path(__file__).resolve().parent
+
+
+def test_the_committed_protobuf_code_is_current(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("generate_proto", HERE.parent / "scripts" / "generate_proto.py")
+    assert spec is not None and spec.loader is not None
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    generator.generate(tmp_path)
+    for name in generator.GENERATED:
+        fresh = (tmp_path / name).read_text()
+        committed = (generator.PACKAGE_PROTO / name).read_text()
+        assert fresh == committed, f"{name} is stale: run integrations/inspect/scripts/generate_proto.py"
+
+
+def test_both_are_registered_as_airlock_fleet() -> None:
+    approver = registry_lookup("approver", "airlock/fleet")
+    reviewer = registry_lookup("reviewer", "airlock/fleet")
+    assert approver is not None and registry_info(approver).name == "airlock/fleet"
+    assert reviewer is not None and registry_info(reviewer).name == "airlock/fleet"
+
+
+def test_correlation_ids_are_the_rust_clients() -> None:
+    key = pb.CallKey(run_id="run/1", sample_id="50%", epoch=2, tool_call_id="call/x")
+    assert correlation_id(pb.KIND_APPROVAL, key) == "approval/run%2F1/50%25/2/call%2Fx"
+    assert correlation_id(pb.KIND_REVIEW, key) == "review/run%2F1/50%25/2/call%2Fx"
+
+
+def test_calls_keep_their_argument_order_both_ways() -> None:
+    call = ToolCall(id="c1", function="computer", arguments={"text": "x", "action": "key", "n": 1.0})
+    wire = call_to_wire(call)
+    assert wire.arguments_json == '{"text": "x", "action": "key", "n": 1.0}'
+    decision = pb.Decision(decision=pb.DECISION_KIND_MODIFY, explanation="safer")
+    decision.modified.CopyFrom(pb.ToolCall(id="c1", function="computer", arguments_json='{"z": 1, "a": [1, 2], "m": "é"}'))
+    approval = approval_from_decision(decision, call)
+    assert approval.decision == "modify" and approval.explanation == "safer"
+    assert approval.modified is not None and list(approval.modified.arguments) == ["z", "a", "m"]
+    assert approval.modified.arguments["m"] == "é" and approval.modified.id == "c1"
+
+
+def test_decisions_carry_the_fleets_record() -> None:
+    decision = pb.Decision(
+        decision_id="d-1",
+        decision=pb.DECISION_KIND_APPROVE,
+        approver="human",
+        step=2,
+        decided_by="alice",
+        policy_digest="abc",
+        metadata_json='{"score": 0.2}',
+    )
+    decision.trail.add(step=1, approver="scan", decision=pb.DECISION_KIND_ESCALATE, explanation="unsure", decided_by="scanner")
+    decision.trail.add(step=2, approver="human", decision=pb.DECISION_KIND_APPROVE, decided_by="alice")
+    approval = approval_from_decision(decision, ToolCall(id="c", function="f", arguments={}))
+    assert approval.decision == "approve" and approval.explanation is None
+    assert approval.metadata is not None and approval.metadata["score"] == 0.2
+    record = approval.metadata["airlock"]
+    assert (record["decision_id"], record["approver"], record["step"], record["decided_by"]) == ("d-1", "human", 2, "alice")
+    assert record["policy_digest"] == "abc"
+    assert [(t["approver"], t["decision"], t["decided_by"]) for t in record["trail"]] == [
+        ("scan", "escalate", "scanner"),
+        ("human", "approve", "alice"),
+    ]
+
+
+def test_decisions_of_the_wrong_kind_fail_closed() -> None:
+    call = ToolCall(id="c", function="f", arguments={})
+    assert approval_from_decision(pb.Decision(decision=pb.DECISION_KIND_CONTINUE), call).decision == "reject"
+    assert review_from_decision(pb.Decision(decision=pb.DECISION_KIND_APPROVE)).decision == "terminate"
+    review = review_from_decision(pb.Decision(decision=pb.DECISION_KIND_CONTINUE))
+    assert (review.decision, review.explanation, review.metadata["airlock"]["approver"]) == ("continue", None, "")
+
+
+def test_history_keeps_the_latest_messages_within_its_bound() -> None:
+    call = ToolCall(id="c9", function="bash", arguments={"cmd": "ls"})
+    history = [ChatMessageUser(content=f"message {i} " + "x" * 1000) for i in range(10)]
+    history.append(ChatMessageAssistant(content="running ls", tool_calls=[call]))
+    kept, omitted = history_to_wire(history, 2500)
+    assert omitted == 8 and len(kept) == 3
+    assert kept[-1].role == "assistant" and kept[-1].tool_calls[0].id == "c9"
+    assert kept[0].text.startswith("message 8")
+    kept, omitted = history_to_wire(history, 10)
+    assert (len(kept), omitted) == (1, 10), "the message carrying the call is always kept"
+    assert history_to_wire(history, 1 << 20)[1] == 0
+
+
+def test_messages_carry_what_their_fields_cannot_as_json() -> None:
+    image = ChatMessageUser(content=[ContentText(text="look"), ContentImage(image="data:image/png;base64,AAAA")])
+    wire = message_to_wire(image)
+    assert wire.text == "look" and json.loads(wire.raw_json)["content"][1]["type"] == "image"
+    assert message_to_wire(ChatMessageUser(content="plain")).raw_json == ""
+    from inspect_ai.tool import ToolCallError
+
+    tool = ChatMessageTool(content="denied", tool_call_id="c1", function="bash", error=ToolCallError("approval", "no"))
+    wire = message_to_wire(tool)
+    assert (wire.tool_call_id, wire.function, wire.error.type, wire.error.message) == ("c1", "bash", "approval", "no")
+
+
+def test_views_and_outputs() -> None:
+    view = ToolCallView(context=ToolCallContent(format="text", content="page"), call=ToolCallContent(title="t", format="markdown", content="**x**"))
+    wire = view_to_wire(view)
+    assert (wire.context.content, wire.call.title, wire.call.format) == ("page", "t", "markdown")
+    assert not view_to_wire(None).HasField("call")
+    assert output_text("raw") == "raw" and output_text(3) == "3" and output_text(True) == "True"
+    assert output_text([ContentText(text="a"), ContentText(text="b")]) == "a\nb"
+
+
+def test_policies_are_files_sent_inline_or_names(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_bytes(b"approvers:\r\n  - name: auto\r\n    tools: ls\r\n")
+    wire = load_policy(str(policy))
+    assert wire.inline == "approvers:\r\n  - name: auto\r\n    tools: ls\r\n", "the text is sent byte for byte"
+    assert wire.digest == hashlib.sha256(policy.read_bytes()).hexdigest()
+    assert load_policy("strict").name == "strict"
+    with pytest.raises(FileNotFoundError):
+        load_policy(str(tmp_path / "missing.yaml"))
+
+
+def test_bad_parameters_fail_at_creation(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AIRLOCK_AMQP_URL", raising=False)
+    monkeypatch.delenv("AIRLOCK_POLICY", raising=False)
+    with pytest.raises(ValueError, match="AIRLOCK_AMQP_URL"):
+        fleet_approver(policy="strict")
+    with pytest.raises(ValueError, match="AIRLOCK_POLICY"):
+        fleet_reviewer(url="amqp://localhost")
+    with pytest.raises(ValueError, match="on_timeout"):
+        fleet_approver(url="amqp://localhost", policy="strict", on_timeout="continue")
+    with pytest.raises(ValueError, match="on_timeout"):
+        fleet_reviewer(url="amqp://localhost", policy="strict", on_timeout="approve")
+    with pytest.raises(ValueError, match="timeout"):
+        fleet_approver(url="amqp://localhost", policy="strict", timeout=0)
+    monkeypatch.setenv("AIRLOCK_AMQP_URL", "amqp://localhost")
+    monkeypatch.setenv("AIRLOCK_POLICY", "strict")
+    fleet_approver()
+    fleet_reviewer()
+
+
+def test_urls_lose_their_credentials_in_explanations() -> None:
+    assert redact("amqp://guest:secret@broker:5672/%2f") == "amqp://broker:5672/%2f"
