@@ -17,7 +17,7 @@ import time
 import uuid
 from pathlib import Path
 import inspect
-from typing import Awaitable, Callable, Iterator, Union
+from typing import Any, Awaitable, Callable, Iterator, Union
 
 import aio_pika
 import pytest
@@ -66,8 +66,9 @@ def unique_prefix() -> str:
     return f"test-py-{uuid.uuid4().hex[:12]}"
 
 
-StepAnswerer = Callable[[pb.StepTask], Union[pb.StepAnswer, Awaitable[pb.StepAnswer]]]
-"""What an external step answers to a task (plain or async)."""
+StepAnswerer = Callable[[Any], Union[pb.StepAnswer, Awaitable[pb.StepAnswer]]]
+"""What an external step answers to a `StepTask` (or a person to a `HumanTask`), plain or
+async."""
 
 
 class Fleet:
@@ -80,6 +81,7 @@ class Fleet:
         self.prefix = unique_prefix()
         self.policy_dir = policy_dir
         self.steps: list[str] = []
+        self.pools: list[str] = []
         self.workers: list[subprocess.Popen[bytes]] = []
         self.servers: list[StepServer] = []
 
@@ -105,7 +107,15 @@ class Fleet:
         """Serves the external step `name` with `answer`, from a thread of its own."""
         self.steps.append(name)
         self.airlock("topology", "apply", "--steps", name)
-        server = StepServer(self.url, self.prefix, name, answer)
+        server = StepServer(self.url, self.prefix, f"{self.prefix}.step.{name}", answer, human=False)
+        server.start()
+        self.servers.append(server)
+
+    def serve_human(self, pool: str, answer: StepAnswerer) -> None:
+        """Answers the human tasks of `pool` with `answer` (a reviewer service's part)."""
+        self.pools.append(pool)
+        self.airlock("topology", "apply", "--pools", pool)
+        server = StepServer(self.url, self.prefix, f"{self.prefix}.human.{pool}", answer, human=True)
         server.start()
         self.servers.append(server)
 
@@ -121,7 +131,8 @@ class Fleet:
         for server in self.servers:
             server.stop()
         steps = ["--steps", ",".join(self.steps)] if self.steps else []
-        self.airlock("topology", "delete", *steps)
+        pools = ["--pools", ",".join(self.pools)] if self.pools else []
+        self.airlock("topology", "delete", *steps, *pools)
 
 
 @pytest.fixture
@@ -158,11 +169,12 @@ def wait_for_consumers(url: str, queue: str, count: int) -> None:
 
 
 class StepServer:
-    """An external step: consumes `<prefix>.step.<name>` and answers each `StepTask` with a
-    `StepResult` on `<prefix>.results` (as a plugin or a reviewer service would)."""
+    """An external step: consumes its queue (`<prefix>.step.<name>`, or `<prefix>.human.<pool>`
+    with `human`) and answers each task with a `StepResult` on `<prefix>.results`, as a plugin
+    or a reviewer service would."""
 
-    def __init__(self, url: str, prefix: str, name: str, answer: StepAnswerer) -> None:
-        self.url, self.prefix, self.name, self.answer = url, prefix, name, answer
+    def __init__(self, url: str, prefix: str, queue: str, answer: StepAnswerer, human: bool) -> None:
+        self.url, self.prefix, self.queue, self.answer, self.human = url, prefix, queue, answer, human
         self.tasks: list[pb.StepTask] = []
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
@@ -171,7 +183,7 @@ class StepServer:
 
     def start(self) -> None:
         self._thread.start()
-        assert self._ready.wait(HANG_GUARD), f"step server {self.name} did not start"
+        assert self._ready.wait(HANG_GUARD), f"the server of {self.queue} did not start"
 
     def stop(self) -> None:
         if self._loop is not None and self._stop is not None:
@@ -182,13 +194,17 @@ class StepServer:
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
         connection = await aio_pika.connect(self.url)
         channel = await connection.channel()
-        queue = await channel.declare_queue(f"{self.prefix}.step.{self.name}", passive=True)
+        queue = await channel.declare_queue(self.queue, passive=True)
 
         async def on_task(message: aio_pika.abc.AbstractIncomingMessage) -> None:
-            task = pb.StepTask.FromString(message.body)
+            if self.human:
+                human = pb.HumanTask.FromString(message.body)
+                task, asked = human.task, human
+            else:
+                task = asked = pb.StepTask.FromString(message.body)
             self.tasks.append(task)
             started = int(time.time() * 1000)
-            answer = self.answer(task)
+            answer = self.answer(asked)
             if inspect.isawaitable(answer):
                 answer = await answer
             answer.started_at_unix_ms, answer.answered_at_unix_ms = started, int(time.time() * 1000)

@@ -25,7 +25,7 @@ Layout:
 - `client`: the shared AMQP connection, reply queue, deadlines and cancels.
 - `wire`, `decisions`: between Inspect's types and the wire contract (`_proto`).
 - `config`: parameters and their environment defaults.
-- `hooks`: the shutdown at the end of a run.
+- `hooks`: the shutdown at the end of a run (registered on first use).
 """
 
 from .approver import fleet_approver

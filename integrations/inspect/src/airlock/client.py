@@ -325,6 +325,9 @@ def client_for(url: str, prefix: str) -> FleetClient:
     first use. Each `inspect_ai.eval()` runs its own event loop; clients of an earlier loop
     are forgotten (their loop is gone)."""
     global _clients_loop
+    from . import hooks  # imports this module: loaded late
+
+    hooks.install()
     loop = asyncio.get_running_loop()
     if _clients_loop is not loop:
         _clients.clear()

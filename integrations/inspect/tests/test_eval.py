@@ -1,0 +1,255 @@
+"""Real Inspect evals (`inspect_ai.eval()` and the `inspect eval` command) on the scripted
+`mockllm/model`, approved and reviewed by `airlock worker` processes over RabbitMQ: approve,
+reject, modify, terminate, an escalation a person answers, reviews that continue and
+terminate, a step that fails the sample, many samples at once, and a fleet that is down. The
+`.eval` logs are read back with `read_eval_log`."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from inspect_ai import eval as inspect_eval
+from inspect_ai.approval import ApprovalPolicy
+from inspect_ai.event import ApprovalEvent, ReviewEvent, ToolEvent
+from inspect_ai.log import EvalLog, EvalSample, read_eval_log
+from inspect_ai.review import ReviewPolicy
+
+import steps
+from airlock import fleet_approver, fleet_reviewer
+from airlock._proto import airlock_pb2 as pb
+from conftest import Fleet, unique_prefix
+from evaltask import SECRET_OUTPUT, airlock_script
+
+HERE = Path(__file__).resolve().parent
+
+POLICY = """
+approvers:
+  - name: auto
+    tools: "shell(cmd='ls"
+  - name: pattern
+    tools: shell
+    regex: "rm -rf"
+    explanation: destructive command
+  - name: pattern
+    tools: shell
+    regex: shutdown
+    decision: terminate
+    explanation: the agent tried to power off the host
+  - name: append_flag
+    tools: "shell(cmd='kubectl"
+    flag: "--dry-run=server"
+  - name: auto
+    tools: "shell(cmd='deploy"
+    decision: escalate
+  - name: human
+    tools: "shell(cmd='deploy"
+    pool: ops
+  - name: auto
+    tools: "shell(cmd='env"
+  - name: swap_function
+    tools: "shell(cmd='mv"
+    to: python
+reviewers:
+  - name: pattern
+    tools: shell
+    output: true
+    regex: "password="
+    explanation: secret in output
+  - name: auto
+    tools: "shell(cmd='ls"
+"""
+
+
+def alice(human: pb.HumanTask) -> pb.StepAnswer:
+    """The person in the `ops` pool: approves, with a word."""
+    assert list(human.choices) == [pb.DECISION_KIND_APPROVE, pb.DECISION_KIND_REJECT, pb.DECISION_KIND_TERMINATE]
+    return pb.StepAnswer(decision=pb.DECISION_KIND_APPROVE, explanation="deploy window is open", decided_by="alice")
+
+
+@pytest.fixture
+def policy(tmp_path: Path) -> Path:
+    path = tmp_path / "policy.yaml"
+    path.write_text(POLICY)
+    return path
+
+
+@pytest.fixture
+def served(fleet: Fleet) -> Fleet:
+    """The fleet with its external steps and its person."""
+    fleet.serve("append_flag", steps.serve_inspect_step)
+    fleet.serve("swap_function", steps.serve_inspect_step)
+    fleet.serve_human("ops", alice)
+    return fleet
+
+
+def wrapper_policy(tmp_path: Path, fleet: Fleet, policy: Path) -> Path:
+    """The Inspect policy file a user writes: `airlock/fleet` for every tool, both ways."""
+    path = tmp_path / "airlock.yaml"
+    entry = f'    tools: "*"\n    url: "{fleet.url}"\n    prefix: {fleet.prefix}\n    policy: {policy}\n    timeout: 60\n'
+    path.write_text(f"approvers:\n  - name: airlock/fleet\n{entry}reviewers:\n  - name: airlock/fleet\n{entry}")
+    return path
+
+
+def run_eval(tmp_path: Path, **kwargs: Any) -> EvalLog:
+    [log] = inspect_eval(display="none", log_dir=str(tmp_path / "logs"), **kwargs)
+    assert log.location
+    return read_eval_log(log.location)
+
+
+def of(sample: EvalSample, kind: type) -> list[Any]:
+    return [event for event in sample.events if isinstance(event, kind)]
+
+
+def test_an_eval_decided_and_reviewed_by_the_fleet(served: Fleet, policy: Path, tmp_path: Path) -> None:
+    log = run_eval(tmp_path, tasks=airlock_script(), approval=str(wrapper_policy(tmp_path, served, policy)), review=str(wrapper_policy(tmp_path, served, policy)))
+    assert log.status == "success", log.error
+    samples = {sample.id: sample for sample in log.samples or []}
+    digest = hashlib.sha256(policy.read_bytes()).hexdigest()
+    for sample in samples.values():
+        for event in of(sample, ApprovalEvent) + of(sample, ReviewEvent):
+            record = event.metadata["airlock"]
+            assert record["policy_digest"] == digest and record["decision_id"]
+        assert all(event.approver == "airlock/fleet" for event in of(sample, ApprovalEvent))
+        assert all(event.reviewer == "airlock/fleet" for event in of(sample, ReviewEvent))
+
+    # approve, then a review that continues.
+    [approval] = of(samples["approve"], ApprovalEvent)
+    assert (approval.decision, approval.explanation) == ("approve", "Automatic decision.")
+    assert (approval.metadata["airlock"]["approver"], approval.metadata["airlock"]["decided_by"]) == ("auto", "py-worker-0")
+    [tool] = of(samples["approve"], ToolEvent)
+    assert tool.result == "ran: ls /" and tool.error is None
+    [review] = of(samples["approve"], ReviewEvent)
+    assert (review.decision, review.explanation) == ("continue", "Automatic decision.")
+    trail = [(t["approver"], t["decision"]) for t in review.metadata["airlock"]["trail"]]
+    assert trail == [("pattern", "escalate"), ("auto", "continue")]
+
+    # reject: the model is told why and the sample goes on.
+    [approval] = of(samples["reject"], ApprovalEvent)
+    assert (approval.decision, approval.explanation) == ("reject", "destructive command")
+    [tool] = of(samples["reject"], ToolEvent)
+    assert tool.error is not None and (tool.error.type, tool.error.message) == ("approval", "destructive command")
+    assert of(samples["reject"], ReviewEvent) == [], "rejected calls are not reviewed"
+    assert samples["reject"].output.completion == "done"
+
+    # modify: the tool runs the modified call; the approval keeps the model's proposal.
+    [approval] = of(samples["modify"], ApprovalEvent)
+    assert approval.decision == "modify" and approval.explanation == "appended --dry-run=server"
+    assert approval.call.arguments == {"cmd": "kubectl apply -f x.yaml"}
+    assert approval.modified is not None and approval.modified.arguments == {"cmd": "kubectl apply -f x.yaml --dry-run=server"}
+    assert approval.metadata["airlock"]["decided_by"] == "py-step/append_flag"
+    [tool] = of(samples["modify"], ToolEvent)
+    assert tool.arguments == {"cmd": "kubectl apply -f x.yaml --dry-run=server"}
+    assert tool.result == "ran: kubectl apply -f x.yaml --dry-run=server"
+
+    # terminate: the sample ends on the operator's word, its second turn never happens.
+    [approval] = of(samples["terminate"], ApprovalEvent)
+    assert (approval.decision, approval.explanation) == ("terminate", "the agent tried to power off the host")
+    assert samples["terminate"].limit is not None and samples["terminate"].limit.type == "operator"
+    assert [event.call.id for event in of(samples["terminate"], ApprovalEvent)] == ["call-off"]
+
+    # escalate: auto escalates, the person in `ops` approves; the trail shows both.
+    [approval] = of(samples["escalate"], ApprovalEvent)
+    assert (approval.decision, approval.explanation) == ("approve", "deploy window is open")
+    record = approval.metadata["airlock"]
+    assert (record["approver"], record["step"], record["decided_by"]) == ("human", 5, "alice")
+    assert [(t["approver"], t["decision"], t["decided_by"]) for t in record["trail"]] == [
+        ("pattern", "escalate", "py-worker-0"),
+        ("pattern", "escalate", "py-worker-0"),
+        ("auto", "escalate", "py-worker-0"),
+        ("human", "approve", "alice"),
+    ]
+    [tool] = of(samples["escalate"], ToolEvent)
+    assert tool.result == "ran: deploy prod"
+
+    # review terminate: the secret reached the tool result, the sample ends before the model sees it.
+    [review] = of(samples["review_terminate"], ReviewEvent)
+    assert (review.decision, review.explanation) == ("terminate", "secret in output")
+    assert samples["review_terminate"].limit is not None and samples["review_terminate"].limit.type == "operator"
+    [tool] = of(samples["review_terminate"], ToolEvent)
+    assert tool.result == SECRET_OUTPUT
+
+    # review continue, for calls of one turn and of the next.
+    reviews = of(samples["review_continue"], ReviewEvent)
+    assert [(r.call.id, r.decision) for r in reviews] == [("call-a", "continue"), ("call-b", "continue"), ("call-c", "continue")]
+
+
+def test_a_step_that_changes_the_function_fails_the_sample_as_inspect_does(served: Fleet, policy: Path, tmp_path: Path) -> None:
+    approver = fleet_approver(url=served.url, prefix=served.prefix, policy=str(policy), timeout=60)
+    log = run_eval(tmp_path, tasks=airlock_script(scripts="swap"), approval=[ApprovalPolicy(approver, "*")])
+    assert log.status == "error"
+    [sample] = log.samples or []
+    assert sample.error is not None
+    expected = (
+        "An approver returned a modified call to 'python' for a call to 'shell'. A 'modify' decision "
+        "may change only the arguments of a tool call, not the function called."
+    )
+    assert expected in sample.error.message
+    assert of(sample, ToolEvent) == [], "neither call ran"
+
+
+def test_many_samples_at_once_share_one_connection(fleet: Fleet, policy: Path, tmp_path: Path) -> None:
+    fleet.start_worker()
+    settings = dict(url=fleet.url, prefix=fleet.prefix, policy=str(policy), timeout=60)
+    log = run_eval(
+        tmp_path,
+        tasks=airlock_script(scripts="approve,reject,review_continue", copies=20),
+        approval=[ApprovalPolicy(fleet_approver(**settings), "*")],
+        review=[ReviewPolicy(fleet_reviewer(**settings), "*")],
+        max_samples=60,
+    )
+    assert log.status == "success", log.error
+    assert len(log.samples or []) == 60
+    for sample in log.samples or []:
+        decisions = [event.decision for event in of(sample, ApprovalEvent)]
+        expected = {"approve": ["approve"], "reject": ["reject"], "review_continue": ["approve"] * 3}
+        assert decisions == expected[str(sample.id).rsplit("-", 1)[0]], sample.id
+    runners = {event.metadata["airlock"]["decided_by"] for sample in log.samples or [] for event in of(sample, ApprovalEvent)}
+    assert runners <= {"py-worker-0", "py-worker-1"}
+
+
+def test_the_inspect_command_with_the_three_line_setup(served: Fleet, policy: Path, tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "AIRLOCK_AMQP_URL": served.url,
+        "AIRLOCK_PREFIX": served.prefix,
+        "AIRLOCK_POLICY": str(policy),
+        "INSPECT_DISPLAY": "none",
+    }
+    command = [
+        sys.executable, "-m", "inspect_ai", "eval", f"{HERE / 'evaltask.py'}@airlock_script",
+        "-T", "scripts=approve,modify,review_terminate", "--model", "mockllm/model",
+        "--approval", "airlock/fleet", "--review", "airlock/fleet", "--log-dir", str(tmp_path / "logs"),
+    ]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    [location] = list((tmp_path / "logs").glob("*.eval"))
+    log = read_eval_log(str(location))
+    assert log.status == "success", log.error
+    assert log.eval.config.approval is not None and log.eval.config.approval.approvers[0].name == "airlock/fleet"
+    samples = {sample.id: sample for sample in log.samples or []}
+    assert [e.decision for e in of(samples["modify"], ApprovalEvent)] == ["modify"]
+    assert of(samples["modify"], ToolEvent)[0].arguments == {"cmd": "kubectl apply -f x.yaml --dry-run=server"}
+    assert [e.decision for e in of(samples["review_terminate"], ReviewEvent)] == ["terminate"]
+
+
+def test_a_fleet_that_is_down_fails_closed_without_failing_the_eval(policy: Path, tmp_path: Path) -> None:
+    settings = dict(url="amqp://guest:guest@127.0.0.1:1/%2f", prefix=unique_prefix(), policy=str(policy), timeout=1)
+    log = run_eval(
+        tmp_path,
+        tasks=airlock_script(scripts="approve,reject"),
+        approval=[ApprovalPolicy(fleet_approver(**settings), "*")],
+        review=[ReviewPolicy(fleet_reviewer(**settings), "*")],
+    )
+    assert log.status == "success", log.error
+    for sample in log.samples or []:
+        [approval] = of(sample, ApprovalEvent)
+        assert approval.decision == "reject"
+        assert approval.explanation is not None and approval.explanation.startswith("The Airlock fleet did not answer within 1.0s: ")
+        assert approval.metadata["airlock"]["approver"] == "timeout"
+        assert sample.output.completion == "done"
