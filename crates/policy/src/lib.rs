@@ -12,6 +12,7 @@ pub mod chain;
 pub mod document;
 pub mod glob;
 pub mod render;
+pub mod shell;
 pub mod steps;
 
 pub use call::{Answer, Call, CallError, Decision, Kind};

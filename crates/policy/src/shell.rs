@@ -20,12 +20,12 @@
 //!   `#` `%` `/` `^` `,` families, and `$(( … ))` over plain numbers.
 //!
 //! A word is [`Word::value`]`: Some(text)` only when its text is certain: no expansion, no
-//! glob (`*`, `?`, `[`), no brace (`{`, `}`), no leading `~`. `'ls'`, `"ls"` and `l\s` are all the
+//! glob (`*`, `?`, `[` with a `]` after it), no brace (`{`, `}`), no leading `~`. `'ls'`, `"ls"` and `l\s` are all the
 //! literal `ls`, because bash runs `ls` for each of them.
 //!
 //! Refused, with the reason: unbalanced quotes and parentheses, here-documents (`<<`), compound
 //! commands and keywords (`if`, `for`, `while`, `case`, `[[`, `((`, `function`, `time`, `!`…),
-//! function definitions, `$"…"`, nested backquotes, arithmetic with names or expansions in it,
+//! function definitions, `$"…"`, nested backquotes, `$[ … ]`, arithmetic with names or expansions in it,
 //! `${!…}`, `${a[…]}`, `${…@…}`, `${…:offset}`, quotes or braces inside a `${…}` word, NUL
 //! characters, and nesting deeper than [`MAX_DEPTH`].
 //!
@@ -247,7 +247,8 @@ fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
 }
 
-fn is_name(s: &str) -> bool {
+/// Whether `s` is a shell variable name: a letter or `_`, then letters, digits or `_`.
+pub fn is_name(s: &str) -> bool {
     let mut chars = s.chars();
     chars.next().is_some_and(is_name_start) && chars.all(is_name_char)
 }
@@ -457,16 +458,13 @@ impl Parser {
 
     /// Redirections after a subshell or a brace group; they apply to the whole group.
     fn trailing_redirections(&mut self) -> Result<(), ParseError> {
-        let mut group = SimpleCommand::default();
         loop {
             self.skip_blanks();
             if self.at_fd_redirection() {
                 let fd = self.digits();
-                let redirection = self.redirection(Some(fd))?;
-                group.redirections.push(redirection);
+                self.redirection(Some(fd))?;
             } else if self.at_redirection() {
-                let redirection = self.redirection(None)?;
-                group.redirections.push(redirection);
+                self.redirection(None)?;
             } else {
                 return Ok(());
             }
@@ -595,6 +593,7 @@ impl Parser {
         let mut text = Text { literal: true, ..Text::default() };
         let mut assignment = false;
         let mut seen_equals = false;
+        let mut bracket = None;
         while let Some(c) = self.peek() {
             match c {
                 '<' | '>' if self.peek_at(1) == Some('(') => {
@@ -632,12 +631,18 @@ impl Parser {
                     self.backquote(false)?;
                     text.literal = false;
                 }
-                '*' | '?' | '[' | '{' | '}' => {
+                '*' | '?' | '{' | '}' => {
                     self.bump();
                     text.value.push(c);
                     text.literal = false;
                 }
-                '~' if self.pos == start || self.index(start, 0) == Some(self.index(self.pos, 0).unwrap_or(0)) => {
+                // A `[` is a glob only with a `]` after it; `[` alone (the test command) is text.
+                '[' => {
+                    self.bump();
+                    bracket.get_or_insert(text.value.len());
+                    text.value.push(c);
+                }
+                '~' if text.value.is_empty() && !text.quoted && text.literal => {
                     self.bump();
                     text.value.push(c);
                     text.literal = false;
@@ -654,6 +659,9 @@ impl Parser {
                     text.value.push(c);
                 }
             }
+        }
+        if bracket.is_some_and(|at| text.value[at..].contains(']')) {
+            text.literal = false;
         }
         let word = Word { raw: self.text_since(start), value: text.literal.then_some(text.value), quoted: text.quoted };
         Ok((word, assignment))
@@ -711,6 +719,9 @@ impl Parser {
                 self.bump();
                 self.nested(|p| p.parameter(in_double_quotes))
             }
+            // `$[ … ]`, the old arithmetic: bash reads quotes in it as characters, so a `$(…)`
+            // between single quotes runs.
+            Some('[') => Err(ParseError::Arithmetic),
             Some('\'') if !in_double_quotes => {
                 self.bump();
                 // `$'…'`: only `\` escapes, and only `'` ends it. Its text stays unknown.

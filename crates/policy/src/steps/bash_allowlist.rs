@@ -1,24 +1,367 @@
-//! `bash_allowlist`: placeholder until the shell parser lands.
-use super::{ParamError, Params, Subject};
-use crate::call::Answer;
+//! `bash_allowlist`: approves a shell command line when every command it runs is allowed.
+//!
+//! The example approver of Inspect's documentation, made strict. The command line is the
+//! call's `cmd` argument (Inspect's `bash(cmd=…)`), or its `command` argument. [`crate::shell`]
+//! reads it; every simple command found, in lists, pipelines, groups and substitutions alike,
+//! must pass:
+//!
+//! - `sudo` anywhere rejects the call unless `allow_sudo` is set; with it, the command after
+//!   sudo's options (`-u user`, `-g group`, `-E`, `-H`, `-n`, `--`…) is checked in its place.
+//! - The command word must be a plain word listed in `allowed_commands`, compared exactly:
+//!   `/bin/ls` is not `ls`. Quotes and backslashes are removed first, as bash removes them, so
+//!   `'ls'` and `l\s` are `ls`.
+//! - With a `command_specific_rules` entry, the first argument that is not an option must be
+//!   one of the listed subcommands; a command with no subcommand at all is not approved.
+//!
+//! Everything uncertain escalates, so the next step decides: a line the parser refuses, a
+//! command word that is not plain text, variable assignments (`PATH=…`, `LD_PRELOAD=…`,
+//! `GIT_PAGER=…` make an allowed command run something else), commands that run the command
+//! they are given (`xargs`, `env`, `bash -c`, `eval`…) and builtins that change how later
+//! commands run (`alias`, `hash`, `export`…), even when listed. A few allowed commands run
+//! others through an option, and escalate when they may: `find -exec`, `test -v` / `[ -v`
+//! and `printf -v` (bash evaluates array subscripts in the variable name, and those run
+//! command substitutions), or any of their arguments that is not plain text.
+//!
+//! What a listed command can do with its arguments is the policy's choice: allowing `git`
+//! without rules allows `git -c core.pager=…`, allowing `awk` allows `system()`. Redirections
+//! are not judged either: an allowed `echo` may write to any file the sandbox lets it.
+
 use std::fmt;
+
+use serde_json::Value;
+
+use super::{ParamError, Params, Subject, deny_unknown, opt_bool, opt_str_list, type_name};
+use crate::call::{Answer, Call, Decision, Kind};
+use crate::shell::{self, SimpleCommand, Word};
+
+#[cfg(test)]
+mod tests;
+
 /// The step's name in a policy file.
 pub const NAME: &str = "bash_allowlist";
-/// Placeholder.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BashAllowlist;
+
+const ALLOWED_COMMANDS: &str = "allowed_commands";
+const ALLOW_SUDO: &str = "allow_sudo";
+const COMMAND_SPECIFIC_RULES: &str = "command_specific_rules";
+
+/// The arguments that may hold the command line, in the order they are tried.
+const COMMAND_ARGUMENTS: [&str; 2] = ["cmd", "command"];
+
+/// Commands that run a command given in their arguments or input: approving them would
+/// approve a command this step never read.
+#[rustfmt::skip]
+const RUNNERS: &[&str] = &[
+    // shells
+    "ash", "bash", "busybox", "csh", "dash", "fish", "ksh", "mksh", "sh", "tcsh", "zsh",
+    // builtins
+    ".", "builtin", "command", "eval", "exec", "fc", "source", "trap",
+    // wrappers
+    "chroot", "doas", "env", "flock", "ionice", "ltrace", "nice", "nohup", "nsenter", "parallel", "pkexec",
+    "runuser", "script", "setsid", "stdbuf", "strace", "su", "sudoedit", "systemd-run", "taskset", "timeout",
+    "unbuffer", "unshare", "watch", "xargs",
+];
+
+/// Builtins that change variables, options or how later commands are found, or that evaluate
+/// variable names as arithmetic (where `a[$(…)]` runs a command).
+#[rustfmt::skip]
+const SHELL_STATE: &[&str] = &[
+    "alias", "declare", "enable", "export", "hash", "let", "local", "mapfile", "read", "readarray", "readonly", "set",
+    "shopt", "typeset", "unalias", "unset",
+];
+
+/// Approves command lines built only from allowed commands; rejects `sudo` unless allowed;
+/// escalates everything else.
+#[derive(Debug, Clone)]
+pub struct BashAllowlist {
+    /// Command words that may run, exactly as written in the policy.
+    allowed_commands: Vec<String>,
+    /// Whether `sudo <allowed command>` is allowed.
+    allow_sudo: bool,
+    /// Commands whose first non-option argument must be one of the listed subcommands.
+    command_specific_rules: Vec<(String, Vec<String>)>,
+}
+
+// === impl BashAllowlist ===
+
 impl BashAllowlist {
-    /// Placeholder.
-    pub fn from_params(_params: &Params) -> Result<Self, ParamError> {
-        Ok(BashAllowlist)
+    /// Reads `allowed_commands` (required), `allow_sudo` (default false) and
+    /// `command_specific_rules` (a mapping of command to allowed subcommands).
+    pub fn from_params(params: &Params) -> Result<Self, ParamError> {
+        deny_unknown(NAME, params, &[ALLOWED_COMMANDS, ALLOW_SUDO, COMMAND_SPECIFIC_RULES])?;
+        let allowed_commands = opt_str_list(params, ALLOWED_COMMANDS)?.ok_or_else(|| {
+            ParamError::at(ALLOWED_COMMANDS, format!("'{NAME}' needs '{ALLOWED_COMMANDS}', a list of command names"))
+        })?;
+        for command in &allowed_commands {
+            if command.is_empty() || command.chars().any(char::is_whitespace) {
+                return Err(ParamError::at(
+                    ALLOWED_COMMANDS,
+                    format!("'{command}' is not a command name (subcommands go under '{COMMAND_SPECIFIC_RULES}')"),
+                ));
+            }
+        }
+        let allow_sudo = opt_bool(params, ALLOW_SUDO)?.unwrap_or(false);
+        let command_specific_rules = match params.get(COMMAND_SPECIFIC_RULES) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Object(rules)) => rules
+                .iter()
+                .map(|(command, subcommands)| {
+                    if !allowed_commands.contains(command) {
+                        return Err(ParamError::at(
+                            COMMAND_SPECIFIC_RULES,
+                            format!("'{command}' has rules but is not in '{ALLOWED_COMMANDS}'"),
+                        ));
+                    }
+                    Ok((command.clone(), subcommand_list(command, subcommands)?))
+                })
+                .collect::<Result<_, _>>()?,
+            Some(other) => {
+                return Err(ParamError::at(
+                    COMMAND_SPECIFIC_RULES,
+                    format!(
+                        "'{COMMAND_SPECIFIC_RULES}' must map commands to lists of subcommands, not {}",
+                        type_name(other)
+                    ),
+                ));
+            }
+        };
+        Ok(BashAllowlist { allowed_commands, allow_sudo, command_specific_rules })
     }
-    /// Placeholder.
-    pub fn decide(&self, _subject: &Subject<'_>) -> Answer {
-        Answer::escalate("not implemented")
+
+    /// Approves when every command of the line is allowed, rejects a disallowed `sudo` anywhere
+    /// in it, and escalates otherwise. In a review chain approval reads as `continue` and
+    /// rejection as `terminate`.
+    pub fn decide(&self, subject: &Subject<'_>) -> Answer {
+        let (approve, reject) = match subject.kind {
+            Kind::Approval => (Decision::Approve, Decision::Reject),
+            Kind::Review => (Decision::Continue, Decision::Terminate),
+        };
+        let Some(line) = command_line(subject.call) else {
+            return Answer::escalate("The call has no 'cmd' or 'command' argument holding a command line.");
+        };
+        let parse = shell::parse(line);
+        // A visible sudo decides even when the rest of the line cannot be read.
+        if !self.allow_sudo
+            && let Some(command) = parse.commands.iter().find(|c| c.name().and_then(Word::literal).is_some_and(is_sudo))
+        {
+            return Answer::new(reject, format!("sudo is not allowed: '{command}'."));
+        }
+        if let Some(error) = parse.error {
+            return Answer::escalate(format!("Cannot tell for certain which commands the line runs: {error}."));
+        }
+        if parse.commands.is_empty() {
+            return Answer::escalate("The command line is empty.");
+        }
+        let mut allowed: Vec<String> = Vec::new();
+        let mut refusals: Vec<String> = Vec::new();
+        for command in &parse.commands {
+            match self.check(command) {
+                Ok(Some(name)) if !allowed.contains(&name) => allowed.push(name),
+                Ok(_) => {}
+                Err(why) if !refusals.contains(&why) => refusals.push(why),
+                Err(_) => {}
+            }
+        }
+        if !refusals.is_empty() {
+            return Answer::escalate(refusals.join(" "));
+        }
+        if allowed.is_empty() {
+            return Answer::escalate("The command line runs no command.");
+        }
+        Answer::new(approve, format!("All commands allowed: {}.", allowed.join(", ")))
+    }
+
+    /// The name of the allowed command `command` runs, `None` if it runs none (only
+    /// redirections), or why it is not approved.
+    fn check(&self, command: &SimpleCommand) -> Result<Option<String>, String> {
+        let mut words = command.words.as_slice();
+        if !command.assignments.is_empty() {
+            return Err(format!(
+                "'{command}' sets variables, which can change what a command runs (PATH, LD_PRELOAD, pagers)."
+            ));
+        }
+        loop {
+            let Some((first, args)) = words.split_first() else { return Ok(None) };
+            let Some(name) = first.literal() else {
+                return Err(format!("The command word '{first}' is not plain text, so what it runs cannot be known."));
+            };
+            if is_sudo(name) {
+                if !self.allow_sudo {
+                    return Err("sudo is not allowed.".to_owned());
+                }
+                words = sudo_command(args)?;
+                continue;
+            }
+            if !self.allowed_commands.iter().any(|allowed| allowed == name) {
+                return Err(format!("Command '{name}' is not in the allowed list."));
+            }
+            if RUNNERS.contains(&name) {
+                return Err(format!("Command '{name}' runs other commands, which this step cannot check."));
+            }
+            if SHELL_STATE.contains(&name) {
+                return Err(format!(
+                    "Command '{name}' changes variables or how later commands run, which this step cannot check."
+                ));
+            }
+            if let Some(why) = runs_through_options(name, args) {
+                return Err(why);
+            }
+            if let Some((_, subcommands)) = self.command_specific_rules.iter().find(|(command, _)| command == name) {
+                check_subcommand(name, args, subcommands)?;
+            }
+            return Ok(Some(name.to_owned()));
+        }
     }
 }
+
 impl fmt::Display for BashAllowlist {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("bash_allowlist")
+        write!(f, "{NAME} (commands: {}; sudo: ", self.allowed_commands.join(", "))?;
+        f.write_str(if self.allow_sudo { "allowed" } else { "rejected" })?;
+        for (command, subcommands) in &self.command_specific_rules {
+            write!(f, "; {command}: {}", subcommands.join(", "))?;
+        }
+        f.write_str(")")
     }
+}
+
+// === helpers ===
+
+/// The command line: the first of [`COMMAND_ARGUMENTS`] that holds a string.
+fn command_line(call: &Call) -> Option<&str> {
+    COMMAND_ARGUMENTS.iter().find_map(|key| call.arguments.get(*key)?.as_str())
+}
+
+/// `sudo`, by name or by path: a path to sudo is still sudo.
+fn is_sudo(name: &str) -> bool {
+    name == "sudo" || name.ends_with("/sudo")
+}
+
+/// The words of the command sudo runs, after sudo's options.
+///
+/// Only options that do not change how the command is found are understood; `-i`, `-s`, `-e`,
+/// `-l`, `-D`, `-R` and the rest escalate. Every option word must be plain text, because an
+/// expansion could split into more words and move the command.
+fn sudo_command(args: &[Word]) -> Result<&[Word], String> {
+    let plain = |word: &Word| {
+        word.literal().map(str::to_owned).ok_or_else(|| format!("sudo's argument '{word}' is not plain text."))
+    };
+    let mut at = 0;
+    while let Some(word) = args.get(at) {
+        let text = plain(word)?;
+        at += 1;
+        if text == "--" {
+            break;
+        }
+        if !text.starts_with('-') || text == "-" {
+            at -= 1;
+            break;
+        }
+        let takes_value = if let Some(long) = text.strip_prefix("--") {
+            match long.split_once('=') {
+                Some(("user" | "group" | "preserve-env", _)) => false,
+                None if matches!(long, "user" | "group") => true,
+                None if matches!(long, "preserve-env" | "non-interactive" | "set-home" | "preserve-groups") => false,
+                _ => return Err(format!("sudo option '{text}' is not understood here.")),
+            }
+        } else {
+            let flags: Vec<char> = text.chars().skip(1).collect();
+            let mut takes_value = false;
+            for (index, flag) in flags.iter().enumerate() {
+                match flag {
+                    'A' | 'b' | 'E' | 'H' | 'k' | 'n' | 'P' | 'S' => {}
+                    // The value is the rest of the word, or the next word.
+                    'u' | 'g' => {
+                        takes_value = index + 1 == flags.len();
+                        break;
+                    }
+                    _ => return Err(format!("sudo option '-{flag}' is not understood here.")),
+                }
+            }
+            takes_value
+        };
+        if takes_value {
+            let value = args.get(at).ok_or_else(|| format!("sudo option '{text}' has no value."))?;
+            plain(value)?;
+            at += 1;
+        }
+    }
+    let command = &args[at..];
+    match command.first() {
+        None => Err("sudo without a command.".to_owned()),
+        // sudo reads leading `NAME=value` words as environment settings.
+        Some(word) if word.literal().and_then(|t| t.split_once('=')).is_some_and(|(name, _)| shell::is_name(name)) => {
+            Err(format!("sudo sets the variable '{word}', which can change what the command runs."))
+        }
+        Some(_) => Ok(command),
+    }
+}
+
+/// Why an allowed command may run another through its options, if it may.
+fn runs_through_options(name: &str, args: &[Word]) -> Option<String> {
+    let flags: &[&str] = match name {
+        "find" => &["-exec", "-execdir", "-ok", "-okdir"],
+        "test" | "[" => &["-v", "-R"],
+        "printf" => {
+            return match args.first().map(|w| w.literal()) {
+                Some(None) => Some(format!("printf's first argument '{}' is not plain text.", args[0])),
+                Some(Some(first)) if first.starts_with("-v") => {
+                    Some("printf -v evaluates the variable name, which can run commands.".to_owned())
+                }
+                _ => None,
+            };
+        }
+        _ => return None,
+    };
+    if let Some(flag) = args.iter().filter_map(Word::literal).find(|arg| flags.contains(arg)) {
+        return Some(format!("'{name} {flag}' can run other commands."));
+    }
+    // An expansion or a glob could produce one of the flags.
+    let uncertain = args.iter().find(|word| word.literal().is_none())?;
+    Some(format!("'{name}' has the argument '{uncertain}', which is not plain text and could be '{}'.", flags[0]))
+}
+
+/// Checks the first non-option argument of `name` against its allowed subcommands.
+fn check_subcommand(name: &str, args: &[Word], subcommands: &[String]) -> Result<(), String> {
+    let allowed = subcommands.join(", ");
+    for word in args {
+        let Some(text) = word.literal() else {
+            return Err(format!("{name}: '{word}' is not plain text, so the subcommand is not certain."));
+        };
+        if text.starts_with('-') {
+            continue;
+        }
+        if subcommands.iter().any(|s| s == text) {
+            return Ok(());
+        }
+        return Err(format!("{name} subcommand '{text}' is not allowed (allowed: {allowed})."));
+    }
+    Err(format!("{name} without a subcommand is not allowed (allowed: {allowed})."))
+}
+
+/// One entry of `command_specific_rules`: a list of subcommands, or a lone one.
+fn subcommand_list(command: &str, value: &Value) -> Result<Vec<String>, ParamError> {
+    let entry = format!("{COMMAND_SPECIFIC_RULES}.{command}");
+    let items = match value {
+        Value::String(_) => std::slice::from_ref(value),
+        Value::Array(items) => items.as_slice(),
+        other => {
+            return Err(ParamError::at(
+                COMMAND_SPECIFIC_RULES,
+                format!("'{entry}' must be a list of subcommands, not {}", type_name(other)),
+            ));
+        }
+    };
+    items
+        .iter()
+        .map(|item| match item {
+            Value::String(s) if !s.is_empty() && !s.chars().any(char::is_whitespace) => Ok(s.clone()),
+            Value::String(s) => {
+                Err(ParamError::at(COMMAND_SPECIFIC_RULES, format!("'{entry}' lists '{s}', which is not one word")))
+            }
+            other => Err(ParamError::at(
+                COMMAND_SPECIFIC_RULES,
+                format!("'{entry}' must list strings, not {}", type_name(other)),
+            )),
+        })
+        .collect()
 }
