@@ -1,5 +1,9 @@
-//! Where a request's policy comes from: inline in the request (compiled once per digest) or
+//! Where a request's policy comes from: inline in the request (compiled once per text) or
 //! by name from the worker's policy directory (compiled again when the file changes).
+//!
+//! Inline documents are looked up by their text, not by their digest: every request carries
+//! its policy, and a SHA-256 of the text per request cost more than the whole lookup should
+//! (the digest is computed once, when the document is compiled, and travels with it).
 
 use std::collections::HashMap;
 use std::fs;
@@ -10,9 +14,9 @@ use std::time::SystemTime;
 use airlock_contract::v1;
 use airlock_policy::Kind;
 use airlock_policy::chain::Policy;
-use airlock_policy::document::{Document, digest};
+use airlock_policy::document::Document;
 
-/// How many inline documents stay compiled; past it the cache starts over.
+/// How many inline documents (distinct texts) stay compiled; past it the cache starts over.
 const INLINE_CACHE_LIMIT: usize = 256;
 
 /// Why a request's policy cannot be used.
@@ -42,8 +46,25 @@ type Compiled = Result<Arc<Policy>, PolicyLookupError>;
 #[derive(Debug, Default)]
 pub struct PolicyStore {
     dir: Option<PathBuf>,
-    inline: Mutex<HashMap<(String, Kind), Compiled>>,
+    /// By the document's text, so a hit costs one hash and one comparison of the text.
+    inline: Mutex<HashMap<String, ByKind>>,
     named: Mutex<HashMap<(String, Kind), (FileStamp, Compiled)>>,
+}
+
+/// One inline document, compiled for the kinds asked so far.
+#[derive(Debug, Default)]
+struct ByKind {
+    approval: Option<Compiled>,
+    review: Option<Compiled>,
+}
+
+impl ByKind {
+    fn slot(&mut self, kind: Kind) -> &mut Option<Compiled> {
+        match kind {
+            Kind::Approval => &mut self.approval,
+            Kind::Review => &mut self.review,
+        }
+    }
 }
 
 /// What tells a policy file changed.
@@ -70,16 +91,18 @@ impl PolicyStore {
     }
 
     fn inline(&self, text: &str, kind: Kind) -> Compiled {
-        let key = (digest(text), kind);
         let mut cache = self.inline.lock().expect("policy cache lock");
-        if let Some(compiled) = cache.get(&key) {
-            return compiled.clone();
+        if let Some(entry) = cache.get_mut(text) {
+            let slot = entry.slot(kind);
+            return slot.get_or_insert_with(|| compile("<inline>", text, kind)).clone();
         }
         if cache.len() >= INLINE_CACHE_LIMIT {
             cache.clear();
         }
         let compiled = compile("<inline>", text, kind);
-        cache.insert(key, compiled.clone());
+        let mut entry = ByKind::default();
+        *entry.slot(kind) = Some(compiled.clone());
+        cache.insert(text.to_owned(), entry);
         compiled
     }
 
@@ -135,6 +158,34 @@ mod tests {
 
     fn named(name: &str) -> v1::Policy {
         v1::Policy { source: Some(v1::policy::Source::Name(name.into())), digest: String::new() }
+    }
+
+    fn inline(text: &str) -> v1::Policy {
+        v1::Policy { source: Some(v1::policy::Source::Inline(text.into())), digest: String::new() }
+    }
+
+    #[test]
+    fn inline_policies_compile_once_per_text_and_kind() {
+        let store = PolicyStore::new(None);
+        let text = "approvers:\n  - name: auto\n    tools: a\nreviewers:\n  - name: auto\n    tools: b\n";
+        let first = store.resolve(Some(&inline(text)), Kind::Approval).unwrap();
+        let again = store.resolve(Some(&inline(text)), Kind::Approval).unwrap();
+        assert!(Arc::ptr_eq(&first, &again), "a second request reuses the compiled policy");
+        assert_eq!(first.digest(), airlock_policy::document::digest(text));
+        let review = store.resolve(Some(&inline(text)), Kind::Review).unwrap();
+        assert_eq!(review.kind(), Kind::Review);
+        assert!(Arc::ptr_eq(&review, &store.resolve(Some(&inline(text)), Kind::Review).unwrap()));
+        let other = store.resolve(Some(&inline(&text.replace("tools: a", "tools: c"))), Kind::Approval).unwrap();
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert_ne!(first.digest(), other.digest());
+        // A document that does not compile for a kind stays an error for that kind only.
+        let approvals_only = "approvers:\n  - name: auto\n    tools: a\n";
+        assert!(store.resolve(Some(&inline(approvals_only)), Kind::Approval).is_ok());
+        assert!(matches!(
+            store.resolve(Some(&inline(approvals_only)), Kind::Review),
+            Err(PolicyLookupError::Invalid(_))
+        ));
+        assert!(store.resolve(Some(&inline(approvals_only)), Kind::Approval).is_ok());
     }
 
     #[test]
