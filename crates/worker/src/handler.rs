@@ -207,15 +207,15 @@ impl Handler {
         let correlation = correlation(request, kind);
         let routing_key = format!("{kind}.{}", decision_name(decision.decision));
         let mut out = Vec::with_capacity(2);
-        let audit = Message::new(decision.encode_to_vec()).with_correlation_id(correlation.clone());
+        let encoded = decision.encode_to_vec();
         if !request.reply_to.is_empty() {
-            let reply = v1::Reply { body: Some(v1::reply::Body::Decision(decision)) };
             out.push(Outgoing {
                 destination: Destination::queue(request.reply_to.clone()),
-                message: Message::new(reply.encode_to_vec()).with_correlation_id(correlation),
+                message: Message::new(reply_with_decision(&encoded)).with_correlation_id(correlation.clone()),
                 declare: None,
             });
         }
+        let audit = Message::new(encoded).with_correlation_id(correlation);
         out.push(Outgoing {
             destination: Destination::exchange(self.topology.decisions_exchange(), routing_key),
             message: audit,
@@ -291,6 +291,20 @@ impl Handler {
         });
         Handled::Dead { reason: format!("{code}: {text}"), reply }
     }
+}
+
+/// A `Reply` carrying the decision whose encoding is `decision`, byte for byte what encoding
+/// `Reply { body: Decision(..) }` gives, without encoding the decision a second time (the
+/// audit message carries the same bytes): the field's key, the length, the bytes.
+fn reply_with_decision(decision: &[u8]) -> Vec<u8> {
+    use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
+    /// `Reply.decision`'s field number in `airlock.proto`.
+    const REPLY_DECISION: u32 = 1;
+    let mut reply = Vec::with_capacity(1 + encoded_len_varint(decision.len() as u64) + decision.len());
+    encode_key(REPLY_DECISION, WireType::LengthDelimited, &mut reply);
+    encode_varint(decision.len() as u64, &mut reply);
+    reply.extend_from_slice(decision);
+    reply
 }
 
 /// The wire kind of a request, read from its body.

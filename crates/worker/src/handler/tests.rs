@@ -135,3 +135,18 @@ fn policy_problems_are_reported_with_their_code() {
 fn a_request_past_its_deadline_is_dropped() {
     assert_eq!(handler().on_request(&Message::new(request("ls", 5).encode_to_vec()), 6), Handled::Expired);
 }
+
+#[test]
+fn a_reply_wraps_the_encoded_decision_exactly_as_prost_would() {
+    let out = published(handler().on_request(&Message::new(request("ls", 0).encode_to_vec()), 10));
+    let v1::reply::Body::Decision(decision) = reply(&out[0]) else { panic!() };
+    assert_eq!(out[1].message.body.as_ref(), decision.encode_to_vec().as_slice(), "the audit carries the decision");
+    let wrapped = v1::Reply { body: Some(v1::reply::Body::Decision(decision.clone())) }.encode_to_vec();
+    assert_eq!(out[0].message.body.as_ref(), wrapped.as_slice());
+    // Past 127 bytes the length takes two bytes, past 16383 three.
+    for size in [0, 100, 200, 20_000] {
+        let big = v1::Decision { explanation: Some("x".repeat(size)), ..decision.clone() };
+        let wrapped = v1::Reply { body: Some(v1::reply::Body::Decision(big.clone())) }.encode_to_vec();
+        assert_eq!(super::reply_with_decision(&big.encode_to_vec()), wrapped, "explanation of {size} bytes");
+    }
+}
