@@ -32,7 +32,7 @@ fn python(repo: &Path) -> Option<PathBuf> {
     let python = repo.join(".venv/bin/python");
     let ready = python.is_file()
         && Command::new(&python)
-            .args(["-c", "import airlock, inspect_ai, pytest, grpc_tools"])
+            .args(["-c", "import airlock, inspect_ai, pytest, grpc_tools, openai"])
             .status()
             .is_ok_and(|status| status.success());
     if ready {

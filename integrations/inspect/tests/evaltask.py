@@ -1,7 +1,10 @@
-"""An Inspect task whose model is `mockllm/model` following a script: each sample's input is
+"""Inspect tasks whose model is `mockllm/model` following a script: each sample's input is
 a JSON list of turns, each turn the tool calls the model makes; after the last turn it
 answers "done". Every output carries its usage (so mockllm never counts tokens, which would
-download a tokenizer). The `shell` tool returns what it ran, or a secret for `env`."""
+download a tokenizer). The `shell` tool returns what it ran, or a secret for `env`.
+
+`airlock_script` runs the scripts with Inspect's own tool loop; `airlock_bridge` plays them
+to a bridged agent (an OpenAI-client tool loop through Inspect's agent bridge)."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import json
 from typing import Any
 
 from inspect_ai import Task, task
+from inspect_ai.agent import Agent, AgentState, agent, agent_bridge
 from inspect_ai.dataset import Sample
 from inspect_ai.model import ChatMessage, ChatMessageAssistant, GenerateConfig, ModelOutput, ModelUsage, get_model
 from inspect_ai.solver import generate, use_tools
@@ -88,5 +92,53 @@ def airlock_script(
     return Task(
         dataset=script_samples(names, copies),
         solver=[use_tools(shell()), generate()],
+        model=get_model("mockllm/model", custom_outputs=scripted),
+    )
+
+
+SHELL_SCHEMA = {
+    "type": "function",
+    "function": {
+        "name": "shell",
+        "description": "Run a shell command.",
+        "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]},
+    },
+}
+"""The bridged agent's own tool, as an OpenAI tool definition."""
+
+
+@agent
+def bridged_shell_agent() -> Agent:
+    """A third-party style agent: its own OpenAI client and tool loop, through Inspect's
+    agent bridge (which applies the eval's approval policy to each model response)."""
+
+    async def execute(state: AgentState) -> AgentState:
+        from openai import AsyncOpenAI
+
+        async with agent_bridge(state) as bridge:
+            client = AsyncOpenAI(api_key="unused-the-bridge-answers")
+            messages: list[Any] = [{"role": "user", "content": state.messages[0].text}]
+            for _ in range(5):
+                completion = await client.chat.completions.create(model="inspect", messages=messages, tools=[SHELL_SCHEMA])  # type: ignore[list-item]
+                reply = completion.choices[0].message
+                messages.append(reply.model_dump(exclude_none=True))
+                if not reply.tool_calls:
+                    break
+                for call in reply.tool_calls:
+                    cmd = json.loads(call.function.arguments)["cmd"]  # type: ignore[union-attr]
+                    output = SECRET_OUTPUT if cmd == "env" else f"ran: {cmd}"
+                    messages.append({"role": "tool", "tool_call_id": call.id, "content": output})
+            return bridge.state
+
+    return execute
+
+
+@task
+def airlock_bridge(scripts: str | list[str] = "approve,reject,modify") -> Task:
+    """The named scripts played to a bridged agent."""
+    names = scripts.split(",") if isinstance(scripts, str) else scripts
+    return Task(
+        dataset=script_samples(names),
+        solver=bridged_shell_agent(),
         model=get_model("mockllm/model", custom_outputs=scripted),
     )

@@ -1,8 +1,8 @@
 """Real Inspect evals (`inspect_ai.eval()` and the `inspect eval` command) on the scripted
 `mockllm/model`, approved and reviewed by `airlock worker` processes over RabbitMQ: approve,
 reject, modify, terminate, an escalation a person answers, reviews that continue and
-terminate, a step that fails the sample, many samples at once, and a fleet that is down. The
-`.eval` logs are read back with `read_eval_log`."""
+terminate, a step that fails the sample, many samples at once, a bridged agent, and a fleet
+that is down. The `.eval` logs are read back with `read_eval_log`."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import steps
 from airlock import fleet_approver, fleet_reviewer
 from airlock._proto import airlock_pb2 as pb
 from conftest import Fleet, unique_prefix
-from evaltask import SECRET_OUTPUT, airlock_script
+from evaltask import SECRET_OUTPUT, airlock_bridge, airlock_script
 
 HERE = Path(__file__).resolve().parent
 
@@ -253,3 +253,22 @@ def test_a_fleet_that_is_down_fails_closed_without_failing_the_eval(policy: Path
         assert approval.explanation is not None and approval.explanation.startswith("The Airlock fleet did not answer within 1.0s: ")
         assert approval.metadata["airlock"]["approver"] == "timeout"
         assert sample.output.completion == "done"
+
+
+def test_a_bridged_agent_is_approved_by_the_fleet(served: Fleet, policy: Path, tmp_path: Path) -> None:
+    """Inspect approves a bridged agent's model responses (reviews do not apply to them): a
+    rejected response is discarded and generated again, a modified one reaches the agent
+    with the fleet's arguments."""
+    approver = fleet_approver(url=served.url, prefix=served.prefix, policy=str(policy), timeout=60)
+    log = run_eval(tmp_path, tasks=airlock_bridge(), approval=[ApprovalPolicy(approver, "*")])
+    assert log.status == "success", log.error
+    samples = {sample.id: sample for sample in log.samples or []}
+    outcomes = {
+        name: ([(e.decision, e.explanation) for e in of(sample, ApprovalEvent)], [m.text for m in sample.messages if m.role == "tool"])
+        for name, sample in samples.items()
+    }
+    assert outcomes == {
+        "approve": ([("approve", "Automatic decision.")], ["ran: ls /"]),
+        "reject": ([("reject", "destructive command")], []),
+        "modify": ([("modify", "appended --dry-run=server")], ["ran: kubectl apply -f x.yaml --dry-run=server"]),
+    }
