@@ -1,0 +1,155 @@
+// Airlock review: live updates, keyboard shortcuts and in-place decisions for the
+// server-rendered pages. No dependencies; every task's HTML comes escaped from the server.
+(function () {
+  "use strict";
+
+  var csrf = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
+  var list = document.getElementById("tasks");
+
+  function cards() { return list ? Array.prototype.slice.call(list.querySelectorAll("article.task")) : []; }
+  function selected() { return list && list.querySelector("article.task.selected"); }
+
+  function select(card) {
+    cards().forEach(function (c) { c.classList.remove("selected"); });
+    if (card) {
+      card.classList.add("selected");
+      var rect = card.getBoundingClientRect();
+      if (rect.top < 60 || rect.top > window.innerHeight - 80) { card.scrollIntoView({ block: "start", behavior: "smooth" }); }
+    }
+  }
+
+  function refreshCount() {
+    var n = cards().filter(function (c) { return !c.classList.contains("leaving"); }).length;
+    var count = document.getElementById("count");
+    if (count) { count.textContent = String(n); }
+    var empty = document.getElementById("empty");
+    if (empty) { empty.hidden = n > 0; }
+    document.title = "(" + n + ") Airlock review";
+    if (!selected()) { select(cards()[0]); }
+  }
+
+  function remove(card) {
+    if (!card) { return; }
+    var wasSelected = card.classList.contains("selected");
+    var next = card.nextElementSibling || card.previousElementSibling;
+    card.classList.add("leaving");
+    setTimeout(function () {
+      card.remove();
+      if (wasSelected) { select(next && next.isConnected ? next : cards()[0]); }
+      refreshCount();
+    }, 250);
+  }
+
+  function byId(id) { return document.getElementById("task-" + id); }
+
+  function add(id) {
+    if (byId(id)) { return; }
+    fetch("/ui/tasks/" + encodeURIComponent(id), { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (!html || byId(id)) { return; }
+        var template = document.createElement("template");
+        template.innerHTML = html;
+        var card = template.content.firstElementChild;
+        if (!card || card.dataset.id !== id) { return; }
+        list.appendChild(card);
+        refreshCount();
+        tick();
+      });
+  }
+
+  function connect() {
+    var live = document.getElementById("live");
+    var source = new EventSource("/events");
+    source.addEventListener("open", function () { live.textContent = "live"; live.className = "live on"; });
+    source.addEventListener("error", function () { live.textContent = "reconnecting…"; live.className = "live off"; });
+    source.addEventListener("added", function (e) { add(e.data); });
+    source.addEventListener("removed", function (e) { remove(byId(e.data)); });
+    source.addEventListener("resync", function () { window.location.reload(); });
+  }
+
+  function decide(form, decision) {
+    var card = form.closest("article.task");
+    var status = form.querySelector(".status");
+    var buttons = form.querySelectorAll("button");
+    buttons.forEach(function (b) { b.disabled = true; });
+    var body = new URLSearchParams();
+    body.set("decision", decision);
+    body.set("explanation", form.querySelector("textarea").value);
+    fetch(form.action, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "X-CSRF-Token": csrf, "Accept": "application/json" },
+      body: body
+    }).then(function (r) {
+      return r.json().catch(function () { return {}; }).then(function (json) { return { status: r.status, json: json }; });
+    }).then(function (res) {
+      if (res.status >= 200 && res.status < 300) { remove(card); return; }
+      status.textContent = (res.json && res.json.error) || ("The decision failed (" + res.status + ").");
+      if (res.status === 409 || res.status === 404) { setTimeout(function () { remove(card); }, 1500); return; }
+      buttons.forEach(function (b) { b.disabled = false; });
+    }).catch(function () {
+      status.textContent = "The service cannot be reached; try again.";
+      buttons.forEach(function (b) { b.disabled = false; });
+    });
+  }
+
+  function duration(ms) {
+    var s = Math.max(0, Math.floor(ms / 1000));
+    if (s < 60) { return s + "s"; }
+    if (s < 3600) { return Math.floor(s / 60) + "m " + (s % 60) + "s"; }
+    return Math.floor(s / 3600) + "h " + Math.floor((s % 3600) / 60) + "m";
+  }
+
+  function tick() {
+    var now = Date.now();
+    document.querySelectorAll(".age[data-since]").forEach(function (el) {
+      el.textContent = "received " + duration(now - Number(el.dataset.since)) + " ago";
+    });
+    document.querySelectorAll(".deadline[data-until]").forEach(function (el) {
+      var left = Number(el.dataset.until) - now;
+      el.textContent = left > 0
+        ? "deadline in " + duration(left) + " (then " + el.dataset.onTimeout + ")"
+        : "deadline passed (" + el.dataset.onTimeout + ")";
+      el.classList.toggle("soon", left < 60000);
+    });
+  }
+
+  document.addEventListener("submit", function (e) {
+    var form = e.target;
+    if (!form.classList || !form.classList.contains("decide")) { return; }
+    e.preventDefault();
+    var decision = e.submitter && e.submitter.value;
+    if (decision) { decide(form, decision); }
+  });
+
+  document.addEventListener("click", function (e) {
+    var card = e.target.closest && e.target.closest("article.task");
+    if (card) { select(card); }
+  });
+
+  document.addEventListener("keydown", function (e) {
+    if (!list || e.ctrlKey || e.metaKey || e.altKey) { return; }
+    var typing = e.target && (e.target.tagName === "TEXTAREA" || e.target.tagName === "INPUT");
+    if (typing) {
+      if (e.key === "Escape") { e.target.blur(); }
+      return;
+    }
+    var card = selected();
+    var all = cards();
+    var index = all.indexOf(card);
+    if (e.key === "j" || e.key === "ArrowDown") { select(all[Math.min(all.length - 1, index + 1)]); e.preventDefault(); return; }
+    if (e.key === "k" || e.key === "ArrowUp") { select(all[Math.max(0, index - 1)]); e.preventDefault(); return; }
+    if (!card) { return; }
+    if (e.key === "x" || e.key === "/") { card.querySelector("textarea").focus(); e.preventDefault(); return; }
+    var button = card.querySelector('button[data-key="' + e.key.toLowerCase() + '"]');
+    if (button && !button.disabled) { e.preventDefault(); decide(button.form, button.value); }
+  });
+
+  if (document.body.dataset.page === "pending" && list) {
+    refreshCount();
+    connect();
+    tick();
+    setInterval(tick, 1000);
+  }
+})();

@@ -1,0 +1,342 @@
+//! Who may review: the tokens file, bearer tokens, browser sessions and CSRF protection.
+//!
+//! The tokens file is a YAML list of reviewers, each `{name, token_sha256, pools}`. Only the
+//! SHA-256 of a token is stored; `airlock reviewer add-token` makes a random token, appends
+//! its hash and prints the token once. A reviewer sees and decides the tasks of its pools
+//! (`"*"` stands for every pool the service serves), and its name is recorded as the answer's
+//! `decided_by`.
+//!
+//! The API takes `Authorization: Bearer <token>`. The web UI trades a token for a session
+//! cookie (`HttpOnly`, `SameSite=Strict`); every state-changing UI request must also carry the
+//! session's CSRF token (a form field or the `X-CSRF-Token` header) and, when the browser sends
+//! one, an `Origin` naming this very host.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The pool pattern that stands for every pool the service serves.
+pub const ALL_POOLS: &str = "*";
+/// The session cookie's name.
+pub const SESSION_COOKIE: &str = "airlock_session";
+/// The header a script sends the CSRF token in.
+pub const CSRF_HEADER: &str = "x-csrf-token";
+/// How long a browser session lasts.
+pub const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
+
+/// One reviewer of the tokens file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reviewer {
+    /// The name recorded as `decided_by` of this reviewer's answers.
+    pub name: String,
+    /// The SHA-256 of the reviewer's token, lowercase hex.
+    pub token_sha256: String,
+    /// The pools whose tasks the reviewer sees and decides (`"*"`: all of the service's).
+    pub pools: Vec<String>,
+}
+
+impl Reviewer {
+    /// Whether the reviewer may see and decide tasks of `pool`.
+    pub fn sees(&self, pool: &str) -> bool {
+        self.pools.iter().any(|p| p == pool || p == ALL_POOLS)
+    }
+
+    /// The reviewer's pools among `served` (the service's pools).
+    pub fn pools_among(&self, served: &[String]) -> Vec<String> {
+        served.iter().filter(|pool| self.sees(pool)).cloned().collect()
+    }
+}
+
+/// What is wrong with a tokens file or a new reviewer.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    /// The file cannot be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not a list of reviewers (the message has line and column).
+    #[error("{path}: {message}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// What the parser said.
+        message: String,
+    },
+    /// A reviewer entry is not valid.
+    #[error("{path}: {message}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Every reviewer the service knows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reviewers {
+    list: Vec<Reviewer>,
+}
+
+impl Reviewers {
+    /// Reads and checks a tokens file.
+    pub fn load(path: &Path) -> Result<Self, AuthError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| AuthError::Io { path: shown.clone(), source })?;
+        Self::parse(&text, &shown)
+    }
+
+    /// Reads and checks the text of a tokens file; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, AuthError> {
+        let list: Vec<Reviewer> = if text.trim().is_empty() {
+            Vec::new()
+        } else {
+            serde_saphyr::from_str(text)
+                .map_err(|e| AuthError::Parse { path: origin.to_owned(), message: e.to_string() })?
+        };
+        let invalid = |message: String| AuthError::Invalid { path: origin.to_owned(), message };
+        for (index, reviewer) in list.iter().enumerate() {
+            check_name(&reviewer.name).map_err(|m| invalid(format!("reviewer {}: {m}", index + 1)))?;
+            let hash = &reviewer.token_sha256;
+            if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(invalid(format!("reviewer '{}': token_sha256 must be 64 hex digits", reviewer.name)));
+            }
+            if reviewer.pools.is_empty() {
+                return Err(invalid(format!("reviewer '{}': pools must name at least one pool", reviewer.name)));
+            }
+            if list[..index].iter().any(|other| other.name == reviewer.name) {
+                return Err(invalid(format!("reviewer '{}' is listed twice", reviewer.name)));
+            }
+        }
+        Ok(Reviewers { list })
+    }
+
+    /// Reviewers from a list (tests, the demo).
+    pub fn from_list(list: Vec<Reviewer>) -> Self {
+        Reviewers { list }
+    }
+
+    /// The reviewer whose token this is.
+    pub fn authenticate(&self, token: &str) -> Option<&Reviewer> {
+        let hash = sha256_hex(token.trim());
+        self.list.iter().find(|r| constant_time_eq(r.token_sha256.to_ascii_lowercase().as_bytes(), hash.as_bytes()))
+    }
+
+    /// The reviewer called `name`.
+    pub fn by_name(&self, name: &str) -> Option<&Reviewer> {
+        self.list.iter().find(|r| r.name == name)
+    }
+
+    /// How many there are.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+}
+
+/// A reviewer name: letters, digits and `._@-`, 1 to 64 of them.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '-'));
+    if ok { Ok(()) } else { Err(format!("name '{name}' must be 1 to 64 letters, digits or . _ @ -")) }
+}
+
+/// Appends a reviewer with a new random token to the tokens file (created if missing) and
+/// returns the token, which is stored nowhere else.
+pub fn add_token(path: &Path, name: &str, pools: &[String]) -> Result<String, AuthError> {
+    let shown = path.display().to_string();
+    let invalid = |message: String| AuthError::Invalid { path: shown.clone(), message };
+    check_name(name).map_err(invalid)?;
+    if pools.is_empty() || pools.iter().any(|p| p.is_empty() || p.contains(['\n', '"', '\\'])) {
+        return Err(invalid("--pools must name at least one pool".into()));
+    }
+    let existing = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(source) => return Err(AuthError::Io { path: shown, source }),
+    };
+    let reviewers = Reviewers::parse(&existing, &shown)?;
+    if reviewers.by_name(name).is_some() {
+        return Err(invalid(format!("a reviewer named '{name}' exists already")));
+    }
+    let token = new_token();
+    let mut entry = String::new();
+    if !existing.is_empty() && !existing.ends_with('\n') {
+        entry.push('\n');
+    }
+    let pools: Vec<String> = pools.iter().map(|p| format!("\"{p}\"")).collect();
+    let _ = writeln!(entry, "- name: {name}\n  token_sha256: {}\n  pools: [{}]", sha256_hex(&token), pools.join(", "));
+    let mut text = existing;
+    text.push_str(&entry);
+    Reviewers::parse(&text, &shown)?;
+    write_private(path, &text).map_err(|source| AuthError::Io { path: shown, source })?;
+    Ok(token)
+}
+
+/// Writes the file readable by its owner only (it lists who may decide).
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let tmp = path.with_extension("tmp");
+    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()?;
+    std::fs::rename(tmp, path)
+}
+
+/// A fresh random token: 32 bytes from the OS, hex.
+pub fn new_token() -> String {
+    random_hex::<32>()
+}
+
+/// `N` random bytes from the OS, as lowercase hex.
+pub fn random_hex<const N: usize>() -> String {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).expect("the OS random source works");
+    hex(&bytes)
+}
+
+/// SHA-256 of `text`, lowercase hex.
+pub fn sha256_hex(text: &str) -> String {
+    hex(&Sha256::digest(text.as_bytes()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
+}
+
+/// Compares without stopping at the first difference.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+// === impl Sessions ===
+
+/// A logged-in browser.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    /// The reviewer's name.
+    pub reviewer: String,
+    /// The token forms and scripts must echo.
+    pub csrf: String,
+    expires: Instant,
+}
+
+/// Browser sessions, in memory: a restart of the service logs browsers out (a token logs in
+/// again), and several processes behind one address need sticky routing.
+#[derive(Debug, Default)]
+pub struct Sessions {
+    map: Mutex<HashMap<String, Session>>,
+}
+
+impl Sessions {
+    /// Opens a session for `reviewer`; returns its id (the cookie's value).
+    pub fn open(&self, reviewer: &str) -> (String, Session) {
+        let id = random_hex::<32>();
+        let session =
+            Session { reviewer: reviewer.to_owned(), csrf: random_hex::<32>(), expires: Instant::now() + SESSION_TTL };
+        let mut map = self.map.lock().expect("sessions lock");
+        let now = Instant::now();
+        map.retain(|_, s| s.expires > now);
+        map.insert(id.clone(), session.clone());
+        (id, session)
+    }
+
+    /// The live session with this id.
+    pub fn get(&self, id: &str) -> Option<Session> {
+        let map = self.map.lock().expect("sessions lock");
+        map.get(id).filter(|s| s.expires > Instant::now()).cloned()
+    }
+
+    /// Ends a session.
+    pub fn close(&self, id: &str) {
+        self.map.lock().expect("sessions lock").remove(id);
+    }
+}
+
+/// The value of cookie `name` in a `Cookie` header.
+pub fn cookie<'a>(header: &'a str, name: &str) -> Option<&'a str> {
+    header.split(';').filter_map(|pair| pair.trim().split_once('=')).find(|(k, _)| *k == name).map(|(_, v)| v)
+}
+
+/// Whether an `Origin` header names the host the request was sent to (`Host`).
+pub fn same_origin(origin: &str, host: &str) -> bool {
+    let Some((scheme, rest)) = origin.split_once("://") else { return false };
+    matches!(scheme, "http" | "https") && rest.eq_ignore_ascii_case(host)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_checked_by_hash() {
+        let token = new_token();
+        assert_eq!(token.len(), 64);
+        let reviewers = Reviewers::from_list(vec![Reviewer {
+            name: "alice".into(),
+            token_sha256: sha256_hex(&token),
+            pools: vec!["ops".into()],
+        }]);
+        assert_eq!(reviewers.authenticate(&token).map(|r| r.name.as_str()), Some("alice"));
+        assert!(reviewers.authenticate("nope").is_none());
+        assert!(reviewers.authenticate(&token).unwrap().sees("ops"));
+        assert!(!reviewers.authenticate(&token).unwrap().sees("security"));
+    }
+
+    #[test]
+    fn add_token_appends_and_keeps_what_was_there() {
+        let dir = std::env::temp_dir().join(format!("airlock-tokens-{}", random_hex::<6>()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("tokens.yaml");
+        std::fs::write(&path, "# reviewers of the security team\n").unwrap();
+        let alice = add_token(&path, "alice", &["ops".into(), "security".into()]).unwrap();
+        let bob = add_token(&path, "bob", &["*".into()]).unwrap();
+        assert_ne!(alice, bob);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with("# reviewers of the security team\n"), "{text}");
+        assert!(!text.contains(&alice), "the token itself is never stored");
+        let reviewers = Reviewers::load(&path).unwrap();
+        assert_eq!(reviewers.len(), 2);
+        assert_eq!(reviewers.authenticate(&alice).unwrap().pools, ["ops", "security"]);
+        assert!(reviewers.authenticate(&bob).unwrap().sees("anything"));
+        assert!(matches!(add_token(&path, "alice", &["ops".into()]), Err(AuthError::Invalid { .. })));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn bad_files_say_where() {
+        let err = Reviewers::parse("- name: a\n  token_sha256: 12\n  pools: [x]\n", "t.yaml").unwrap_err();
+        assert!(err.to_string().contains("64 hex digits"), "{err}");
+        let err = Reviewers::parse("- name: a\n  pools: [x]\n  extra: 1\n", "t.yaml").unwrap_err();
+        assert!(err.to_string().starts_with("t.yaml:"), "{err}");
+    }
+
+    #[test]
+    fn cookies_and_origins() {
+        assert_eq!(cookie("a=1; airlock_session=xyz; b=2", SESSION_COOKIE), Some("xyz"));
+        assert_eq!(cookie("a=1", SESSION_COOKIE), None);
+        assert!(same_origin("http://127.0.0.1:8080", "127.0.0.1:8080"));
+        assert!(!same_origin("http://evil.example", "127.0.0.1:8080"));
+        assert!(!same_origin("null", "127.0.0.1:8080"));
+    }
+}

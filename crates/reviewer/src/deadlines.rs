@@ -1,0 +1,66 @@
+//! Deadlines: a pending task whose deadline passed gets its step's `on_timeout` decision,
+//! recorded as decided by [`DECIDED_BY_TIMEOUT`](crate::task::DECIDED_BY_TIMEOUT), through the
+//! same path as a person's answer (so a person who answered first wins).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::{info, warn};
+
+use crate::shared::{Shared, now_ms};
+use crate::task::{DECIDED_BY_TIMEOUT, timeout_explanation};
+
+/// The longest sleep between looks at the store (other processes may add tasks to a shared
+/// store without waking this one).
+const MAX_SLEEP: Duration = Duration::from_secs(5);
+/// The pause before retrying a deadline that could not be answered.
+const RETRY: Duration = Duration::from_millis(500);
+
+/// How long to sleep before the next look, given the earliest pending deadline.
+pub fn sleep_for(next_deadline: Option<i64>, now: i64) -> Duration {
+    match next_deadline {
+        Some(deadline) if deadline > now => Duration::from_millis((deadline - now) as u64).min(MAX_SLEEP),
+        // Only when answering failed (the store is down): retry soon, without spinning.
+        Some(_) => RETRY,
+        None => MAX_SLEEP,
+    }
+}
+
+/// Answers expired tasks until the service stops.
+pub async fn run(shared: Arc<Shared>) {
+    loop {
+        let now = now_ms();
+        match shared.store.expired(now).await {
+            Ok(expired) => {
+                for task in expired {
+                    let decision = task.on_timeout();
+                    match shared.decide(&task, decision, timeout_explanation(decision), DECIDED_BY_TIMEOUT).await {
+                        Ok(_) => info!(task = %task.id, correlation = %task.correlation, %decision, "Deadline passed."),
+                        Err(e) => warn!(task = %task.id, error = %e, "Answering an expired task failed."),
+                    }
+                }
+            }
+            Err(e) => warn!(error = %e, "Looking for expired tasks failed."),
+        }
+        let next = shared.store.next_deadline().await.unwrap_or(None);
+        let sleep = sleep_for(next, now_ms());
+        tokio::select! {
+            () = shared.stop.cancelled() => return,
+            () = shared.deadlines.notified() => {}
+            () = tokio::time::sleep(sleep) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sleeps_until_the_next_deadline_at_most_max() {
+        assert_eq!(sleep_for(None, 1_000), MAX_SLEEP);
+        assert_eq!(sleep_for(Some(1_500), 1_000), Duration::from_millis(500));
+        assert_eq!(sleep_for(Some(900), 1_000), RETRY);
+        assert_eq!(sleep_for(Some(1_000 + 3_600_000), 1_000), MAX_SLEEP);
+    }
+}

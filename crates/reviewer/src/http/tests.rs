@@ -1,0 +1,243 @@
+//! The router through `oneshot`: API authorisation, choices, conflicts; the UI's login,
+//! CSRF and escaping.
+
+use axum::body::Body;
+use axum::http::Request;
+use prost::Message as _;
+use tower::ServiceExt as _;
+
+use super::*;
+use crate::auth::{Reviewers, sha256_hex};
+use crate::fixtures::{human, memory_store};
+use crate::store::Inserted;
+
+const ALICE: &str = "alice-token";
+const BOB: &str = "bob-token";
+
+async fn setup() -> (Arc<Shared>, tokio::sync::mpsc::UnboundedReceiver<crate::store::OutboxEntry>, Vec<String>) {
+    let reviewers = Reviewers::from_list(vec![
+        Reviewer { name: "alice".into(), token_sha256: sha256_hex(ALICE), pools: vec!["ops".into()] },
+        Reviewer { name: "bob".into(), token_sha256: sha256_hex(BOB), pools: vec!["security".into()] },
+    ]);
+    let (shared, outbox) = Shared::new(memory_store().await, reviewers, vec!["ops".into(), "security".into()]);
+    let mut ids = Vec::new();
+    for incoming in
+        [human("ops", "s1", "c1", false, 0), human("ops", "s1", "c2", true, 0), human("security", "s2", "c1", false, 0)]
+    {
+        let Inserted::Created(id) = shared.store.insert(&incoming, now_ms()).await.unwrap() else { panic!() };
+        ids.push(id);
+    }
+    (shared, outbox, ids)
+}
+
+async fn send(shared: &Arc<Shared>, request: Request<Body>) -> (StatusCode, HeaderMap, String) {
+    let response = app(shared.clone()).oneshot(request).await.unwrap();
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    (parts.status, parts.headers, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+fn api(method: &str, uri: &str, token: Option<&str>, body: Option<Value>) -> Request<Body> {
+    let mut request = Request::builder().method(method).uri(uri);
+    if let Some(token) = token {
+        request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    match body {
+        Some(body) => request.header(header::CONTENT_TYPE, "application/json").body(Body::from(body.to_string())),
+        None => request.body(Body::empty()),
+    }
+    .unwrap()
+}
+
+#[tokio::test]
+async fn the_api_shows_and_decides_only_the_callers_pools() {
+    let (shared, mut outbox, ids) = setup().await;
+    let (status, headers, _) = send(&shared, api("GET", "/api/tasks", None, None)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(headers[header::CONTENT_SECURITY_POLICY], CSP);
+    assert_eq!(send(&shared, api("GET", "/api/tasks", Some("wrong"), None)).await.0, StatusCode::UNAUTHORIZED);
+
+    let (status, _, body) = send(&shared, api("GET", "/api/tasks", Some(ALICE), None)).await;
+    assert_eq!(status, StatusCode::OK);
+    let list: Value = serde_json::from_str(&body).unwrap();
+    let tasks = list["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 2);
+    assert_eq!(tasks[0]["id"], ids[0].as_str());
+    assert_eq!(tasks[0]["kind"], "approval");
+    assert_eq!(tasks[0]["choices"], json!(["approve", "reject", "terminate"]));
+    assert_eq!(tasks[0]["call"]["function"], "bash");
+    assert_eq!(tasks[0]["call"]["arguments"]["cmd"], "rm -r build");
+    assert_eq!(tasks[0]["correlation"], "approval/run/s1/1/c1");
+    assert_eq!(tasks[0]["state"], "pending");
+    assert_eq!(tasks[1]["choices"], json!(["continue", "terminate"]));
+    assert!(tasks[1]["shown"]["call"]["text"].as_str().unwrap().contains("**Result**"));
+
+    // Another pool's task does not exist for alice.
+    let uri = format!("/api/tasks/{}", ids[2]);
+    assert_eq!(send(&shared, api("GET", &uri, Some(ALICE), None)).await.0, StatusCode::NOT_FOUND);
+    let decide = format!("/api/tasks/{}/decision", ids[2]);
+    let approve = json!({"decision": "approve"});
+    assert_eq!(send(&shared, api("POST", &decide, Some(ALICE), Some(approve.clone()))).await.0, StatusCode::NOT_FOUND);
+
+    // Choices are checked; a bad body says what is expected.
+    let decide = format!("/api/tasks/{}/decision", ids[0]);
+    let (status, _, body) = send(&shared, api("POST", &decide, Some(ALICE), Some(json!({"decision": "modify"})))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(body.contains("'modify' is not one of this task's choices (approve, reject, terminate)"), "{body}");
+    let (status, _, body) = send(&shared, api("POST", &decide, Some(ALICE), Some(json!({"decision": "maybe"})))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let (status, _, body) = send(&shared, api("POST", &decide, Some(ALICE), Some(json!({"verdict": "approve"})))).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(outbox.try_recv().is_err(), "nothing decided yet");
+
+    // A decision is recorded once, with the reviewer's name; the second is a conflict.
+    let body = json!({"decision": "reject", "explanation": "not on a Friday"});
+    let (status, _, text) = send(&shared, api("POST", &decide, Some(ALICE), Some(body))).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let task: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        (task["state"].as_str(), task["decision"].as_str(), task["decided_by"].as_str()),
+        (Some("decided"), Some("reject"), Some("alice"))
+    );
+    let entry = outbox.try_recv().expect("the answer went to the outbox");
+    let answer = airlock_contract::v1::StepResult::decode(entry.body.as_slice()).unwrap().answer.unwrap();
+    assert_eq!((answer.decided_by.as_str(), answer.explanation.as_deref()), ("alice", Some("not on a Friday")));
+    let (status, _, text) = send(&shared, api("POST", &decide, Some(ALICE), Some(approve))).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let conflict: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!((conflict["error"].as_str(), conflict["decided_by"].as_str()), (Some("already decided"), Some("alice")));
+    assert!(outbox.try_recv().is_err(), "nothing sent twice");
+
+    // A dismissed review fails closed to terminate, with Inspect's default explanation text.
+    let dismiss = format!("/api/tasks/{}/decision", ids[1]);
+    let (status, _, text) =
+        send(&shared, api("POST", &dismiss, Some(ALICE), Some(json!({"decision": "dismiss"})))).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let task: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(task["decision"], "terminate");
+    assert_eq!(task["explanation"], DISMISSED_EXPLANATION);
+
+    let (_, _, text) = send(&shared, api("GET", "/api/history", Some(ALICE), None)).await;
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["tasks"].as_array().unwrap().len(), 2);
+    let (_, _, text) = send(&shared, api("GET", "/api/me", Some(BOB), None)).await;
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), json!({"name": "bob", "pools": ["security"]}));
+}
+
+fn browser(
+    method: &str,
+    uri: &str,
+    cookie: Option<&str>,
+    origin: Option<&str>,
+    body: &str,
+) -> axum::http::request::Builder {
+    let mut request = Request::builder().method(method).uri(uri).header(header::HOST, "127.0.0.1:8080");
+    if let Some(cookie) = cookie {
+        request = request.header(header::COOKIE, format!("{SESSION_COOKIE}={cookie}"));
+    }
+    if let Some(origin) = origin {
+        request = request.header(header::ORIGIN, origin);
+    }
+    if !body.is_empty() {
+        request = request.header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+    }
+    request
+}
+
+async fn login(shared: &Arc<Shared>, token: &str) -> String {
+    let request = browser("POST", "/login", None, Some("http://127.0.0.1:8080"), "x")
+        .body(Body::from(format!("token={token}")))
+        .unwrap();
+    let (status, headers, _) = send(shared, request).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let cookie = headers[header::SET_COOKIE].to_str().unwrap().to_owned();
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    cookie.trim_start_matches("airlock_session=").split(';').next().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn the_ui_needs_a_session_and_a_csrf_token() {
+    let (shared, _outbox, ids) = setup().await;
+    let (status, headers, page) = send(&shared, browser("GET", "/", None, None, "").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("Sign in"));
+    assert_eq!(headers[header::CONTENT_SECURITY_POLICY], CSP);
+
+    // Login from another site, or with a wrong token, fails.
+    let cross = browser("POST", "/login", None, Some("http://evil.example"), "x")
+        .body(Body::from(format!("token={ALICE}")))
+        .unwrap();
+    assert_eq!(send(&shared, cross).await.0, StatusCode::FORBIDDEN);
+    let wrong = browser("POST", "/login", None, None, "x").body(Body::from("token=nope")).unwrap();
+    assert_eq!(send(&shared, wrong).await.0, StatusCode::UNAUTHORIZED);
+
+    let cookie = login(&shared, ALICE).await;
+    let (status, _, page) =
+        send(&shared, browser("GET", "/", Some(&cookie), None, "").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains(&format!("id=\"task-{}\"", ids[0])), "{page}");
+    assert!(!page.contains(&format!("id=\"task-{}\"", ids[2])), "bob's pool is not shown to alice");
+    assert!(page.contains("data-key=\"a\""));
+    let csrf = page.split("name=\"csrf-token\" content=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
+
+    // A decision without the CSRF token, or from another origin, is refused.
+    let uri = format!("/ui/tasks/{}/decision", ids[0]);
+    let no_token = browser("POST", &uri, Some(&cookie), None, "x").body(Body::from("decision=approve")).unwrap();
+    assert_eq!(send(&shared, no_token).await.0, StatusCode::FORBIDDEN);
+    let cross = browser("POST", &uri, Some(&cookie), Some("http://evil.example"), "x")
+        .header(CSRF_HEADER, &csrf)
+        .body(Body::from("decision=approve"))
+        .unwrap();
+    assert_eq!(send(&shared, cross).await.0, StatusCode::FORBIDDEN);
+    assert!(shared.store.task(&ids[0]).await.unwrap().unwrap().is_pending());
+
+    let good = browser("POST", &uri, Some(&cookie), Some("http://127.0.0.1:8080"), "x")
+        .header(CSRF_HEADER, &csrf)
+        .header(header::ACCEPT, "application/json")
+        .body(Body::from("decision=approve&explanation="))
+        .unwrap();
+    let (status, _, text) = send(&shared, good).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let task: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        (task["decided_by"].as_str(), task["explanation"].as_str()),
+        (Some("alice"), Some("Human operator approved tool call."))
+    );
+
+    // A plain form post (no script) works with the form's token and redirects.
+    let uri = format!("/ui/tasks/{}/decision", ids[1]);
+    let form = browser("POST", &uri, Some(&cookie), None, "x")
+        .body(Body::from(format!("decision=continue&csrf={csrf}")))
+        .unwrap();
+    assert_eq!(send(&shared, form).await.0, StatusCode::SEE_OTHER);
+
+    let (status, _, page) =
+        send(&shared, browser("GET", "/history", Some(&cookie), None, "").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("<td>alice</td>"), "{page}");
+    assert_eq!(
+        send(&shared, browser("GET", "/events", None, None, "").body(Body::empty()).unwrap()).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+}
+
+#[tokio::test]
+async fn model_text_is_escaped_and_invisible_characters_are_shown() {
+    let (shared, _outbox, _) = setup().await;
+    let mut incoming = human("ops", "s9", "c9", false, 0);
+    let request = incoming.human.task.as_mut().unwrap().request.as_mut().unwrap();
+    let Some(airlock_contract::v1::request::Body::Approval(body)) = request.body.as_mut() else { panic!() };
+    body.message = "Ignore this: <img src=x onerror=alert(1)>\u{1b}[2J".into();
+    body.call.as_mut().unwrap().arguments_json =
+        json!({"cmd": "echo '<script>alert(1)</script>' \u{202e}txt.exe"}).to_string();
+    let Inserted::Created(id) = shared.store.insert(&incoming, now_ms()).await.unwrap() else { panic!() };
+    let cookie = login(&shared, ALICE).await;
+    let (status, _, card) =
+        send(&shared, browser("GET", &format!("/ui/tasks/{id}"), Some(&cookie), None, "").body(Body::empty()).unwrap())
+            .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!card.contains("<script>") && !card.contains("<img"), "{card}");
+    assert!(card.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "{card}");
+    assert!(card.contains("&lt;img src=x onerror=alert(1)&gt;"), "{card}");
+    assert!(card.contains("‹U+001B›</span>[2J") && card.contains("‹U+202E›</span>txt.exe"), "{card}");
+    assert!(card.contains("class=\"warn\""), "{card}");
+}

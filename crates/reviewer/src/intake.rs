@@ -1,0 +1,144 @@
+//! Intake: human tasks from the pools' queues into the store, then acknowledged; and the
+//! runners' `Cancel`s, which withdraw tasks.
+//!
+//! A task is acknowledged only once it is durable in the store, and never held open while a
+//! person thinks: the broker cuts deliveries left unacknowledged for 30 minutes, and a person
+//! may take hours. A task the store holds already (a redelivery, a duplicate publish) is
+//! acknowledged without a second row. While the store is unreachable the delivery is kept and
+//! the insert retried with backoff; at shutdown it goes back to its queue.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use airlock_contract::v1;
+use airlock_transport::{Consumer, Delivery, Topology, Transport};
+use prost::Message as _;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+use crate::shared::{Shared, now_ms};
+use crate::store::Inserted;
+use crate::task::Incoming;
+
+/// Retry delays while the store fails, capped at the last.
+const RETRY: [Duration; 4] =
+    [Duration::from_millis(200), Duration::from_secs(1), Duration::from_secs(3), Duration::from_secs(10)];
+
+/// Consumes one pool's queue until the service stops, then cancels the consumer and lets the
+/// deliveries in hand finish.
+pub async fn consume_pool<T: Transport>(
+    shared: Arc<Shared>,
+    transport: T,
+    topology: Topology,
+    pool: String,
+    mut consumer: Consumer,
+) {
+    let tracker = TaskTracker::new();
+    loop {
+        tokio::select! {
+            () = shared.stop.cancelled() => break,
+            delivery = consumer.next() => match delivery {
+                Some(delivery) => {
+                    tracker.spawn(take(shared.clone(), transport.clone(), topology.clone(), pool.clone(), delivery));
+                }
+                None => break,
+            },
+        }
+    }
+    consumer.cancel().await;
+    tracker.close();
+    tracker.wait().await;
+    debug!(%pool, "Intake stopped.");
+}
+
+/// Stores one delivered task, then acknowledges it.
+async fn take<T: Transport>(shared: Arc<Shared>, transport: T, topology: Topology, pool: String, delivery: Delivery) {
+    let incoming = match Incoming::decode(&delivery.message.body, &pool) {
+        Ok(incoming) => incoming,
+        Err(e) => {
+            warn!(%pool, error = %e, "Unusable human task dead-lettered.");
+            if let Err(e) = transport.publish_dead(&topology, delivery, &format!("bad_message: {e}")).await {
+                warn!(error = %e, "Dead-lettering failed; the broker will deliver the task again.");
+            }
+            return;
+        }
+    };
+    let mut attempt = 0;
+    let inserted = loop {
+        match shared.store.insert(&incoming, now_ms()).await {
+            Ok(inserted) => break inserted,
+            Err(e) => {
+                let delay = RETRY[attempt.min(RETRY.len() - 1)];
+                attempt += 1;
+                warn!(correlation = %incoming.correlation, error = %e, ?delay, "Storing a task failed; retrying.");
+                tokio::select! {
+                    () = shared.stop.cancelled() => {
+                        let _ = delivery.nack_requeue().await;
+                        return;
+                    }
+                    () = tokio::time::sleep(delay) => {}
+                }
+            }
+        }
+    };
+    match &inserted {
+        Inserted::Created(id) => {
+            info!(task = %id, correlation = %incoming.correlation, pool = %incoming.pool, "Human task stored.");
+            shared.poke();
+            shared.deadlines.notify_one();
+        }
+        Inserted::Duplicate => debug!(correlation = %incoming.correlation, "Duplicate human task ignored."),
+        Inserted::Withdrawn => debug!(correlation = %incoming.correlation, "Human task for a withdrawn call dropped."),
+    }
+    if let Err(e) = delivery.ack().await {
+        // Redelivered later and recognised as a duplicate.
+        debug!(correlation = %incoming.correlation, error = %e, "Acknowledging a stored task failed.");
+    }
+}
+
+/// Consumes the service's private queue bound to the cancels exchange until the service stops.
+pub async fn consume_cancels(shared: Arc<Shared>, mut consumer: Consumer) {
+    loop {
+        let delivery = tokio::select! {
+            () = shared.stop.cancelled() => break,
+            delivery = consumer.next() => match delivery {
+                Some(delivery) => delivery,
+                None => break,
+            },
+        };
+        match v1::Cancel::decode(delivery.message.body.as_ref()) {
+            Ok(cancel) => {
+                let kind = v1::Kind::try_from(cancel.kind).unwrap_or(v1::Kind::Approval);
+                let correlation = cancel.key.unwrap_or_default().correlation_id(kind);
+                let reason =
+                    if cancel.reason.is_empty() { "withdrawn by the runner".to_owned() } else { cancel.reason };
+                let mut attempt = 0;
+                loop {
+                    match shared.store.cancel(&correlation, &reason, now_ms()).await {
+                        Ok(ids) => {
+                            if !ids.is_empty() {
+                                info!(%correlation, tasks = ids.len(), "Human tasks withdrawn.");
+                                shared.poke();
+                            }
+                            break;
+                        }
+                        Err(e) => {
+                            let delay = RETRY[attempt.min(RETRY.len() - 1)];
+                            attempt += 1;
+                            warn!(%correlation, error = %e, "Withdrawing tasks failed; retrying.");
+                            tokio::select! {
+                                () = shared.stop.cancelled() => return,
+                                () = tokio::time::sleep(delay) => {}
+                            }
+                        }
+                    }
+                }
+            }
+            Err(e) => warn!(error = %e, "A message on the cancels queue is not an airlock.v1.Cancel; dropped."),
+        }
+        if let Err(e) = delivery.ack().await {
+            debug!(error = %e, "Acknowledging a cancel failed.");
+        }
+    }
+    consumer.cancel().await;
+}

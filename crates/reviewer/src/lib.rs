@@ -1,0 +1,227 @@
+//! The reviewer service: where people decide the tool calls a policy escalates to a human.
+//!
+//! Policy workers publish a `HumanTask` to `<p>.human.<pool>`. The service stores each task
+//! durably, then acknowledges it (a person may take hours; a delivery is never held open
+//! while one thinks), shows it in a web UI and an HTTP API, and publishes the person's answer
+//! as the step's `StepResult` to `<p>.results` through an outbox, so the chain goes on. Tasks
+//! whose deadline passes get their step's `on_timeout` decision; tasks their runner withdraws
+//! (a `Cancel` on `<p>.cancels`) leave the UI unanswered.
+//!
+//! Layout:
+//! - [`task`]: a stored task, the choices it offers, Inspect's explanations.
+//! - [`store`]: SQLite or PostgreSQL, one schema with migrations; dedup, first answer wins.
+//! - [`intake`]: human queues → store → ack; the cancels queue.
+//! - [`outbox`]: answers published with confirms, marked sent, resent after a restart.
+//! - [`deadlines`]: `on_timeout` for tasks nobody answered in time.
+//! - [`shared`]: the state the parts share, the decision path, the change feed.
+//! - [`http`]: the axum router: API, UI, server-sent events.
+//! - [`auth`]: tokens file, bearer tokens, sessions, CSRF.
+//! - [`ui`]: display-safe text, escaping, markdown, the pages.
+//! - [`run`] / [`Service`]: start, serve, stop in order.
+#![forbid(unsafe_code)]
+#![deny(rust_2018_idioms)]
+
+pub mod auth;
+pub mod deadlines;
+#[cfg(test)]
+mod fixtures;
+pub mod http;
+pub mod intake;
+pub mod outbox;
+pub mod shared;
+pub mod store;
+pub mod task;
+pub mod testing;
+pub mod ui;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use airlock_transport::{Destination, Topology, Transport, TransportError};
+use tokio::task::JoinHandle;
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn};
+
+use crate::auth::Reviewers;
+use crate::shared::Shared;
+use crate::store::{Store, StoreError};
+
+/// How long the service may take to stop after it is asked to.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// Deliveries of a human queue taken at once.
+pub const PREFETCH: u16 = 32;
+
+/// How a reviewer service runs.
+#[derive(Debug, Clone)]
+pub struct ReviewerConfig {
+    /// The fleet's prefix.
+    pub prefix: String,
+    /// The pools whose human queues this service consumes and shows.
+    pub pools: Vec<String>,
+    /// Where tasks are stored: `sqlite:PATH`, `sqlite::memory:` or `postgres://…`.
+    pub store: String,
+    /// The address the UI and the API listen on (port 0: any free port).
+    pub listen: SocketAddr,
+    /// Who may review.
+    pub reviewers: Reviewers,
+    /// Names this service's queue on the cancels exchange (`<p>.reply.<id>`). Processes that
+    /// share a store may share it; services with their own stores need their own.
+    pub instance: String,
+}
+
+/// Why the service could not start or run.
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewerError {
+    /// The configuration is not usable.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The store failed to open or migrate.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The broker failed.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl ReviewerConfig {
+    /// Checks what can be checked before touching the network.
+    pub fn validate(&self) -> Result<(), ReviewerError> {
+        if self.pools.is_empty() {
+            return Err(ReviewerError::Config("at least one pool is needed".into()));
+        }
+        for pool in &self.pools {
+            if pool.is_empty() || !pool.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) {
+                return Err(ReviewerError::Config(format!("pool '{pool}': use letters, digits, - _ .")));
+            }
+        }
+        if self.instance.is_empty() {
+            return Err(ReviewerError::Config("the instance name is empty".into()));
+        }
+        Ok(())
+    }
+}
+
+/// A default instance name: one per store, so processes sharing a store share the queue of
+/// cancels (each cancel is applied once to the shared store) and a restarted service finds
+/// the cancels that arrived while it was down.
+pub fn instance_for_store(store: &str) -> String {
+    format!("reviewer-{}", &auth::sha256_hex(store)[..12])
+}
+
+/// Runs the service until `shutdown` resolves, then stops it in order and closes the transport.
+pub async fn run<T: Transport>(
+    config: ReviewerConfig,
+    transport: T,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ReviewerError> {
+    let service = Service::start(config, transport.clone()).await?;
+    info!(url = %format!("http://{}", service.local_addr()), "Reviewer service ready.");
+    shutdown.await;
+    service.stop().await;
+    transport.close().await;
+    Ok(())
+}
+
+/// A started service.
+pub struct Service {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    consumers: TaskTracker,
+    background: TaskTracker,
+    server: JoinHandle<()>,
+}
+
+impl Service {
+    /// Opens the store, declares the topology, binds the listener, and starts consuming,
+    /// sending, timing out and serving.
+    pub async fn start<T: Transport>(config: ReviewerConfig, transport: T) -> Result<Self, ReviewerError> {
+        config.validate()?;
+        let store = Store::open(&config.store).await?;
+        info!(backend = store.backend(), location = %store::redact(&config.store), "Store open.");
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| ReviewerError::Listen { addr: config.listen, source })?;
+        let addr = listener.local_addr().map_err(|source| ReviewerError::Listen { addr: config.listen, source })?;
+
+        let mut topology = Topology::new(config.prefix.clone()).with_reply_queue(&config.instance);
+        for pool in &config.pools {
+            topology = topology.with_human_pool(pool);
+        }
+        let cancels_queue = topology.reply_queue(&config.instance);
+        let cancels_exchange = topology.cancels_exchange();
+        let topology = topology.with_binding(cancels_exchange, cancels_queue.clone(), "");
+        transport.declare(&topology).await?;
+
+        let (shared, answers) = Shared::new(store, config.reviewers.clone(), config.pools.clone());
+        let background = TaskTracker::new();
+        let results = Destination::queue(topology.results_queue());
+        background.spawn(outbox::run(shared.clone(), transport.clone(), results, answers));
+        background.spawn(deadlines::run(shared.clone()));
+        background.spawn(shared::watch(shared.clone()));
+
+        let consumers = TaskTracker::new();
+        for pool in &config.pools {
+            let consumer = transport.consume(&topology.human_queue(pool), PREFETCH).await?;
+            consumers.spawn(intake::consume_pool(
+                shared.clone(),
+                transport.clone(),
+                topology.clone(),
+                pool.clone(),
+                consumer,
+            ));
+        }
+        let cancels = transport.consume(&cancels_queue, PREFETCH).await?;
+        consumers.spawn(intake::consume_cancels(shared.clone(), cancels));
+
+        let app = http::app(shared.clone());
+        let stop = shared.stop.clone();
+        let server = tokio::spawn(async move {
+            let serve = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned());
+            if let Err(e) = serve.await {
+                warn!(error = %e, "The HTTP server failed.");
+            }
+        });
+        info!(pools = ?config.pools, %addr, reviewers = config.reviewers.len(), "Reviewer service started.");
+        Ok(Service { shared, addr, consumers, background, server })
+    }
+
+    /// The address the UI and the API listen on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The shared state (the store, the change feed), for embedding and tests.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Stops in order: stop consuming and settle what is in hand, stop serving (event streams
+    /// end), let answers being published finish, close the store; all within
+    /// [`SHUTDOWN_GRACE`]. Unsent answers stay in the outbox for the next start.
+    pub async fn stop(self) {
+        let Service { shared, consumers, background, server, .. } = self;
+        shared.stop.cancel();
+        let stopping = async {
+            consumers.close();
+            consumers.wait().await;
+            let _ = server.await;
+            background.close();
+            background.wait().await;
+        };
+        if tokio::time::timeout(SHUTDOWN_GRACE, stopping).await.is_err() {
+            warn!(grace = ?SHUTDOWN_GRACE, "The reviewer service did not stop in time.");
+        }
+        shared.store.close().await;
+        info!("Reviewer service stopped.");
+    }
+}

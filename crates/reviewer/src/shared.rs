@@ -1,0 +1,170 @@
+//! What the service's parts share: the store, the reviewers, the decision path every answer
+//! takes (a person's through the API or the UI, or a deadline's), and the change feed the UI
+//! follows.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use airlock_policy::Decision;
+use tokio::sync::{Notify, broadcast, mpsc};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use crate::auth::{Reviewers, Sessions};
+use crate::store::{Decided, OutboxEntry, Store, StoreError};
+use crate::task::{Task, Verdict};
+
+/// How long the process that records a decision has to publish its answer before any other
+/// sender may (its outbox lease).
+pub const OUTBOX_LEASE: Duration = Duration::from_secs(30);
+
+/// How often the pending list is compared with the store, to see what other processes on a
+/// shared store changed.
+pub const WATCH_INTERVAL: Duration = Duration::from_secs(2);
+
+/// A change of the pending list, for the UI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A task became pending.
+    Added {
+        /// Its id.
+        id: String,
+        /// Its pool.
+        pool: String,
+    },
+    /// A task left the pending list (decided or withdrawn).
+    Removed {
+        /// Its id.
+        id: String,
+        /// Its pool.
+        pool: String,
+    },
+}
+
+impl Change {
+    /// The task's pool.
+    pub fn pool(&self) -> &str {
+        match self {
+            Change::Added { pool, .. } | Change::Removed { pool, .. } => pool,
+        }
+    }
+}
+
+/// The state every part of one service process shares.
+#[derive(Debug)]
+pub struct Shared {
+    /// The durable store.
+    pub store: Store,
+    /// Who may review.
+    pub reviewers: Reviewers,
+    /// The pools this service consumes and shows.
+    pub pools: Vec<String>,
+    /// Browser sessions.
+    pub sessions: Sessions,
+    /// Changes of the pending list.
+    pub changes: broadcast::Sender<Change>,
+    /// Resolves when the service stops (ends the UI's event streams).
+    pub stop: CancellationToken,
+    /// Wakes the watcher: the pending list may have changed.
+    pub(crate) changed: Notify,
+    /// Wakes the deadline keeper: a task may have arrived with an earlier deadline.
+    pub(crate) deadlines: Notify,
+    /// Answers to publish now (their outbox rows are leased to this process).
+    outbox: mpsc::UnboundedSender<OutboxEntry>,
+}
+
+impl Shared {
+    /// Shared state, and the receiving end of the answers to publish.
+    pub fn new(
+        store: Store,
+        reviewers: Reviewers,
+        pools: Vec<String>,
+    ) -> (Arc<Self>, mpsc::UnboundedReceiver<OutboxEntry>) {
+        let (outbox, answers) = mpsc::unbounded_channel();
+        let shared = Shared {
+            store,
+            reviewers,
+            pools,
+            sessions: Sessions::default(),
+            changes: broadcast::channel(1024).0,
+            stop: CancellationToken::new(),
+            changed: Notify::new(),
+            deadlines: Notify::new(),
+            outbox,
+        };
+        (Arc::new(shared), answers)
+    }
+
+    /// Whether this service serves `pool`.
+    pub fn serves(&self, pool: &str) -> bool {
+        self.pools.iter().any(|p| p == pool)
+    }
+
+    /// Records an answer to `task` if it is still pending, and hands the answer to the outbox.
+    /// The first answer wins: a later one changes nothing and gets [`Decided::NotPending`].
+    pub async fn decide(
+        &self,
+        task: &Task,
+        decision: Decision,
+        explanation: String,
+        decided_by: &str,
+    ) -> Result<Decided, StoreError> {
+        let now = now_ms();
+        let verdict = Verdict { decision, explanation, decided_by: decided_by.to_owned(), decided_at: now };
+        let decided = self.store.decide(task, &verdict, now + OUTBOX_LEASE.as_millis() as i64).await?;
+        if let Decided::Recorded(entry) = &decided {
+            debug!(task = %task.id, correlation = %task.correlation, %decision, %decided_by, "Task decided.");
+            if self.outbox.send(entry.clone()).is_err() {
+                // The outbox stopped (shutdown): the answer waits in the store for the next start.
+                warn!(task = %task.id, "Outbox stopped; the answer is sent after the next start.");
+            }
+            self.poke();
+        }
+        Ok(decided)
+    }
+
+    /// Tells the watcher the pending list changed here.
+    pub fn poke(&self) {
+        self.changed.notify_one();
+    }
+}
+
+/// Follows the pending list and broadcasts what appears and leaves, whichever process of a
+/// shared store changed it: woken at once by local changes, and every [`WATCH_INTERVAL`].
+pub async fn watch(shared: Arc<Shared>) {
+    let mut known: HashMap<String, String> = HashMap::new();
+    let mut first = true;
+    loop {
+        match shared.store.pending_ids().await {
+            Ok(pending) => {
+                let now: HashMap<String, String> = pending.into_iter().collect();
+                if !first {
+                    for (id, pool) in &known {
+                        if !now.contains_key(id) {
+                            let _ = shared.changes.send(Change::Removed { id: id.clone(), pool: pool.clone() });
+                        }
+                    }
+                    for (id, pool) in &now {
+                        if !known.contains_key(id) {
+                            let _ = shared.changes.send(Change::Added { id: id.clone(), pool: pool.clone() });
+                        }
+                    }
+                }
+                known = now;
+                first = false;
+            }
+            Err(e) => warn!(error = %e, "Reading the pending list failed."),
+        }
+        tokio::select! {
+            () = shared.stop.cancelled() => return,
+            () = shared.changed.notified() => {}
+            () = tokio::time::sleep(WATCH_INTERVAL) => {}
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}

@@ -1,0 +1,508 @@
+//! The durable store: human tasks, the outbox of answers, and withdrawn calls, in SQLite or
+//! PostgreSQL behind one type.
+//!
+//! Both databases get the same schema (one migration set per dialect, differing only in the
+//! blob type) and the same SQL text: sqlx binds `$1`-style parameters on both. [`Store`]
+//! holds a pool of either kind and runs each statement on whichever it has.
+//!
+//! Invariants the SQL keeps, whatever number of processes share a PostgreSQL store:
+//! - one task per call, kind and step (`dedup_key` is unique; a duplicate insert does nothing);
+//! - a task is decided once: the decision is a conditional `UPDATE … WHERE state = 'pending'`,
+//!   and the outbox row carrying the answer is written in the same transaction, so an answer
+//!   exists exactly when a decision does;
+//! - an answer is published by one process at a time: a sender leases its outbox row with a
+//!   conditional `UPDATE … WHERE lease_until <= now`, and a lease that ran out (its process
+//!   died) lets another sender resend it.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use airlock_contract::v1;
+use airlock_policy::Decision;
+use prost::Message as _;
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{QueryBuilder, SqlSafeStr};
+
+use crate::task::{Incoming, State, Task, Verdict};
+
+/// The schema, for SQLite.
+const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[(1, "tasks", include_str!("../migrations/sqlite/0001_tasks.sql"))];
+/// The same schema, for PostgreSQL.
+const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] =
+    &[(1, "tasks", include_str!("../migrations/postgres/0001_tasks.sql"))];
+
+/// Task states as stored.
+const PENDING: &str = "pending";
+const DECIDED: &str = "decided";
+const CANCELLED: &str = "cancelled";
+
+/// The columns a [`Task`] is read from, in [`TaskRow`] order.
+const TASK_COLUMNS: &str = "id, correlation, pool, step, body, received_at, deadline_at, state, decision, \
+                            explanation, decided_by, decided_at, reason";
+
+type TaskRow = (
+    String,
+    String,
+    String,
+    i64,
+    Vec<u8>,
+    i64,
+    i64,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+);
+
+/// What can go wrong with the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The store's location is not one this service knows.
+    #[error("unsupported store '{0}': use sqlite:PATH, sqlite::memory: or postgres://…")]
+    Unsupported(String),
+    /// The database failed.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// The schema could not be brought up to date.
+    #[error("migrating the store failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A stored row cannot be read back.
+    #[error("corrupt stored task {id}: {what}")]
+    Corrupt {
+        /// The task.
+        id: String,
+        /// What is wrong.
+        what: String,
+    },
+}
+
+/// What storing an incoming task did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inserted {
+    /// A new pending task, with its id.
+    Created(String),
+    /// The same call, kind and step was stored before: nothing changed.
+    Duplicate,
+    /// The runner withdrew the call before the task arrived: nothing stored.
+    Withdrawn,
+}
+
+/// An answer waiting in the outbox, leased to the caller for sending.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxEntry {
+    /// The task answered.
+    pub task_id: String,
+    /// The call's correlation id (sent as the message's).
+    pub correlation: String,
+    /// The encoded `StepResult`.
+    pub body: Vec<u8>,
+}
+
+/// What a decision attempt did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decided {
+    /// The decision was recorded; its answer is in the outbox, leased to the caller.
+    Recorded(OutboxEntry),
+    /// The task was not pending (decided or withdrawn before): nothing changed. Carries the
+    /// task as it stands.
+    NotPending(Box<Task>),
+    /// No such task.
+    NotFound,
+}
+
+#[derive(Debug, Clone)]
+enum Db {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// Runs `$body` with `$pool` bound to whichever pool the store has; the body is compiled once
+/// per database, so the same SQL text and code serve both.
+macro_rules! on_db {
+    ($store:expr, $pool:ident => $body:expr) => {
+        match &$store.db {
+            Db::Sqlite($pool) => $body,
+            Db::Postgres($pool) => $body,
+        }
+    };
+}
+
+/// A handle on the store; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Store {
+    db: Db,
+}
+
+impl Store {
+    /// Opens (creating a SQLite file if missing) and migrates the store at `url`:
+    /// `sqlite:PATH`, `sqlite::memory:` (one connection, gone with the process) or
+    /// `postgres://…`.
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        let store = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let options = PgConnectOptions::from_str(url)?;
+            let pool = PgPoolOptions::new().max_connections(8).connect_with(options).await?;
+            Store { db: Db::Postgres(pool) }
+        } else if let Some(rest) = url.strip_prefix("sqlite:") {
+            let memory = rest == ":memory:" || rest.is_empty();
+            let options = if memory {
+                SqliteConnectOptions::from_str("sqlite::memory:")?
+            } else {
+                SqliteConnectOptions::new().filename(rest.trim_start_matches("//")).create_if_missing(true)
+            };
+            // WAL lets the UI read while an answer is written; FULL sync makes a stored task
+            // survive a power cut before its delivery is acknowledged.
+            let options = options
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Full)
+                .busy_timeout(Duration::from_secs(10))
+                .foreign_keys(true);
+            let pool = SqlitePoolOptions::new()
+                .max_connections(if memory { 1 } else { 4 })
+                // An in-memory database lives as long as its connection.
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .connect_with(options)
+                .await?;
+            Store { db: Db::Sqlite(pool) }
+        } else {
+            return Err(StoreError::Unsupported(redact(url)));
+        };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Which database this is (`sqlite` or `postgres`), for logs.
+    pub fn backend(&self) -> &'static str {
+        match self.db {
+            Db::Sqlite(_) => "sqlite",
+            Db::Postgres(_) => "postgres",
+        }
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        let migrations = match self.db {
+            Db::Sqlite(_) => SQLITE_MIGRATIONS,
+            Db::Postgres(_) => POSTGRES_MIGRATIONS,
+        };
+        let migrations = migrations
+            .iter()
+            .map(|(version, name, sql)| {
+                Migration::new(*version, (*name).into(), MigrationType::Simple, sql.into_sql_str(), false)
+            })
+            .collect();
+        // Locking (an advisory lock on PostgreSQL) lets several processes start at once.
+        let migrator = Migrator::with_migrations(migrations);
+        on_db!(self, pool => migrator.run(pool).await)?;
+        Ok(())
+    }
+
+    /// Stores an incoming task unless its call, kind and step is stored already or the call
+    /// was withdrawn. Durable when this returns: the delivery may then be acknowledged.
+    pub async fn insert(&self, incoming: &Incoming, now: i64) -> Result<Inserted, StoreError> {
+        const SQL: &str = "INSERT INTO tasks (id, dedup_key, correlation, pool, step, body, received_at, \
+                           deadline_at, state) \
+                           SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'pending' \
+                           WHERE NOT EXISTS (SELECT 1 FROM withdrawn WHERE correlation = $3) \
+                           ON CONFLICT (dedup_key) DO NOTHING";
+        let id = uuid::Uuid::now_v7().to_string();
+        let body = incoming.human.encode_to_vec();
+        let affected = on_db!(self, pool => sqlx::query(SQL)
+            .bind(&id)
+            .bind(incoming.dedup_key())
+            .bind(&incoming.correlation)
+            .bind(&incoming.pool)
+            .bind(i64::from(incoming.step()))
+            .bind(&body)
+            .bind(now)
+            .bind(incoming.deadline())
+            .execute(pool)
+            .await?
+            .rows_affected());
+        if affected == 1 {
+            return Ok(Inserted::Created(id));
+        }
+        let withdrawn: Option<(i64,)> = on_db!(self, pool =>
+            sqlx::query_as("SELECT withdrawn_at FROM withdrawn WHERE correlation = $1")
+                .bind(&incoming.correlation)
+                .fetch_optional(pool)
+                .await?);
+        Ok(if withdrawn.is_some() { Inserted::Withdrawn } else { Inserted::Duplicate })
+    }
+
+    /// One task, in any state.
+    pub async fn task(&self, id: &str) -> Result<Option<Task>, StoreError> {
+        let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1");
+        let row: Option<TaskRow> =
+            on_db!(self, pool => sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(pool).await?);
+        row.map(task_from_row).transpose()
+    }
+
+    /// The pending tasks of `pools` (every pool when `None`), oldest first.
+    pub async fn pending(&self, pools: Option<&[String]>) -> Result<Vec<Task>, StoreError> {
+        self.tasks_where("state = 'pending'", pools, "received_at ASC, id ASC", None).await
+    }
+
+    /// The tasks that left the pending list (decided or withdrawn) of `pools`, newest first.
+    pub async fn history(&self, pools: Option<&[String]>, limit: u32) -> Result<Vec<Task>, StoreError> {
+        self.tasks_where("state <> 'pending'", pools, "decided_at DESC, id DESC", Some(limit)).await
+    }
+
+    async fn tasks_where(
+        &self,
+        condition: &str,
+        pools: Option<&[String]>,
+        order: &str,
+        limit: Option<u32>,
+    ) -> Result<Vec<Task>, StoreError> {
+        if pools.is_some_and(<[String]>::is_empty) {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<TaskRow> = on_db!(self, pool => {
+            let mut query = QueryBuilder::new(format!("SELECT {TASK_COLUMNS} FROM tasks WHERE {condition}"));
+            push_pools(&mut query, pools);
+            query.push(format!(" ORDER BY {order}"));
+            if let Some(limit) = limit {
+                query.push(" LIMIT ").push_bind(i64::from(limit));
+            }
+            query.build_query_as().fetch_all(pool).await?
+        });
+        rows.into_iter().map(task_from_row).collect()
+    }
+
+    /// The ids and pools of every pending task (cheap: no bodies), for change detection.
+    pub async fn pending_ids(&self) -> Result<Vec<(String, String)>, StoreError> {
+        const SQL: &str = "SELECT id, pool FROM tasks WHERE state = 'pending' ORDER BY received_at, id";
+        Ok(on_db!(self, pool => sqlx::query_as(SQL).fetch_all(pool).await?))
+    }
+
+    /// Records `verdict` on `task` if it is still pending, with its answer in the outbox
+    /// leased to the caller until `lease_until`. The first decision wins; any later one
+    /// changes nothing and gets [`Decided::NotPending`].
+    pub async fn decide(&self, task: &Task, verdict: &Verdict, lease_until: i64) -> Result<Decided, StoreError> {
+        const UPDATE: &str = "UPDATE tasks SET state = 'decided', decision = $2, explanation = $3, \
+                              decided_by = $4, decided_at = $5 WHERE id = $1 AND state = 'pending'";
+        const OUTBOX: &str = "INSERT INTO outbox (task_id, correlation, body, created_at, lease_until) \
+                              VALUES ($1, $2, $3, $4, $5)";
+        let body = task.step_result(verdict).encode_to_vec();
+        let recorded = on_db!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let updated = sqlx::query(UPDATE)
+                .bind(&task.id)
+                .bind(verdict.decision.as_str())
+                .bind(&verdict.explanation)
+                .bind(&verdict.decided_by)
+                .bind(verdict.decided_at)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if updated == 1 {
+                sqlx::query(OUTBOX)
+                    .bind(&task.id)
+                    .bind(&task.correlation)
+                    .bind(&body)
+                    .bind(verdict.decided_at)
+                    .bind(lease_until)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                true
+            } else {
+                tx.rollback().await?;
+                false
+            }
+        });
+        if recorded {
+            return Ok(Decided::Recorded(OutboxEntry {
+                task_id: task.id.clone(),
+                correlation: task.correlation.clone(),
+                body,
+            }));
+        }
+        Ok(match self.task(&task.id).await? {
+            Some(task) => Decided::NotPending(Box::new(task)),
+            None => Decided::NotFound,
+        })
+    }
+
+    /// Withdraws the pending tasks of a call (every step of it) and remembers the call, so a
+    /// task for it that arrives later is dropped. Returns the ids of the withdrawn tasks.
+    pub async fn cancel(&self, correlation: &str, reason: &str, now: i64) -> Result<Vec<String>, StoreError> {
+        const REMEMBER: &str = "INSERT INTO withdrawn (correlation, withdrawn_at, reason) VALUES ($1, $2, $3) \
+                                ON CONFLICT (correlation) DO NOTHING";
+        const WITHDRAW: &str = "UPDATE tasks SET state = 'cancelled', decided_at = $2, reason = $3 \
+                                WHERE correlation = $1 AND state = 'pending' RETURNING id";
+        let ids: Vec<(String,)> = on_db!(self, pool => {
+            let mut tx = pool.begin().await?;
+            sqlx::query(REMEMBER).bind(correlation).bind(now).bind(reason).execute(&mut *tx).await?;
+            let ids = sqlx::query_as(WITHDRAW).bind(correlation).bind(now).bind(reason).fetch_all(&mut *tx).await?;
+            tx.commit().await?;
+            ids
+        });
+        Ok(ids.into_iter().map(|(id,)| id).collect())
+    }
+
+    /// Forgets withdrawn calls older than `before` (unix ms): their tasks cannot arrive any more.
+    pub async fn prune_withdrawn(&self, before: i64) -> Result<u64, StoreError> {
+        Ok(on_db!(self, pool => sqlx::query("DELETE FROM withdrawn WHERE withdrawn_at < $1")
+            .bind(before)
+            .execute(pool)
+            .await?
+            .rows_affected()))
+    }
+
+    /// The earliest deadline of a pending task.
+    pub async fn next_deadline(&self) -> Result<Option<i64>, StoreError> {
+        const SQL: &str = "SELECT MIN(deadline_at) FROM tasks WHERE state = 'pending' AND deadline_at > 0";
+        let (min,): (Option<i64>,) = on_db!(self, pool => sqlx::query_as(SQL).fetch_one(pool).await?);
+        Ok(min)
+    }
+
+    /// The pending tasks whose deadline is at or before `now`.
+    pub async fn expired(&self, now: i64) -> Result<Vec<Task>, StoreError> {
+        let sql = format!(
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE state = 'pending' AND deadline_at > 0 AND deadline_at <= $1 \
+             ORDER BY deadline_at"
+        );
+        let rows: Vec<TaskRow> =
+            on_db!(self, pool => sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(now).fetch_all(pool).await?);
+        rows.into_iter().map(task_from_row).collect()
+    }
+
+    /// Leases up to `limit` unsent answers whose lease ran out (or that were never leased)
+    /// to the caller until `lease_until`, oldest first.
+    pub async fn claim_unsent(&self, now: i64, lease_until: i64, limit: u32) -> Result<Vec<OutboxEntry>, StoreError> {
+        const CANDIDATES: &str = "SELECT task_id FROM outbox WHERE sent_at IS NULL AND lease_until <= $1 \
+                                  ORDER BY created_at LIMIT $2";
+        const CLAIM: &str = "UPDATE outbox SET lease_until = $2 \
+                             WHERE task_id = $1 AND sent_at IS NULL AND lease_until <= $3 \
+                             RETURNING task_id, correlation, body";
+        let candidates: Vec<(String,)> =
+            on_db!(self, pool => sqlx::query_as(CANDIDATES).bind(now).bind(i64::from(limit)).fetch_all(pool).await?);
+        let mut claimed = Vec::with_capacity(candidates.len());
+        for (task_id,) in candidates {
+            let row: Option<(String, String, Vec<u8>)> = on_db!(self, pool => sqlx::query_as(CLAIM)
+                .bind(&task_id)
+                .bind(lease_until)
+                .bind(now)
+                .fetch_optional(pool)
+                .await?);
+            if let Some((task_id, correlation, body)) = row {
+                claimed.push(OutboxEntry { task_id, correlation, body });
+            }
+        }
+        Ok(claimed)
+    }
+
+    /// Marks an answer as published (confirmed by the broker): it is never sent again.
+    pub async fn mark_sent(&self, task_id: &str, now: i64) -> Result<(), StoreError> {
+        on_db!(self, pool => sqlx::query("UPDATE outbox SET sent_at = $2 WHERE task_id = $1")
+            .bind(task_id)
+            .bind(now)
+            .execute(pool)
+            .await
+            .map(drop)?);
+        Ok(())
+    }
+
+    /// Gives up a lease early (a publish failed), so the next sweep retries at once.
+    pub async fn release(&self, task_id: &str) -> Result<(), StoreError> {
+        on_db!(self, pool => sqlx::query("UPDATE outbox SET lease_until = 0 WHERE task_id = $1 AND sent_at IS NULL")
+            .bind(task_id)
+            .execute(pool)
+            .await
+            .map(drop)?);
+        Ok(())
+    }
+
+    /// How many answers are not confirmed sent yet.
+    pub async fn unsent(&self) -> Result<u64, StoreError> {
+        let (count,): (i64,) = on_db!(self, pool =>
+            sqlx::query_as("SELECT COUNT(*) FROM outbox WHERE sent_at IS NULL").fetch_one(pool).await?);
+        Ok(count.max(0) as u64)
+    }
+
+    /// Closes the pool (waits for connections in use to come back).
+    pub async fn close(&self) {
+        on_db!(self, pool => pool.close().await);
+    }
+}
+
+/// Appends ` AND pool IN (…)` for a pool filter.
+fn push_pools<DB: sqlx::Database>(query: &mut QueryBuilder<DB>, pools: Option<&[String]>)
+where
+    for<'a> String: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    let Some(pools) = pools else { return };
+    query.push(" AND pool IN (");
+    let mut separated = query.separated(", ");
+    for pool in pools {
+        separated.push_bind(pool.clone());
+    }
+    separated.push_unseparated(")");
+}
+
+fn task_from_row(row: TaskRow) -> Result<Task, StoreError> {
+    let (
+        id,
+        correlation,
+        pool,
+        step,
+        body,
+        received_at,
+        deadline_at,
+        state,
+        decision,
+        explanation,
+        decided_by,
+        at,
+        reason,
+    ) = row;
+    let corrupt = |what: String| StoreError::Corrupt { id: id.clone(), what };
+    let human = v1::HumanTask::decode(body.as_slice()).map_err(|e| corrupt(format!("body: {e}")))?;
+    let state = match state.as_str() {
+        PENDING => State::Pending,
+        DECIDED => {
+            let decision = decision.as_deref().unwrap_or_default();
+            let decision = Decision::from_str(decision).map_err(|e| corrupt(format!("decision: {e}")))?;
+            State::Decided(Verdict {
+                decision,
+                explanation: explanation.unwrap_or_default(),
+                decided_by: decided_by.unwrap_or_default(),
+                decided_at: at.unwrap_or_default(),
+            })
+        }
+        CANCELLED => State::Cancelled { at: at.unwrap_or_default(), reason: reason.unwrap_or_default() },
+        other => return Err(corrupt(format!("unknown state '{other}'"))),
+    };
+    Ok(Task {
+        id,
+        correlation,
+        pool,
+        step: u32::try_from(step).unwrap_or_default(),
+        received_at,
+        deadline_at,
+        human,
+        state,
+    })
+}
+
+/// The store's location without a password, for messages and logs.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let credentials = &url[scheme + 3..at];
+            match credentials.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,161 @@
+//! One suite of store behaviours, run on SQLite and on the running PostgreSQL.
+
+use super::*;
+use crate::fixtures::human;
+use crate::testing::with_pg;
+
+fn verdict(decision: Decision, by: &str, at: i64) -> Verdict {
+    Verdict { decision, explanation: format!("{by} says {decision}"), decided_by: by.into(), decided_at: at }
+}
+
+async fn suite(store: Store) {
+    // A task is stored once per call, kind and step.
+    let a = human("ops", "s1", "c1", false, 0);
+    let Inserted::Created(id) = store.insert(&a, 1_000).await.unwrap() else { panic!("not created") };
+    assert_eq!(store.insert(&a, 1_001).await.unwrap(), Inserted::Duplicate);
+    let review = human("ops", "s1", "c1", true, 5_000);
+    let Inserted::Created(review_id) = store.insert(&review, 1_002).await.unwrap() else {
+        panic!("review not created")
+    };
+    let other_pool = human("security", "s2", "c1", false, 0);
+    let Inserted::Created(_) = store.insert(&other_pool, 1_003).await.unwrap() else { panic!() };
+
+    let ops = ["ops".to_owned()];
+    let pending = store.pending(Some(&ops)).await.unwrap();
+    assert_eq!(pending.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), [id.as_str(), review_id.as_str()]);
+    assert_eq!(store.pending(None).await.unwrap().len(), 3);
+    assert_eq!(store.pending(Some(&[])).await.unwrap().len(), 0);
+    let task = store.task(&id).await.unwrap().unwrap();
+    assert_eq!((task.pool.as_str(), task.step, task.received_at, task.is_pending()), ("ops", 2, 1_000, true));
+    assert_eq!(task.human, a.human);
+
+    // The first decision wins, with its answer leased in the outbox; a second changes nothing.
+    let Decided::Recorded(entry) =
+        store.decide(&task, &verdict(Decision::Approve, "alice", 2_000), 2_000 + 30_000).await.unwrap()
+    else {
+        panic!("not recorded")
+    };
+    let result = v1::StepResult::decode(entry.body.as_slice()).unwrap();
+    let answer = result.answer.unwrap();
+    assert_eq!((answer.decided_by.as_str(), answer.step, answer.approver.as_str()), ("alice", Some(2), "human"));
+    assert_eq!(answer.decision, i32::from(v1::DecisionKind::Approve));
+    assert_eq!(result.task, a.human.task);
+    let Decided::NotPending(now) = store.decide(&task, &verdict(Decision::Reject, "bob", 2_001), 0).await.unwrap()
+    else {
+        panic!("decided twice")
+    };
+    assert_eq!(now.state, State::Decided(verdict(Decision::Approve, "alice", 2_000)));
+    let missing = Task { id: "nope".into(), ..task.clone() };
+    assert_eq!(store.decide(&missing, &verdict(Decision::Approve, "x", 1), 0).await.unwrap(), Decided::NotFound);
+
+    // The outbox: leased rows wait for their lease; a released or expired one is claimed once.
+    assert_eq!(store.unsent().await.unwrap(), 1);
+    assert!(store.claim_unsent(2_500, 40_000, 10).await.unwrap().is_empty(), "the decider holds the lease");
+    let claimed = store.claim_unsent(32_000, 70_000, 10).await.unwrap();
+    assert_eq!(claimed, std::slice::from_ref(&entry));
+    assert!(store.claim_unsent(32_001, 70_000, 10).await.unwrap().is_empty(), "claimed once");
+    store.release(&entry.task_id).await.unwrap();
+    assert_eq!(store.claim_unsent(32_002, 70_000, 10).await.unwrap().len(), 1);
+    store.mark_sent(&entry.task_id, 33_000).await.unwrap();
+    assert_eq!(store.unsent().await.unwrap(), 0);
+    assert!(store.claim_unsent(200_000, 300_000, 10).await.unwrap().is_empty(), "sent answers are never resent");
+
+    // Deadlines.
+    assert_eq!(store.next_deadline().await.unwrap(), Some(5_000));
+    assert!(store.expired(4_999).await.unwrap().is_empty());
+    let expired = store.expired(5_000).await.unwrap();
+    assert_eq!(expired.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), [review_id.as_str()]);
+    assert_eq!(expired[0].on_timeout(), Decision::Terminate);
+
+    // A cancel withdraws the call's pending tasks and drops a task that arrives after it.
+    let withdrawn = store.cancel(&review.correlation, "sample ended", 6_000).await.unwrap();
+    assert_eq!(withdrawn, std::slice::from_ref(&review_id));
+    assert!(store.expired(10_000).await.unwrap().is_empty());
+    assert_eq!(store.next_deadline().await.unwrap(), None);
+    let late = human("ops", "s3", "c9", false, 0);
+    store.cancel(&late.correlation, "runner gave up", 6_100).await.unwrap();
+    assert_eq!(store.insert(&late, 6_200).await.unwrap(), Inserted::Withdrawn);
+    assert_eq!(store.prune_withdrawn(6_050).await.unwrap(), 1);
+
+    // History: newest first, with who decided.
+    let history = store.history(Some(&ops), 10).await.unwrap();
+    assert_eq!(history.len(), 2);
+    assert!(matches!(&history[0].state, State::Cancelled { reason, .. } if reason == "sample ended"));
+    assert!(matches!(&history[1].state, State::Decided(v) if v.decided_by == "alice"));
+    assert!(store.history(Some(&["security".to_owned()]), 10).await.unwrap().is_empty());
+    assert_eq!(store.pending_ids().await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn store_on_sqlite_memory() {
+    suite(crate::fixtures::memory_store().await).await;
+}
+
+#[tokio::test]
+async fn store_on_a_sqlite_file_survives_a_reopen() {
+    let dir = std::env::temp_dir().join(format!("airlock-store-{}", crate::auth::random_hex::<6>()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite:{}", dir.join("tasks.db").display());
+    let store = Store::open(&url).await.unwrap();
+    suite(store.clone()).await;
+    store.close().await;
+    // Migrations run again without harm, and everything is still there.
+    let store = Store::open(&url).await.unwrap();
+    assert_eq!(store.pending(None).await.unwrap().len(), 1);
+    assert_eq!(store.history(None, 10).await.unwrap().len(), 2);
+    store.close().await;
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[tokio::test]
+async fn store_on_postgres() {
+    with_pg("store", |url| async move {
+        let store = Store::open(&url).await.unwrap();
+        suite(store.clone()).await;
+        store.close().await;
+    })
+    .await;
+}
+
+/// Several processes on one PostgreSQL store: the same pending list, each task decided once,
+/// and one schema migration whichever starts first.
+#[tokio::test]
+async fn postgres_processes_share_tasks_and_the_first_answer_wins() {
+    with_pg("shared", |url| async move { first_answer_wins(url).await }).await;
+}
+
+async fn first_answer_wins(url: String) {
+    let (a, b) = tokio::join!(Store::open(&url), Store::open(&url));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        let Inserted::Created(id) = a.insert(&human("ops", "s", &format!("c{i}"), false, 0), i).await.unwrap() else {
+            panic!()
+        };
+        ids.push(id);
+        assert_eq!(b.insert(&human("ops", "s", &format!("c{i}"), false, 0), i).await.unwrap(), Inserted::Duplicate);
+    }
+    assert_eq!(b.pending(None).await.unwrap().len(), 20);
+    let mut races = tokio::task::JoinSet::new();
+    for id in &ids {
+        for (store, who) in [(a.clone(), "alice"), (b.clone(), "bob")] {
+            let id = id.clone();
+            races.spawn(async move {
+                let task = store.task(&id).await.unwrap().unwrap();
+                matches!(
+                    store.decide(&task, &verdict(Decision::Approve, who, 1), 1).await.unwrap(),
+                    Decided::Recorded(_)
+                )
+            });
+        }
+    }
+    let mut recorded = 0;
+    while let Some(won) = races.join_next().await {
+        recorded += usize::from(won.unwrap());
+    }
+    assert_eq!(recorded, 20, "each task decided exactly once");
+    assert_eq!(a.unsent().await.unwrap(), 20);
+    assert!(a.pending(None).await.unwrap().is_empty() && b.pending(None).await.unwrap().is_empty());
+    a.close().await;
+    b.close().await;
+}

@@ -1,0 +1,286 @@
+//! A human task as the service keeps it, and the answers a person can give.
+
+use airlock_contract::v1;
+use airlock_policy::{Decision, Kind};
+use prost::Message as _;
+
+/// Who is recorded as having decided a task whose deadline passed.
+pub const DECIDED_BY_TIMEOUT: &str = "timeout";
+
+/// The pseudo-decision for a task dismissed without an answer: it is answered `terminate`,
+/// as Inspect's human reviewer fails closed when a surface ends without a choice.
+pub const DISMISS: &str = "dismiss";
+
+/// Where a task stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
+    /// Waiting for a person.
+    Pending,
+    /// Answered (by a person, or by its deadline).
+    Decided(Verdict),
+    /// Withdrawn by its runner: nobody answers it.
+    Cancelled {
+        /// When (unix ms).
+        at: i64,
+        /// Why, as the runner said.
+        reason: String,
+    },
+}
+
+/// A recorded answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// What was decided.
+    pub decision: Decision,
+    /// Why.
+    pub explanation: String,
+    /// The reviewer's name, or [`DECIDED_BY_TIMEOUT`].
+    pub decided_by: String,
+    /// When (unix ms).
+    pub decided_at: i64,
+}
+
+/// One human task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Task {
+    /// The service's id for it (a UUID v7), used in URLs.
+    pub id: String,
+    /// The call's correlation id (`kind/run/sample/epoch/call`).
+    pub correlation: String,
+    /// The pool it is for.
+    pub pool: String,
+    /// The chain step it answers.
+    pub step: u32,
+    /// When the service received it (unix ms).
+    pub received_at: i64,
+    /// When it must be answered (unix ms); `0` for never.
+    pub deadline_at: i64,
+    /// The task as the policy worker sent it.
+    pub human: v1::HumanTask,
+    /// Where it stands.
+    pub state: State,
+}
+
+impl Task {
+    /// The step task inside.
+    pub fn step_task(&self) -> &v1::StepTask {
+        static EMPTY: std::sync::OnceLock<v1::StepTask> = std::sync::OnceLock::new();
+        self.human.task.as_ref().unwrap_or_else(|| EMPTY.get_or_init(v1::StepTask::default))
+    }
+
+    /// The request inside.
+    pub fn request(&self) -> Option<&v1::Request> {
+        self.step_task().request.as_ref()
+    }
+
+    /// Approval or review.
+    pub fn kind(&self) -> Kind {
+        kind_of(&self.human)
+    }
+
+    /// The choices offered, in order (`modify` never is, whatever the wire says).
+    pub fn choices(&self) -> Vec<Decision> {
+        choices_of(&self.human)
+    }
+
+    /// What a timeout answers.
+    pub fn on_timeout(&self) -> Decision {
+        decision_from_wire(self.step_task().on_timeout).unwrap_or(self.kind().fail_closed())
+    }
+
+    /// Whether a person may still answer it.
+    pub fn is_pending(&self) -> bool {
+        self.state == State::Pending
+    }
+
+    /// The call under decision, if the request carries one.
+    pub fn call(&self) -> Option<&v1::ToolCall> {
+        match self.request()?.body.as_ref()? {
+            v1::request::Body::Approval(body) => body.call.as_ref(),
+            v1::request::Body::Review(body) => body.call.as_ref(),
+        }
+    }
+
+    /// The assistant message's text.
+    pub fn message(&self) -> &str {
+        match self.request().and_then(|r| r.body.as_ref()) {
+            Some(v1::request::Body::Approval(body)) => &body.message,
+            Some(v1::request::Body::Review(body)) => &body.message,
+            None => "",
+        }
+    }
+
+    /// The call's view, if the runner sent one.
+    pub fn view(&self) -> Option<&v1::ToolCallView> {
+        match self.request()?.body.as_ref()? {
+            v1::request::Body::Approval(body) => body.view.as_ref(),
+            v1::request::Body::Review(body) => body.view.as_ref(),
+        }
+    }
+
+    /// For a review: the tool message the model will see and the raw output.
+    pub fn result(&self) -> Option<(Option<&v1::ChatMessage>, &str)> {
+        match self.request()?.body.as_ref()? {
+            v1::request::Body::Review(body) => Some((body.result.as_ref(), &body.output)),
+            v1::request::Body::Approval(_) => None,
+        }
+    }
+
+    /// Where the request comes from.
+    pub fn origin(&self) -> Option<&v1::Origin> {
+        self.request()?.origin.as_ref()
+    }
+
+    /// The answer a person (or the deadline) gives, as the `StepResult` the policy workers
+    /// continue the chain with.
+    pub fn step_result(&self, verdict: &Verdict) -> v1::StepResult {
+        let answer = v1::StepAnswer {
+            step: Some(self.step),
+            approver: self.step_task().name.clone(),
+            decision: decision_to_wire(verdict.decision).into(),
+            modified: None,
+            explanation: Some(verdict.explanation.clone()),
+            metadata_json: String::new(),
+            decided_by: verdict.decided_by.clone(),
+            started_at_unix_ms: self.received_at,
+            answered_at_unix_ms: verdict.decided_at,
+        };
+        v1::StepResult { task: self.human.task.clone(), answer: Some(answer) }
+    }
+}
+
+/// A task received from the human queue, before it is stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Incoming {
+    /// The decoded task.
+    pub human: v1::HumanTask,
+    /// Its correlation id.
+    pub correlation: String,
+    /// The pool (the task's, or the queue's when the task names none).
+    pub pool: String,
+}
+
+/// Why a delivery is not a usable human task.
+#[derive(Debug, thiserror::Error)]
+pub enum IncomingError {
+    /// The body is not a `HumanTask`.
+    #[error("not an airlock.v1.HumanTask: {0}")]
+    Decode(#[from] prost::DecodeError),
+    /// Something the service needs is missing.
+    #[error("the HumanTask carries no {0}")]
+    Missing(&'static str),
+}
+
+impl Incoming {
+    /// Reads a delivery's body; `queue_pool` is the pool of the queue it came from.
+    pub fn decode(body: &[u8], queue_pool: &str) -> Result<Self, IncomingError> {
+        let human = v1::HumanTask::decode(body)?;
+        let task = human.task.as_ref().ok_or(IncomingError::Missing("step task"))?;
+        let request = task.request.as_ref().ok_or(IncomingError::Missing("request"))?;
+        let key = request.key.as_ref().ok_or(IncomingError::Missing("call key"))?;
+        if request.body.is_none() {
+            return Err(IncomingError::Missing("approval or review body"));
+        }
+        let wire_kind = match kind_of(&human) {
+            Kind::Approval => v1::Kind::Approval,
+            Kind::Review => v1::Kind::Review,
+        };
+        let correlation = key.correlation_id(wire_kind);
+        let pool = if human.pool.is_empty() { queue_pool.to_owned() } else { human.pool.clone() };
+        Ok(Incoming { human, correlation, pool })
+    }
+
+    /// The step it answers.
+    pub fn step(&self) -> u32 {
+        self.human.task.as_ref().map_or(0, |t| t.step)
+    }
+
+    /// When it must be answered (unix ms), `0` for never.
+    pub fn deadline(&self) -> i64 {
+        self.human.task.as_ref().map_or(0, |t| t.deadline_unix_ms.max(0))
+    }
+
+    /// One task per call, kind and step: a redelivered or duplicated task maps to the same key.
+    pub fn dedup_key(&self) -> String {
+        format!("{}#{}", self.correlation, self.step())
+    }
+}
+
+/// The kind of a human task, read from its request's body (approval when unreadable).
+pub fn kind_of(human: &v1::HumanTask) -> Kind {
+    match human.task.as_ref().and_then(|t| t.request.as_ref()).and_then(|r| r.body.as_ref()) {
+        Some(v1::request::Body::Review(_)) => Kind::Review,
+        _ => Kind::Approval,
+    }
+}
+
+/// The choices a task offers: the wire's, without `modify`, unknown values or values the
+/// kind does not allow; Inspect's defaults when nothing is left.
+pub fn choices_of(human: &v1::HumanTask) -> Vec<Decision> {
+    let kind = kind_of(human);
+    let mut choices = Vec::new();
+    for decision in human.choices.iter().filter_map(|c| decision_from_wire(*c)) {
+        if decision != Decision::Modify && kind.decisions().contains(&decision) && !choices.contains(&decision) {
+            choices.push(decision);
+        }
+    }
+    if choices.is_empty() {
+        choices = match kind {
+            Kind::Approval => vec![Decision::Approve, Decision::Reject, Decision::Terminate],
+            Kind::Review => vec![Decision::Continue, Decision::Terminate],
+        };
+    }
+    choices
+}
+
+/// Inspect's fixed explanation of a human answer, used when the person gives none.
+pub fn default_explanation(kind: Kind, decision: Decision) -> &'static str {
+    match (kind, decision) {
+        (Kind::Review, Decision::Continue) => "Human operator reviewed the tool result and let the sample continue.",
+        (Kind::Review, Decision::Escalate) => "Human operator escalated the tool result review.",
+        (Kind::Review, _) => "Human operator reviewed the tool result and asked that the sample be terminated.",
+        (Kind::Approval, Decision::Approve) => "Human operator approved tool call.",
+        (Kind::Approval, Decision::Reject) => "Human operator rejected the tool call.",
+        (Kind::Approval, Decision::Escalate) => "Human operator escalated the tool call approval.",
+        (Kind::Approval, _) => "Human operator asked that the sample be terminated.",
+    }
+}
+
+/// The explanation of a dismissed task's `terminate`.
+pub const DISMISSED_EXPLANATION: &str =
+    "The human reviewer dismissed the task without one of the offered choices; the sample is terminated.";
+
+/// The explanation of a task whose deadline passed.
+pub fn timeout_explanation(decision: Decision) -> String {
+    format!("No human decision before the deadline; the step's on_timeout decision ({decision}) applies.")
+}
+
+/// The wire's decision for the engine's.
+pub fn decision_to_wire(decision: Decision) -> v1::DecisionKind {
+    match decision {
+        Decision::Approve => v1::DecisionKind::Approve,
+        Decision::Modify => v1::DecisionKind::Modify,
+        Decision::Reject => v1::DecisionKind::Reject,
+        Decision::Terminate => v1::DecisionKind::Terminate,
+        Decision::Escalate => v1::DecisionKind::Escalate,
+        Decision::Continue => v1::DecisionKind::Continue,
+    }
+}
+
+/// The engine's decision for a wire one; `None` for unspecified or unknown values.
+pub fn decision_from_wire(decision: i32) -> Option<Decision> {
+    Some(match v1::DecisionKind::try_from(decision).ok()? {
+        v1::DecisionKind::Approve => Decision::Approve,
+        v1::DecisionKind::Modify => Decision::Modify,
+        v1::DecisionKind::Reject => Decision::Reject,
+        v1::DecisionKind::Terminate => Decision::Terminate,
+        v1::DecisionKind::Escalate => Decision::Escalate,
+        v1::DecisionKind::Continue => Decision::Continue,
+        v1::DecisionKind::Unspecified => return None,
+    })
+}
+
+/// The keyboard shortcut of a choice: its first letter, as Inspect's console prompt uses.
+pub fn shortcut(decision: Decision) -> char {
+    decision.as_str().chars().next().unwrap_or('?')
+}

@@ -1,0 +1,266 @@
+//! Showing untrusted text to a person: Inspect's `display_safe`, HTML escaping, safe
+//! markdown, and the task views the web UI and the console share.
+//!
+//! Everything in a task comes from a model or a runner and is untrusted. Before it reaches a
+//! page it is made display-safe (control, zero-width, bidi and tag characters become visible
+//! `‹U+XXXX›` markers, exactly as Inspect's `display_safe` shows them), then escaped. Markdown
+//! is rendered with pulldown-cmark with raw HTML shown as text, and links and images shown as
+//! their text and address, never followed or loaded.
+
+pub mod pages;
+
+use airlock_contract::v1;
+use airlock_policy::Call;
+use airlock_policy::render::format_function_call;
+use pulldown_cmark::{CodeBlockKind, CowStr, Event, Options, Parser, Tag, TagEnd};
+
+/// The marker's opening character (U+2039).
+pub const MARKER_OPEN: char = '\u{2039}';
+/// The marker's closing character (U+203A).
+pub const MARKER_CLOSE: char = '\u{203A}';
+
+/// Whether Inspect's `display_safe` shows `c` as a marker: C0 controls but tab and newline,
+/// DEL, C1 controls, zero-width characters and the word joiner, bidi embeddings, overrides
+/// and isolates, the zero-width no-break space, the tag block, and the marker's own opening
+/// character (so typed text cannot pass for a marker).
+pub fn is_unsafe(c: char) -> bool {
+    matches!(
+        c as u32,
+        0x00..=0x08
+            | 0x0B..=0x1F
+            | 0x7F..=0x9F
+            | 0x200B..=0x200D
+            | 0x2039
+            | 0x2060
+            | 0x202A..=0x202E
+            | 0x2066..=0x2069
+            | 0xFEFF
+            | 0xE0000..=0xE007F
+    )
+}
+
+/// Text with every control and invisible character shown as `‹U+XXXX›`, as Inspect's
+/// `display_safe`; the flag says whether anything was replaced.
+pub fn display_safe(text: &str) -> (String, bool) {
+    if !text.chars().any(is_unsafe) {
+        return (text.to_owned(), false);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if is_unsafe(c) {
+            out.push(MARKER_OPEN);
+            out.push_str(&format!("U+{:04X}", c as u32));
+            out.push(MARKER_CLOSE);
+        } else {
+            out.push(c);
+        }
+    }
+    (out, true)
+}
+
+/// Escapes text for HTML element content and quoted attribute values.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Untrusted text as HTML: display-safe, escaped, with each marker styled so it stands out.
+pub fn safe_html(text: &str) -> String {
+    mark(&escape(&display_safe(text).0))
+}
+
+/// Wraps each `‹U+XXXX›` marker of already-escaped HTML in `<span class="ctl">`. Only
+/// [`display_safe`] produces `‹`: a `‹` in the original text became a marker itself.
+fn mark(html: &str) -> String {
+    if !html.contains(MARKER_OPEN) {
+        return html.to_owned();
+    }
+    let mut out = String::with_capacity(html.len() + 64);
+    let mut rest = html;
+    while let Some(start) = rest.find(MARKER_OPEN) {
+        out.push_str(&rest[..start]);
+        let tail = &rest[start..];
+        match tail.find(MARKER_CLOSE) {
+            Some(end) => {
+                let end = end + MARKER_CLOSE.len_utf8();
+                out.push_str("<span class=\"ctl\" title=\"an invisible or control character\">");
+                out.push_str(&tail[..end]);
+                out.push_str("</span>");
+                rest = &tail[end..];
+            }
+            None => {
+                out.push_str(tail);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Renders untrusted markdown to HTML: display-safe first; raw HTML is shown as text (a
+/// block as code); links and images become their text followed by their address.
+pub fn markdown_html(text: &str) -> String {
+    let (safe, _) = display_safe(text);
+    let options = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH;
+    let mut links: Vec<CowStr<'_>> = Vec::new();
+    let events = Parser::new_ext(&safe, options).map(|event| match event {
+        Event::Html(html) | Event::InlineHtml(html) => Event::Text(html),
+        Event::Start(Tag::HtmlBlock) => Event::Start(Tag::CodeBlock(CodeBlockKind::Indented)),
+        Event::End(TagEnd::HtmlBlock) => Event::End(TagEnd::CodeBlock),
+        Event::Start(Tag::Link { dest_url, .. }) => {
+            links.push(dest_url);
+            Event::Text(CowStr::Borrowed(""))
+        }
+        Event::End(TagEnd::Link) => {
+            Event::Text(CowStr::from(format!(" <{}>", links.pop().unwrap_or(CowStr::Borrowed("")))))
+        }
+        Event::Start(Tag::Image { dest_url, .. }) => {
+            links.push(dest_url);
+            Event::Text(CowStr::Borrowed("[image: "))
+        }
+        Event::End(TagEnd::Image) => {
+            Event::Text(CowStr::from(format!("] <{}>", links.pop().unwrap_or(CowStr::Borrowed("")))))
+        }
+        other => other,
+    });
+    let mut html = String::with_capacity(safe.len() * 3 / 2);
+    pulldown_cmark::html::push_html(&mut html, events);
+    mark(&html)
+}
+
+/// One piece of a task's view: text or markdown, with an optional title.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Content {
+    /// The title, if any.
+    pub title: Option<String>,
+    /// Whether `text` is markdown.
+    pub markdown: bool,
+    /// The content.
+    pub text: String,
+}
+
+impl Content {
+    /// As HTML (title, then the rendered content), safe for any input.
+    pub fn html(&self) -> String {
+        let title = self.title.as_deref().map(|t| format!("<h4>{}</h4>", safe_html(t))).unwrap_or_default();
+        let body = if self.markdown {
+            format!("<div class=\"md\">{}</div>", markdown_html(&self.text))
+        } else {
+            format!("<pre class=\"text\">{}</pre>", safe_html(&self.text))
+        };
+        format!("{title}{body}")
+    }
+}
+
+/// What a person is shown about a call, as Inspect's `render_tool_approval` builds it: the
+/// view's context and call (placeholders filled from the arguments), the default view when the
+/// runner sent none, and for a review the result appended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shown {
+    /// The view's context.
+    pub context: Option<Content>,
+    /// The call (and, for a review, its result).
+    pub call: Content,
+}
+
+/// The view of `call` a person sees, with `review` = (the tool message, the raw output) for
+/// a review.
+pub fn shown(
+    call: Option<&v1::ToolCall>,
+    view: Option<&v1::ToolCallView>,
+    review: Option<(Option<&v1::ChatMessage>, &str)>,
+) -> Shown {
+    let arguments: serde_json::Map<String, serde_json::Value> =
+        call.and_then(|c| serde_json::from_str(&c.arguments_json).ok()).unwrap_or_default();
+    let content = |c: &v1::ToolCallContent| Content {
+        title: c.title.as_deref().map(|t| substitute(t, &arguments)),
+        markdown: c.format == "markdown",
+        text: substitute(&c.content, &arguments),
+    };
+    let context = view.and_then(|v| v.context.as_ref()).map(content);
+    let mut shown_call = match view.and_then(|v| v.call.as_ref()) {
+        Some(c) => content(c),
+        None => Content { title: None, markdown: true, text: default_view(call, &arguments) },
+    };
+    if let Some((result, output)) = review {
+        let outcome = match result {
+            Some(message) => match &message.error {
+                Some(error) => format!("Error ({}): {}", error.r#type, error.message),
+                None => message.text.clone(),
+            },
+            None => output.to_owned(),
+        };
+        if shown_call.markdown {
+            shown_call.text = format!("{}\n\n**Result**\n\n{}", shown_call.text, fenced(&outcome, ""));
+        } else {
+            shown_call.text = format!("{}\n\nResult\n\n{outcome}", shown_call.text);
+        }
+    }
+    Shown { context, call: shown_call }
+}
+
+/// Inspect's default view: the call as `format_function_call` renders it, in a Python block.
+fn default_view(call: Option<&v1::ToolCall>, arguments: &serde_json::Map<String, serde_json::Value>) -> String {
+    let Some(call) = call else { return "*(the request carries no call)*".into() };
+    let rendered = format_function_call(&Call {
+        id: call.id.clone(),
+        function: call.function.clone(),
+        arguments: arguments.clone(),
+    });
+    fenced(&rendered, "python")
+}
+
+/// `text` in a backtick fence longer than any backtick run inside it (at least three).
+pub fn fenced(text: &str, lang: &str) -> String {
+    let (mut longest, mut run) = (0, 0);
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat((longest + 1).max(3));
+    format!("{fence}{lang}\n{text}\n{fence}")
+}
+
+/// Inspect's `substitute_tool_call_content`: `{{name}}` becomes the argument's text.
+pub fn substitute(text: &str, arguments: &serde_json::Map<String, serde_json::Value>) -> String {
+    if !text.contains("{{") {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let name_len = after.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(after.len());
+        let name = &after[..name_len];
+        match (name.is_empty(), after[name_len..].starts_with("}}"), arguments.get(name)) {
+            (false, true, Some(value)) => {
+                match value {
+                    serde_json::Value::String(s) => out.push_str(s),
+                    other => out.push_str(&airlock_policy::render::format_value(other)),
+                }
+                rest = &after[name_len + 2..];
+            }
+            _ => {
+                out.push_str("{{");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,312 @@
+//! The web UI's pages, rendered on the server: the pending list, one task's card, the
+//! history and the login page. Every value from a task goes through [`safe_html`] or
+//! [`Content::html`]; the only script is `app.js`, served from this process.
+
+use std::fmt::Write as _;
+
+use airlock_policy::Kind;
+
+use super::{Content, escape, safe_html, shown};
+use crate::task::{State, Task, shortcut};
+
+/// The stylesheet, served at `/assets/app.css`.
+pub const CSS: &str = include_str!("../../assets/app.css");
+/// The script, served at `/assets/app.js`.
+pub const JS: &str = include_str!("../../assets/app.js");
+
+/// Who is looking, for the header.
+#[derive(Debug, Clone)]
+pub struct Viewer<'a> {
+    /// The reviewer's name.
+    pub name: &'a str,
+    /// The reviewer's pools (among the service's).
+    pub pools: &'a [String],
+    /// The session's CSRF token.
+    pub csrf: &'a str,
+}
+
+fn shell(title: &str, active: &str, viewer: Option<&Viewer<'_>>, pending: Option<usize>, body: &str) -> String {
+    let mut html = String::with_capacity(body.len() + 2048);
+    let csrf = viewer.map(|v| escape(v.csrf)).unwrap_or_default();
+    let _ = write!(
+        html,
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <meta name=\"csrf-token\" content=\"{csrf}\">\
+         <title>{}</title><link rel=\"stylesheet\" href=\"/assets/app.css\">\
+         <script src=\"/assets/app.js\" defer></script></head><body data-page=\"{active}\">",
+        escape(title)
+    );
+    html.push_str("<header class=\"top\"><div class=\"brand\"><span class=\"logo\">&#9670;</span> Airlock <span>review</span></div>");
+    if let Some(viewer) = viewer {
+        let count = pending.map(|n| format!(" <span id=\"count\" class=\"count\">{n}</span>")).unwrap_or_default();
+        let class = |page: &str| if page == active { " class=\"active\"" } else { "" };
+        let _ = write!(
+            html,
+            "<nav><a href=\"/\"{}>Pending{count}</a><a href=\"/history\"{}>History</a></nav>\
+             <div class=\"who\"><span class=\"name\">{}</span><span class=\"pools\">{}</span>\
+             <form method=\"post\" action=\"/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+             <button class=\"link\" type=\"submit\">Log out</button></form></div>",
+            class("pending"),
+            class("history"),
+            escape(viewer.name),
+            viewer.pools.iter().map(|p| escape(p)).collect::<Vec<_>>().join(" · "),
+        );
+    }
+    html.push_str("</header><main>");
+    html.push_str(body);
+    html.push_str("</main></body></html>\n");
+    html
+}
+
+/// The login page, with an error when a token was refused.
+pub fn login(error: Option<&str>) -> String {
+    let error = error.map(|e| format!("<p class=\"error\">{}</p>", escape(e))).unwrap_or_default();
+    let body = format!(
+        "<section class=\"login\"><h1>Sign in</h1>\
+         <p>Paste the token you were given (<code>airlock reviewer add-token</code> prints it once).</p>{error}\
+         <form method=\"post\" action=\"/login\"><label for=\"token\">Token</label>\
+         <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" autofocus required>\
+         <button class=\"btn primary\" type=\"submit\">Sign in</button></form></section>"
+    );
+    shell("Airlock review: sign in", "login", None, None, &body)
+}
+
+/// The pending list.
+pub fn pending(viewer: &Viewer<'_>, tasks: &[Task], now_ms: i64) -> String {
+    let mut body = String::new();
+    body.push_str(
+        "<div class=\"bar\"><h1>Pending tasks</h1><span id=\"live\" class=\"live\" title=\"updates arrive as they \
+         happen\">connecting…</span></div>",
+    );
+    let _ = write!(
+        body,
+        "<p id=\"empty\" class=\"empty\"{}>Nothing to decide. New tasks appear here as they arrive.</p>",
+        if tasks.is_empty() { "" } else { " hidden" }
+    );
+    body.push_str("<section id=\"tasks\">");
+    for task in tasks {
+        body.push_str(&card(task, viewer.csrf, now_ms));
+    }
+    body.push_str("</section>");
+    body.push_str(
+        "<footer class=\"keys\"><kbd>a</kbd> approve <kbd>r</kbd> reject <kbd>t</kbd> terminate \
+         <kbd>c</kbd> continue <kbd>e</kbd> escalate, on the selected task · <kbd>j</kbd>/<kbd>k</kbd> next/previous \
+         · <kbd>x</kbd> write an explanation · <kbd>Esc</kbd> leave the field</footer>",
+    );
+    shell(&format!("({}) Airlock review", tasks.len()), "pending", Some(viewer), Some(tasks.len()), &body)
+}
+
+/// One task's card: everything a person needs to decide, and the buttons of its choices.
+pub fn card(task: &Task, csrf: &str, now_ms: i64) -> String {
+    let kind = task.kind();
+    let call = task.call();
+    let view = shown(call, task.view(), task.result());
+    let function = call.map_or("(no call)", |c| c.function.as_str());
+    let mut html = String::with_capacity(4096);
+    let choices: Vec<&str> = task.choices().iter().map(|c| c.as_str()).collect();
+    let _ = write!(
+        html,
+        "<article class=\"task {kind}\" id=\"task-{id}\" data-id=\"{id}\" data-choices=\"{choices}\" tabindex=\"-1\">",
+        kind = kind,
+        id = escape(&task.id),
+        choices = escape(&choices.join(",")),
+    );
+    // Heading: kind, call, where it comes from, times.
+    let _ = write!(
+        html,
+        "<header><div class=\"title\"><span class=\"badge {kind}\">{label}</span><h2 class=\"fn\">{function}</h2>\
+         <span class=\"pool\">pool <b>{pool}</b></span></div>",
+        label = if kind == Kind::Approval { "Approval" } else { "Review" },
+        function = safe_html(function),
+        pool = safe_html(&task.pool),
+    );
+    html.push_str("<dl class=\"origin\">");
+    let origin = task.origin().cloned().unwrap_or_default();
+    let key = task.request().and_then(|r| r.key.clone()).unwrap_or_default();
+    let sample = if origin.sample_id.is_empty() { key.sample_id.clone() } else { origin.sample_id.clone() };
+    let epoch = if origin.epoch == 0 { key.epoch } else { origin.epoch };
+    for (label, value) in [
+        ("Task", origin.task.as_str()),
+        ("Sample", sample.as_str()),
+        ("Epoch", &epoch.to_string()),
+        ("Model", origin.model.as_str()),
+        ("Call id", key.tool_call_id.as_str()),
+    ] {
+        if !value.is_empty() {
+            let _ = write!(html, "<div><dt>{label}</dt><dd>{}</dd></div>", safe_html(value));
+        }
+    }
+    html.push_str("</dl><div class=\"times\">");
+    let _ = write!(
+        html,
+        "<span class=\"age\" data-since=\"{}\" title=\"received {}\">received {}</span>",
+        task.received_at,
+        utc(task.received_at),
+        ago(now_ms - task.received_at)
+    );
+    if task.deadline_at > 0 {
+        let _ = write!(
+            html,
+            "<span class=\"deadline\" data-until=\"{}\" data-on-timeout=\"{on_timeout}\" title=\"deadline {}\">\
+             deadline {} ({on_timeout} on timeout)</span>",
+            task.deadline_at,
+            utc(task.deadline_at),
+            utc(task.deadline_at),
+            on_timeout = task.on_timeout()
+        );
+    }
+    html.push_str("</div></header>");
+
+    let message = task.message().trim();
+    if !message.is_empty() {
+        let _ = write!(
+            html,
+            "<section class=\"message\"><h3>Assistant</h3><div class=\"text\">{}</div></section>",
+            safe_html(message)
+        );
+    }
+    if let Some(context) = &view.context {
+        let _ = write!(html, "<section class=\"context\"><h3>Context</h3>{}</section>", context.html());
+    }
+    let _ = write!(
+        html,
+        "<section class=\"call\"><h3>{}</h3>{}</section>",
+        if kind == Kind::Review { "Tool call and result" } else { "Tool call" },
+        view.call.html()
+    );
+    if contains_marker(task, &view.call, view.context.as_ref()) {
+        html.push_str(
+            "<p class=\"warn\">This task contains control, invisible or direction-changing characters; each is \
+             shown as <span class=\"ctl\">\u{2039}U+XXXX\u{203A}</span>.</p>",
+        );
+    }
+
+    match &task.state {
+        State::Pending => {
+            let _ = write!(
+                html,
+                "<form class=\"decide\" method=\"post\" action=\"/ui/tasks/{id}/decision\">\
+                 <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+                 <label class=\"explain\"><span>Explanation <i>(optional; the model sees it)</i></span>\
+                 <textarea name=\"explanation\" rows=\"2\" maxlength=\"4000\"></textarea></label><div class=\"choices\">",
+                id = escape(&task.id),
+                csrf = escape(csrf),
+            );
+            for choice in task.choices() {
+                let name = choice.as_str();
+                let mut label = name.to_owned();
+                label[..1].make_ascii_uppercase();
+                let _ = write!(
+                    html,
+                    "<button type=\"submit\" name=\"decision\" value=\"{name}\" class=\"btn {name}\" \
+                     data-key=\"{key}\"><kbd>{key}</kbd> {label}</button>",
+                    key = shortcut(choice),
+                );
+            }
+            html.push_str("</div><p class=\"status\" role=\"status\"></p></form>");
+        }
+        State::Decided(verdict) => {
+            let _ = write!(
+                html,
+                "<p class=\"outcome\"><span class=\"badge {d}\">{d}</span> by <b>{by}</b> at {at}: {why}</p>",
+                d = verdict.decision,
+                by = safe_html(&verdict.decided_by),
+                at = utc(verdict.decided_at),
+                why = safe_html(&verdict.explanation),
+            );
+        }
+        State::Cancelled { at, reason } => {
+            let _ =
+                write!(html, "<p class=\"outcome\">Withdrawn by the runner at {}: {}</p>", utc(*at), safe_html(reason));
+        }
+    }
+    html.push_str("</article>");
+    html
+}
+
+fn contains_marker(task: &Task, call: &Content, context: Option<&Content>) -> bool {
+    let unsafe_in = |s: &str| s.chars().any(super::is_unsafe);
+    unsafe_in(task.message())
+        || unsafe_in(&call.text)
+        || context.is_some_and(|c| unsafe_in(&c.text))
+        || task.call().is_some_and(|c| unsafe_in(&c.function))
+}
+
+/// The tasks that left the list: decided (by whom) or withdrawn.
+pub fn history(viewer: &Viewer<'_>, tasks: &[Task]) -> String {
+    let mut body = String::from("<div class=\"bar\"><h1>History</h1></div>");
+    if tasks.is_empty() {
+        body.push_str("<p class=\"empty\">Nothing decided yet.</p>");
+    } else {
+        body.push_str(
+            "<table class=\"history\"><thead><tr><th>When</th><th>Kind</th><th>Pool</th><th>Call</th>\
+             <th>Sample</th><th>Decision</th><th>Decided by</th><th>Explanation</th></tr></thead><tbody>",
+        );
+        for task in tasks {
+            let call = task.call().map_or(String::new(), |c| c.function.clone());
+            let sample = task.origin().map(|o| format!("{} #{}", o.sample_id, o.epoch)).unwrap_or_default();
+            let (when, decision, by, why) = match &task.state {
+                State::Decided(v) => (
+                    v.decided_at,
+                    format!("<span class=\"badge {0}\">{0}</span>", v.decision),
+                    safe_html(&v.decided_by),
+                    safe_html(&v.explanation),
+                ),
+                State::Cancelled { at, reason } => {
+                    (*at, "<span class=\"badge withdrawn\">withdrawn</span>".into(), "runner".into(), safe_html(reason))
+                }
+                State::Pending => (0, String::new(), String::new(), String::new()),
+            };
+            let _ = write!(
+                body,
+                "<tr><td class=\"nowrap\">{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td>\
+                 <td>{decision}</td><td>{by}</td><td class=\"why\">{why}</td></tr>",
+                utc(when),
+                task.kind(),
+                safe_html(&task.pool),
+                safe_html(&call),
+                safe_html(&sample),
+            );
+        }
+        body.push_str("</tbody></table>");
+    }
+    shell("Airlock review: history", "history", Some(viewer), None, &body)
+}
+
+/// A short error page.
+pub fn error(status: &str, message: &str) -> String {
+    let body = format!(
+        "<section class=\"login\"><h1>{}</h1><p>{}</p><p><a href=\"/\">Back</a></p></section>",
+        escape(status),
+        escape(message)
+    );
+    shell("Airlock review", "error", None, None, &body)
+}
+
+/// `ms` (a duration) as "12s ago", "3m ago", "2h 5m ago".
+pub fn ago(ms: i64) -> String {
+    let s = (ms / 1000).max(0);
+    match s {
+        0..=59 => format!("{s}s ago"),
+        60..=3599 => format!("{}m ago", s / 60),
+        _ => format!("{}h {}m ago", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// Unix milliseconds as `YYYY-MM-DD HH:MM:SS UTC`.
+pub fn utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC", rem / 3600, (rem % 3600) / 60, rem % 60)
+}
