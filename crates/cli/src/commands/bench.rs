@@ -32,7 +32,7 @@ use self::echo::{ECHO, EchoClient};
 pub use self::echo::{EchoArgs, serve as serve_echo};
 use self::report::{Report, Side};
 use self::traffic::drive;
-use super::{Failure, FleetArgs, connect};
+use super::{Failure, FleetArgs, connect, shutdown_signal};
 
 /// Arguments of `airlock bench`.
 #[derive(Debug, Args)]
@@ -143,7 +143,13 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
     let cleanup = connect(&fleet, "bench cleanup").await?;
     let mut children = Children::default();
     let guard = Duration::from_secs_f64(args.max_seconds);
-    let outcome = tokio::time::timeout(guard, bench(&args, &fleet, &settings, &names, &mut children)).await;
+    // SIGTERM or SIGINT ends the bench the way the guard does: children stopped, queues deleted.
+    let outcome = tokio::select! {
+        outcome = tokio::time::timeout(guard, bench(&args, &fleet, &settings, &names, &mut children)) => {
+            outcome.map_err(|_| format!("the bench did not finish within {}s (--max-seconds)", args.max_seconds))
+        }
+        () = shutdown_signal() => Err("the bench was interrupted".to_owned()),
+    };
     children.stop_all().await;
     let mut topology = echo::topology(&prefix, ECHO, Some(&names.echo_owner)).with_reply_queue(&names.runner);
     if created {
@@ -154,15 +160,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
     }
     cleanup.close().await;
 
-    let report = match outcome {
-        Ok(result) => result?,
-        Err(_) => {
-            return Err(Failure::other(format!(
-                "the bench did not finish within {}s (--max-seconds)",
-                args.max_seconds
-            )));
-        }
-    };
+    let report = outcome.map_err(Failure::other)??;
     if args.json {
         println!("{}", report.json());
     } else {
@@ -207,9 +205,8 @@ async fn bench(
     let mut workers = Vec::new();
     for index in 0..args.workers {
         let id = format!("bench-worker-{index}");
-        let worker_args =
-            ["worker", "--amqp", &args.amqp, "--prefix", prefix, "--concurrency", &concurrency, "--id", &id];
-        children.spawn(&id, &worker_args.map(str::to_owned))?;
+        let worker_args = ["worker", "--prefix", prefix, "--concurrency", &concurrency, "--id", &id];
+        children.spawn(&id, &args.amqp, &worker_args)?;
         workers.push(id);
     }
     let shared = Shared::default();
@@ -223,9 +220,8 @@ async fn bench(
     // The echo.
     let transport = connect(fleet, "bench echo requester").await?;
     let requester = EchoClient::connect(transport.clone(), prefix, &names.echo_owner).await?;
-    let echo_args =
-        ["bench-echo", "--amqp", &args.amqp, "--prefix", prefix, "--queue", ECHO, "--concurrency", &concurrency];
-    children.spawn("echo responder", &echo_args.map(str::to_owned))?;
+    let echo_args = ["bench-echo", "--prefix", prefix, "--queue", ECHO, "--concurrency", &concurrency];
+    children.spawn("echo responder", &args.amqp, &echo_args)?;
     let body = fleet::echo_body(
         settings.size,
         &echo::topology(prefix, ECHO, Some(&names.echo_owner)).reply_queue(&names.echo_owner),

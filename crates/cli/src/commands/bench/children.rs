@@ -16,6 +16,9 @@ const STOP_GRACE: Duration = Duration::from_secs(15);
 /// output does not mix with the report.
 const CHILD_LOG: &str = "warn";
 
+/// The variable `--amqp` falls back to.
+const AMQP_URL_ENV: &str = "AIRLOCK_AMQP_URL";
+
 /// Running children; dropping this kills them (SIGKILL), stopping them is graceful.
 #[derive(Debug, Default)]
 pub struct Children {
@@ -30,12 +33,14 @@ struct Running {
 }
 
 impl Children {
-    /// Starts this program with `args` as the child `name`.
-    pub fn spawn(&mut self, name: impl Into<String>, args: &[String]) -> Result<(), Failure> {
+    /// Starts this program with `args` as the child `name`, the broker URL in its environment
+    /// (`AIRLOCK_AMQP_URL`, so its password does not show in the process list).
+    pub fn spawn(&mut self, name: impl Into<String>, amqp_url: &str, args: &[&str]) -> Result<(), Failure> {
         let name = name.into();
         let program = std::env::current_exe().map_err(|e| Failure::other(format!("cannot find this program: {e}")))?;
         let mut command = Command::new(program);
-        command.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::inherit()).kill_on_drop(true);
+        command.args(args).env(AMQP_URL_ENV, amqp_url);
+        command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::inherit()).kill_on_drop(true);
         if std::env::var_os("RUST_LOG").is_none() {
             command.env("RUST_LOG", CHILD_LOG);
         }
