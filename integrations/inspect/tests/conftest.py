@@ -219,3 +219,24 @@ class StepServer:
         self._ready.set()
         await self._stop.wait()
         await connection.close()
+
+
+def rabbitmqctl(*args: str) -> str:
+    """Runs `rabbitmqctl` (faults injected on the broker side) and returns its output."""
+    return subprocess.run(["rabbitmqctl", *args], check=True, capture_output=True, text=True, timeout=HANG_GUARD).stdout
+
+
+def close_connections(name: str) -> int:
+    """Closes, on the broker, the connections whose name starts with `name` (what a network
+    cut looks like to a client), leaving every other user of the broker alone."""
+    listing = rabbitmqctl("list_connections", "-q", "--no-table-headers", "pid", "client_properties")
+    ours = [line.split("\t", 1)[0] for line in listing.splitlines() if f'{{"connection_name","{name}' in line]
+    for pid in ours:
+        rabbitmqctl("close_connection", pid, "test")
+    return len(ours)
+
+
+def queues_named(prefix: str) -> list[str]:
+    """The broker's queues whose names start with `prefix`."""
+    listing = rabbitmqctl("list_queues", "-q", "--no-table-headers", "name")
+    return [name for name in listing.split() if name.startswith(prefix)]

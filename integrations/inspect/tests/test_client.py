@@ -12,9 +12,9 @@ import pytest
 from inspect_ai.model import ChatMessageAssistant, ChatMessageTool
 from inspect_ai.tool import ToolCall
 
-from airlock import client_for, fleet_approver, fleet_reviewer, shutdown
+from airlock import FleetClient, client_for, fleet_approver, fleet_reviewer, shutdown
 from airlock._proto import airlock_pb2 as pb
-from conftest import Fleet, unique_prefix
+from conftest import Fleet, close_connections, unique_prefix, wait_for_consumers
 
 POLICY = """
 approvers:
@@ -105,10 +105,28 @@ def test_a_silent_fleet_fails_closed_and_the_request_is_withdrawn(fleet: Fleet, 
         assert cancel.reason == "the runner stopped waiting: deadline passed"
         assert message.correlation_id is not None and message.correlation_id.endswith("/silent-1")
         assert client_for(fleet.url, fleet.prefix).stats().timed_out == 1
+
+        # A sample that ends while its request waits withdraws it too.
+        c = call("silent-2")
+        asking = asyncio.ensure_future(fleet_approver(url=fleet.url, prefix=fleet.prefix, policy=policy, timeout=60)("m", c, None, history(c)))
+        await sent(client_for(fleet.url, fleet.prefix), 1)
+        asking.cancel()
+        cancel = pb.Cancel.FromString((await anext_message(cancels)).body)
+        assert (cancel.key.tool_call_id, cancel.reason) == ("silent-2", "the sample ended before a decision")
         await shutdown()
         await connection.close()
 
     asyncio.run(run())
+
+
+async def sent(client: FleetClient, count: int) -> None:
+    """Waits until `count` requests wait for their decision, all accepted by the broker."""
+    for _ in range(1200):
+        stats = client.stats()
+        if stats.pending == count and stats.unsent == 0:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{count} requests were never all sent: {client.stats()}")
 
 
 async def anext_message(queue: aio_pika.abc.AbstractQueue) -> aio_pika.abc.AbstractIncomingMessage:
@@ -181,5 +199,31 @@ def test_thousands_of_concurrent_calls_share_one_connection(fleet: Fleet, policy
         with pytest.raises(aio_pika.exceptions.ChannelNotFoundEntity):
             await channel.declare_queue(reply_queue, passive=True)
         await connection.close()
+
+    asyncio.run(run())
+
+
+def test_requests_survive_a_lost_connection(fleet: Fleet, policy: str) -> None:
+    """The connection is cut while requests wait in the queue (no worker): the client
+    reconnects, its reply queue is still there, it sends the requests again, and every one
+    is decided once (the duplicates' replies are ignored)."""
+    for worker in fleet.workers:
+        worker.terminate()
+        worker.wait()
+    fleet.workers.clear()
+
+    async def run() -> None:
+        approve = fleet_approver(url=fleet.url, prefix=fleet.prefix, policy=policy, timeout=60)
+        calls = [call(f"c{i}", "ls" if i % 2 else "bash", cmd=f"rm -rf /{i}") for i in range(300)]
+        asking = asyncio.gather(*(approve("m", c, None, history(c)) for c in calls))
+        client = client_for(fleet.url, fleet.prefix)
+        await sent(client, len(calls))
+        assert await asyncio.to_thread(close_connections, f"{fleet.prefix} inspect (") == 1
+        await asyncio.to_thread(fleet.start_worker)
+        approvals = await asyncio.wait_for(asking, 60)
+        assert [a.decision for a in approvals] == ["approve" if i % 2 else "reject" for i in range(300)]
+        stats = client.stats()
+        assert stats.pending == 0 and 0 < stats.resent <= len(calls)
+        await shutdown()
 
     asyncio.run(run())

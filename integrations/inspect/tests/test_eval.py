@@ -23,7 +23,7 @@ from inspect_ai.review import ReviewPolicy
 import steps
 from airlock import fleet_approver, fleet_reviewer
 from airlock._proto import airlock_pb2 as pb
-from conftest import Fleet, unique_prefix
+from conftest import Fleet, queues_named, unique_prefix
 from evaltask import SECRET_OUTPUT, airlock_bridge, airlock_script
 
 HERE = Path(__file__).resolve().parent
@@ -211,6 +211,7 @@ def test_many_samples_at_once_share_one_connection(fleet: Fleet, policy: Path, t
         assert decisions == expected[str(sample.id).rsplit("-", 1)[0]], sample.id
     runners = {event.metadata["airlock"]["decided_by"] for sample in log.samples or [] for event in of(sample, ApprovalEvent)}
     assert runners <= {"py-worker-0", "py-worker-1"}
+    assert queues_named(f"{fleet.prefix}.reply.") == [], "the run's end deleted the reply queue"
 
 
 def test_the_inspect_command_with_the_three_line_setup(served: Fleet, policy: Path, tmp_path: Path) -> None:

@@ -65,6 +65,8 @@ class ClientStats:
 
     pending: int
     """Requests waiting for a decision now."""
+    unsent: int
+    """Of those, the ones the broker has not accepted yet (it is down, or no fleet is there)."""
     ignored_replies: int
     """Replies that matched nothing pending (duplicates or late ones)."""
     timed_out: int
@@ -244,13 +246,19 @@ class FleetClient:
         self._spawn(self._resend_pending())
 
     async def _resend_pending(self) -> None:
-        for correlation, pending in list(self._pending.items()):
-            if pending.published and not pending.future.done():
-                try:
-                    await self._publish(correlation, pending.body)
-                    self._resent += 1
-                except Exception as error:
-                    log.warning("Could not send %s again after a reconnect: %s", correlation, error)
+        """Publishes every request that was sent and is still waiting, all at once (their
+        confirms are awaited together)."""
+        waiting = [(c, p) for c, p in self._pending.items() if p.published and not p.future.done()]
+        await asyncio.gather(*(self._resend(correlation, pending) for correlation, pending in waiting))
+
+    async def _resend(self, correlation: str, pending: _Pending) -> None:
+        if pending.future.done():
+            return
+        try:
+            await self._publish(correlation, pending.body)
+            self._resent += 1
+        except Exception as error:
+            log.warning("Could not send %s again after a reconnect: %s", correlation, error)
 
     async def _on_reply(self, message: AbstractIncomingMessage) -> None:
         pending = self._pending.get(message.correlation_id or "")
@@ -278,6 +286,7 @@ class FleetClient:
         """Counters for logs and tests."""
         return ClientStats(
             pending=len(self._pending),
+            unsent=sum(not pending.published for pending in self._pending.values()),
             ignored_replies=self._ignored_replies,
             timed_out=self._timed_out,
             resent=self._resent,
