@@ -3,8 +3,11 @@
 pub mod audit;
 pub mod bench;
 pub mod demo;
+pub mod monitor;
 pub mod policy;
 pub mod request;
+pub mod review;
+pub mod reviewer;
 pub mod topology;
 pub mod worker;
 

@@ -32,6 +32,12 @@ enum Command {
     Worker(commands::worker::WorkerArgs),
     /// Send one request through the fleet and print its decision as JSON.
     Request(commands::request::RequestArgs),
+    /// Run a model-based monitor for an external step, or calibrate one.
+    Monitor(commands::monitor::MonitorArgs),
+    /// Run the reviewer service: human tasks in a web UI and an HTTP API (or add a reviewer).
+    Reviewer(commands::reviewer::ReviewerArgs),
+    /// Decide human tasks in this terminal.
+    Review(commands::review::ReviewArgs),
     /// Manage the fleet's queues and exchanges.
     #[command(subcommand)]
     Topology(commands::topology::TopologyCommand),
@@ -52,6 +58,9 @@ fn main() -> ExitCode {
         Command::Demo(args) => commands::block_on(commands::LOG_TOOL, commands::demo::run(args)),
         Command::Worker(args) => commands::block_on(commands::LOG_ROLE, commands::worker::run(args)),
         Command::Request(args) => commands::block_on(commands::LOG_TOOL, commands::request::run(args)),
+        Command::Monitor(args) => commands::monitor::main(args),
+        Command::Reviewer(args) => commands::block_on(commands::LOG_ROLE, commands::reviewer::run(args)),
+        Command::Review(args) => commands::block_on(commands::LOG_TOOL, commands::review::run(args)),
         Command::Topology(command) => commands::block_on(commands::LOG_TOOL, commands::topology::run(command)),
         Command::Audit(command) => commands::block_on(commands::LOG_ROLE, commands::audit::run(command)),
         Command::Bench(args) => commands::block_on(commands::LOG_TOOL, commands::bench::run(args)),
