@@ -9,15 +9,16 @@ the workspace's `target/debug/airlock`.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import signal
 import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-import inspect
-from typing import Any, Awaitable, Callable, Iterator, Union
+from typing import Any
 
 import aio_pika
 import pytest
@@ -66,7 +67,7 @@ def unique_prefix() -> str:
     return f"test-py-{uuid.uuid4().hex[:12]}"
 
 
-StepAnswerer = Callable[[Any], Union[pb.StepAnswer, Awaitable[pb.StepAnswer]]]
+StepAnswerer = Callable[[Any], pb.StepAnswer | Awaitable[pb.StepAnswer]]
 """What an external step answers to a `StepTask` (or a person to a `HumanTask`), plain or
 async."""
 
@@ -94,9 +95,18 @@ class Fleet:
         """Starts one more worker and waits until it consumes."""
         worker = subprocess.Popen(
             [
-                str(self.binary), "worker", "--amqp", self.url, "--prefix", self.prefix,
-                "--id", f"py-worker-{len(self.workers)}", "--concurrency", str(concurrency),
-                "--policy-dir", str(self.policy_dir),
+                str(self.binary),
+                "worker",
+                "--amqp",
+                self.url,
+                "--prefix",
+                self.prefix,
+                "--id",
+                f"py-worker-{len(self.workers)}",
+                "--concurrency",
+                str(concurrency),
+                "--policy-dir",
+                str(self.policy_dir),
             ],
             stdout=subprocess.DEVNULL,
         )

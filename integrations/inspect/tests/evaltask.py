@@ -58,7 +58,9 @@ def shell() -> Tool:
     return execute
 
 
-def scripted(input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice, config: GenerateConfig) -> ModelOutput:
+def scripted(
+    input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice, config: GenerateConfig
+) -> ModelOutput:
     """The next turn of the script in the sample's first message."""
     turns = json.loads(input[0].text)
     turn = sum(isinstance(message, ChatMessageAssistant) for message in input)
@@ -119,7 +121,9 @@ def bridged_shell_agent() -> Agent:
             client = AsyncOpenAI(api_key="unused-the-bridge-answers")
             messages: list[Any] = [{"role": "user", "content": state.messages[0].text}]
             for _ in range(5):
-                completion = await client.chat.completions.create(model="inspect", messages=messages, tools=[SHELL_SCHEMA])  # type: ignore[list-item]
+                completion = await client.chat.completions.create(
+                    model="inspect", messages=messages, tools=[SHELL_SCHEMA]
+                )  # type: ignore[list-item]
                 reply = completion.choices[0].message
                 messages.append(reply.model_dump(exclude_none=True))
                 if not reply.tool_calls:

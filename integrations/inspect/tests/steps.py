@@ -62,7 +62,12 @@ def output_watch(needle: str, on_match: str = "terminate") -> Reviewer:
     """Answers `on_match` when the raw output contains `needle`; escalates otherwise."""
 
     async def review(
-        message: str, call: ToolCall, result: ChatMessageTool, output: Any, view: ToolCallView, history: list[ChatMessage]
+        message: str,
+        call: ToolCall,
+        result: ChatMessageTool,
+        output: Any,
+        view: ToolCallView,
+        history: list[ChatMessage],
     ) -> Review:
         if needle in str(output):
             return Review(decision=on_match, explanation=f"found {needle}", metadata={"needle": needle})  # type: ignore[arg-type]

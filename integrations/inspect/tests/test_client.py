@@ -9,12 +9,12 @@ from pathlib import Path
 
 import aio_pika
 import pytest
+from conftest import Fleet, close_connections, unique_prefix
 from inspect_ai.model import ChatMessageAssistant, ChatMessageTool
 from inspect_ai.tool import ToolCall
 
 from airlock import FleetClient, client_for, fleet_approver, fleet_reviewer, shutdown
 from airlock._proto import airlock_pb2 as pb
-from conftest import Fleet, close_connections, unique_prefix, wait_for_consumers
 
 POLICY = """
 approvers:
@@ -50,13 +50,19 @@ def policy(tmp_path: Path) -> str:
 
 def test_a_broker_that_is_down_fails_closed_after_the_timeout(policy: str) -> None:
     async def run() -> None:
-        approve = fleet_approver(url="amqp://guest:guest@127.0.0.1:1/%2f", prefix=unique_prefix(), policy=policy, timeout=0.5)
-        review = fleet_reviewer(url="amqp://guest:guest@127.0.0.1:1/%2f", prefix=unique_prefix(), policy=policy, timeout=0.5)
+        approve = fleet_approver(
+            url="amqp://guest:guest@127.0.0.1:1/%2f", prefix=unique_prefix(), policy=policy, timeout=0.5
+        )
+        review = fleet_reviewer(
+            url="amqp://guest:guest@127.0.0.1:1/%2f", prefix=unique_prefix(), policy=policy, timeout=0.5
+        )
         c = call("c1")
         approval = await approve("m", c, None, history(c))
         assert approval.decision == "reject"
         assert approval.explanation is not None
-        assert approval.explanation.startswith("The Airlock fleet did not answer within 0.5s: the broker at amqp://127.0.0.1:1/%2f could not be reached")
+        assert approval.explanation.startswith(
+            "The Airlock fleet did not answer within 0.5s: the broker at amqp://127.0.0.1:1/%2f could not be reached"
+        )
         assert "guest" not in approval.explanation
         assert approval.metadata is not None and approval.metadata["airlock"]["approver"] == "timeout"
         result = ChatMessageTool(content="ok", tool_call_id="c1", function="ls")
@@ -98,7 +104,10 @@ def test_a_silent_fleet_fails_closed_and_the_request_is_withdrawn(fleet: Fleet, 
         c = call("silent-1")
         approval = await approve("m", c, None, history(c))
         assert approval.decision == "approve"
-        assert approval.explanation == "The Airlock fleet did not answer within 0.5s. It fails closed: 'approve' (on_timeout)."
+        assert (
+            approval.explanation
+            == "The Airlock fleet did not answer within 0.5s. It fails closed: 'approve' (on_timeout)."
+        )
         message = await anext_message(cancels)
         cancel = pb.Cancel.FromString(message.body)
         assert (cancel.key.tool_call_id, cancel.kind) == ("silent-1", pb.KIND_APPROVAL)
@@ -108,7 +117,9 @@ def test_a_silent_fleet_fails_closed_and_the_request_is_withdrawn(fleet: Fleet, 
 
         # A sample that ends while its request waits withdraws it too.
         c = call("silent-2")
-        asking = asyncio.ensure_future(fleet_approver(url=fleet.url, prefix=fleet.prefix, policy=policy, timeout=60)("m", c, None, history(c)))
+        asking = asyncio.ensure_future(
+            fleet_approver(url=fleet.url, prefix=fleet.prefix, policy=policy, timeout=60)("m", c, None, history(c))
+        )
         await sent(client_for(fleet.url, fleet.prefix), 1)
         asking.cancel()
         cancel = pb.Cancel.FromString((await anext_message(cancels)).body)
@@ -148,12 +159,16 @@ def test_refusals_fail_closed_with_the_fleets_reason(fleet: Fleet, tmp_path: Pat
         approval = await approve("m", c, None, history(c))
         assert approval.decision == "reject"
         assert approval.explanation is not None
-        assert approval.explanation.startswith("No decision from the Airlock fleet: the Airlock fleet refused the request (invalid_policy): ")
+        assert approval.explanation.startswith(
+            "No decision from the Airlock fleet: the Airlock fleet refused the request (invalid_policy): "
+        )
         assert "<inline>:4:15" in approval.explanation and approval.explanation.endswith("It fails closed: 'reject'.")
         assert approval.metadata is not None and approval.metadata["airlock"]["code"] == "invalid_policy"
         review = fleet_reviewer(url=fleet.url, prefix=fleet.prefix, policy="nowhere", timeout=30)
         reviewed = await review("m", c, ChatMessageTool(content="", tool_call_id="c1"), "", None, history(c))
-        assert reviewed.decision == "terminate" and "(unknown_policy): no policy named 'nowhere'" in (reviewed.explanation or "")
+        assert reviewed.decision == "terminate" and "(unknown_policy): no policy named 'nowhere'" in (
+            reviewed.explanation or ""
+        )
         await shutdown()
 
     asyncio.run(run())
@@ -183,9 +198,9 @@ def test_thousands_of_concurrent_calls_share_one_connection(fleet: Fleet, policy
         approvals = await asyncio.gather(*(approve("m", c, None, history(c)) for c in calls))
         assert [a.decision for a in approvals] == ["approve" if i % 2 else "reject" for i in range(2000)]
         outputs = [f"password={i}" if i % 3 == 0 else "fine" for i in range(500)]
-        results = [ChatMessageTool(content=o, tool_call_id=c.id) for o, c in zip(outputs, calls)]
+        results = [ChatMessageTool(content=o, tool_call_id=c.id) for o, c in zip(outputs, calls, strict=False)]
         reviews = await asyncio.gather(
-            *(review("m", c, r, o, None, history(c)) for c, r, o in zip(calls, results, outputs))
+            *(review("m", c, r, o, None, history(c)) for c, r, o in zip(calls, results, outputs, strict=False))
         )
         expected = ["terminate" if i % 3 == 0 and i % 2 == 0 else "continue" for i in range(500)]
         assert [r.decision for r in reviews] == expected

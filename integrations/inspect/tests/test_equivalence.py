@@ -9,6 +9,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import steps
+from conftest import Fleet
 from inspect_ai.approval import ApprovalPolicy, read_approval_policies
 from inspect_ai.approval._apply import apply_tool_approval, approval, modified_function_error
 from inspect_ai.model import ChatMessageAssistant, ChatMessageTool
@@ -16,9 +18,7 @@ from inspect_ai.review import ReviewPolicy, read_review_policies, review
 from inspect_ai.review._apply import apply_tool_review
 from inspect_ai.tool import ToolCall
 
-import steps
 from airlock import fleet_approver, fleet_reviewer, shutdown
-from conftest import Fleet
 
 POLICY = """
 approvers:
@@ -108,9 +108,9 @@ def test_the_same_policy_decides_the_same_in_process_and_through_airlock(fleet: 
 
     local = asyncio.run(in_process())
     remote = asyncio.run(through_airlock())
-    for (call, expected), (_, got) in zip(local[0], remote[0]):
+    for (call, expected), (_, got) in zip(local[0], remote[0], strict=True):
         assert got == expected, f"approval of {call}"
-    for (call, expected), (_, got) in zip(local[1], remote[1]):
+    for (call, expected), (_, got) in zip(local[1], remote[1], strict=True):
         assert got == expected, f"review of {call}"
     # The corpus covers every outcome.
     outcomes = {o[1] if o[0] != "error" else "error" for _, o in local[0]}

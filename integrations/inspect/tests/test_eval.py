@@ -14,17 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import steps
+from conftest import Fleet, queues_named, unique_prefix
+from evaltask import SECRET_OUTPUT, airlock_bridge, airlock_script
 from inspect_ai import eval as inspect_eval
 from inspect_ai.approval import ApprovalPolicy
 from inspect_ai.event import ApprovalEvent, ReviewEvent, ToolEvent
 from inspect_ai.log import EvalLog, EvalSample, read_eval_log
 from inspect_ai.review import ReviewPolicy
 
-import steps
 from airlock import fleet_approver, fleet_reviewer
 from airlock._proto import airlock_pb2 as pb
-from conftest import Fleet, queues_named, unique_prefix
-from evaltask import SECRET_OUTPUT, airlock_bridge, airlock_script
 
 HERE = Path(__file__).resolve().parent
 
@@ -91,7 +91,9 @@ def served(fleet: Fleet) -> Fleet:
 def wrapper_policy(tmp_path: Path, fleet: Fleet, policy: Path) -> Path:
     """The Inspect policy file a user writes: `airlock/fleet` for every tool, both ways."""
     path = tmp_path / "airlock.yaml"
-    entry = f'    tools: "*"\n    url: "{fleet.url}"\n    prefix: {fleet.prefix}\n    policy: {policy}\n    timeout: 60\n'
+    entry = (
+        f'    tools: "*"\n    url: "{fleet.url}"\n    prefix: {fleet.prefix}\n    policy: {policy}\n    timeout: 60\n'
+    )
     path.write_text(f"approvers:\n  - name: airlock/fleet\n{entry}reviewers:\n  - name: airlock/fleet\n{entry}")
     return path
 
@@ -107,7 +109,12 @@ def of(sample: EvalSample, kind: type) -> list[Any]:
 
 
 def test_an_eval_decided_and_reviewed_by_the_fleet(served: Fleet, policy: Path, tmp_path: Path) -> None:
-    log = run_eval(tmp_path, tasks=airlock_script(), approval=str(wrapper_policy(tmp_path, served, policy)), review=str(wrapper_policy(tmp_path, served, policy)))
+    log = run_eval(
+        tmp_path,
+        tasks=airlock_script(),
+        approval=str(wrapper_policy(tmp_path, served, policy)),
+        review=str(wrapper_policy(tmp_path, served, policy)),
+    )
     assert log.status == "success", log.error
     samples = {sample.id: sample for sample in log.samples or []}
     digest = hashlib.sha256(policy.read_bytes()).hexdigest()
@@ -121,7 +128,10 @@ def test_an_eval_decided_and_reviewed_by_the_fleet(served: Fleet, policy: Path, 
     # approve, then a review that continues.
     [approval] = of(samples["approve"], ApprovalEvent)
     assert (approval.decision, approval.explanation) == ("approve", "Automatic decision.")
-    assert (approval.metadata["airlock"]["approver"], approval.metadata["airlock"]["decided_by"]) == ("auto", "py-worker-0")
+    assert (approval.metadata["airlock"]["approver"], approval.metadata["airlock"]["decided_by"]) == (
+        "auto",
+        "py-worker-0",
+    )
     [tool] = of(samples["approve"], ToolEvent)
     assert tool.result == "ran: ls /" and tool.error is None
     [review] = of(samples["approve"], ReviewEvent)
@@ -141,7 +151,9 @@ def test_an_eval_decided_and_reviewed_by_the_fleet(served: Fleet, policy: Path, 
     [approval] = of(samples["modify"], ApprovalEvent)
     assert approval.decision == "modify" and approval.explanation == "appended --dry-run=server"
     assert approval.call.arguments == {"cmd": "kubectl apply -f x.yaml"}
-    assert approval.modified is not None and approval.modified.arguments == {"cmd": "kubectl apply -f x.yaml --dry-run=server"}
+    assert approval.modified is not None and approval.modified.arguments == {
+        "cmd": "kubectl apply -f x.yaml --dry-run=server"
+    }
     assert approval.metadata["airlock"]["decided_by"] == "py-step/append_flag"
     [tool] = of(samples["modify"], ToolEvent)
     assert tool.arguments == {"cmd": "kubectl apply -f x.yaml --dry-run=server"}
@@ -176,10 +188,16 @@ def test_an_eval_decided_and_reviewed_by_the_fleet(served: Fleet, policy: Path, 
 
     # review continue, for calls of one turn and of the next.
     reviews = of(samples["review_continue"], ReviewEvent)
-    assert [(r.call.id, r.decision) for r in reviews] == [("call-a", "continue"), ("call-b", "continue"), ("call-c", "continue")]
+    assert [(r.call.id, r.decision) for r in reviews] == [
+        ("call-a", "continue"),
+        ("call-b", "continue"),
+        ("call-c", "continue"),
+    ]
 
 
-def test_a_step_that_changes_the_function_fails_the_sample_as_inspect_does(served: Fleet, policy: Path, tmp_path: Path) -> None:
+def test_a_step_that_changes_the_function_fails_the_sample_as_inspect_does(
+    served: Fleet, policy: Path, tmp_path: Path
+) -> None:
     approver = fleet_approver(url=served.url, prefix=served.prefix, policy=str(policy), timeout=60)
     log = run_eval(tmp_path, tasks=airlock_script(scripts="swap"), approval=[ApprovalPolicy(approver, "*")])
     assert log.status == "error"
@@ -209,7 +227,9 @@ def test_many_samples_at_once_share_one_connection(fleet: Fleet, policy: Path, t
         decisions = [event.decision for event in of(sample, ApprovalEvent)]
         expected = {"approve": ["approve"], "reject": ["reject"], "review_continue": ["approve"] * 3}
         assert decisions == expected[str(sample.id).rsplit("-", 1)[0]], sample.id
-    runners = {event.metadata["airlock"]["decided_by"] for sample in log.samples or [] for event in of(sample, ApprovalEvent)}
+    runners = {
+        event.metadata["airlock"]["decided_by"] for sample in log.samples or [] for event in of(sample, ApprovalEvent)
+    }
     assert runners <= {"py-worker-0", "py-worker-1"}
     assert queues_named(f"{fleet.prefix}.reply.") == [], "the run's end deleted the reply queue"
 
@@ -223,9 +243,21 @@ def test_the_inspect_command_with_the_three_line_setup(served: Fleet, policy: Pa
         "INSPECT_DISPLAY": "none",
     }
     command = [
-        sys.executable, "-m", "inspect_ai", "eval", f"{HERE / 'evaltask.py'}@airlock_script",
-        "-T", "scripts=approve,modify,review_terminate", "--model", "mockllm/model",
-        "--approval", "airlock/fleet", "--review", "airlock/fleet", "--log-dir", str(tmp_path / "logs"),
+        sys.executable,
+        "-m",
+        "inspect_ai",
+        "eval",
+        f"{HERE / 'evaltask.py'}@airlock_script",
+        "-T",
+        "scripts=approve,modify,review_terminate",
+        "--model",
+        "mockllm/model",
+        "--approval",
+        "airlock/fleet",
+        "--review",
+        "airlock/fleet",
+        "--log-dir",
+        str(tmp_path / "logs"),
     ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -251,7 +283,9 @@ def test_a_fleet_that_is_down_fails_closed_without_failing_the_eval(policy: Path
     for sample in log.samples or []:
         [approval] = of(sample, ApprovalEvent)
         assert approval.decision == "reject"
-        assert approval.explanation is not None and approval.explanation.startswith("The Airlock fleet did not answer within 1.0s: ")
+        assert approval.explanation is not None and approval.explanation.startswith(
+            "The Airlock fleet did not answer within 1.0s: "
+        )
         assert approval.metadata["airlock"]["approver"] == "timeout"
         assert sample.output.completion == "done"
 
@@ -265,7 +299,10 @@ def test_a_bridged_agent_is_approved_by_the_fleet(served: Fleet, policy: Path, t
     assert log.status == "success", log.error
     samples = {sample.id: sample for sample in log.samples or []}
     outcomes = {
-        name: ([(e.decision, e.explanation) for e in of(sample, ApprovalEvent)], [m.text for m in sample.messages if m.role == "tool"])
+        name: (
+            [(e.decision, e.explanation) for e in of(sample, ApprovalEvent)],
+            [m.text for m in sample.messages if m.role == "tool"],
+        )
         for name, sample in samples.items()
     }
     assert outcomes == {

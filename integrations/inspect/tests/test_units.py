@@ -53,7 +53,9 @@ def test_calls_keep_their_argument_order_both_ways() -> None:
     wire = call_to_wire(call)
     assert wire.arguments_json == '{"text": "x", "action": "key", "n": 1.0}'
     decision = pb.Decision(decision=pb.DECISION_KIND_MODIFY, explanation="safer")
-    decision.modified.CopyFrom(pb.ToolCall(id="c1", function="computer", arguments_json='{"z": 1, "a": [1, 2], "m": "é"}'))
+    decision.modified.CopyFrom(
+        pb.ToolCall(id="c1", function="computer", arguments_json='{"z": 1, "a": [1, 2], "m": "é"}')
+    )
     approval = approval_from_decision(decision, call)
     assert approval.decision == "modify" and approval.explanation == "safer"
     assert approval.modified is not None and list(approval.modified.arguments) == ["z", "a", "m"]
@@ -70,13 +72,20 @@ def test_decisions_carry_the_fleets_record() -> None:
         policy_digest="abc",
         metadata_json='{"score": 0.2}',
     )
-    decision.trail.add(step=1, approver="scan", decision=pb.DECISION_KIND_ESCALATE, explanation="unsure", decided_by="scanner")
+    decision.trail.add(
+        step=1, approver="scan", decision=pb.DECISION_KIND_ESCALATE, explanation="unsure", decided_by="scanner"
+    )
     decision.trail.add(step=2, approver="human", decision=pb.DECISION_KIND_APPROVE, decided_by="alice")
     approval = approval_from_decision(decision, ToolCall(id="c", function="f", arguments={}))
     assert approval.decision == "approve" and approval.explanation is None
     assert approval.metadata is not None and approval.metadata["score"] == 0.2
     record = approval.metadata["airlock"]
-    assert (record["decision_id"], record["approver"], record["step"], record["decided_by"]) == ("d-1", "human", 2, "alice")
+    assert (record["decision_id"], record["approver"], record["step"], record["decided_by"]) == (
+        "d-1",
+        "human",
+        2,
+        "alice",
+    )
     assert record["policy_digest"] == "abc"
     assert [(t["approver"], t["decision"], t["decided_by"]) for t in record["trail"]] == [
         ("scan", "escalate", "scanner"),
@@ -118,7 +127,10 @@ def test_messages_carry_what_their_fields_cannot_as_json() -> None:
 
 
 def test_views_and_outputs() -> None:
-    view = ToolCallView(context=ToolCallContent(format="text", content="page"), call=ToolCallContent(title="t", format="markdown", content="**x**"))
+    view = ToolCallView(
+        context=ToolCallContent(format="text", content="page"),
+        call=ToolCallContent(title="t", format="markdown", content="**x**"),
+    )
     wire = view_to_wire(view)
     assert (wire.context.content, wire.call.title, wire.call.format) == ("page", "t", "markdown")
     assert not view_to_wire(None).HasField("call")

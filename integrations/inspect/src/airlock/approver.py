@@ -48,7 +48,9 @@ def fleet_approver(
         Approver: an approver to list in a policy, e.g. with `tools: "*"`.
     """
     if on_timeout not in APPROVAL_ON_TIMEOUT:
-        raise ValueError(f"airlock/fleet: on_timeout must be one of {', '.join(APPROVAL_ON_TIMEOUT)}, got '{on_timeout}'")
+        raise ValueError(
+            f"airlock/fleet: on_timeout must be one of {', '.join(APPROVAL_ON_TIMEOUT)}, got '{on_timeout}'"
+        )
     settings = FleetSettings.resolve(url, prefix, policy, timeout, history_bytes)
 
     async def approve(message: str, call: ToolCall, view: ToolCallView, history: list[ChatMessage]) -> Approval:

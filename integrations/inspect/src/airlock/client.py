@@ -168,7 +168,9 @@ class FleetClient:
             except FleetError:
                 raise
             except Exception as error:  # the broker is down, the connection went away, …
-                pending.problem = f"the broker at {redact(self.url)} could not be reached: {error or type(error).__name__}"
+                pending.problem = (
+                    f"the broker at {redact(self.url)} could not be reached: {error or type(error).__name__}"
+                )
             log.debug("Request %s not sent yet (%s); retrying in %.1fs.", correlation, pending.problem, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX)
@@ -238,9 +240,11 @@ class FleetClient:
             await asyncio.shield(connection.close())
             raise
         connection.reconnect_callbacks.add(self._on_reconnect)
-        self._connection, self._channel = connection, channel  # type: ignore[assignment]
-        self._replies, self._consumer_tag = queue, consumer_tag  # type: ignore[assignment]
-        log.info("Connected to the Airlock fleet '%s' at %s; replies on %s.", self.prefix, redact(self.url), self.reply_queue)
+        self._connection, self._channel = connection, channel
+        self._replies, self._consumer_tag = queue, consumer_tag
+        log.info(
+            "Connected to the Airlock fleet '%s' at %s; replies on %s.", self.prefix, redact(self.url), self.reply_queue
+        )
 
     def _on_reconnect(self, *_: Any) -> None:
         self._spawn(self._resend_pending())

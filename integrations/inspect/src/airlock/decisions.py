@@ -137,7 +137,10 @@ def _json_object(text: str) -> dict[str, Any]:
 def unanswered_explanation(error: FleetUnanswered, decision: str) -> str:
     """Why a request that got no answer in time was decided `decision` here."""
     reason = f": {error.reason}" if error.reason else ""
-    return f"The Airlock fleet did not answer within {error.timeout:.1f}s{reason}. It fails closed: '{decision}' (on_timeout)."
+    return (
+        f"The Airlock fleet did not answer within {error.timeout:.1f}s{reason}. "
+        f"It fails closed: '{decision}' (on_timeout)."
+    )
 
 
 def failure_explanation(error: FleetError, decision: str) -> str:

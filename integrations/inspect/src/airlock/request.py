@@ -4,7 +4,7 @@ asking the fleet, with the fleet's answer sorted into a decision or a typed fail
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from collections.abc import Sequence
 
 from inspect_ai.model import ChatMessage
 from inspect_ai.tool import ToolCall, ToolCallView

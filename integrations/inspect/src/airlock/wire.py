@@ -4,7 +4,8 @@ size), tool output, and the correlation id that ties a request to its reply."""
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from inspect_ai._util.content import ContentText
 from inspect_ai.model import ChatMessage, ChatMessageAssistant, ChatMessageTool
@@ -12,7 +13,7 @@ from inspect_ai.tool import ToolCall, ToolCallContent, ToolCallView
 
 from ._proto import airlock_pb2 as pb
 
-KIND_NAMES = {pb.KIND_APPROVAL: "approval", pb.KIND_REVIEW: "review"}
+KIND_NAMES: dict[int, str] = {pb.KIND_APPROVAL: "approval", pb.KIND_REVIEW: "review"}
 """The first segment of a correlation id, per kind."""
 
 
@@ -34,7 +35,9 @@ def arguments_json(arguments: dict[str, Any]) -> str:
 
 def call_to_wire(call: ToolCall) -> pb.ToolCall:
     """An Inspect `ToolCall` on the wire."""
-    wire = pb.ToolCall(id=call.id, function=call.function, arguments_json=arguments_json(call.arguments), type=call.type)
+    wire = pb.ToolCall(
+        id=call.id, function=call.function, arguments_json=arguments_json(call.arguments), type=call.type
+    )
     if call.parse_error is not None:
         wire.parse_error = call.parse_error
     if call.view is not None:
