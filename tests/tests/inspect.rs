@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use airlock_tests::airlock_bin;
 use airlock_testkit::amqp_url;
+use airlock_tests::airlock_bin;
 
 #[test]
 fn inspect_integration_suite() {

@@ -61,6 +61,7 @@ def fleet_approver(
             # Inspect fails the sample on such an answer, with this very message.
             raise RuntimeError(str(error)) from None
         except FleetUnanswered as error:
+            log.warning("%s", error)
             return Approval(
                 decision=on_timeout,  # type: ignore[arg-type]
                 explanation=unanswered_explanation(error, on_timeout),

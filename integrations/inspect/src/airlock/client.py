@@ -156,6 +156,8 @@ class FleetClient:
         """Publishes until the broker routed the request, then waits for the reply."""
         delay = RETRY_FIRST
         while not pending.future.done():
+            if self._connection is not None and not self._connection.connected.is_set():
+                pending.problem = f"the connection to the broker at {redact(self.url)} was lost; reconnecting"
             try:
                 await self._publish(correlation, pending.body)
                 pending.published = True

@@ -68,6 +68,7 @@ def fleet_reviewer(
             # Inspect fails the sample on such an answer, with this very message.
             raise RuntimeError(str(error)) from None
         except FleetUnanswered as error:
+            log.warning("%s", error)
             return Review(
                 decision=on_timeout,  # type: ignore[arg-type]
                 explanation=unanswered_explanation(error, on_timeout),
