@@ -57,7 +57,7 @@ async fn the_demo_runs_over_rabbitmq() {
     let prefix = unique_prefix();
     let Some(probe) = airlock_tests::broker(&prefix).await else { return };
     probe.close().await;
-    let output = demo(&["--amqp", &amqp_url(), "--prefix", &prefix, "--samples", "12"]).await;
+    let output = demo(&["--amqp", &amqp_url(), "--prefix", &prefix, "--samples", "12", "--auto-human", "approve"]).await;
     assert_every_kind_of_decision(&output);
     let topology = airlock_transport::Topology::new(prefix.as_str())
         .with_step("demo/append_timeout")

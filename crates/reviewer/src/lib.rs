@@ -17,11 +17,13 @@
 //! - [`http`]: the axum router: API, UI, server-sent events.
 //! - [`auth`]: tokens file, bearer tokens, sessions, CSRF.
 //! - [`ui`]: display-safe text, escaping, markdown, the pages.
+//! - [`client`]: a small plain-HTTP client of the API, for the console and tests.
 //! - [`run`] / [`Service`]: start, serve, stop in order.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
 pub mod auth;
+pub mod client;
 pub mod deadlines;
 #[cfg(test)]
 mod fixtures;

@@ -26,7 +26,7 @@ use tokio::task::JoinSet;
 
 use self::summary::{Record, Summary};
 use super::request::build_request;
-use super::{Failure, EXIT_UNAVAILABLE};
+use super::{EXIT_UNAVAILABLE, Failure};
 
 /// The demo's policy, in Inspect's format.
 const POLICY: &str = include_str!("demo/policy.yaml");
@@ -49,9 +49,13 @@ pub struct DemoArgs {
     /// Samples of the simulated eval, run concurrently.
     #[arg(long, default_value_t = 8)]
     samples: usize,
-    /// How the simulated human answers escalations.
-    #[arg(long, value_enum, default_value_t = AutoHuman::Approve)]
-    auto_human: AutoHuman,
+    /// Answer escalations with a simulated human; without it the reviewer UI starts and a
+    /// person decides them there.
+    #[arg(long, value_enum)]
+    auto_human: Option<AutoHuman>,
+    /// Where the reviewer UI listens (without --auto-human; a free port if this one is taken).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: std::net::SocketAddr,
 }
 
 /// The simulated human's constant answer.
@@ -94,7 +98,8 @@ pub async fn run(args: DemoArgs) -> Result<(), Failure> {
                 let fleet = Topology::new(prefix.clone())
                     .with_step(steps::APPEND_TIMEOUT)
                     .with_human_pool("default")
-                    .with_reply_queue(RUNNER);
+                    .with_reply_queue(RUNNER)
+                    .with_reply_queue(REVIEWER);
                 let cleanup = AmqpTransport::connect(&url).await;
                 if let Ok(cleanup) = cleanup {
                     let _ = cleanup.delete(&fleet).await;
@@ -107,31 +112,41 @@ pub async fn run(args: DemoArgs) -> Result<(), Failure> {
 }
 
 const RUNNER: &str = "demo-runner";
+/// Names the demo's reviewer service's queue of cancels.
+const REVIEWER: &str = "demo-reviewer";
 
 async fn drive<T: Transport>(transport: T, prefix: String, args: &DemoArgs) -> Result<(), Failure> {
     let scenario = scenario();
     let failure = |e: &dyn std::fmt::Display| Failure::other(e.to_string());
     let (stop_worker, worker_stopped) = oneshot::channel::<()>();
-    let config = WorkerConfig {
-        prefix: prefix.clone(),
-        concurrency: 64,
-        policy_dir: None,
-        worker_id: "demo-worker".into(),
-    };
+    let config =
+        WorkerConfig { prefix: prefix.clone(), concurrency: 64, policy_dir: None, worker_id: "demo-worker".into() };
     let worker = tokio::spawn(airlock_worker::run(transport.clone(), config, async {
         let _ = worker_stopped.await;
     }));
     let mut step_servers = steps::spawn(transport.clone(), &prefix, args.auto_human).await.map_err(|e| failure(&e))?;
+    let reviewer = match args.auto_human {
+        Some(_) => None,
+        None => Some(start_reviewer(transport.clone(), &prefix, args.listen).await?),
+    };
+    // A person takes longer than a simulated one; the policy's human step allows 300 s.
+    let timeout = if reviewer.is_some() { Duration::from_secs(360) } else { Duration::from_secs(30) };
     let client = Client::connect(
         transport.clone(),
-        ClientConfig { prefix: prefix.clone(), runner_id: RUNNER.into(), default_timeout: Duration::from_secs(30) },
+        ClientConfig { prefix: prefix.clone(), runner_id: RUNNER.into(), default_timeout: timeout },
     )
     .await
     .map_err(|e| failure(&e))?;
-    println!(
-        "{} samples, up to {CALLS_PER_SAMPLE} tool calls each; escalations answered by the simulated human: {:?}.",
-        args.samples, args.auto_human
-    );
+    match args.auto_human {
+        Some(human) => println!(
+            "{} samples, up to {CALLS_PER_SAMPLE} tool calls each; escalations answered by the simulated human: {human:?}.",
+            args.samples
+        ),
+        None => println!(
+            "{} samples, up to {CALLS_PER_SAMPLE} tool calls each; escalations wait for you in the reviewer UI.",
+            args.samples
+        ),
+    }
 
     let done = Arc::new(AtomicUsize::new(0));
     let decisions = Arc::new(AtomicUsize::new(0));
@@ -161,10 +176,48 @@ async fn drive<T: Transport>(transport: T, prefix: String, args: &DemoArgs) -> R
     }
 
     step_servers.abort_all();
+    if let Some(reviewer) = reviewer {
+        reviewer.stop().await;
+    }
     let _ = stop_worker.send(());
     worker.await.map_err(|e| failure(&e))?.map_err(|e| failure(&e))?;
     print!("{}", summary.render(elapsed));
     Ok(())
+}
+
+/// Starts the reviewer service in this process (an in-memory store, one reviewer for every
+/// pool) and tells the user where to open it.
+async fn start_reviewer<T: Transport>(
+    transport: T,
+    prefix: &str,
+    listen: std::net::SocketAddr,
+) -> Result<airlock_reviewer::Service, Failure> {
+    use airlock_reviewer::auth::{Reviewer, Reviewers, new_token, sha256_hex};
+    let token = new_token();
+    let reviewers = Reviewers::from_list(vec![Reviewer {
+        name: "you".into(),
+        token_sha256: sha256_hex(&token),
+        pools: vec!["*".into()],
+    }]);
+    let config = |listen| airlock_reviewer::ReviewerConfig {
+        prefix: prefix.to_owned(),
+        pools: vec!["default".into()],
+        store: "sqlite::memory:".into(),
+        listen,
+        reviewers: reviewers.clone(),
+        instance: REVIEWER.into(),
+    };
+    let service = match airlock_reviewer::Service::start(config(listen), transport.clone()).await {
+        Err(airlock_reviewer::ReviewerError::Listen { .. }) => {
+            airlock_reviewer::Service::start(config("127.0.0.1:0".parse().expect("an address")), transport).await
+        }
+        other => other,
+    }
+    .map_err(|e| Failure::other(e.to_string()))?;
+    let url = format!("http://{}/", service.local_addr());
+    println!("Reviewer UI: {url}  (sign in with token {token})");
+    println!("  or in a terminal: airlock review --console --api {url} --token {token}");
+    Ok(service)
 }
 
 /// One simulated sample: approve each call, run it, review its result; stop on terminate.
@@ -203,11 +256,8 @@ async fn run_sample<T: Transport>(
             Some(Decision::Terminate) => break,
             _ => continue,
         }
-        let executed = approval
-            .modified
-            .as_ref()
-            .and_then(|m| airlock_worker::convert::call_from_wire(m).ok())
-            .unwrap_or(call);
+        let executed =
+            approval.modified.as_ref().and_then(|m| airlock_worker::convert::call_from_wire(m).ok()).unwrap_or(call);
         let asked = Instant::now();
         let review = client
             .review(build_request(key, &executed, Kind::Review, source(), "Working on it.", &step.output))

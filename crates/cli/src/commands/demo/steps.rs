@@ -12,8 +12,12 @@ use super::AutoHuman;
 /// A plugin step that bounds downloads: `curl …` becomes `curl … --max-time 5`.
 pub const APPEND_TIMEOUT: &str = "demo/append_timeout";
 
-/// Starts the plugin step and the simulated human of the `default` pool.
-pub async fn spawn<T: Transport>(transport: T, prefix: &str, human: AutoHuman) -> Result<JoinSet<()>, TransportError> {
+/// Starts the plugin step and, when asked for, the simulated human of the `default` pool.
+pub async fn spawn<T: Transport>(
+    transport: T,
+    prefix: &str,
+    human: Option<AutoHuman>,
+) -> Result<JoinSet<()>, TransportError> {
     let topology = Topology::empty(prefix).with_step(APPEND_TIMEOUT).with_human_pool("default");
     transport.declare(&topology).await?;
     let results = Destination::queue(Topology::new(prefix).results_queue());
@@ -34,6 +38,7 @@ pub async fn spawn<T: Transport>(transport: T, prefix: &str, human: AutoHuman) -
         }
     });
 
+    let Some(human) = human else { return Ok(servers) };
     let mut people = transport.consume(&topology.human_queue("default"), 16).await?;
     servers.spawn(async move {
         while let Some(delivery) = people.next().await {

@@ -1,0 +1,286 @@
+//! `airlock review --console`: decide human tasks in a plain terminal, one at a time, as
+//! Inspect's console approver asks (`Approve (a), Reject (r), or Terminate (t)`).
+//!
+//! The console talks to a reviewer service's HTTP API (`--api URL --token T`), so storage,
+//! deduplication and sending answers stay in one place. With `--amqp` instead it starts a
+//! reviewer service of its own in this process (its store in `--store`, its API on
+//! loopback) and talks to that: tasks are stored and acknowledged at once, never held open
+//! while you think. Everything from the model is shown display-safe: escape sequences and
+//! invisible characters appear as `‹U+XXXX›` instead of acting on the terminal.
+
+use std::io::BufRead as _;
+use std::time::Duration;
+
+use airlock_reviewer::auth::{Reviewer, Reviewers, new_token, sha256_hex};
+use airlock_reviewer::client::ApiClient;
+use airlock_reviewer::ui::display_safe;
+use airlock_reviewer::{ReviewerConfig, Service, instance_for_store};
+use clap::Args;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::{Failure, FleetArgs, connect};
+
+/// How often an empty queue is looked at again.
+const POLL: Duration = Duration::from_secs(1);
+
+/// Arguments of `airlock review`.
+#[derive(Debug, Args)]
+pub struct ReviewArgs {
+    /// Decide in this terminal (the only mode so far).
+    #[arg(long)]
+    console: bool,
+    /// A reviewer service's address, e.g. http://127.0.0.1:8080
+    #[arg(long, conflicts_with = "amqp", requires = "token")]
+    api: Option<String>,
+    /// Your reviewer token for --api.
+    #[arg(long, env = "AIRLOCK_REVIEW_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Serve the human queues of this broker directly (an embedded reviewer service).
+    #[arg(long)]
+    amqp: Option<String>,
+    /// The fleet's prefix (with --amqp).
+    #[arg(long, env = "AIRLOCK_PREFIX", default_value = "airlock")]
+    prefix: String,
+    /// The pools to serve (with --amqp), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "default")]
+    pools: Vec<String>,
+    /// Where the embedded service stores tasks (with --amqp).
+    #[arg(long, default_value = "sqlite:airlock-review-console.db")]
+    store: String,
+    /// Your name, recorded as `decided_by` (with --amqp).
+    #[arg(long, default_value = "console")]
+    name: String,
+}
+
+/// Runs the console until end of input, `q`, or Ctrl-C.
+pub async fn run(args: ReviewArgs) -> Result<(), Failure> {
+    if !args.console {
+        return Err(Failure::config("only --console is supported: airlock review --console --api URL --token T"));
+    }
+    match (&args.api, &args.amqp) {
+        (Some(api), None) => {
+            let token = args.token.clone().ok_or_else(|| Failure::config("--api needs --token"))?;
+            console(Api::new(api, &token)).await
+        }
+        (None, Some(amqp)) => {
+            let token = new_token();
+            let reviewers = Reviewers::from_list(vec![Reviewer {
+                name: args.name.clone(),
+                token_sha256: sha256_hex(&token),
+                pools: vec!["*".into()],
+            }]);
+            let config = ReviewerConfig {
+                prefix: args.prefix.clone(),
+                pools: args.pools.clone(),
+                instance: instance_for_store(&args.store),
+                store: args.store.clone(),
+                listen: "127.0.0.1:0".parse().expect("a loopback address"),
+                reviewers,
+            };
+            config.validate().map_err(|e| Failure::config(e.to_string()))?;
+            let transport = connect(&FleetArgs { amqp: amqp.clone(), prefix: args.prefix.clone() }, "review").await?;
+            let service = Service::start(config, transport.clone()).await.map_err(|e| Failure::other(e.to_string()))?;
+            let api = Api::new(&format!("http://{}", service.local_addr()), &token);
+            let outcome = console(api).await;
+            service.stop().await;
+            use airlock_transport::Transport as _;
+            transport.close().await;
+            outcome
+        }
+        _ => Err(Failure::config("give either --api URL --token T, or --amqp URL")),
+    }
+}
+
+/// A reviewer service's API, with errors as the command reports them.
+struct Api(ApiClient, String);
+
+impl Api {
+    fn new(base: &str, token: &str) -> Self {
+        Api(ApiClient::new(base, token), base.to_owned())
+    }
+
+    async fn get(&self, path: &str) -> Result<(u16, Value), Failure> {
+        self.0.get(path).await.map_err(|e| Failure::other(format!("cannot reach {}: {e}", self.1)))
+    }
+
+    async fn decide(&self, id: &str, decision: &str, explanation: Option<&str>) -> Result<(u16, Value), Failure> {
+        self.0
+            .decide(id, decision, explanation)
+            .await
+            .map_err(|e| Failure::other(format!("cannot reach {}: {e}", self.1)))
+    }
+}
+
+async fn console(api: Api) -> Result<(), Failure> {
+    let (status, me) = api.get("/api/me").await?;
+    if status == 401 {
+        return Err(Failure::config("the reviewer service refused the token"));
+    }
+    println!(
+        "Reviewing as {} (pools: {}). Answer with the letter shown; add words after it to explain \
+         (e.g. `r not on prod`); `q` quits and leaves the task pending.",
+        text(&me["name"]),
+        me["pools"].as_array().map(|p| p.iter().map(text).collect::<Vec<_>>().join(", ")).unwrap_or_default()
+    );
+    let mut lines = stdin_lines();
+    let mut waiting = false;
+    loop {
+        let (status, list) = api.get("/api/tasks").await?;
+        if status != 200 {
+            return Err(Failure::other(format!("listing tasks failed ({status}): {}", list["error"])));
+        }
+        let Some(task) = list["tasks"].as_array().and_then(|t| t.first()).cloned() else {
+            if !waiting {
+                println!("Waiting for tasks… (Ctrl-C to quit)");
+                waiting = true;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(POLL) => continue,
+                _ = tokio::signal::ctrl_c() => return Ok(()),
+            }
+        };
+        waiting = false;
+        print!("{}", render(&task));
+        let choices: Vec<String> = task["choices"].as_array().map(|c| c.iter().map(text).collect()).unwrap_or_default();
+        let prompt = prompt(&choices);
+        let (decision, explanation) = loop {
+            print!("{prompt} [{}]: ", choices.first().and_then(|c| c.get(..1)).unwrap_or("a"));
+            let _ = std::io::Write::flush(&mut std::io::stdout());
+            let line = tokio::select! {
+                line = lines.recv() => line,
+                _ = tokio::signal::ctrl_c() => None,
+            };
+            let Some(line) = line else { return Ok(()) };
+            let line = line.trim();
+            if line == "q" {
+                return Ok(());
+            }
+            let (key, note) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+            let key = if key.is_empty() { choices.first().map_or("a", |c| &c[..1]) } else { key };
+            match choices.iter().find(|c| c.starts_with(&key.to_lowercase()) && key.len() == 1) {
+                Some(choice) => break (choice.clone(), (!note.trim().is_empty()).then(|| note.trim().to_owned())),
+                None => println!(
+                    "Please answer with one of: {}",
+                    choices.iter().map(|c| &c[..1]).collect::<Vec<_>>().join(", ")
+                ),
+            }
+        };
+        let id = text(&task["id"]);
+        match api.decide(&id, &decision, explanation.as_deref()).await? {
+            (200, _) => println!("Decision: {}\n", capitalize(&decision)),
+            (409, body) => {
+                println!("Already decided ({} by {}).\n", text(&body["decision"]), text(&body["decided_by"]))
+            }
+            (status, body) => println!("The decision was not recorded ({status}): {}\n", text(&body["error"])),
+        }
+    }
+}
+
+/// Reads stdin on a thread of its own, line by line.
+fn stdin_lines() -> mpsc::UnboundedReceiver<String> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Inspect's console prompt: `Approve (a), Reject (r), or Terminate (t)`.
+pub fn prompt(choices: &[String]) -> String {
+    let parts: Vec<String> = choices.iter().map(|c| format!("{} ({})", capitalize(c), &c[..1])).collect();
+    match parts.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{}, or {last}", rest.join(", ")),
+    }
+}
+
+fn capitalize(word: &str) -> String {
+    let mut out = word.to_owned();
+    if let Some(first) = out.get_mut(..1) {
+        first.make_ascii_uppercase();
+    }
+    out
+}
+
+fn text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// What the console shows of a task, every model-supplied string display-safe.
+pub fn render(task: &Value) -> String {
+    let safe = |value: &Value| display_safe(&text(value)).0;
+    let rule = "─".repeat(72);
+    let title = if task["kind"] == "review" { "Review Tool Result" } else { "Approve Tool" };
+    let mut out = format!("\n┌ {title} {}\n", "─".repeat(70usize.saturating_sub(title.len())));
+    let origin = &task["origin"];
+    let mut heading = format!("sample {}, epoch {}", safe(&task["key"]["sample_id"]), text(&task["key"]["epoch"]));
+    if !text(&origin["task"]).is_empty() {
+        heading = format!("{} ({heading})", safe(&origin["task"]));
+    }
+    if !text(&origin["model"]).is_empty() {
+        heading = format!("{heading}: {}", safe(&origin["model"]));
+    }
+    out.push_str(&format!("│ {heading} · pool {}\n", safe(&task["pool"])));
+    if let Some(deadline) = task["deadline_unix_ms"].as_i64() {
+        let left = (deadline - airlock_reviewer::shared::now_ms()) / 1000;
+        out.push_str(&format!("│ deadline in {left}s, then {}\n", text(&task["on_timeout"])));
+    }
+    let message = safe(&task["message"]);
+    if !message.trim().is_empty() {
+        out.push_str(&format!("\nAssistant\n{}\n", message.trim()));
+    }
+    let shown = &task["shown"];
+    if !shown["context"].is_null() {
+        if !shown["context"]["title"].is_null() {
+            out.push_str(&format!("\n{}\n", safe(&shown["context"]["title"])));
+        }
+        out.push_str(&format!("\n{}\n", safe(&shown["context"]["text"])));
+    }
+    out.push_str(&format!("\n{}\n", "․".repeat(72)));
+    if !shown["call"]["title"].is_null() {
+        out.push_str(&format!("{}\n", safe(&shown["call"]["title"])));
+    }
+    out.push_str(&format!("{}\n{rule}\n", safe(&shown["call"]["text"])));
+    let escaped = ["message", "shown"].iter().any(|k| display_safe(&task[*k].to_string()).1)
+        || display_safe(&text(&task["message"])).1
+        || display_safe(&text(&shown["call"]["text"])).1;
+    if escaped {
+        out.push_str("Note: control or invisible characters in this task are shown as ‹U+XXXX›.\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prompt_is_inspects() {
+        let choices: Vec<String> = ["approve", "reject", "terminate"].map(String::from).to_vec();
+        assert_eq!(prompt(&choices), "Approve (a), Reject (r), or Terminate (t)");
+        assert_eq!(prompt(&["continue".into(), "terminate".into()]), "Continue (c), or Terminate (t)");
+    }
+
+    #[test]
+    fn escapes_never_reach_the_terminal() {
+        let task = serde_json::json!({
+            "kind": "approval", "message": "hi\u{1b}[2J", "pool": "ops", "key": {"sample_id": "s", "epoch": 1},
+            "origin": {"task": "t", "model": "m"},
+            "shown": {"call": {"text": "bash(cmd='\u{202e}exe')", "title": null, "markdown": true}, "context": null},
+        });
+        let shown = render(&task);
+        assert!(!shown.contains('\u{1b}') && !shown.contains('\u{202e}'), "{shown:?}");
+        assert!(shown.contains("hi‹U+001B›[2J") && shown.contains("‹U+202E›exe"), "{shown}");
+    }
+}

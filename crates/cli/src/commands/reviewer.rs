@@ -1,0 +1,114 @@
+//! `airlock reviewer`: the reviewer service (human tasks → store → web UI and API → answers),
+//! and `airlock reviewer add-token`, which adds a reviewer to a tokens file.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use airlock_reviewer::auth::{self, Reviewers};
+use airlock_reviewer::{ReviewerConfig, instance_for_store};
+use clap::{Args, Subcommand};
+
+use super::{Failure, FleetArgs, connect, shutdown_signal};
+
+/// Arguments of `airlock reviewer`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct ReviewerArgs {
+    #[command(subcommand)]
+    command: Option<ReviewerCommand>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+/// Subcommands of `airlock reviewer`.
+#[derive(Debug, Subcommand)]
+pub enum ReviewerCommand {
+    /// Add a reviewer to a tokens file and print its new token (shown this once only).
+    AddToken(AddTokenArgs),
+}
+
+/// Arguments of the service itself.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The broker, e.g. amqp://guest:guest@127.0.0.1:5672/%2f
+    #[arg(long, env = "AIRLOCK_AMQP_URL")]
+    amqp: Option<String>,
+    /// The fleet's prefix: every queue and exchange name starts with it.
+    #[arg(long, env = "AIRLOCK_PREFIX", default_value = "airlock")]
+    prefix: String,
+    /// Where tasks are stored: sqlite:PATH or postgres://user@host/db.
+    #[arg(long, env = "AIRLOCK_REVIEWER_STORE", default_value = "sqlite:airlock-reviewer.db")]
+    store: String,
+    /// The address of the web UI and the API.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// The human pools served, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "default")]
+    pools: Vec<String>,
+    /// The reviewers: a YAML list of {name, token_sha256, pools} (see `add-token`).
+    #[arg(long)]
+    tokens: Option<PathBuf>,
+    /// Names this service's queue of cancels; default: derived from --store, so processes
+    /// sharing a store share it.
+    #[arg(long)]
+    id: Option<String>,
+}
+
+/// Arguments of `airlock reviewer add-token`.
+#[derive(Debug, Args)]
+pub struct AddTokenArgs {
+    /// The tokens file (created if missing).
+    #[arg(long)]
+    tokens: PathBuf,
+    /// The reviewer's name, recorded as `decided_by` of its answers.
+    #[arg(long)]
+    name: String,
+    /// The pools the reviewer may decide, comma-separated (`*` for all).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pools: Vec<String>,
+}
+
+/// Runs the service until a signal, or adds a token.
+pub async fn run(args: ReviewerArgs) -> Result<(), Failure> {
+    match args.command {
+        Some(ReviewerCommand::AddToken(add)) => add_token(add),
+        None => serve(args.serve).await,
+    }
+}
+
+fn add_token(args: AddTokenArgs) -> Result<(), Failure> {
+    let token = auth::add_token(&args.tokens, &args.name, &args.pools).map_err(|e| Failure::config(e.to_string()))?;
+    eprintln!(
+        "Added reviewer '{}' (pools: {}) to {}. The token below is shown once and stored nowhere:",
+        args.name,
+        args.pools.join(", "),
+        args.tokens.display()
+    );
+    println!("{token}");
+    Ok(())
+}
+
+async fn serve(args: ServeArgs) -> Result<(), Failure> {
+    let amqp = args.amqp.ok_or_else(|| Failure::config("--amqp (or AIRLOCK_AMQP_URL) is required"))?;
+    let tokens =
+        args.tokens.ok_or_else(|| Failure::config("--tokens FILE is required (see `airlock reviewer add-token`)"))?;
+    let reviewers = Reviewers::load(&tokens).map_err(|e| Failure::config(e.to_string()))?;
+    if reviewers.is_empty() {
+        return Err(Failure::config(format!(
+            "{} lists no reviewer; add one with `airlock reviewer add-token`",
+            tokens.display()
+        )));
+    }
+    let pools: Vec<String> = args.pools.iter().map(|p| p.trim().to_owned()).filter(|p| !p.is_empty()).collect();
+    let config = ReviewerConfig {
+        prefix: args.prefix.clone(),
+        instance: args.id.unwrap_or_else(|| instance_for_store(&args.store)),
+        pools,
+        store: args.store,
+        listen: args.listen,
+        reviewers,
+    };
+    config.validate().map_err(|e| Failure::config(e.to_string()))?;
+    let transport = connect(&FleetArgs { amqp, prefix: args.prefix }, "reviewer").await?;
+    airlock_reviewer::run(config, transport, shutdown_signal()).await.map_err(|e| Failure::other(e.to_string()))
+}

@@ -1,0 +1,162 @@
+//! A small client for the reviewer API (and any plain-HTTP JSON service): what the console
+//! and the tests use. HTTP/1.1 over TCP, one connection per request, no TLS: reach a remote
+//! service through a tunnel or a TLS-terminating proxy.
+
+use std::io;
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+
+/// A response: its status and body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    /// The status code.
+    pub status: u16,
+    /// The body (de-chunked).
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// The body as JSON (`null` when it is not JSON).
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+/// Sends one request to `url` (`http://host:port/path`) and reads the whole response.
+pub async fn request(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&[u8]>) -> io::Result<Response> {
+    let invalid = |what: &str| io::Error::new(io::ErrorKind::InvalidInput, format!("{what}: {url}"));
+    let rest = url.strip_prefix("http://").ok_or_else(|| invalid("only http:// URLs are supported"))?;
+    let (authority, path) = match rest.find('/') {
+        Some(slash) => (&rest[..slash], &rest[slash..]),
+        None => (rest, "/"),
+    };
+    if authority.is_empty() {
+        return Err(invalid("no host in the URL"));
+    }
+    let address = if authority.contains(':') { authority.to_owned() } else { format!("{authority}:80") };
+    let mut stream = TcpStream::connect(address).await?;
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        if name.contains(['\r', '\n']) || value.contains(['\r', '\n']) {
+            return Err(invalid("a header carries a line break"));
+        }
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    let body = body.unwrap_or_default();
+    if !body.is_empty() || method != "GET" {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body).await?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await?;
+    parse(&raw)
+}
+
+fn parse(raw: &[u8]) -> io::Result<Response> {
+    let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_owned());
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").ok_or_else(|| bad("no end of headers"))?;
+    let head = std::str::from_utf8(&raw[..end]).map_err(|_| bad("headers are not UTF-8"))?;
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|line| line.split_whitespace().nth(1))
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| bad("no status line"))?;
+    let mut chunked = false;
+    let mut length = None;
+    for line in lines {
+        if let Some((name, value)) = line.split_once(':') {
+            let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
+            if name == "transfer-encoding" && value.eq_ignore_ascii_case("chunked") {
+                chunked = true;
+            } else if name == "content-length" {
+                length = value.parse::<usize>().ok();
+            }
+        }
+    }
+    let mut body = &raw[end + 4..];
+    if chunked {
+        let mut out = Vec::new();
+        loop {
+            let line_end = body.windows(2).position(|w| w == b"\r\n").ok_or_else(|| bad("truncated chunk"))?;
+            let size = std::str::from_utf8(&body[..line_end])
+                .ok()
+                .and_then(|s| usize::from_str_radix(s.split(';').next().unwrap_or_default().trim(), 16).ok());
+            let size = size.ok_or_else(|| bad("bad chunk size"))?;
+            body = &body[line_end + 2..];
+            if size == 0 {
+                break;
+            }
+            out.extend_from_slice(body.get(..size).ok_or_else(|| bad("truncated chunk"))?);
+            body = body.get(size + 2..).unwrap_or_default();
+        }
+        return Ok(Response { status, body: out });
+    }
+    if let Some(length) = length {
+        body = body.get(..length).unwrap_or(body);
+    }
+    Ok(Response { status, body: body.to_vec() })
+}
+
+/// The reviewer API at `base` (e.g. `http://127.0.0.1:8080`) with a reviewer's token.
+#[derive(Debug, Clone)]
+pub struct ApiClient {
+    base: String,
+    token: String,
+}
+
+impl ApiClient {
+    /// A client for `base`, authenticated with `token`.
+    pub fn new(base: &str, token: &str) -> Self {
+        ApiClient { base: base.trim_end_matches('/').to_owned(), token: token.to_owned() }
+    }
+
+    /// `GET base+path`, as (status, JSON).
+    pub async fn get(&self, path: &str) -> io::Result<(u16, Value)> {
+        let auth = format!("Bearer {}", self.token);
+        let response = request("GET", &format!("{}{path}", self.base), &[("Authorization", &auth)], None).await?;
+        Ok((response.status, response.json()))
+    }
+
+    /// `POST base+path` with a JSON body, as (status, JSON).
+    pub async fn post(&self, path: &str, body: &Value) -> io::Result<(u16, Value)> {
+        let auth = format!("Bearer {}", self.token);
+        let headers = [("Authorization", auth.as_str()), ("Content-Type", "application/json")];
+        let body = body.to_string();
+        let response = request("POST", &format!("{}{path}", self.base), &headers, Some(body.as_bytes())).await?;
+        Ok((response.status, response.json()))
+    }
+
+    /// The caller's pending tasks.
+    pub async fn tasks(&self) -> io::Result<Vec<Value>> {
+        let (status, body) = self.get("/api/tasks").await?;
+        if status != 200 {
+            return Err(io::Error::other(format!("GET /api/tasks: {status} {body}")));
+        }
+        Ok(body["tasks"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// Answers a task, as (status, JSON).
+    pub async fn decide(&self, id: &str, decision: &str, explanation: Option<&str>) -> io::Result<(u16, Value)> {
+        let body = serde_json::json!({"decision": decision, "explanation": explanation});
+        self.post(&format!("/api/tasks/{id}/decision"), &body).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn responses_are_read_plain_and_chunked() {
+        let plain = parse(b"HTTP/1.1 409 Conflict\r\ncontent-length: 2\r\n\r\n{}").unwrap();
+        assert_eq!((plain.status, plain.body.as_slice()), (409, &b"{}"[..]));
+        let chunked =
+            parse(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n").unwrap();
+        assert_eq!((chunked.status, chunked.body.as_slice()), (200, &b"abcde"[..]));
+    }
+}
