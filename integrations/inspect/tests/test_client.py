@@ -120,7 +120,17 @@ def test_a_silent_fleet_fails_closed_and_the_request_is_withdrawn(fleet: Fleet, 
         asking = asyncio.ensure_future(
             fleet_approver(url=fleet.url, prefix=fleet.prefix, policy=policy, timeout=60)("m", c, None, history(c))
         )
-        await sent(client_for(fleet.url, fleet.prefix), 1)
+        client = client_for(fleet.url, fleet.prefix)
+        await sent(client, 1)
+        # A decision about an earlier request for the same call is not this one's answer.
+        stale = pb.Reply(decision=pb.Decision(decision=pb.DECISION_KIND_APPROVE, requested_at_unix_ms=1))
+        correlation = f"approval/{cancel.key.run_id}/{cancel.key.sample_id}/0/silent-2"
+        await channel.default_exchange.publish(
+            aio_pika.Message(stale.SerializeToString(), correlation_id=correlation), routing_key=client.reply_queue
+        )
+        while client.stats().ignored_replies == 0:
+            await asyncio.sleep(0.01)
+        assert not asking.done()
         asking.cancel()
         cancel = pb.Cancel.FromString((await anext_message(cancels)).body)
         assert (cancel.key.tool_call_id, cancel.reason) == ("silent-2", "the sample ended before a decision")

@@ -13,7 +13,8 @@ request fails with `FleetUnanswered` (the caller makes the fail-closed decision)
 was sent, is withdrawn with a `Cancel` on the `<prefix>.cancels` exchange. The connection is
 robust (aio-pika reconnects it and restores the reply consumer); after each reconnect every
 pending request is published again, since the broker may have lost what was not confirmed.
-A reply that matches nothing pending (a duplicate, or one that came too late) is ignored and
+A reply that matches nothing pending (a duplicate, or one that came too late), or a decision
+about an earlier request for the same call (it carries that request's time), is ignored and
 counted.
 """
 
@@ -83,6 +84,7 @@ class _Pending:
     body: bytes
     key: pb.CallKey
     kind: int
+    requested_at_unix_ms: int
     published: bool = False
     problem: str | None = field(default=None)
 
@@ -135,6 +137,7 @@ class FleetClient:
             body=request.SerializeToString(),
             key=request.key,
             kind=kind,
+            requested_at_unix_ms=now_ms,
         )
         self._pending[correlation] = pending
         try:
@@ -277,6 +280,10 @@ class FleetClient:
             reply = pb.Reply()
         if reply.WhichOneof("body") is None:
             log.warning("A reply that is not an airlock.v1.Reply was ignored (%s).", message.correlation_id)
+            self._ignored_replies += 1
+            return
+        if reply.HasField("decision") and reply.decision.requested_at_unix_ms != pending.requested_at_unix_ms:
+            # A decision about an earlier request for the same call (its key was reused).
             self._ignored_replies += 1
             return
         pending.future.set_result(reply)
