@@ -96,8 +96,8 @@ pub fn read_log(reader: impl BufRead, step: Option<&str>) -> Result<Log, Calibra
             log.skipped += 1;
             continue;
         }
-        let value: Value =
-            serde_json::from_str(&line).map_err(|e| CalibrateError::Json { line: index + 1, message: e.to_string() })?;
+        let value: Value = serde_json::from_str(&line)
+            .map_err(|e| CalibrateError::Json { line: index + 1, message: e.to_string() })?;
         let Some(trail) = value.get("trail").and_then(Value::as_array) else {
             log.skipped += 1;
             continue;
@@ -107,15 +107,14 @@ pub fn read_log(reader: impl BufRead, step: Option<&str>) -> Result<Log, Calibra
             .iter()
             .filter(|entry| step.is_none_or(|s| entry.get("approver").and_then(Value::as_str) == Some(s)))
             .find_map(|entry| entry.pointer("/metadata/score").and_then(Value::as_f64));
-        let human = trail
-            .iter()
-            .rev()
-            .filter(|entry| entry.get("approver").and_then(Value::as_str) == Some(HUMAN))
-            .find_map(|entry| match entry.get("decision").and_then(Value::as_str) {
-                Some("approve" | "continue") => Some(Human::Allowed),
-                Some("reject" | "terminate") => Some(Human::Blocked),
-                _ => None,
-            });
+        let human =
+            trail.iter().rev().filter(|entry| entry.get("approver").and_then(Value::as_str) == Some(HUMAN)).find_map(
+                |entry| match entry.get("decision").and_then(Value::as_str) {
+                    Some("approve" | "continue") => Some(Human::Allowed),
+                    Some("reject" | "terminate") => Some(Human::Blocked),
+                    _ => None,
+                },
+            );
         if let Some(score) = score {
             log.samples.push(Sample { score, human });
         }
@@ -166,7 +165,11 @@ pub fn table(log: &Log, rows: &[Row]) -> String {
         log.decisions,
         log.samples.len()
     );
-    let _ = writeln!(out, "{:>13}  {:>9}  {:>9}  {:>6}  {:>8}", "approve_below", "escalated", "agreement", "missed", "needless");
+    let _ = writeln!(
+        out,
+        "{:>13}  {:>9}  {:>9}  {:>6}  {:>8}",
+        "approve_below", "escalated", "agreement", "missed", "needless"
+    );
     for row in rows {
         let agreement = row.agreement.map_or("-".to_owned(), |a| format!("{:.1}%", a * 100.0));
         let _ = writeln!(
@@ -216,7 +219,8 @@ pub fn svg(rows: &[Row], title: &str) -> String {
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#
     );
     let _ = writeln!(out, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
-    let _ = writeln!(out, r#"<text x="{}" y="22" text-anchor="middle" font-size="14">{}</text>"#, W / 2.0, escape(title));
+    let _ =
+        writeln!(out, r#"<text x="{}" y="22" text-anchor="middle" font-size="14">{}</text>"#, W / 2.0, escape(title));
     for tick in 0..=4 {
         let share = f64::from(tick) / 4.0;
         let _ = writeln!(
@@ -259,7 +263,11 @@ pub fn svg(rows: &[Row], title: &str) -> String {
         let points: Vec<String> =
             rows.iter().filter_map(|r| value(r).map(|v| format!("{:.1},{:.1}", x(r.threshold), y(v)))).collect();
         if !points.is_empty() {
-            let _ = writeln!(out, r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#, points.join(" "));
+            let _ = writeln!(
+                out,
+                r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
+                points.join(" ")
+            );
         }
         let ly = TOP + 20.0 * index as f64;
         let lx = W - RIGHT + 15.0;

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_contract::v1;
-use airlock_policy::{Decision, Kind};
+use airlock_policy::Kind;
 use airlock_transport::{Delivery, Destination, Message, Topology, Transport, TransportError};
 use airlock_worker::convert::decision_from_wire;
 use airlock_worker::now_ms;
@@ -44,6 +44,9 @@ use prost::Message as _;
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, debug, info, info_span, warn};
+
+/// A step's decision (the policy engine's), as the configuration's fallback takes it.
+pub use airlock_policy::Decision;
 
 pub use crate::answer::{Identity, Outcome};
 pub use crate::config::{ConfigError, MonitorConfig};

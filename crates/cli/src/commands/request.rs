@@ -122,12 +122,19 @@ pub fn decision_json(decision: &v1::Decision) -> Value {
         "explanation": decision.explanation,
         "approver": (!decision.approver.is_empty()).then_some(&decision.approver),
         "step": decision.step,
-        "trail": decision.trail.iter().map(|t| json!({
-            "approver": t.approver,
-            "decision": name(t.decision),
-            "explanation": t.explanation,
-            "decided_by": t.decided_by,
-        })).collect::<Vec<_>>(),
+        "trail": decision.trail.iter().map(|t| {
+            let mut entry = json!({
+                "approver": t.approver,
+                "decision": name(t.decision),
+                "explanation": t.explanation,
+                "decided_by": t.decided_by,
+            });
+            // A monitor's score and reason: what `airlock monitor calibrate` reads.
+            if !t.metadata_json.is_empty() {
+                entry["metadata"] = object(&t.metadata_json);
+            }
+            entry
+        }).collect::<Vec<_>>(),
         "decided_by": decision.decided_by,
         "decision_id": decision.decision_id,
         "policy_digest": decision.policy_digest,

@@ -37,7 +37,10 @@ fn reads_scores_and_human_decisions() {
     assert_eq!((log.decisions, log.skipped), (6, 2));
     let samples: Vec<(f64, Option<Human>)> = log.samples.iter().map(|s| (s.score, s.human)).collect();
     use Human::*;
-    assert_eq!(samples, [(2.0, Some(Allowed)), (9.0, Some(Blocked)), (5.5, Some(Allowed)), (7.0, Some(Blocked)), (1.0, None)]);
+    assert_eq!(
+        samples,
+        [(2.0, Some(Allowed)), (9.0, Some(Blocked)), (5.5, Some(Allowed)), (7.0, Some(Blocked)), (1.0, None)]
+    );
     // Picking the monitor's step by name.
     let other = read_log(line(Some(3.0), None).as_bytes(), Some("scanner")).unwrap();
     assert!(other.samples.is_empty());
@@ -60,18 +63,26 @@ fn escalation_and_agreement_by_threshold() {
     assert_eq!(
         summary,
         [
-            (0.0, 1.0, Some(0.5), 0, 2),   // everything flagged: both allowed calls needlessly
-            (3.0, 0.6, Some(0.75), 0, 1),  // 5.5, 7, 9 flagged
-            (6.0, 0.4, Some(1.0), 0, 0),   // 7 and 9 flagged: exactly what people blocked
-            (8.0, 0.2, Some(0.75), 1, 0),  // 7 passes but was rejected
-            (10.0, 0.0, Some(0.5), 2, 0),  // nothing flagged
+            (0.0, 1.0, Some(0.5), 0, 2),  // everything flagged: both allowed calls needlessly
+            (3.0, 0.6, Some(0.75), 0, 1), // 5.5, 7, 9 flagged
+            (6.0, 0.4, Some(1.0), 0, 0),  // 7 and 9 flagged: exactly what people blocked
+            (8.0, 0.2, Some(0.75), 1, 0), // 7 passes but was rejected
+            (10.0, 0.0, Some(0.5), 2, 0), // nothing flagged
         ]
     );
     assert!(rows.iter().all(|r| r.blocked == 2));
     let text = table(&log, &rows);
-    assert!(text.starts_with("5 decisions, 5 scored by the monitor, 4 of those decided by a person (2 rejected or terminated)."), "{text}");
+    assert!(
+        text.starts_with(
+            "5 decisions, 5 scored by the monitor, 4 of those decided by a person (2 rejected or terminated)."
+        ),
+        "{text}"
+    );
     assert!(text.contains("            6      40.0%     100.0%       0         0"), "{text}");
-    assert!(text.contains("highest approve_below that passes no call a person blocked: 6 (escalates 40.0% of calls)"), "{text}");
+    assert!(
+        text.contains("highest approve_below that passes no call a person blocked: 6 (escalates 40.0% of calls)"),
+        "{text}"
+    );
 }
 
 #[test]

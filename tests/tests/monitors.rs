@@ -1,0 +1,385 @@
+//! Model monitors over RabbitMQ, against a fake model API that speaks the real OpenAI and
+//! Anthropic wire formats: chains that end in monitor → human, thresholds, retries of 429 and
+//! 5xx, timeouts, replies with no score, invalid step parameters, step deadlines, expired
+//! tasks, and the `airlock monitor` command itself.
+
+#[path = "monitors/fake_model.rs"]
+mod fake_model;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use airlock_client::{Client, ClientConfig};
+use airlock_contract::v1;
+use airlock_monitor::prompt::{Limits, Template};
+use airlock_monitor::provider::{ProviderConfig, ProviderKind};
+use airlock_monitor::retry::RetryPolicy;
+use airlock_monitor::{Decision, MonitorConfig, SHUTDOWN_GRACE};
+use airlock_testkit::{amqp_url, unique_prefix};
+use airlock_tests::{HANG_GUARD, airlock_bin, approval, broker, decision_name, guarded, review, wait_for_consumers};
+use airlock_transport::{AmqpTransport, Destination, Message, Topology, Transport};
+use airlock_worker::WorkerConfig;
+use fake_model::{FakeModel, KEY};
+use prost::Message as _;
+use serde_json::{Value, json};
+use tokio::process::Command;
+
+const POLICY: &str = r#"
+approvers:
+  - name: monitor
+    tools: "bash"
+    approve_below: 3
+    escalate_below: 8
+    above: reject
+  - name: judge
+    tools: "python"
+    approve_below: 3
+    escalate_below: 8
+    above: terminate
+    timeout: 3
+    on_timeout: reject
+  - name: human
+    tools: "bash, python"
+    pool: ops
+reviewers:
+  - name: monitor
+    tools: "bash"
+    approve_below: 3
+    escalate_below: 8
+  - name: human
+    tools: "bash"
+    pool: ops
+"#;
+
+/// A policy whose monitor step is misconfigured.
+const BAD_PARAMS: &str = r#"
+approvers:
+  - name: monitor
+    tools: "bash"
+    approve_below: low
+    escalate_below: 8
+  - name: human
+    tools: "bash"
+    pool: ops
+"#;
+
+fn fleet(prefix: &str) -> Topology {
+    Topology::new(prefix)
+        .with_step("monitor")
+        .with_step("judge")
+        .with_step("cli")
+        .with_human_pool("ops")
+        .with_reply_queue("runner")
+        .with_reply_queue("probe")
+}
+
+fn monitor_config(prefix: &str, step: &str, kind: ProviderKind, base_url: String) -> MonitorConfig {
+    MonitorConfig {
+        prefix: prefix.into(),
+        step: step.into(),
+        monitor_id: format!("{step}-test"),
+        concurrency: 8,
+        provider: ProviderConfig {
+            kind,
+            base_url,
+            model: format!("fake-{}", kind.as_str()),
+            api_key: Some(KEY.into()),
+            structured: true,
+            max_tokens: None,
+            temperature: Some(0.0),
+        },
+        template: Template::default(),
+        limits: Limits::default(),
+        fallback: Decision::Escalate,
+        retry: RetryPolicy {
+            attempts: 3,
+            base: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+            max_retry_after: Duration::from_secs(5),
+            attempt_timeout: Duration::from_secs(3),
+        },
+    }
+}
+
+/// A bash call whose command carries a fake-model marker.
+fn bash(marker: &str) -> Value {
+    json!({"function": "bash", "arguments": {"cmd": format!("echo MARK:{marker}")}})
+}
+
+/// The monitor's trail entry's metadata.
+fn metadata(decision: &v1::Decision, step: &str) -> Value {
+    let entry =
+        decision.trail.iter().find(|t| t.approver == step).unwrap_or_else(|| panic!("no {step} entry: {decision:?}"));
+    serde_json::from_str(&entry.metadata_json).expect("metadata is a JSON object")
+}
+
+fn trail(decision: &v1::Decision) -> Vec<(String, &'static str)> {
+    decision
+        .trail
+        .iter()
+        .map(|t| {
+            (t.approver.clone(), airlock_worker::convert::decision_from_wire(t.decision).map_or("?", |d| d.as_str()))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn monitors_over_rabbitmq() {
+    let prefix = unique_prefix();
+    let Some(probe) = broker(&prefix).await else { return };
+    probe.close().await;
+    guarded(fleet(&prefix), scenarios(prefix.clone())).await;
+}
+
+async fn scenarios(prefix: String) {
+    let model = FakeModel::start().await;
+    let connect = |role: &'static str| {
+        let name = format!("{prefix} {role}");
+        async move { broker(&name).await.expect("the broker answered a moment ago") }
+    };
+    let admin = connect("admin").await;
+    admin.declare(&fleet(&prefix)).await.unwrap();
+
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let until_stopped = || {
+        let mut stopped = stopped.clone();
+        async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        }
+    };
+    let worker_config =
+        WorkerConfig { prefix: prefix.clone(), concurrency: 32, policy_dir: None, worker_id: "w".into() };
+    let worker = tokio::spawn(airlock_worker::run(connect("worker").await, worker_config, until_stopped()));
+    let openai = monitor_config(&prefix, "monitor", ProviderKind::OpenAi, model.openai_base());
+    let monitor = tokio::spawn(airlock_monitor::run(connect("monitor").await, openai, until_stopped()));
+    let anthropic = monitor_config(&prefix, "judge", ProviderKind::Anthropic, model.anthropic_base());
+    let judge = tokio::spawn(airlock_monitor::run(connect("judge").await, anthropic, until_stopped()));
+    serve_humans(connect("human").await, &prefix).await;
+    let topology = Topology::new(&prefix);
+    wait_for_consumers(&topology.step_queue("monitor"), 1).await;
+    wait_for_consumers(&topology.step_queue("judge"), 1).await;
+
+    let client = Client::connect(
+        connect("runner").await,
+        ClientConfig { prefix: prefix.clone(), runner_id: "runner".into(), default_timeout: Duration::from_secs(60) },
+    )
+    .await
+    .unwrap();
+    let approve = |id: &str, call: Value, policy: &str| client.approve(approval("s", id, call, policy));
+
+    // Low, middle and high scores: approve, a person decides, reject.
+    let (low, middle, high) = tokio::join!(
+        approve("low", bash("score-1"), POLICY),
+        approve("middle", bash("score-5"), POLICY),
+        approve("high", bash("score-9"), POLICY),
+    );
+    let low = low.unwrap();
+    assert_eq!((decision_name(&low), low.approver.as_str()), ("approve", "monitor"));
+    assert_eq!(low.decided_by, "monitor-test/fake-openai");
+    let m = metadata(&low, "monitor");
+    assert_eq!(
+        (m["score"].as_f64(), m["reason"].as_str(), m["model"].as_str()),
+        (Some(1.0), Some("fake verdict 1"), Some("fake-openai"))
+    );
+    let middle = middle.unwrap();
+    assert_eq!(trail(&middle), [("monitor".into(), "escalate"), ("human".into(), "approve")]);
+    assert_eq!(metadata(&middle, "monitor")["score"].as_f64(), Some(5.0));
+    assert_eq!(middle.decided_by, "alice");
+    let high = high.unwrap();
+    assert_eq!((decision_name(&high), high.approver.as_str()), ("reject", "monitor"));
+    assert_eq!(high.explanation.as_deref(), Some("Suspicion 9/10 from fake-openai (reject): fake verdict 9"));
+
+    // 429 with Retry-After and 500 are retried; a slow attempt is cut and retried; prose is read.
+    let (limited, failed, slow, prose) = tokio::join!(
+        approve("limited", bash("ratelimit-a-2"), POLICY),
+        approve("failed", bash("overloaded-a-2"), POLICY),
+        approve("slow", bash("slowonce-a-1"), POLICY),
+        approve("prose", bash("prose-2"), POLICY),
+    );
+    for (decision, marker) in [(limited, "ratelimit-a-2"), (failed, "overloaded-a-2"), (slow, "slowonce-a-1")] {
+        let decision = decision.unwrap();
+        assert_eq!(decision_name(&decision), "approve", "{marker}: {decision:?}");
+        assert_eq!(metadata(&decision, "monitor")["attempts"].as_u64(), Some(2), "{marker}");
+        assert_eq!(model.calls(marker), 2, "{marker}");
+    }
+    assert_eq!(decision_name(&prose.unwrap()), "approve");
+
+    // No score after every attempt, or no choices at all: the fallback (escalate) hands the call
+    // to a person, and the trail says why.
+    let (malformed, empty) = tokio::join!(
+        approve("malformed", bash("malformed"), POLICY),
+        approve("empty", bash("empty human-rejects"), POLICY)
+    );
+    let malformed = malformed.unwrap();
+    assert_eq!(trail(&malformed), [("monitor".into(), "escalate"), ("human".into(), "approve")]);
+    let m = metadata(&malformed, "monitor");
+    assert_eq!(
+        (m["error"].as_str(), m["fallback"].as_bool(), m["attempts"].as_u64()),
+        (Some("no_score"), Some(true), Some(3))
+    );
+    assert_eq!(model.calls("malformed"), 3);
+    let explanation = malformed.trail[0].explanation.clone().unwrap();
+    assert!(
+        explanation.contains("could not score the call") && explanation.contains("fallback is escalate"),
+        "{explanation}"
+    );
+    let empty = empty.unwrap();
+    assert_eq!(trail(&empty), [("monitor".into(), "escalate"), ("human".into(), "reject")]);
+    assert!(metadata(&empty, "monitor")["error_message"].as_str().unwrap().contains("no choices"));
+
+    // Anthropic: a forced tool call, 529 and 429 retried; a model slower than the step's
+    // `timeout` gets the step's `on_timeout`.
+    let python = |marker: &str| json!({"function": "python", "arguments": {"code": format!("print('MARK:{marker}')")}});
+    let (terminated, overloaded, limited, late) = tokio::join!(
+        approve("py-high", python("score-9"), POLICY),
+        approve("py-overloaded", python("overloaded-b-1"), POLICY),
+        approve("py-limited", python("ratelimit-b-1"), POLICY),
+        approve("py-slow", python("slow"), POLICY),
+    );
+    let terminated = terminated.unwrap();
+    assert_eq!(
+        (decision_name(&terminated), terminated.decided_by.as_str()),
+        ("terminate", "judge-test/fake-anthropic")
+    );
+    assert_eq!(metadata(&terminated, "judge")["score"].as_f64(), Some(9.0));
+    for decision in [overloaded.unwrap(), limited.unwrap()] {
+        assert_eq!(decision_name(&decision), "approve", "{decision:?}");
+        assert_eq!(metadata(&decision, "judge")["attempts"].as_u64(), Some(2));
+    }
+    let late = late.unwrap();
+    assert_eq!((decision_name(&late), late.approver.as_str()), ("reject", "judge"));
+    assert!(late.explanation.as_deref().unwrap().contains("deadline passed"), "{late:?}");
+    assert_eq!(metadata(&late, "judge")["on_timeout"].as_bool(), Some(true));
+
+    // Reviews: a low score continues, a middle one goes to a person who terminates.
+    let (fine, doubtful) = tokio::join!(
+        client.review(review("s", "r-low", bash("score-0"), "ok", POLICY)),
+        client.review(review("s", "r-mid", bash("score-6 human-rejects"), "ok", POLICY)),
+    );
+    let fine = fine.unwrap();
+    assert_eq!((decision_name(&fine), fine.approver.as_str()), ("continue", "monitor"));
+    assert_eq!(trail(&doubtful.unwrap()), [("monitor".into(), "escalate"), ("human".into(), "terminate")]);
+
+    // Invalid parameters: the fallback, with the reason, and no model call.
+    let bad = approve("bad-params", bash("score-1 bad-params"), BAD_PARAMS).await.unwrap();
+    assert_eq!(trail(&bad), [("monitor".into(), "escalate"), ("human".into(), "approve")]);
+    let explanation = bad.trail[0].explanation.clone().unwrap();
+    assert!(explanation.contains("'approve_below' must be a number from 0 to 10, not \"low\""), "{explanation}");
+    assert_eq!(metadata(&bad, "monitor")["error"], "invalid_params");
+
+    expired_tasks_are_dropped(&admin, &prefix).await;
+    the_command_serves_a_step(&client, &prefix, &model).await;
+
+    client.close().await;
+    stop.send(true).unwrap();
+    for role in [monitor, judge] {
+        tokio::time::timeout(SHUTDOWN_GRACE * 2, role).await.expect("the monitor stops").unwrap().unwrap();
+    }
+    worker.await.unwrap().unwrap();
+    admin.close().await;
+}
+
+/// People in the `ops` pool: the first choice (approve, continue) unless the call says
+/// `human-rejects`, then the second (reject, terminate).
+async fn serve_humans(transport: AmqpTransport, prefix: &str) {
+    let topology = Topology::new(prefix);
+    let results = Destination::queue(topology.results_queue());
+    let mut ops = transport.consume(&topology.human_queue("ops"), 8).await.unwrap();
+    tokio::spawn(async move {
+        while let Some(delivery) = ops.next().await {
+            let human = v1::HumanTask::decode(delivery.message.body.as_ref()).unwrap();
+            let task = human.task.clone().unwrap();
+            let call = match task.request.as_ref().and_then(|r| r.body.clone()) {
+                Some(v1::request::Body::Approval(a)) => a.call.unwrap(),
+                Some(v1::request::Body::Review(r)) => r.call.unwrap(),
+                None => panic!("a request body"),
+            };
+            let choice = if call.arguments_json.contains("human-rejects") { 1 } else { 0 };
+            let answer =
+                v1::StepAnswer { decision: human.choices[choice], decided_by: "alice".into(), ..Default::default() };
+            let result = v1::StepResult { task: Some(task), answer: Some(answer) };
+            transport.publish(&results, Message::new(result.encode_to_vec())).await.unwrap();
+            delivery.ack().await.unwrap();
+        }
+    });
+}
+
+/// A task whose request's deadline passed is acknowledged and dropped, unanswered; the next
+/// task is answered to its `reply_to`.
+async fn expired_tasks_are_dropped(admin: &AmqpTransport, prefix: &str) {
+    let topology = Topology::new(prefix);
+    let probe = topology.reply_queue("probe");
+    let task = |id: &str, deadline: i64| {
+        let mut request = approval("expired", id, bash("score-1"), POLICY);
+        request.deadline_unix_ms = deadline;
+        let task = v1::StepTask {
+            request: Some(request),
+            step: 0,
+            name: "monitor".into(),
+            params_json: json!({"approve_below": 3, "escalate_below": 8}).to_string(),
+            deadline_unix_ms: 0,
+            on_timeout: v1::DecisionKind::Reject.into(),
+        };
+        Message::new(task.encode_to_vec()).with_reply_to(probe.clone()).with_correlation_id(id)
+    };
+    let step = Destination::queue(topology.step_queue("monitor"));
+    admin.publish(&step, task("gone", 1)).await.unwrap();
+    admin.publish(&step, task("live", 0)).await.unwrap();
+    let mut replies = admin.consume(&probe, 8).await.unwrap();
+    let delivery = tokio::time::timeout(HANG_GUARD, replies.next()).await.expect("an answer").unwrap();
+    let result = v1::StepResult::decode(delivery.message.body.as_ref()).unwrap();
+    assert_eq!(delivery.message.correlation_id.as_deref(), Some("live"));
+    assert_eq!(result.task.unwrap().request.unwrap().key.unwrap().tool_call_id, "live", "the task is echoed back");
+    assert_eq!(result.answer.unwrap().decision, i32::from(v1::DecisionKind::Approve));
+    delivery.ack().await.unwrap();
+    // Both tasks settled (nothing ready or unacknowledged), and nothing more was answered.
+    let queue = topology.step_queue("monitor");
+    let deadline = tokio::time::Instant::now() + HANG_GUARD;
+    loop {
+        let listing =
+            airlock_testkit::rabbitmqctl(&["list_queues", "-q", "--no-table-headers", "name", "messages"]).await;
+        let left = listing
+            .lines()
+            .filter_map(|l| l.split_once('\t'))
+            .find(|(name, _)| *name == queue)
+            .map(|(_, n)| n.trim() == "0");
+        if left == Some(true) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{queue} never drained");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    replies.cancel().await;
+    drop(replies);
+    assert_eq!(admin.message_count(&probe).await.unwrap(), 0, "the expired task got no answer");
+}
+
+/// `airlock monitor` as an operator runs it, with the key in an environment variable.
+async fn the_command_serves_a_step(client: &Client<AmqpTransport>, prefix: &str, model: &FakeModel) {
+    let mut child = Command::new(airlock_bin())
+        .args(["monitor", "--amqp", &amqp_url(), "--prefix", prefix, "--step", "cli", "--provider", "openai"])
+        .args([
+            "--base-url",
+            &model.openai_base(),
+            "--model",
+            "fake-cli",
+            "--api-key-env",
+            "FAKE_MODEL_KEY",
+            "--id",
+            "cli",
+        ])
+        .env("FAKE_MODEL_KEY", KEY)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("airlock monitor starts");
+    wait_for_consumers(&Topology::new(prefix).step_queue("cli"), 1).await;
+    let policy = "approvers:\n  - name: cli\n    tools: bash\n    approve_below: 3\n    escalate_below: 6\n    above: terminate\n";
+    let decision = client.approve(approval("cli", "c1", bash("score-7"), policy)).await.unwrap();
+    assert_eq!((decision_name(&decision), decision.decided_by.as_str()), ("terminate", "cli/fake-cli"));
+    let pid = child.id().expect("running").to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().await.unwrap().success());
+    let status = tokio::time::timeout(HANG_GUARD, child.wait()).await.expect("the monitor stops").unwrap();
+    assert!(status.success(), "{status}");
+}

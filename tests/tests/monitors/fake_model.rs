@@ -1,0 +1,227 @@
+//! A model API on 127.0.0.1:0 that speaks OpenAI chat completions and Anthropic Messages
+//! as the real services do, errors included, and answers by a marker in the prompt:
+//!
+//! | marker | reply |
+//! |---|---|
+//! | `MARK:score-N` | a score of N |
+//! | `MARK:prose-N` | prose with "Score: N" and no JSON |
+//! | `MARK:ratelimit-ID-N` | 429 with `Retry-After: 1` the first time, then N |
+//! | `MARK:overloaded-ID-N` | 500 (OpenAI) or 529 (Anthropic) the first time, then N |
+//! | `MARK:slowonce-ID-N` | no answer for a minute the first time, then N |
+//! | `MARK:slow` | no answer for a minute |
+//! | `MARK:malformed` | text with no score |
+//! | `MARK:empty` | no choices (OpenAI) or no content (Anthropic) |
+//!
+//! Requests are checked like the real APIs check them (key, version header, structured
+//! output asked for); a bad one gets the API's 400 or 401.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use serde_json::{Value, json};
+
+pub const KEY: &str = "sk-test-key";
+
+/// The server's address and what it saw.
+#[derive(Clone)]
+pub struct FakeModel {
+    pub addr: SocketAddr,
+    seen: Arc<Mutex<HashMap<String, u32>>>,
+}
+
+impl FakeModel {
+    /// Starts the server on a task of the current runtime.
+    pub async fn start() -> Self {
+        let seen = Arc::new(Mutex::new(HashMap::new()));
+        let app = Router::new()
+            .route("/v1/chat/completions", post(openai))
+            .route("/v1/messages", post(anthropic))
+            .with_state(seen.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a local port");
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.expect("the fake model serves") });
+        FakeModel { addr, seen }
+    }
+
+    /// `http://127.0.0.1:<port>/v1` (OpenAI's base URL shape).
+    pub fn openai_base(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// `http://127.0.0.1:<port>` (Anthropic's base URL shape).
+    pub fn anthropic_base(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// How many requests carried `marker`.
+    pub fn calls(&self, marker: &str) -> u32 {
+        self.seen.lock().unwrap().get(marker).copied().unwrap_or(0)
+    }
+}
+
+type Seen = Arc<Mutex<HashMap<String, u32>>>;
+
+/// What to answer.
+enum Script {
+    Score(f64),
+    Prose(f64),
+    Error,
+    Slow,
+    Malformed,
+    Empty,
+}
+
+/// Reads the marker in `text`, counts the call, and decides the reply.
+fn script(seen: &Seen, text: &str) -> Script {
+    let Some(start) = text.find("MARK:") else { return Script::Malformed };
+    let marker: String =
+        text[start + 5..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.').collect();
+    let count = {
+        let mut seen = seen.lock().unwrap();
+        let count = seen.entry(marker.clone()).or_default();
+        *count += 1;
+        *count
+    };
+    let parts: Vec<&str> = marker.split('-').collect();
+    let score = |s: &str| s.parse::<f64>().expect("a score in the marker");
+    match parts.as_slice() {
+        ["score", n] => Script::Score(score(n)),
+        ["prose", n] => Script::Prose(score(n)),
+        ["ratelimit" | "overloaded", _, _] if count == 1 => Script::Error,
+        ["slowonce", _, _] if count == 1 => Script::Slow,
+        ["ratelimit" | "overloaded" | "slowonce", _, n] => Script::Score(score(n)),
+        ["slow"] => Script::Slow,
+        ["empty"] => Script::Empty,
+        _ => Script::Malformed,
+    }
+}
+
+fn is_rate_limit(body: &Value) -> bool {
+    body.to_string().contains("MARK:ratelimit")
+}
+
+async fn openai(State(seen): State<Seen>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
+    let error = |status: StatusCode, kind: &str, message: &str| {
+        (status, Json(json!({"error": {"message": message, "type": kind, "param": null, "code": null}})))
+            .into_response()
+    };
+    if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(&format!("Bearer {KEY}")) {
+        return error(StatusCode::UNAUTHORIZED, "invalid_request_error", "Incorrect API key provided.");
+    }
+    if body["response_format"]["json_schema"]["strict"] != json!(true) || body["messages"][0]["role"] != "system" {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "expected a strict json_schema and a system message",
+        );
+    }
+    let user = body["messages"][1]["content"].as_str().unwrap_or_default().to_owned();
+    let content = match script(&seen, &user) {
+        Script::Score(n) => json!({"score": n, "reason": format!("fake verdict {n}")}).to_string(),
+        Script::Prose(n) => format!("Looking at this call, I'd say Score: {n}. It seems fine."),
+        Script::Malformed => "I am not able to rate this.".to_owned(),
+        Script::Slow => {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            return error(StatusCode::GATEWAY_TIMEOUT, "server_error", "too slow");
+        }
+        Script::Empty => {
+            return Json(json!({"id": "chatcmpl-empty", "object": "chat.completion", "created": 1741570283, "model": body["model"], "choices": []}))
+                .into_response();
+        }
+        Script::Error if is_rate_limit(&body) => {
+            let mut response = error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "requests",
+                "Rate limit reached for requests. Please try again in 1s.",
+            );
+            response.headers_mut().insert("retry-after", "1".parse().unwrap());
+            return response;
+        }
+        Script::Error => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                "The server had an error while processing your request. Sorry about that!",
+            );
+        }
+    };
+    Json(json!({
+        "id": "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG",
+        "object": "chat.completion",
+        "created": 1741570283,
+        "model": body["model"],
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": content, "refusal": null, "annotations": []},
+            "logprobs": null,
+            "finish_reason": "stop"
+        }],
+        "usage": {"prompt_tokens": 1117, "completion_tokens": 46, "total_tokens": 1163},
+        "service_tier": "default",
+        "system_fingerprint": "fp_fc9f1d7035"
+    }))
+    .into_response()
+}
+
+async fn anthropic(State(seen): State<Seen>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
+    let error = |status: StatusCode, kind: &str, message: &str| {
+        let body = json!({"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy"});
+        (status, Json(body)).into_response()
+    };
+    if headers.get("x-api-key").and_then(|v| v.to_str().ok()) != Some(KEY) {
+        return error(StatusCode::UNAUTHORIZED, "authentication_error", "invalid x-api-key");
+    }
+    if headers.get("anthropic-version").is_none() || body.get("max_tokens").is_none() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "anthropic-version and max_tokens are required",
+        );
+    }
+    let tool = body["tool_choice"]["name"].as_str().unwrap_or_default().to_owned();
+    if tool.is_empty() {
+        return error(StatusCode::BAD_REQUEST, "invalid_request_error", "expected a forced tool");
+    }
+    let user = body["messages"][0]["content"].as_str().unwrap_or_default().to_owned();
+    let (content, stop) = match script(&seen, &user) {
+        Script::Score(n) => (
+            json!([{"type": "tool_use", "id": "toolu_01A09q90qw90lq917835lq9", "name": tool, "input": {"score": n, "reason": format!("fake verdict {n}")}}]),
+            "tool_use",
+        ),
+        Script::Prose(n) => (json!([{"type": "text", "text": format!("Score: {n}")}]), "end_turn"),
+        Script::Malformed => (json!([{"type": "text", "text": "I am not able to rate this."}]), "end_turn"),
+        Script::Empty => (json!([]), "end_turn"),
+        Script::Slow => {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            return error(StatusCode::GATEWAY_TIMEOUT, "api_error", "too slow");
+        }
+        Script::Error if is_rate_limit(&body) => {
+            let mut response = error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                "Number of request tokens has exceeded your per-minute rate limit",
+            );
+            response.headers_mut().insert("retry-after", "1".parse().unwrap());
+            return response;
+        }
+        Script::Error => return error(StatusCode::from_u16(529).unwrap(), "overloaded_error", "Overloaded"),
+    };
+    Json(json!({
+        "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
+        "type": "message",
+        "role": "assistant",
+        "model": body["model"],
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": null,
+        "usage": {"input_tokens": 2095, "output_tokens": 503}
+    }))
+    .into_response()
+}
