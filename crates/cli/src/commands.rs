@@ -8,8 +8,6 @@ pub mod policy;
 pub mod request;
 pub mod review;
 pub mod reviewer;
-pub mod review;
-pub mod reviewer;
 pub mod topology;
 pub mod worker;
 

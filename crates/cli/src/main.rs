@@ -38,10 +38,6 @@ enum Command {
     Reviewer(commands::reviewer::ReviewerArgs),
     /// Decide human tasks in this terminal.
     Review(commands::review::ReviewArgs),
-    /// Run the reviewer service: human tasks in a web UI and an HTTP API (or add a reviewer).
-    Reviewer(commands::reviewer::ReviewerArgs),
-    /// Decide human tasks in this terminal.
-    Review(commands::review::ReviewArgs),
     /// Manage the fleet's queues and exchanges.
     #[command(subcommand)]
     Topology(commands::topology::TopologyCommand),
@@ -63,8 +59,6 @@ fn main() -> ExitCode {
         Command::Worker(args) => commands::block_on(commands::LOG_ROLE, commands::worker::run(args)),
         Command::Request(args) => commands::block_on(commands::LOG_TOOL, commands::request::run(args)),
         Command::Monitor(args) => commands::monitor::main(args),
-        Command::Reviewer(args) => commands::block_on(commands::LOG_ROLE, commands::reviewer::run(args)),
-        Command::Review(args) => commands::block_on(commands::LOG_TOOL, commands::review::run(args)),
         Command::Reviewer(args) => commands::block_on(commands::LOG_ROLE, commands::reviewer::run(args)),
         Command::Review(args) => commands::block_on(commands::LOG_TOOL, commands::review::run(args)),
         Command::Topology(command) => commands::block_on(commands::LOG_TOOL, commands::topology::run(command)),
