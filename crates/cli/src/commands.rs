@@ -14,6 +14,10 @@ pub mod worker;
 use std::future::Future;
 use std::process::ExitCode;
 
+use std::sync::Arc;
+
+use airlock_telemetry::TelemetryConfig;
+use airlock_telemetry::metrics::Metrics;
 use airlock_transport::{AmqpOptions, AmqpTransport};
 use clap::Args;
 
@@ -78,6 +82,66 @@ pub fn block_on(default_filter: &str, command: impl Future<Output = Result<(), F
 fn init_logging(default_filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_filter.into());
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+/// How a long-running role reports: traces, metrics, log format.
+#[derive(Debug, Clone, Args)]
+pub struct TelemetryArgs {
+    /// Export traces over OTLP/HTTP (JSON) to this endpoint, e.g. http://127.0.0.1:4318;
+    /// off when unset.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9464.
+    #[arg(long)]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Log lines as text, or as one JSON object each.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// The format of log lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Runs a long-running role on a single-threaded runtime with its telemetry: logs, traces
+/// exported as asked, metrics served as asked; traces are flushed when the role ends.
+pub fn block_on_role<F, Fut>(service: &str, telemetry: &TelemetryArgs, role: F) -> ExitCode
+where
+    F: FnOnce(Arc<Metrics>) -> Fut,
+    Fut: Future<Output = Result<(), Failure>>,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
+    let result = runtime.block_on(async {
+        let config = TelemetryConfig {
+            service: service.to_owned(),
+            default_filter: LOG_ROLE.to_owned(),
+            json_logs: telemetry.log_format == LogFormat::Json,
+            otlp_endpoint: telemetry.otlp_endpoint.clone(),
+        };
+        let guard = airlock_telemetry::init(&config).map_err(|e| Failure::config(e.to_string()))?;
+        let metrics = Arc::new(Metrics::new());
+        if let Some(addr) = telemetry.metrics_listen {
+            let bound = airlock_telemetry::metrics::serve(addr, metrics.clone())
+                .await
+                .map_err(|e| Failure::config(format!("--metrics-listen {addr}: {e}")))?;
+            tracing::info!(%bound, "Serving metrics.");
+        }
+        let result = role(metrics).await;
+        guard.shutdown().await;
+        result
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("error: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
 }
 
 /// Connects to the broker for `role`, or says why not. Connections are named

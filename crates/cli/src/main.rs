@@ -56,7 +56,10 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Policy(command) => commands::policy::run(command),
         Command::Demo(args) => commands::block_on(commands::LOG_TOOL, commands::demo::run(args)),
-        Command::Worker(args) => commands::block_on(commands::LOG_ROLE, commands::worker::run(args)),
+        Command::Worker(args) => {
+            let telemetry = args.telemetry.clone();
+            commands::block_on_role("airlock-worker", &telemetry, |metrics| commands::worker::run(args, metrics))
+        }
         Command::Request(args) => commands::block_on(commands::LOG_TOOL, commands::request::run(args)),
         Command::Monitor(args) => commands::monitor::main(args),
         Command::Reviewer(args) => commands::block_on(commands::LOG_ROLE, commands::reviewer::run(args)),

@@ -35,7 +35,7 @@ pub struct Outgoing {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Handled {
     /// Publish these (all confirmed), then acknowledge.
-    Publish(Vec<Outgoing>),
+    Publish(Vec<Outgoing>, Report),
     /// The request's deadline passed: the runner has failed closed already; acknowledge.
     Expired,
     /// The message can never be handled: dead-letter it with `reason`, after sending
@@ -46,6 +46,23 @@ pub enum Handled {
         /// The runner's `Error` reply.
         reply: Option<Box<Outgoing>>,
     },
+}
+
+/// What happened to a chain while handling one message, for metrics and logs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Report {
+    /// Approval or review.
+    pub kind: Option<Kind>,
+    /// The decision, the step that decided (`policy`, or empty when nothing matched a
+    /// review), and the milliseconds since the runner asked.
+    pub decided: Option<(Decision, String, i64)>,
+    /// The external step the chain now waits for.
+    pub forwarded: Option<String>,
+    /// Steps that escalated while handling this message.
+    pub escalated: Vec<String>,
+    /// The external step whose answer came in, the milliseconds it took, and whether a
+    /// person answered.
+    pub answered: Option<(String, i64, bool)>,
 }
 
 /// Turns deliveries into messages, for one fleet prefix.
@@ -122,6 +139,7 @@ impl Handler {
         };
         let state = ChainState { next_step: chain.next_step as usize, trail };
         let input = Input { call: &call, message: message_text, output };
+        let answer_step = answer.as_ref().map(|(step, _)| *step);
         let (verdict, external) = match answer {
             None => (policy.evaluate(&input, state), None),
             Some((step, wire_answer)) => match answer_from_wire(&wire_answer) {
@@ -130,15 +148,34 @@ impl Handler {
             },
         };
         let wire_trail = |trail: &[TrailEntry]| self.wire_trail(&chain.trail, external.as_ref(), trail, now_ms);
+        let report = |trail: &[TrailEntry]| Report {
+            kind: Some(kind),
+            escalated: trail[chain.trail.len().min(trail.len())..]
+                .iter()
+                .filter(|entry| entry.answer.decision == Decision::Escalate)
+                .map(|entry| entry.approver.to_string())
+                .collect(),
+            answered: external.as_ref().and_then(|answer| {
+                let step = policy.steps().get(answer_step?)?;
+                let took = answer.answered_at_unix_ms.saturating_sub(answer.started_at_unix_ms);
+                Some((step.name.to_string(), took, matches!(step.step, airlock_policy::steps::Step::Human(_))))
+            }),
+            ..Report::default()
+        };
         match verdict {
             Verdict::Decided(outcome) => {
+                let mut report = report(&outcome.trail);
+                let approver = outcome.approver.as_deref().unwrap_or_default().to_owned();
+                report.decided = Some((outcome.decision, approver, now_ms - request.requested_at_unix_ms));
                 let trail = wire_trail(&outcome.trail);
                 let decision = self.decision(&request, kind, &policy, outcome, trail, now_ms);
-                Handled::Publish(self.publish_decision(&request, kind, decision))
+                Handled::Publish(self.publish_decision(&request, kind, decision), report)
             }
             Verdict::Pending { step, state } => {
+                let mut report = report(&state.trail);
+                report.forwarded = Some(policy.steps()[step].name.to_string());
                 let trail = wire_trail(&state.trail);
-                Handled::Publish(vec![self.step_task(&request, &policy, step, state.next_step, trail, now_ms)])
+                Handled::Publish(vec![self.step_task(&request, &policy, step, state.next_step, trail, now_ms)], report)
             }
             Verdict::Failed(error) => fail("step_failed", &error.to_string()),
         }

@@ -25,12 +25,14 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use airlock_telemetry::metrics::{DecisionLabels, Metrics, ReasonLabels, SourceLabels, StepLabels};
+use airlock_telemetry::propagation;
 use airlock_transport::{Delivery, Topology, Transport, TransportError};
 use futures_util::future::try_join_all;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, info, warn};
+use tracing::{Instrument, debug, debug_span, info, warn};
 
-use crate::handler::{Handled, Handler, Outgoing};
+use crate::handler::{Handled, Handler, Outgoing, Report};
 use crate::policies::PolicyStore;
 
 /// How long in-flight messages may take to finish after shutdown is asked.
@@ -64,6 +66,16 @@ pub async fn run<T: Transport>(
     config: WorkerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), WorkerError> {
+    run_observed(transport, config, Arc::default(), shutdown).await
+}
+
+/// [`run`], counting what the worker does in `metrics`.
+pub async fn run_observed<T: Transport>(
+    transport: T,
+    config: WorkerConfig,
+    metrics: Arc<Metrics>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), WorkerError> {
     let topology = Topology::new(config.prefix.clone());
     transport.declare(&topology).await?;
     let worker = Arc::new(Worker {
@@ -71,7 +83,9 @@ pub async fn run<T: Transport>(
         transport: transport.clone(),
         topology: topology.clone(),
         declared: Mutex::new(HashSet::new()),
+        metrics: metrics.clone(),
     });
+    tokio::spawn(count_reconnects(transport.reconnects(), metrics));
     let mut requests = transport.consume(&topology.requests_queue(), config.concurrency).await?;
     let mut results = transport.consume(&topology.results_queue(), config.concurrency).await?;
     info!(prefix = %config.prefix, worker = %config.worker_id, concurrency = config.concurrency, "Worker consuming.");
@@ -111,36 +125,62 @@ enum Source {
     Result,
 }
 
+impl Source {
+    fn name(self) -> &'static str {
+        match self {
+            Source::Request => "requests",
+            Source::Result => "results",
+        }
+    }
+}
+
 struct Worker<T> {
     handler: Handler,
     transport: T,
     topology: Topology,
     /// Step and human queues this worker declared already.
     declared: Mutex<HashSet<String>>,
+    metrics: Arc<Metrics>,
 }
 
 impl<T: Transport> Worker<T> {
+    /// Handles one delivery in a span that continues the trace of whoever sent it.
     async fn handle(self: Arc<Self>, source: Source, delivery: Delivery) {
+        let correlation = delivery.message.correlation_id.clone().unwrap_or_default();
+        let span = debug_span!("airlock.worker", queue = source.name(), correlation_id = %correlation);
+        propagation::adopt(&span, &delivery.message.headers);
+        self.metrics.in_flight.inc();
+        self.metrics.messages.get_or_create(&SourceLabels { source: source.name().into() }).inc();
+        self.settle(source, delivery, correlation).instrument(span).await;
+        self.metrics.in_flight.dec();
+    }
+
+    async fn settle(&self, source: Source, delivery: Delivery, correlation: String) {
         let now = now_ms();
         let handled = match source {
             Source::Request => self.handler.on_request(&delivery.message, now),
             Source::Result => self.handler.on_result(&delivery.message, now),
         };
-        let correlation = delivery.message.correlation_id.clone().unwrap_or_default();
         match handled {
-            Handled::Publish(outgoing) => match self.publish_all(outgoing).await {
-                Ok(()) => settle(delivery.ack().await, &correlation),
+            Handled::Publish(outgoing, report) => match self.publish_all(outgoing).await {
+                Ok(()) => {
+                    self.count(&report);
+                    settled(delivery.ack().await, &correlation);
+                }
                 Err(e) => {
                     warn!(%correlation, error = %e, "Publishing failed; the message goes back to its queue.");
-                    settle(delivery.nack_requeue().await, &correlation);
+                    settled(delivery.nack_requeue().await, &correlation);
                 }
             },
             Handled::Expired => {
                 debug!(%correlation, "Request past its deadline dropped: the runner failed closed already.");
-                settle(delivery.ack().await, &correlation);
+                self.metrics.expired.inc();
+                settled(delivery.ack().await, &correlation);
             }
             Handled::Dead { reason, reply } => {
                 warn!(%correlation, %reason, "Message dead-lettered.");
+                let code = reason.split(':').next().unwrap_or_default().to_owned();
+                self.metrics.dead_lettered.get_or_create(&ReasonLabels { reason: code }).inc();
                 if let Some(reply) = reply
                     && let Err(e) = self.publish(*reply).await
                 {
@@ -150,6 +190,29 @@ impl<T: Transport> Worker<T> {
                     warn!(%correlation, error = %e, "Dead-lettering failed; the broker will redeliver the message.");
                 }
             }
+        }
+    }
+
+    /// Counts what a handled message did to its chain.
+    fn count(&self, report: &Report) {
+        let metrics = &self.metrics;
+        let kind = report.kind.map(|k| k.to_string()).unwrap_or_default();
+        for step in &report.escalated {
+            metrics.escalations.get_or_create(&StepLabels { step: step.clone() }).inc();
+        }
+        if let Some((step, took_ms, human)) = &report.answered {
+            let seconds = *took_ms as f64 / 1e3;
+            metrics.step_latency.get_or_create(&StepLabels { step: step.clone() }).observe(seconds);
+            if *human {
+                metrics.human_wait.observe(seconds);
+            }
+        }
+        if let Some((decision, approver, latency_ms)) = &report.decided {
+            let step = if approver.is_empty() { "none".to_owned() } else { approver.clone() };
+            let labels = DecisionLabels { kind: kind.clone(), decision: decision.to_string(), step };
+            metrics.decisions.get_or_create(&labels).inc();
+            let latency = metrics.decision_latency.get_or_create(&airlock_telemetry::metrics::KindLabels { kind });
+            latency.observe(*latency_ms as f64 / 1e3);
         }
     }
 
@@ -167,11 +230,23 @@ impl<T: Transport> Worker<T> {
                 self.declared.lock().expect("declared lock").insert(name);
             }
         }
-        self.transport.publish(&out.destination, out.message).await
+        let mut message = out.message;
+        propagation::inject(&tracing::Span::current(), &mut message.headers);
+        self.transport.publish(&out.destination, message).await
     }
 }
 
-fn settle(result: Result<(), TransportError>, correlation: &str) {
+/// Counts the transport's reconnections until the worker's transport is gone.
+async fn count_reconnects(mut reconnects: tokio::sync::watch::Receiver<u64>, metrics: Arc<Metrics>) {
+    let mut seen = *reconnects.borrow();
+    while reconnects.changed().await.is_ok() {
+        let now = *reconnects.borrow();
+        metrics.reconnects.inc_by(now.saturating_sub(seen));
+        seen = now;
+    }
+}
+
+fn settled(result: Result<(), TransportError>, correlation: &str) {
     if let Err(e) = result {
         // The broker redelivers what was not acknowledged; handlers are idempotent.
         warn!(%correlation, error = %e, "Acknowledgement failed.");

@@ -1,11 +1,13 @@
 //! `airlock worker`: a policy worker over RabbitMQ, until SIGTERM or SIGINT.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
+use airlock_telemetry::metrics::Metrics;
 use airlock_worker::WorkerConfig;
 use clap::Args;
 
-use super::{Failure, FleetArgs, connect, shutdown_signal};
+use super::{Failure, FleetArgs, TelemetryArgs, connect, shutdown_signal};
 
 /// Arguments of `airlock worker`.
 #[derive(Debug, Args)]
@@ -21,10 +23,12 @@ pub struct WorkerArgs {
     /// Recorded as `decided_by` of what this worker decides (default: host and pid).
     #[arg(long)]
     id: Option<String>,
+    #[command(flatten)]
+    pub telemetry: TelemetryArgs,
 }
 
-/// Runs the worker until a signal.
-pub async fn run(args: WorkerArgs) -> Result<(), Failure> {
+/// Runs the worker until a signal, counting what it does in `metrics`.
+pub async fn run(args: WorkerArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
     if let Some(dir) = &args.policy_dir
         && !dir.is_dir()
     {
@@ -40,7 +44,7 @@ pub async fn run(args: WorkerArgs) -> Result<(), Failure> {
         policy_dir: args.policy_dir,
         worker_id: args.id.unwrap_or_else(default_id),
     };
-    airlock_worker::run(transport, config, shutdown_signal()).await.map_err(|e| Failure::other(e.to_string()))
+    airlock_worker::run_observed(transport, config, metrics, shutdown_signal()).await.map_err(|e| Failure::other(e.to_string()))
 }
 
 /// `worker@host:pid`.

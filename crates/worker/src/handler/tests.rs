@@ -33,7 +33,7 @@ fn request(function: &str, deadline: i64) -> v1::Request {
 
 fn published(handled: Handled) -> Vec<Outgoing> {
     match handled {
-        Handled::Publish(out) => out,
+        Handled::Publish(out, _) => out,
         other => panic!("expected messages to publish, got {other:?}"),
     }
 }

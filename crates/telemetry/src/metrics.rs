@@ -1,0 +1,155 @@
+//! The fleet's metrics in the Prometheus text format, named by Prometheus conventions and
+//! kept low in cardinality: kinds, decisions, step names and reasons, never call ids.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::header::CONTENT_TYPE;
+use axum::routing::get;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Labels by kind (`approval`, `review`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    /// Approval or review.
+    pub kind: String,
+}
+
+/// Labels by the queue a message came from.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceLabels {
+    /// `requests` or `results`.
+    pub source: String,
+}
+
+/// Labels of a decision.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DecisionLabels {
+    /// Approval or review.
+    pub kind: String,
+    /// approve, reject, …
+    pub decision: String,
+    /// The deciding step's name, `policy`, or `none`.
+    pub step: String,
+}
+
+/// Labels by step name.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StepLabels {
+    /// The step's name.
+    pub step: String,
+}
+
+/// Labels by reason code.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    /// A stable code (`bad_message`, `invalid_policy`, …).
+    pub reason: String,
+}
+
+/// Every metric a role may move; each role moves the ones that concern it.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Requests and step results taken from the queues.
+    pub messages: Family<SourceLabels, Counter>,
+    /// Final decisions, by kind, decision and deciding step.
+    pub decisions: Family<DecisionLabels, Counter>,
+    /// From the runner's request to the decision, seconds.
+    pub decision_latency: Family<KindLabels, Histogram>,
+    /// Answers of external steps, from being asked to answering, seconds.
+    pub step_latency: Family<StepLabels, Histogram>,
+    /// Time a task waited for a person, seconds.
+    pub human_wait: Histogram,
+    /// Escalations, by the step that escalated.
+    pub escalations: Family<StepLabels, Counter>,
+    /// Messages sent to the dead-letter queue, by reason.
+    pub dead_lettered: Family<ReasonLabels, Counter>,
+    /// Requests dropped because their deadline had passed.
+    pub expired: Counter,
+    /// Reconnections to the broker.
+    pub reconnects: Counter,
+    /// Messages being handled now.
+    pub in_flight: Gauge,
+}
+
+fn latency() -> Histogram {
+    // 0.1 ms … ~30 min: from an in-process decision to a person's.
+    Histogram::new(exponential_buckets(0.0001, 4.0, 12))
+}
+
+impl Metrics {
+    /// A registry with every metric, prefixed `airlock_`.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("airlock");
+        let messages = Family::default();
+        let decisions = Family::default();
+        let decision_latency = Family::<KindLabels, Histogram>::new_with_constructor(latency as fn() -> Histogram);
+        let step_latency = Family::<StepLabels, Histogram>::new_with_constructor(latency as fn() -> Histogram);
+        let human_wait = latency();
+        let escalations = Family::default();
+        let dead_lettered = Family::default();
+        let (expired, reconnects, in_flight) = (Counter::default(), Counter::default(), Gauge::default());
+        registry.register("messages", "Requests and step results taken from the queues", messages.clone());
+        registry.register("decisions", "Final decisions by kind, decision and deciding step", decisions.clone());
+        registry.register("decision_latency_seconds", "From the runner's request to its decision", decision_latency.clone());
+        registry.register("step_latency_seconds", "External steps, from being asked to answering", step_latency.clone());
+        registry.register("human_wait_seconds", "Time a task waited for a person", human_wait.clone());
+        registry.register("escalations", "Escalations by the step that escalated", escalations.clone());
+        registry.register("dead_lettered", "Messages dead-lettered, by reason", dead_lettered.clone());
+        registry.register("expired", "Requests dropped because their deadline had passed", expired.clone());
+        registry.register("reconnects", "Reconnections to the broker", reconnects.clone());
+        registry.register("in_flight", "Messages being handled now", in_flight.clone());
+        Metrics {
+            registry,
+            messages,
+            decisions,
+            decision_latency,
+            step_latency,
+            human_wait,
+            escalations,
+            dead_lettered,
+            expired,
+            reconnects,
+            in_flight,
+        }
+    }
+
+    /// The metrics in the Prometheus text format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String");
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+/// Serves `GET /metrics` on `addr` until the process ends; returns the bound address.
+pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let app = Router::new().route(
+        "/metrics",
+        get(move || {
+            let metrics = metrics.clone();
+            async move { ([(CONTENT_TYPE, "text/plain; version=0.0.4")], metrics.render()) }
+        }),
+    );
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::warn!(error = %e, "The metrics endpoint stopped.");
+        }
+    });
+    Ok(bound)
+}
