@@ -183,17 +183,34 @@ pub fn table(log: &Log, rows: &[Row]) -> String {
         );
     }
     if decided > 0 {
+        let best = rows.iter().filter(|r| r.agreement.is_some()).max_by(|a, b| {
+            a.agreement
+                .partial_cmp(&b.agreement)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then(b.threshold.total_cmp(&a.threshold))
+        });
+        if let Some(best) = best {
+            let _ = writeln!(
+                out,
+                "\nThe best agreement: approve_below {} ({:.1}%; escalates {:.1}%, misses {} of {} blocked).",
+                best.threshold,
+                best.agreement.unwrap_or_default() * 100.0,
+                best.escalated * 100.0,
+                best.missed,
+                best.blocked
+            );
+        }
         match rows.iter().filter(|r| r.missed == 0).max_by(|a, b| a.threshold.total_cmp(&b.threshold)) {
             Some(best) => {
                 let _ = writeln!(
                     out,
-                    "\nThe highest approve_below that passes no call a person blocked: {} (escalates {:.1}% of calls).",
+                    "The highest approve_below that passes no call a person blocked: {} (escalates {:.1}% of calls).",
                     best.threshold,
                     best.escalated * 100.0
                 );
             }
             None => {
-                let _ = writeln!(out, "\nEvery threshold passes some call a person blocked.");
+                let _ = writeln!(out, "Every threshold passes some call a person blocked.");
             }
         }
     }

@@ -93,7 +93,7 @@ fn without_people_agreement_is_unknown() {
     assert_eq!((rows[4].escalated, rows[4].agreement, rows[5].escalated), (1.0, None, 0.0));
     let text = table(&log, &rows);
     assert!(text.contains("-"), "{text}");
-    assert!(!text.contains("highest"), "{text}");
+    assert!(!text.contains("highest") && !text.contains("best"), "{text}");
 }
 
 #[test]

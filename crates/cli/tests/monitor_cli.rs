@@ -1,0 +1,77 @@
+//! `airlock monitor` and `airlock monitor calibrate` as a user runs them (no broker needed).
+
+use std::fs;
+use std::process::Command;
+
+use serde_json::json;
+
+fn airlock(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_airlock"))
+        .args(args)
+        .env_remove("AIRLOCK_AMQP_URL")
+        .output()
+        .expect("airlock runs")
+}
+
+#[test]
+fn calibrate_prints_a_table_and_draws_a_chart() {
+    let dir = std::env::temp_dir().join(format!("airlock-calibrate-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("decisions.jsonl");
+    let line = |score: f64, human: &str| {
+        let trail = json!([
+            {"approver": "monitor", "decision": "escalate", "explanation": "x", "decided_by": "m/gpt",
+             "metadata": {"score": score, "reason": "r", "model": "gpt"}},
+            {"approver": "human", "decision": human, "explanation": null, "decided_by": "alice"},
+        ]);
+        json!({"decision": human, "approver": "human", "step": 1, "trail": trail}).to_string()
+    };
+    let lines = [line(1.0, "approve"), line(2.0, "approve"), line(6.0, "reject"), line(9.5, "terminate")];
+    fs::write(&log, lines.join("\n") + "\n").unwrap();
+    let svg = dir.join("chart.svg");
+    let output = airlock(&["monitor", "calibrate", "--log", log.to_str().unwrap(), "--svg", svg.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.starts_with("4 decisions, 4 scored by the monitor, 4 of those decided by a person"), "{stdout}");
+    assert!(stdout.contains("            3      50.0%     100.0%       0         0"), "{stdout}");
+    assert!(fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+
+    fs::write(&log, "{\"error\": {\"code\": \"x\"}}\n").unwrap();
+    let output = airlock(&["monitor", "calibrate", "--log", log.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no decision carries a monitor score"));
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_monitor_configuration_exits_64_before_connecting() {
+    let cases: [(&[&str], &str); 4] = [
+        (&["monitor", "--step", "m", "--provider", "openai", "--model", "x"], "--amqp is required"),
+        (&["monitor", "--amqp", "amqp://127.0.0.1:1", "--provider", "openai", "--model", "x"], "--step is required"),
+        (&["monitor", "--amqp", "amqp://127.0.0.1:1", "--step", "m", "--provider", "openai"], "--model is required"),
+        (
+            &[
+                "monitor",
+                "--amqp",
+                "amqp://127.0.0.1:1",
+                "--step",
+                "m",
+                "--provider",
+                "openai",
+                "--model",
+                "x",
+                "--prompt",
+                "/nonexistent",
+            ],
+            "/nonexistent",
+        ),
+    ];
+    for (args, expected) in cases {
+        let output = airlock(args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(64), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+    let output = airlock(&["monitor", "--amqp", "x", "--step", "m", "--provider", "mistral", "--model", "x"]);
+    assert_eq!(output.status.code(), Some(2), "clap refuses an unknown provider");
+}
