@@ -113,7 +113,8 @@ mod tests {
     #[test]
     fn checks_the_configuration() {
         assert_eq!(config().validate(), Ok(()));
-        let cases: [(fn(&mut MonitorConfig), &str); 5] = [
+        type Change = fn(&mut MonitorConfig);
+        let cases: [(Change, &str); 5] = [
             (|c| c.step = "my step".into(), "without spaces"),
             (|c| c.concurrency = 0, "concurrency"),
             (|c| c.provider.model = " ".into(), "model"),
