@@ -19,7 +19,7 @@ use airlock_contract::v1;
 use airlock_transport::{Destination, Message, Topology, Transport, TransportError};
 use prost::Message as _;
 use tokio::sync::oneshot;
-use tracing::{debug, warn};
+use tracing::{Instrument, debug, warn};
 
 /// The approver recorded on a decision the client made itself because time ran out.
 pub const TIMEOUT_APPROVER: &str = "timeout";
@@ -179,9 +179,22 @@ impl<T: Transport> Client<T> {
             origin.runner_id = self.inner.config.runner_id.clone();
         }
         let correlation = key.correlation_id(kind);
-        let message = Message::new(request.encode_to_vec())
+        let span = tracing::debug_span!("airlock.client", correlation_id = %correlation);
+        self.send(request, kind, key, correlation, timeout).instrument(span).await
+    }
+
+    async fn send(
+        &self,
+        request: v1::Request,
+        kind: v1::Kind,
+        key: v1::CallKey,
+        correlation: String,
+        timeout: Duration,
+    ) -> Result<v1::Decision, ClientError> {
+        let mut message = Message::new(request.encode_to_vec())
             .with_correlation_id(correlation.clone())
             .with_reply_to(self.inner.reply_queue.clone());
+        airlock_telemetry::propagation::inject(&tracing::Span::current(), &mut message.headers);
         let (tx, rx) = oneshot::channel();
         {
             let mut pending = self.inner.pending.lock().expect("pending lock");

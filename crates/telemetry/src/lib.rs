@@ -21,6 +21,9 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
+/// The spans exported as traces: Airlock's own, down to the per-message ones.
+const TRACED: &str = "airlock=debug";
+
 /// How a process reports.
 #[derive(Debug, Clone)]
 pub struct TelemetryConfig {
@@ -49,9 +52,9 @@ pub struct Telemetry {
 pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.default_filter));
     let logs = if config.json_logs {
-        tracing_subscriber::fmt::layer().json().with_current_span(true).with_writer(std::io::stderr).boxed()
+        tracing_subscriber::fmt::layer().json().with_current_span(true).with_writer(std::io::stderr).with_filter(filter).boxed()
     } else {
-        tracing_subscriber::fmt::layer().with_writer(std::io::stderr).boxed()
+        tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter).boxed()
     };
     let provider = match &config.otlp_endpoint {
         None => None,
@@ -59,13 +62,17 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
     };
     let traces = provider.as_ref().map(|provider| {
         propagation::install();
-        tracing_opentelemetry::layer().with_tracer(provider.tracer("airlock"))
+        // Airlock's own spans, per message at debug level, whatever the log filter says.
+        tracing_opentelemetry::layer().with_tracer(provider.tracer("airlock")).with_filter(EnvFilter::new(TRACED))
     });
-    let _ = tracing_subscriber::registry().with(filter).with(logs).with(traces).try_init();
+    let _ = tracing_subscriber::registry().with(logs).with(traces).try_init();
     Ok(Telemetry { provider })
 }
 
 fn provider(service: &str, endpoint: &str) -> Result<SdkTracerProvider, TelemetryError> {
+    // The exporter's HTTP client refuses to start without one; another part of the process
+    // may have installed it already, which is as good.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(Protocol::HttpJson)
