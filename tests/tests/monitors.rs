@@ -151,7 +151,9 @@ async fn scenarios(prefix: String) {
         WorkerConfig { prefix: prefix.clone(), concurrency: 32, policy_dir: None, worker_id: "w".into() };
     let worker = tokio::spawn(airlock_worker::run(connect("worker").await, worker_config, until_stopped()));
     let openai = monitor_config(&prefix, "monitor", ProviderKind::OpenAi, model.openai_base());
-    let monitor = tokio::spawn(airlock_monitor::run(connect("monitor").await, openai, until_stopped()));
+    let metrics = std::sync::Arc::new(airlock_telemetry::metrics::Metrics::new());
+    let monitor =
+        tokio::spawn(airlock_monitor::run_observed(connect("monitor").await, openai, metrics.clone(), until_stopped()));
     let anthropic = monitor_config(&prefix, "judge", ProviderKind::Anthropic, model.anthropic_base());
     let judge = tokio::spawn(airlock_monitor::run(connect("judge").await, anthropic, until_stopped()));
     serve_humans(connect("human").await, &prefix).await;
@@ -268,6 +270,11 @@ async fn scenarios(prefix: String) {
     assert_eq!(metadata(&bad, "monitor")["error"], "invalid_params");
 
     expired_tasks_are_dropped(&admin, &prefix).await;
+    let exposition = metrics.render();
+    for line in ["airlock_expired_total 1", "airlock_escalations_total{step=\"monitor\"} 5", "airlock_in_flight 0"] {
+        assert!(exposition.lines().any(|l| l == line), "{line} in:\n{exposition}");
+    }
+    assert!(exposition.contains("airlock_step_latency_seconds_count{step=\"monitor\"}"), "{exposition}");
     the_command_serves_a_step(&client, &prefix, &model).await;
 
     client.close().await;

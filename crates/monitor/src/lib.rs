@@ -18,7 +18,8 @@
 //! - [`retry`]: backoff, `Retry-After`, and the deadline over all attempts.
 //! - [`answer`]: the `StepAnswer` for an outcome, with the score in its metadata.
 //! - [`calibrate`]: monitor scores against human decisions, from a decision log.
-//! - [`run`]: the consume / ask / publish / acknowledge loop, with graceful shutdown.
+//! - [`run`] / [`run_observed`]: the consume / ask / publish / acknowledge loop, with graceful
+//!   shutdown, each task in a span that continues the sender's trace.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
@@ -37,13 +38,15 @@ use std::time::Duration;
 
 use airlock_contract::v1;
 use airlock_policy::Kind;
+use airlock_telemetry::metrics::{Metrics, ReasonLabels, SourceLabels, StepLabels};
+use airlock_telemetry::propagation;
 use airlock_transport::{Delivery, Destination, Message, Topology, Transport, TransportError};
 use airlock_worker::convert::decision_from_wire;
 use airlock_worker::now_ms;
 use prost::Message as _;
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::{Instrument, debug, debug_span, info, warn};
 
 /// A step's decision (the policy engine's), as the configuration's fallback takes it.
 pub use airlock_policy::Decision;
@@ -82,6 +85,17 @@ pub async fn run<T: Transport>(
     config: MonitorConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), MonitorError> {
+    run_observed(transport, config, Arc::new(Metrics::new()), shutdown).await
+}
+
+/// [`run`], counting in `metrics`: tasks taken (`messages{source="step"}`), answer latency and
+/// escalations by step, dead-lettered tasks, expired tasks, tasks in flight.
+pub async fn run_observed<T: Transport>(
+    transport: T,
+    config: MonitorConfig,
+    metrics: Arc<Metrics>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), MonitorError> {
     config.validate()?;
     let provider = Provider::new(config.provider.clone())?;
     let topology = Topology::new(config.prefix.clone()).with_step(&config.step);
@@ -97,7 +111,7 @@ pub async fn run<T: Transport>(
         provider: config.provider.kind.as_str(),
         model: config.provider.model.clone(),
     };
-    let monitor = Arc::new(Monitor { config, provider, identity, transport: transport.clone(), topology });
+    let monitor = Arc::new(Monitor { config, provider, identity, transport: transport.clone(), topology, metrics });
 
     let tracker = TaskTracker::new();
     tokio::pin!(shutdown);
@@ -106,9 +120,11 @@ pub async fn run<T: Transport>(
             () = &mut shutdown => break,
             delivery = tasks.next() => match delivery {
                 Some(delivery) => {
+                    // One span per task, continuing the trace of the worker that sent it.
                     let correlation = delivery.message.correlation_id.clone().unwrap_or_default();
-                    let span = info_span!("task", %correlation);
-                    tracker.spawn(monitor.clone().handle(delivery).instrument(span));
+                    let span = debug_span!("airlock.monitor", step = %monitor.config.step, correlation_id = %correlation);
+                    propagation::adopt(&span, &delivery.message.headers);
+                    tracker.spawn(monitor.clone().observe(delivery).instrument(span));
                 }
                 None => break,
             },
@@ -133,9 +149,18 @@ struct Monitor<T> {
     identity: Identity,
     transport: T,
     topology: Topology,
+    metrics: Arc<Metrics>,
 }
 
 impl<T: Transport> Monitor<T> {
+    async fn observe(self: Arc<Self>, delivery: Delivery) {
+        let metrics = self.metrics.clone();
+        metrics.messages.get_or_create(&SourceLabels { source: "step".into() }).inc();
+        metrics.in_flight.inc();
+        self.handle(delivery).await;
+        metrics.in_flight.dec();
+    }
+
     async fn handle(self: Arc<Self>, delivery: Delivery) {
         let started = now_ms();
         let task = match v1::StepTask::decode(delivery.message.body.as_ref()) {
@@ -155,6 +180,7 @@ impl<T: Transport> Monitor<T> {
         if request.deadline_unix_ms > 0 && request.deadline_unix_ms <= started {
             // The runner has failed closed already: nobody waits for this answer.
             debug!("Task past its request's deadline dropped.");
+            self.metrics.expired.inc();
             return settle(delivery.ack().await);
         }
 
@@ -170,7 +196,14 @@ impl<T: Transport> Monitor<T> {
                 warn!(step = %task.name, %why, %decision, "Deadline passed; answering on_timeout.");
             }
         }
-        let answer = answer::step_answer(&self.identity, &outcome, started, now_ms());
+        let answered = now_ms();
+        let step = StepLabels { step: task.name.clone() };
+        let seconds = Duration::from_millis(u64::try_from(answered - started).unwrap_or(0)).as_secs_f64();
+        self.metrics.step_latency.get_or_create(&step).observe(seconds);
+        if outcome.decision() == Decision::Escalate {
+            self.metrics.escalations.get_or_create(&step).inc();
+        }
+        let answer = answer::step_answer(&self.identity, &outcome, started, answered);
         let result = v1::StepResult { task: Some(task), answer: Some(answer) };
         let destination = match delivery.message.reply_to.as_deref() {
             Some(queue) if !queue.is_empty() => Destination::queue(queue),
@@ -178,6 +211,7 @@ impl<T: Transport> Monitor<T> {
         };
         let mut message = Message::new(result.encode_to_vec());
         message.correlation_id = delivery.message.correlation_id.clone();
+        propagation::inject(&tracing::Span::current(), &mut message.headers);
         match self.transport.publish(&destination, message).await {
             Ok(()) => settle(delivery.ack().await),
             Err(e) => {
@@ -233,6 +267,8 @@ impl<T: Transport> Monitor<T> {
 
     async fn dead(&self, delivery: Delivery, reason: &str) {
         warn!(%reason, "Task dead-lettered.");
+        let code = reason.split(':').next().unwrap_or(reason).to_owned();
+        self.metrics.dead_lettered.get_or_create(&ReasonLabels { reason: code }).inc();
         if let Err(e) = self.transport.publish_dead(&self.topology, delivery, reason).await {
             warn!(error = %e, "Dead-lettering failed; the broker will redeliver the task.");
         }

@@ -4,6 +4,7 @@
 use std::fs;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_monitor::calibrate;
@@ -11,9 +12,10 @@ use airlock_monitor::prompt::{Limits, Template};
 use airlock_monitor::provider::{ProviderConfig, ProviderKind};
 use airlock_monitor::retry::RetryPolicy;
 use airlock_monitor::{MonitorConfig, MonitorError};
+use airlock_telemetry::metrics::Metrics;
 use clap::{Args, Subcommand};
 
-use super::{Failure, FleetArgs, LOG_ROLE, LOG_TOOL, block_on, connect, shutdown_signal};
+use super::{Failure, FleetArgs, LOG_TOOL, TelemetryArgs, block_on, block_on_role, connect, shutdown_signal};
 
 /// Arguments of `airlock monitor`.
 #[derive(Debug, Args)]
@@ -84,6 +86,8 @@ pub struct RunArgs {
     /// Recorded, with the model, as `decided_by` (default: monitor-<step>@host:pid).
     #[arg(long)]
     id: Option<String>,
+    #[command(flatten)]
+    telemetry: TelemetryArgs,
 }
 
 /// Arguments of `airlock monitor calibrate`.
@@ -104,12 +108,15 @@ pub struct CalibrateArgs {
 pub fn main(args: MonitorArgs) -> ExitCode {
     match args.command {
         Some(MonitorCommand::Calibrate(calibrate)) => block_on(LOG_TOOL, async move { run_calibrate(calibrate) }),
-        None => block_on(LOG_ROLE, run(args.run)),
+        None => {
+            let telemetry = args.run.telemetry.clone();
+            block_on_role("airlock-monitor", &telemetry, |metrics| run(args.run, metrics))
+        }
     }
 }
 
-/// Runs the monitor until a signal.
-pub async fn run(args: RunArgs) -> Result<(), Failure> {
+/// Runs the monitor until a signal, counting what it does in `metrics`.
+pub async fn run(args: RunArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
     let missing = |what: &str| Failure::config(format!("--{what} is required"));
     // Optional in clap, so that `airlock monitor calibrate` needs none of them.
     let fleet = FleetArgs { amqp: args.amqp.ok_or_else(|| missing("amqp"))?, prefix: args.prefix };
@@ -156,7 +163,7 @@ pub async fn run(args: RunArgs) -> Result<(), Failure> {
     };
     config.validate().map_err(|e| Failure::config(e.to_string()))?;
     let transport = connect(&fleet, &format!("monitor {step}")).await?;
-    airlock_monitor::run(transport, config, shutdown_signal()).await.map_err(|e| match e {
+    airlock_monitor::run_observed(transport, config, metrics, shutdown_signal()).await.map_err(|e| match e {
         MonitorError::Config(e) => Failure::config(e.to_string()),
         MonitorError::Provider(e) => Failure::config(e.to_string()),
         e => Failure::other(e.to_string()),
