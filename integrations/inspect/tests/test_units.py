@@ -170,3 +170,24 @@ def test_bad_parameters_fail_at_creation(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_urls_lose_their_credentials_in_explanations() -> None:
     assert redact("amqp://guest:secret@broker:5672/%2f") == "amqp://broker:5672/%2f"
+
+
+def test_requests_carry_the_runners_trace_context() -> None:
+    trace = pytest.importorskip("opentelemetry.trace")
+    context = pytest.importorskip("opentelemetry.context")
+    from airlock.client import trace_headers
+
+    assert "traceparent" not in trace_headers(), "no span, no trace context"
+    span = trace.NonRecordingSpan(
+        trace.SpanContext(
+            trace_id=0x0AF7651916CD43DD8448EB211C80319C,
+            span_id=0xB7AD6B7169203331,
+            is_remote=False,
+            trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+        )
+    )
+    token = context.attach(trace.set_span_in_context(span))
+    try:
+        assert trace_headers()["traceparent"] == "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    finally:
+        context.detach(token)

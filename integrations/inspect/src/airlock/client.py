@@ -188,6 +188,7 @@ class FleetClient:
             correlation_id=correlation,
             reply_to=self.reply_queue,
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+            headers=trace_headers(),
         )
         await channel.default_exchange.publish(message, routing_key=self.requests_queue, mandatory=True)
 
@@ -377,3 +378,15 @@ async def shutdown() -> None:
         if client.stats().pending == 0:
             del _clients[key]
             await client.close()
+
+
+def trace_headers() -> dict[str, str]:
+    """The W3C trace context of the current span (`traceparent`, `tracestate`), so the fleet's
+    spans join the runner's trace; empty when OpenTelemetry is absent or records nothing."""
+    try:
+        from opentelemetry.propagate import inject
+    except ImportError:
+        return {}
+    carrier: dict[str, str] = {}
+    inject(carrier)
+    return carrier
