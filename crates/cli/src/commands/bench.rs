@@ -28,10 +28,11 @@ use airlock_transport::{Topology, Transport};
 use clap::Args;
 
 use self::children::Children;
-use self::echo::{ECHO, EchoClient};
+use self::echo::{ECHO, EchoLoad};
 pub use self::echo::{EchoArgs, serve as serve_echo};
+use self::fleet::FleetLoad;
 use self::report::{Report, Side};
-use self::traffic::drive;
+use self::traffic::Phase;
 use super::{Failure, FleetArgs, connect, shutdown_signal};
 
 /// Arguments of `airlock bench`.
@@ -55,6 +56,9 @@ pub struct BenchArgs {
     /// The encoded size of each request, in bytes (padded with the assistant's message).
     #[arg(long, default_value_t = 1500)]
     size: usize,
+    /// Rounds the measured requests are split into, alternating the fleet and the echo.
+    #[arg(long, default_value_t = 4)]
+    rounds: u64,
     /// Requests sent before measuring, not counted.
     #[arg(long, default_value_t = 500)]
     warmup: u64,
@@ -73,6 +77,7 @@ pub struct BenchArgs {
 #[derive(Debug, Clone)]
 pub struct Settings {
     requests: u64,
+    rounds: u64,
     warmup: u64,
     inflight: usize,
     size: usize,
@@ -114,11 +119,17 @@ impl Shared {
     }
 }
 
+/// The echo responder's name among the children.
+const ECHO_RESPONDER: &str = "echo responder";
+
 /// Runs the bench and prints its report.
 pub async fn run(args: BenchArgs) -> Result<(), Failure> {
     let positive = |seconds: f64| seconds > 0.0 && seconds.is_finite();
-    if args.inflight == 0 || args.requests == 0 || args.warmup == 0 {
-        return Err(Failure::config("--inflight, --requests and --warmup must be at least 1"));
+    if args.inflight == 0 || args.requests == 0 || args.warmup == 0 || args.rounds == 0 {
+        return Err(Failure::config("--inflight, --requests, --rounds and --warmup must be at least 1"));
+    }
+    if args.rounds > args.requests {
+        return Err(Failure::config("--rounds cannot exceed --requests"));
     }
     if !positive(args.timeout) || !positive(args.max_seconds) {
         return Err(Failure::config("--timeout and --max-seconds must be positive numbers of seconds"));
@@ -128,6 +139,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
     }
     let settings = Settings {
         requests: args.requests,
+        rounds: args.rounds,
         warmup: args.warmup,
         inflight: args.inflight,
         size: args.size,
@@ -199,9 +211,10 @@ async fn bench(
     let prefix = fleet.prefix.as_str();
     let concurrency = u16::try_from(settings.inflight).unwrap_or(u16::MAX).to_string();
 
-    // The fleet.
-    let transport = connect(fleet, "bench runner").await?;
-    transport.declare(&Topology::new(prefix)).await.map_err(|e| Failure::other(format!("declare: {e}")))?;
+    // Every child first: the workers and the echo responder serve different queues, so
+    // each idles while the other side is measured.
+    let runner = connect(fleet, "bench runner").await?;
+    runner.declare(&Topology::new(prefix)).await.map_err(|e| Failure::other(format!("declare: {e}")))?;
     let mut workers = Vec::new();
     for index in 0..args.workers {
         let id = format!("bench-worker-{index}");
@@ -209,49 +222,43 @@ async fn bench(
         children.spawn(&id, &args.amqp, &worker_args)?;
         workers.push(id);
     }
-    let shared = Shared::default();
-    let measured =
-        fleet::measure(transport.clone(), prefix, &names.runner, settings, &workers, children, &shared).await;
-    let worker_rss = children.peak_rss();
-    transport.close().await;
-    let measured = measured?;
-    children.stop_all().await;
-
-    // The echo.
-    let transport = connect(fleet, "bench echo requester").await?;
-    let requester = EchoClient::connect(transport.clone(), prefix, &names.echo_owner).await?;
     let echo_args = ["bench-echo", "--prefix", prefix, "--queue", ECHO, "--concurrency", &concurrency];
-    children.spawn("echo responder", &args.amqp, &echo_args)?;
-    let body = fleet::echo_body(
-        settings.size,
-        &echo::topology(prefix, ECHO, Some(&names.echo_owner)).reply_queue(&names.echo_owner),
-        settings.timeout,
-    );
-    let echo_run = |run: &'static str| {
-        let (requester, body, timeout) = (requester.clone(), Arc::new(body.clone()), settings.timeout);
-        move |index: u64| {
-            let (requester, body) = (requester.clone(), body.clone());
-            async move { requester.call(format!("{run}/{index}"), &body, timeout).await }
+    children.spawn(ECHO_RESPONDER, &args.amqp, &echo_args)?;
+    let requester = connect(fleet, "bench echo requester").await?;
+
+    let shared = Shared::default();
+    let mut fleet_load =
+        FleetLoad::start(runner.clone(), prefix, &names.runner, settings, &workers, children, &shared).await?;
+    let mut echo_load = EchoLoad::start(requester.clone(), prefix, &names.echo_owner, settings, children).await?;
+
+    // Rounds alternate the two sides (and which goes first), so a load that comes and goes
+    // on the machine weighs on both alike.
+    let (mut measured, mut baseline) = (Phase::default(), Phase::default());
+    for round in 0..settings.rounds {
+        let requests = settings.requests / settings.rounds + u64::from(round < settings.requests % settings.rounds);
+        if round % 2 == 0 {
+            measured.merge(fleet_load.run(requests, settings.inflight).await);
+            baseline.merge(echo_load.run(requests, settings.inflight).await);
+        } else {
+            baseline.merge(echo_load.run(requests, settings.inflight).await);
+            measured.merge(fleet_load.run(requests, settings.inflight).await);
         }
-    };
-    let probe = drive(1, 1, echo_run("probe")).await;
-    children.check_alive()?;
-    if probe.answered == 0 {
-        transport.close().await;
-        return Err(Failure::other(format!("the echo responder did not answer within {:?}", settings.timeout)));
+        children.check_alive()?;
     }
-    drive(settings.warmup, settings.inflight, echo_run("warmup")).await;
-    let baseline = drive(settings.requests, settings.inflight, echo_run("measured")).await;
-    let baseline_duplicates = requester.ignored_replies();
-    transport.close().await;
+    let worker_rss = children.peak_rss(&workers);
+    let request_bytes = fleet_load.request_bytes();
+    let baseline_duplicates = echo_load.duplicates();
+    let duplicates = fleet_load.finish().await;
+    runner.close().await;
+    requester.close().await;
     children.stop_all().await;
 
     Ok(Report {
         prefix: prefix.to_owned(),
         settings: settings.clone(),
         workers: args.workers,
-        request_bytes: measured.request_bytes,
-        fleet: Side { phase: measured.phase, duplicates: measured.duplicates },
+        request_bytes,
+        fleet: Side { phase: measured, duplicates },
         echo: Side { phase: baseline, duplicates: baseline_duplicates },
         worker_rss,
         first_error: shared.first_error(),

@@ -60,10 +60,14 @@ impl Children {
         Ok(())
     }
 
-    /// The peak resident memory (`VmHWM`) of each running child, in bytes; `None` where
-    /// `/proc` does not tell.
-    pub fn peak_rss(&self) -> Vec<Option<u64>> {
-        self.running.iter().map(|running| peak_rss(running.pid)).collect()
+    /// The peak resident memory (`VmHWM`) of the running children named `names`, in bytes;
+    /// `None` where `/proc` does not tell.
+    pub fn peak_rss(&self, names: &[String]) -> Vec<Option<u64>> {
+        self.running
+            .iter()
+            .filter(|running| names.contains(&running.name))
+            .map(|running| peak_rss(running.pid))
+            .collect()
     }
 
     /// Stops every child: SIGTERM, then up to [`STOP_GRACE`] for it to exit, then SIGKILL.

@@ -16,7 +16,10 @@ use clap::Args;
 use tokio::sync::oneshot;
 use tracing::{debug, info, warn};
 
-use super::traffic::Outcome;
+use super::Settings;
+use super::children::Children;
+use super::fleet::echo_body;
+use super::traffic::{Outcome, Phase, drive};
 use crate::commands::{Failure, FleetArgs, connect, shutdown_signal};
 
 /// The echo queue's suffix: `<prefix>.echo`.
@@ -89,6 +92,58 @@ async fn echo(transport: AmqpTransport, delivery: Delivery) {
     };
     if let Err(e) = settled {
         warn!(error = %e, "Echo acknowledgement failed.");
+    }
+}
+
+/// The requesting side of the echo, warmed up and ready to measure.
+pub struct EchoLoad {
+    requester: EchoClient,
+    body: Arc<Message>,
+    timeout: Duration,
+    runs: u32,
+}
+
+impl EchoLoad {
+    /// Connects a requester with `owner`'s reply queue and warms the echo up.
+    pub async fn start(
+        transport: AmqpTransport,
+        prefix: &str,
+        owner: &str,
+        settings: &Settings,
+        children: &mut Children,
+    ) -> Result<Self, Failure> {
+        let requester = EchoClient::connect(transport, prefix, owner).await?;
+        let body = Arc::new(echo_body(settings.size, &requester.inner.reply_queue, settings.timeout));
+        let load = EchoLoad { requester, body, timeout: settings.timeout, runs: 0 };
+        let probe = load.drive("probe", 1, 1).await;
+        children.check_alive()?;
+        if probe.answered == 0 {
+            return Err(Failure::other(format!("the echo responder did not answer within {:?}", settings.timeout)));
+        }
+        load.drive("warmup", settings.warmup, settings.inflight).await;
+        Ok(load)
+    }
+
+    /// Measures `requests` requests, `inflight` at a time.
+    pub async fn run(&mut self, requests: u64, inflight: usize) -> Phase {
+        self.runs += 1;
+        let run = format!("measured-{}", self.runs);
+        self.drive(&run, requests, inflight).await
+    }
+
+    /// Replies that matched nothing pending over the whole run.
+    pub fn duplicates(&self) -> u64 {
+        self.requester.ignored_replies()
+    }
+
+    async fn drive(&self, run: &str, requests: u64, inflight: usize) -> Phase {
+        let (requester, body, timeout, run) =
+            (self.requester.clone(), self.body.clone(), self.timeout, Arc::<str>::from(run));
+        drive(requests, inflight, move |index| {
+            let (requester, body, run) = (requester.clone(), body.clone(), run.clone());
+            async move { requester.call(format!("{run}/{index}"), &body, timeout).await }
+        })
+        .await
     }
 }
 

@@ -45,65 +45,81 @@ const COMMAND: &str = "python3 train.py --epochs 3 --data /workspace/data";
 /// The assistant's text, repeated to pad a request to its size.
 const FILLER: &str = "I will run the training script on the prepared data and then look at the loss curve. ";
 
-/// What the fleet phase measured.
-#[derive(Debug)]
-pub struct Measured {
-    /// The measured window (warm-up excluded).
-    pub phase: Phase,
-    /// Replies the client ignored over the whole run (duplicates or late ones).
-    pub duplicates: u64,
-    /// The encoded size of a request as sent.
-    pub request_bytes: usize,
+/// The runner's side of the fleet, warmed up and ready to measure.
+pub struct FleetLoad {
+    asker: Asker,
+    request_bytes: usize,
+    runs: u32,
 }
 
-/// Warms the fleet up until every worker in `workers` (their `--id`s; none: any worker)
-/// has decided, then measures `settings.requests` requests.
-pub async fn measure(
-    transport: AmqpTransport,
-    prefix: &str,
-    runner_id: &str,
-    settings: &Settings,
-    workers: &[String],
-    children: &mut Children,
-    shared: &Shared,
-) -> Result<Measured, Failure> {
-    let config =
-        ClientConfig { prefix: prefix.to_owned(), runner_id: runner_id.to_owned(), default_timeout: settings.timeout };
-    let client = Client::connect(transport, config).await.map_err(|e| Failure::other(format!("client: {e}")))?;
-    let (template, request_bytes) = template(settings.size, client.reply_queue(), settings.timeout);
-    let asker = Asker { client, template: Arc::new(template), timeout: settings.timeout, shared: shared.clone() };
+impl FleetLoad {
+    /// Connects a client and warms the fleet up until every worker in `workers` (their
+    /// `--id`s; none: any worker) has decided.
+    pub async fn start(
+        transport: AmqpTransport,
+        prefix: &str,
+        runner_id: &str,
+        settings: &Settings,
+        workers: &[String],
+        children: &mut Children,
+        shared: &Shared,
+    ) -> Result<Self, Failure> {
+        let config = ClientConfig {
+            prefix: prefix.to_owned(),
+            runner_id: runner_id.to_owned(),
+            default_timeout: settings.timeout,
+        };
+        let client = Client::connect(transport, config).await.map_err(|e| Failure::other(format!("client: {e}")))?;
+        let (template, request_bytes) = template(settings.size, client.reply_queue(), settings.timeout);
+        let asker = Asker { client, template: Arc::new(template), timeout: settings.timeout, shared: shared.clone() };
 
-    // One request alone first: a fleet that does not answer fails after one timeout, not
-    // after a whole warm-up of them.
-    let probe = drive(1, 1, asker.for_run("probe")).await;
-    children.check_alive()?;
-    if probe.answered == 0 {
-        return Err(Failure::other(format!(
-            "no decision within {:.0}s: is a worker consuming on prefix '{prefix}'?{}",
-            settings.timeout.as_secs_f64(),
-            shared.first_error().map(|e| format!(" ({e})")).unwrap_or_default()
-        )));
-    }
-    let started = Instant::now();
-    for round in 0.. {
-        drive(settings.warmup, settings.inflight, asker.for_run(&format!("warmup-{round}"))).await;
+        // One request alone first: a fleet that does not answer fails after one timeout, not
+        // after a whole warm-up of them.
+        let probe = drive(1, 1, asker.for_run("probe")).await;
         children.check_alive()?;
-        let missing: Vec<&String> = workers.iter().filter(|w| !shared.seen(w)).collect();
-        if missing.is_empty() {
-            break;
-        }
-        if started.elapsed() > settings.timeout {
+        if probe.answered == 0 {
             return Err(Failure::other(format!(
-                "no decision from {missing:?} after warming up for {:?}",
-                started.elapsed()
+                "no decision within {:.0}s: is a worker consuming on prefix '{prefix}'?{}",
+                settings.timeout.as_secs_f64(),
+                shared.first_error().map(|e| format!(" ({e})")).unwrap_or_default()
             )));
         }
+        let started = Instant::now();
+        for round in 0.. {
+            drive(settings.warmup, settings.inflight, asker.for_run(&format!("warmup-{round}"))).await;
+            children.check_alive()?;
+            let missing: Vec<&String> = workers.iter().filter(|w| !shared.seen(w)).collect();
+            if missing.is_empty() {
+                break;
+            }
+            if started.elapsed() > settings.timeout {
+                return Err(Failure::other(format!(
+                    "no decision from {missing:?} after warming up for {:?}",
+                    started.elapsed()
+                )));
+            }
+        }
+        Ok(FleetLoad { asker, request_bytes, runs: 0 })
     }
 
-    let phase = drive(settings.requests, settings.inflight, asker.for_run("measured")).await;
-    let duplicates = asker.client.stats().ignored_replies;
-    asker.client.close().await;
-    Ok(Measured { phase, duplicates, request_bytes })
+    /// Measures `requests` requests, `inflight` at a time.
+    pub async fn run(&mut self, requests: u64, inflight: usize) -> Phase {
+        self.runs += 1;
+        drive(requests, inflight, self.asker.for_run(&format!("measured-{}", self.runs))).await
+    }
+
+    /// The encoded size of a request as sent.
+    pub fn request_bytes(&self) -> usize {
+        self.request_bytes
+    }
+
+    /// Closes the client; returns the replies it ignored over the whole run (duplicates or
+    /// late ones).
+    pub async fn finish(self) -> u64 {
+        let duplicates = self.asker.client.stats().ignored_replies;
+        self.asker.client.close().await;
+        duplicates
+    }
 }
 
 /// Sends the requests of one run through the client.

@@ -95,6 +95,7 @@ impl Report {
             "size": self.settings.size,
             "request_bytes": self.request_bytes,
             "warmup": self.settings.warmup,
+            "rounds": self.settings.rounds,
             "timeout_s": self.settings.timeout.as_secs_f64(),
             "prefix": self.prefix,
             "first_error": self.first_error,
@@ -124,8 +125,8 @@ impl Report {
         };
         let _ = writeln!(
             out,
-            "airlock bench: {} requests ({} warm-up), {} in flight, {}-byte requests, {workers}, prefix '{}'",
-            settings.requests, settings.warmup, settings.inflight, self.request_bytes, self.prefix
+            "airlock bench: {} requests in {} rounds per side ({} warm-up), {} in flight, {}-byte requests, {workers}, prefix '{}'",
+            settings.requests, settings.rounds, settings.warmup, settings.inflight, self.request_bytes, self.prefix
         );
         let _ = writeln!(out);
         let _ =

@@ -33,6 +33,16 @@ pub struct Phase {
 }
 
 impl Phase {
+    /// Adds the requests of `other`, measured separately, to this phase.
+    pub fn merge(&mut self, other: Phase) {
+        self.requests += other.requests;
+        self.answered += other.answered;
+        self.lost += other.lost;
+        self.elapsed += other.elapsed;
+        self.latencies.extend(other.latencies);
+        self.latencies.sort_unstable();
+    }
+
     /// Answered requests per second over the phase.
     pub fn throughput(&self) -> f64 {
         let seconds = self.elapsed.as_secs_f64();
@@ -117,6 +127,22 @@ mod tests {
         seen.sort_unstable();
         assert_eq!(seen, (0..100).collect::<Vec<_>>());
         assert_eq!((phase.requests, phase.answered, phase.lost), (100, 90, 10));
+    }
+
+    #[test]
+    fn merged_phases_add_up() {
+        let mut phase =
+            Phase { requests: 3, answered: 2, lost: 1, elapsed: Duration::from_secs(1), latencies: vec![1, 5] };
+        phase.merge(Phase {
+            requests: 2,
+            answered: 2,
+            lost: 0,
+            elapsed: Duration::from_secs(3),
+            latencies: vec![2, 9],
+        });
+        assert_eq!((phase.requests, phase.answered, phase.lost), (5, 4, 1));
+        assert_eq!(phase.latencies, vec![1, 2, 5, 9]);
+        assert_eq!(phase.throughput(), 1.0);
     }
 
     #[test]
