@@ -5,8 +5,12 @@
 //! - `faults`: RabbitMQ only: competing workers, a worker killed under load, connections cut
 //!   under load, poison messages, deadlines.
 //! - `demo`: `airlock demo` as a newcomer runs it.
+//! - `reviewer`: the reviewer service over RabbitMQ: API answers, deadlines, cancels, restarts.
+//! - `browser`: the reviewer UI in headless Chromium ([`webdriver`]).
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
+
+pub mod webdriver;
 
 use std::path::PathBuf;
 use std::process::Stdio;

@@ -58,10 +58,25 @@
       });
   }
 
+  // What changed while the stream was not connected (before it opened, or while it reconnected).
+  function resync() {
+    fetch("/ui/pending", { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (ids) {
+        if (!ids) { return; }
+        cards().forEach(function (card) { if (ids.indexOf(card.dataset.id) < 0) { remove(card); } });
+        ids.forEach(add);
+      });
+  }
+
   function connect() {
     var live = document.getElementById("live");
     var source = new EventSource("/events");
-    source.addEventListener("open", function () { live.textContent = "live"; live.className = "live on"; });
+    source.addEventListener("open", function () {
+      live.textContent = "live";
+      live.className = "live on";
+      resync();
+    });
     source.addEventListener("error", function () { live.textContent = "reconnecting…"; live.className = "live off"; });
     source.addEventListener("added", function (e) { add(e.data); });
     source.addEventListener("removed", function (e) { remove(byId(e.data)); });

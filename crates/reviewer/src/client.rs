@@ -51,9 +51,40 @@ pub async fn request(method: &str, url: &str, headers: &[(&str, &str)], body: Op
     head.push_str("\r\n");
     stream.write_all(head.as_bytes()).await?;
     stream.write_all(body).await?;
+    // Read until the response is complete, not to the end of the stream: some servers keep
+    // the connection open despite `Connection: close`.
     let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await?;
+    let mut buffer = [0u8; 16 * 1024];
+    loop {
+        let read = stream.read(&mut buffer).await?;
+        if read == 0 {
+            break;
+        }
+        raw.extend_from_slice(&buffer[..read]);
+        if complete(&raw) {
+            break;
+        }
+    }
     parse(&raw)
+}
+
+/// Whether `raw` holds a whole response (headers, then the body its headers announce).
+fn complete(raw: &[u8]) -> bool {
+    let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else { return false };
+    let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+    let body = &raw[end + 4..];
+    if head.contains("transfer-encoding: chunked") || head.contains("transfer-encoding:chunked") {
+        return body.ends_with(b"0\r\n\r\n");
+    }
+    let length = head.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        (name.trim() == "content-length").then(|| value.trim().parse::<usize>().ok()).flatten()
+    });
+    match length {
+        Some(length) => body.len() >= length,
+        // No length: the body ends with the connection, except where there can be none.
+        None => head.starts_with("http/1.1 204") || head.starts_with("http/1.1 304"),
+    }
 }
 
 fn parse(raw: &[u8]) -> io::Result<Response> {

@@ -18,7 +18,7 @@
 //! | `POST /login`, `POST /logout` | session |
 //!
 //! Every response carries a strict Content-Security-Policy (scripts and styles from this
-//! origin only, nothing inline, no frames), `nosniff` and `no-referrer`.
+//! origin only, nothing inline, no frames), `nosniff`, and no referrer to other sites.
 
 use std::convert::Infallible;
 use std::str::FromStr;
@@ -80,7 +80,9 @@ async fn security_headers(mut response: Response) -> Response {
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    // `same-origin`, not `no-referrer`: with the latter browsers send `Origin: null` on the
+    // UI's own form posts, which the origin check must refuse.
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     headers.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
     response

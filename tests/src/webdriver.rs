@@ -1,0 +1,189 @@
+//! Just enough of the W3C WebDriver protocol to drive headless Chromium through
+//! `chromedriver`: sessions, navigation, elements, clicks, typing, scripts and screenshots.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use airlock_reviewer::client::request;
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+
+/// Debian's Chromium.
+pub const CHROMIUM: &str = "/usr/bin/chromium";
+/// Debian's chromedriver.
+pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// The key WebDriver names element references with.
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+/// Whether the browser tests can run: with `CI` set, missing packages fail the test;
+/// elsewhere the reason is printed and the test skips.
+pub fn browser_available() -> bool {
+    let missing: Vec<&str> = [CHROMIUM, CHROMEDRIVER].into_iter().filter(|p| !Path::new(p).exists()).collect();
+    if missing.is_empty() {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("CI is set and {missing:?} is missing: apt-get install chromium chromium-driver");
+    }
+    eprintln!("skipping: {missing:?} missing (apt-get install chromium chromium-driver)");
+    false
+}
+
+/// A chromedriver process and one headless Chromium session, both ended on [`Browser::quit`]
+/// (and the driver killed when dropped).
+pub struct Browser {
+    driver: Child,
+    base: String,
+    session: String,
+    profile: PathBuf,
+}
+
+impl Browser {
+    /// Starts chromedriver on a free port and a fresh headless Chromium.
+    pub async fn start() -> Browser {
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+            listener.local_addr().expect("its address").port()
+        };
+        let driver = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("chromedriver starts");
+        let base = format!("http://127.0.0.1:{port}");
+        loop {
+            if let Ok(response) = request("GET", &format!("{base}/status"), &[], None).await
+                && response.json()["value"]["ready"] == true
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let profile = std::env::temp_dir().join(format!("airlock-chromium-{}", airlock_testkit::unique_prefix()));
+        let capabilities = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": CHROMIUM,
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                    "--window-size=1280,1000", format!("--user-data-dir={}", profile.display()),
+                ],
+            },
+        }}});
+        let mut browser = Browser { driver, base, session: String::new(), profile };
+        let created = browser.call("POST", "/session", Some(capabilities)).await;
+        browser.session = created["sessionId"].as_str().expect("a WebDriver session").to_owned();
+        browser
+    }
+
+    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let url = if self.session.is_empty() || path == "/session" {
+            format!("{}{path}", self.base)
+        } else {
+            format!("{}/session/{}{path}", self.base, self.session)
+        };
+        let body = body.map(|b| b.to_string());
+        let headers = [("Content-Type", "application/json")];
+        let response =
+            request(method, &url, &headers, body.as_deref().map(str::as_bytes)).await.expect("chromedriver answers");
+        let value = response.json()["value"].clone();
+        assert!(response.status < 400, "WebDriver {method} {path}: {} {value}", response.status);
+        value
+    }
+
+    /// Opens `url`.
+    pub async fn goto(&self, url: &str) {
+        self.call("POST", "/url", Some(json!({"url": url}))).await;
+    }
+
+    /// The elements matching a CSS selector (none is not an error).
+    pub async fn find_all(&self, css: &str) -> Vec<String> {
+        let found = self.call("POST", "/elements", Some(json!({"using": "css selector", "value": css}))).await;
+        found.as_array().into_iter().flatten().filter_map(|e| e[ELEMENT].as_str().map(str::to_owned)).collect()
+    }
+
+    /// Waits until an element matches `css`, and returns the first.
+    pub async fn wait_for(&self, css: &str) -> String {
+        loop {
+            if let Some(first) = self.find_all(css).await.into_iter().next() {
+                return first;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits until nothing matches `css`.
+    pub async fn wait_gone(&self, css: &str) {
+        while !self.find_all(css).await.is_empty() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Clicks an element.
+    pub async fn click(&self, element: &str) {
+        self.call("POST", &format!("/element/{element}/click"), Some(json!({}))).await;
+    }
+
+    /// Types into an element.
+    pub async fn type_into(&self, element: &str, text: &str) {
+        self.call("POST", &format!("/element/{element}/value"), Some(json!({"text": text}))).await;
+    }
+
+    /// An element's rendered text.
+    pub async fn text(&self, element: &str) -> String {
+        self.call("GET", &format!("/element/{element}/text"), None).await.as_str().unwrap_or_default().to_owned()
+    }
+
+    /// Runs a script in the page and returns its result.
+    pub async fn execute(&self, script: &str) -> Value {
+        self.call("POST", "/execute/sync", Some(json!({"script": script, "args": []}))).await
+    }
+
+    /// Sends keys to the page (the focused element, or the body).
+    pub async fn press(&self, key: &str) {
+        let actions = json!({"actions": [{"type": "key", "id": "keyboard", "actions": [
+            {"type": "keyDown", "value": key}, {"type": "keyUp", "value": key}]}]});
+        self.call("POST", "/actions", Some(actions)).await;
+    }
+
+    /// Saves a PNG screenshot of the page to `path`.
+    pub async fn screenshot(&self, path: &Path) {
+        let encoded = self.call("GET", "/screenshot", None).await;
+        let png = base64_decode(encoded.as_str().unwrap_or_default());
+        std::fs::write(path, png).expect("the screenshot is written");
+    }
+
+    /// Ends the session and the driver, and removes the profile.
+    pub async fn quit(mut self) {
+        let _ = request("DELETE", &format!("{}/session/{}", self.base, self.session), &[], None).await;
+        let _ = self.driver.kill().await;
+        let _ = std::fs::remove_dir_all(&self.profile);
+    }
+}
+
+/// Standard base64 (with padding), as WebDriver sends screenshots.
+fn base64_decode(text: &str) -> Vec<u8> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => Some(c - b'A'),
+        b'a'..=b'z' => Some(c - b'a' + 26),
+        b'0'..=b'9' => Some(c - b'0' + 52),
+        b'+' => Some(62),
+        b'/' => Some(63),
+        _ => None,
+    };
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let (mut buffer, mut bits) = (0u32, 0);
+    for sextet in text.bytes().filter_map(value) {
+        buffer = (buffer << 6) | u32::from(sextet);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((buffer >> bits) as u8);
+        }
+    }
+    out
+}

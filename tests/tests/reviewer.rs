@@ -1,0 +1,303 @@
+//! The reviewer service over RabbitMQ with a real worker and runner: human steps answered
+//! through the HTTP API, deadlines, cancels, duplicates, and a restart with tasks pending.
+
+use std::time::Duration;
+
+use airlock_client::{Client, ClientConfig};
+use airlock_reviewer::auth::{Reviewer, Reviewers, sha256_hex};
+use airlock_reviewer::client::ApiClient;
+use airlock_reviewer::store::{Decided, Store};
+use airlock_reviewer::task::Verdict;
+use airlock_reviewer::{ReviewerConfig, Service};
+use airlock_testkit::unique_prefix;
+use airlock_tests::{approval, broker, decision_name, guarded, review};
+use airlock_transport::{AmqpTransport, Destination, Message, Topology, Transport};
+use airlock_worker::WorkerConfig;
+use serde_json::json;
+use tokio::sync::oneshot;
+
+const TOKEN: &str = "alice-secret-token";
+const INSTANCE: &str = "reviewer-test";
+
+const POLICY: &str = r#"
+approvers:
+  - name: human
+    tools: "bash"
+    pool: ops
+  - name: human
+    tools: "deploy"
+    pool: ops
+    timeout: 1
+    on_timeout: reject
+reviewers:
+  - name: human
+    tools: "bash"
+    pool: ops
+"#;
+
+fn fleet(prefix: &str) -> Topology {
+    Topology::new(prefix).with_human_pool("ops").with_reply_queue("runner").with_reply_queue(INSTANCE)
+}
+
+fn config(prefix: &str, store: &str) -> ReviewerConfig {
+    ReviewerConfig {
+        prefix: prefix.into(),
+        pools: vec!["ops".into()],
+        store: store.into(),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        reviewers: Reviewers::from_list(vec![Reviewer {
+            name: "alice".into(),
+            token_sha256: sha256_hex(TOKEN),
+            pools: vec!["ops".into()],
+        }]),
+        instance: INSTANCE.into(),
+    }
+}
+
+fn temp_store() -> (std::path::PathBuf, String) {
+    let dir = std::env::temp_dir().join(format!("airlock-reviewer-{}", unique_prefix()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite:{}", dir.join("tasks.db").display());
+    (dir, url)
+}
+
+struct Fleet {
+    client: Client<AmqpTransport>,
+    stop_worker: oneshot::Sender<()>,
+    worker: tokio::task::JoinHandle<Result<(), airlock_worker::WorkerError>>,
+}
+
+async fn start_fleet(transport: &AmqpTransport, prefix: &str) -> Fleet {
+    transport.declare(&fleet(prefix)).await.unwrap();
+    let (stop_worker, stopped) = oneshot::channel::<()>();
+    let config = WorkerConfig { prefix: prefix.into(), concurrency: 16, policy_dir: None, worker_id: "worker".into() };
+    let worker = tokio::spawn(airlock_worker::run(transport.clone(), config, async {
+        let _ = stopped.await;
+    }));
+    let client = Client::connect(
+        transport.clone(),
+        ClientConfig { prefix: prefix.into(), runner_id: "runner".into(), default_timeout: Duration::from_secs(100) },
+    )
+    .await
+    .unwrap();
+    Fleet { client, stop_worker, worker }
+}
+
+impl Fleet {
+    async fn stop(self) {
+        self.client.close().await;
+        let _ = self.stop_worker.send(());
+        self.worker.await.unwrap().unwrap();
+    }
+}
+
+/// Waits until the API lists `n` pending tasks, and returns them.
+async fn pending(api: &ApiClient, n: usize) -> Vec<serde_json::Value> {
+    loop {
+        let tasks = api.tasks().await.unwrap();
+        if tasks.len() == n {
+            return tasks;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until `queue` holds no message, ready or unacknowledged.
+async fn drained(queue: &str) {
+    loop {
+        let listing =
+            airlock_testkit::rabbitmqctl(&["list_queues", "-q", "--no-table-headers", "name", "messages"]).await;
+        let count = listing
+            .lines()
+            .filter_map(|line| line.split_once('\t'))
+            .find(|(name, _)| *name == queue)
+            .and_then(|(_, n)| n.trim().parse::<u64>().ok());
+        if count == Some(0) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn bash(cmd: &str) -> serde_json::Value {
+    json!({"function": "bash", "arguments": {"cmd": cmd}})
+}
+
+#[tokio::test]
+async fn human_steps_are_answered_through_the_api() {
+    let prefix = unique_prefix();
+    let Some(transport) = broker(&prefix).await else { return };
+    guarded(fleet(&prefix), async move {
+        let (dir, store) = temp_store();
+        let fleet = start_fleet(&transport, &prefix).await;
+        let service = Service::start(config(&prefix, &store), transport.clone()).await.unwrap();
+        let api = ApiClient::new(&format!("http://{}", service.local_addr()), TOKEN);
+
+        // An approval escalated to a person.
+        let client = fleet.client.clone();
+        let asked =
+            tokio::spawn(async move { client.approve(approval("s1", "c1", bash("rm -r build"), POLICY)).await });
+        let task = pending(&api, 1).await.remove(0);
+        assert_eq!((task["kind"].as_str(), task["pool"].as_str()), (Some("approval"), Some("ops")));
+        assert_eq!(task["choices"], json!(["approve", "reject", "terminate"]));
+        assert_eq!(task["call"]["arguments"]["cmd"], "rm -r build");
+        assert_eq!(task["correlation"], "approval/run/s1/1/c1");
+        let id = task["id"].as_str().unwrap().to_owned();
+        let (status, body) = api.decide(&id, "modify", None).await.unwrap();
+        assert_eq!(status, 422, "{body}");
+        let (status, body) = api.decide(&id, "approve", Some("fine, it is a build dir")).await.unwrap();
+        assert_eq!(status, 200, "{body}");
+        let decision = asked.await.unwrap().unwrap();
+        assert_eq!((decision_name(&decision), decision.approver.as_str()), ("approve", "human"));
+        assert_eq!(decision.decided_by, "alice");
+        assert_eq!(decision.explanation.as_deref(), Some("fine, it is a build dir"));
+        let (status, body) = api.decide(&id, "reject", None).await.unwrap();
+        assert_eq!((status, body["error"].as_str()), (409, Some("already decided")));
+
+        // The same HumanTask delivered again (a redelivery, a duplicate publish) is not a second task.
+        let topology = Topology::new(prefix.as_str());
+        let duplicate = duplicate_of(&service, &id).await;
+        transport.publish(&Destination::queue(topology.human_queue("ops")), Message::new(duplicate)).await.unwrap();
+        drained(&topology.human_queue("ops")).await;
+        assert!(api.tasks().await.unwrap().is_empty());
+        let (_, history) = api.get("/api/history").await.unwrap();
+        assert_eq!(history["tasks"].as_array().unwrap().len(), 1);
+
+        // A review, continued by the person.
+        let client = fleet.client.clone();
+        let asked = tokio::spawn(async move { client.review(review("s1", "c2", bash("ls"), "a b c", POLICY)).await });
+        let task = pending(&api, 1).await.remove(0);
+        assert_eq!(task["choices"], json!(["continue", "terminate"]));
+        assert!(task["shown"]["call"]["text"].as_str().unwrap().contains("a b c"));
+        let (status, _) = api.decide(task["id"].as_str().unwrap(), "continue", None).await.unwrap();
+        assert_eq!(status, 200);
+        let decision = asked.await.unwrap().unwrap();
+        assert_eq!((decision_name(&decision), decision.decided_by.as_str()), ("continue", "alice"));
+        assert_eq!(
+            decision.explanation.as_deref(),
+            Some("Human operator reviewed the tool result and let the sample continue.")
+        );
+
+        // Nobody answers in time: the step's on_timeout decides, recorded as the timeout's.
+        let decision = fleet
+            .client
+            .approve(approval("s2", "c1", json!({"function": "deploy", "arguments": {}}), POLICY))
+            .await
+            .unwrap();
+        assert_eq!((decision_name(&decision), decision.decided_by.as_str()), ("reject", "timeout"));
+
+        // The runner withdraws its request (its sample ended): the task leaves the list unanswered.
+        let client = fleet.client.clone();
+        let request = approval("s3", "c1", bash("make clean"), POLICY);
+        let key = request.key.clone().unwrap();
+        let asked = tokio::spawn(async move { client.approve(request).await });
+        pending(&api, 1).await;
+        fleet.client.cancel(&key, airlock_contract::v1::Kind::Approval, "the sample ended").await;
+        loop {
+            let (_, history) = api.get("/api/history").await.unwrap();
+            let withdrawn = history["tasks"].as_array().unwrap().iter().find(|t| t["state"] == "cancelled").cloned();
+            if let Some(task) = withdrawn {
+                assert_eq!(task["reason"], "the sample ended");
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        asked.abort();
+        assert!(api.tasks().await.unwrap().is_empty());
+
+        service.stop().await;
+        fleet.stop().await;
+        std::fs::remove_dir_all(dir).unwrap();
+    })
+    .await;
+}
+
+/// The wire body of a stored task, to publish it again.
+async fn duplicate_of(service: &Service, id: &str) -> Vec<u8> {
+    let task = service.shared().store.task(id).await.unwrap().unwrap();
+    prost::Message::encode_to_vec(&task.human)
+}
+
+#[tokio::test]
+async fn a_restart_loses_nothing_and_sends_nothing_twice() {
+    let prefix = unique_prefix();
+    let Some(transport) = broker(&prefix).await else { return };
+    guarded(fleet(&prefix), async move {
+        let (dir, store_url) = temp_store();
+        let fleet = start_fleet(&transport, &prefix).await;
+        let first = Service::start(config(&prefix, &store_url), transport.clone()).await.unwrap();
+        let api = ApiClient::new(&format!("http://{}", first.local_addr()), TOKEN);
+        let mut asked = tokio::task::JoinSet::new();
+        for i in 0..3 {
+            let client = fleet.client.clone();
+            asked.spawn(async move { client.approve(approval("s", &format!("c{i}"), bash("rm -r x"), POLICY)).await });
+        }
+        let tasks = pending(&api, 3).await;
+        let id_of = |call: &str| {
+            let task = tasks.iter().find(|t| t["key"]["tool_call_id"] == call).expect("the call's task");
+            task["id"].as_str().unwrap().to_owned()
+        };
+        let (c0, mut rest) = (id_of("c0"), vec![id_of("c1"), id_of("c2")]);
+        rest.sort();
+        first.stop().await;
+
+        // While no service runs, one task is decided but its answer not sent (as if the
+        // process died between the two).
+        let store = Store::open(&store_url).await.unwrap();
+        let task = store.task(&c0).await.unwrap().unwrap();
+        let verdict = Verdict {
+            decision: airlock_policy::Decision::Reject,
+            explanation: "decided before the crash".into(),
+            decided_by: "alice".into(),
+            decided_at: airlock_reviewer::shared::now_ms(),
+        };
+        assert!(matches!(store.decide(&task, &verdict, 0).await.unwrap(), Decided::Recorded(_)));
+        assert_eq!(store.unsent().await.unwrap(), 1);
+        store.close().await;
+
+        // The next start sends it, and still lists the other two, the same tasks.
+        let second = Service::start(config(&prefix, &store_url), transport.clone()).await.unwrap();
+        let api = ApiClient::new(&format!("http://{}", second.local_addr()), TOKEN);
+        let mut after: Vec<String> =
+            pending(&api, 2).await.iter().map(|t| t["id"].as_str().unwrap().to_owned()).collect();
+        after.sort();
+        assert_eq!(after, rest);
+        for id in &after {
+            assert_eq!(api.decide(id, "approve", None).await.unwrap().0, 200);
+        }
+        let mut decisions = Vec::new();
+        while let Some(decision) = asked.join_next().await {
+            let decision = decision.unwrap().unwrap();
+            let name = decision_name(&decision);
+            decisions.push((decision.key.unwrap().tool_call_id, name, decision.decided_by));
+        }
+        decisions.sort();
+        assert_eq!(
+            decisions,
+            [
+                ("c0".to_owned(), "reject", "alice".to_owned()),
+                ("c1".to_owned(), "approve", "alice".to_owned()),
+                ("c2".to_owned(), "approve", "alice".to_owned()),
+            ]
+        );
+        // Marked sent once the broker confirmed: possibly just after the runner had its decision.
+        while second.shared().store.unsent().await.unwrap() > 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        second.stop().await;
+
+        // Nothing was sent twice: a third start has nothing to send, and the runner saw no
+        // duplicate decision once every queue is drained.
+        let third = Service::start(config(&prefix, &store_url), transport.clone()).await.unwrap();
+        assert_eq!(third.shared().store.unsent().await.unwrap(), 0);
+        third.stop().await;
+        let topology = Topology::new(prefix.as_str());
+        drained(&topology.results_queue()).await;
+        drained(&topology.requests_queue()).await;
+        drained(&topology.reply_queue("runner")).await;
+        assert_eq!(fleet.client.stats().ignored_replies, 0);
+        fleet.stop().await;
+        std::fs::remove_dir_all(dir).unwrap();
+    })
+    .await;
+}
