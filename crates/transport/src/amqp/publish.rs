@@ -120,13 +120,15 @@ impl Inner {
     }
 }
 
-/// Connection trouble is retried. So is, once, a channel-level error: all publishes share the
-/// channel, and when one of them makes the broker close it (say, an exchange that does not
-/// exist) the confirms of every other publish in flight fail with that same error. Sent again
+/// Connection trouble is retried, and so is a channel that closed under a publish in flight.
+/// A channel-level error is retried once: all publishes share the channel, and when one of
+/// them makes the broker close it (say, an exchange that does not exist) the confirms of every
+/// other publish in flight fail with that same error, or find the channel closing. Sent again
 /// on a new channel, those go through; the culprit fails again and reports its own error.
+/// (A publish whose confirm was lost may arrive twice: delivery is at least once.)
 fn worth_retrying(error: &TransportError, destination: &Destination, attempt: u32) -> bool {
     match error {
-        TransportError::Unavailable(_) => true,
+        TransportError::Unavailable(_) | TransportError::ChannelClosed => true,
         TransportError::NotFound { .. } | TransportError::Precondition { .. } | TransportError::Broker(_) => {
             // The default exchange (publishing to a queue) never fails this way itself.
             matches!(destination, Destination::Queue(_)) || attempt == 1
