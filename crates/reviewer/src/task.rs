@@ -255,30 +255,7 @@ pub fn timeout_explanation(decision: Decision) -> String {
     format!("No human decision before the deadline; the step's on_timeout decision ({decision}) applies.")
 }
 
-/// The wire's decision for the engine's.
-pub fn decision_to_wire(decision: Decision) -> v1::DecisionKind {
-    match decision {
-        Decision::Approve => v1::DecisionKind::Approve,
-        Decision::Modify => v1::DecisionKind::Modify,
-        Decision::Reject => v1::DecisionKind::Reject,
-        Decision::Terminate => v1::DecisionKind::Terminate,
-        Decision::Escalate => v1::DecisionKind::Escalate,
-        Decision::Continue => v1::DecisionKind::Continue,
-    }
-}
-
-/// The engine's decision for a wire one; `None` for unspecified or unknown values.
-pub fn decision_from_wire(decision: i32) -> Option<Decision> {
-    Some(match v1::DecisionKind::try_from(decision).ok()? {
-        v1::DecisionKind::Approve => Decision::Approve,
-        v1::DecisionKind::Modify => Decision::Modify,
-        v1::DecisionKind::Reject => Decision::Reject,
-        v1::DecisionKind::Terminate => Decision::Terminate,
-        v1::DecisionKind::Escalate => Decision::Escalate,
-        v1::DecisionKind::Continue => Decision::Continue,
-        v1::DecisionKind::Unspecified => return None,
-    })
-}
+pub use airlock_worker::convert::{decision_from_wire, decision_to_wire};
 
 /// The keyboard shortcut of a choice: its first letter, as Inspect's console prompt uses.
 pub fn shortcut(decision: Decision) -> char {
