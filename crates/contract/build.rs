@@ -1,7 +1,10 @@
 //! Compiles `proto/airlock/v1/*.proto` with protox, so no system `protoc` is needed.
 
 fn main() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    // Read when the script runs, not when it was compiled: a build script binary may be reused
+    // from another checkout of the same workspace.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let root = std::path::Path::new(&manifest).join("../../proto");
     let file = root.join("airlock/v1/airlock.proto");
     println!("cargo:rerun-if-changed={}", file.display());
     let descriptors = protox::compile([&file], [&root]).unwrap_or_else(|e| panic!("{e}"));
