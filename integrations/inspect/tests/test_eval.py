@@ -1,21 +1,32 @@
 """Real Inspect evals (`inspect_ai.eval()` and the `inspect eval` command) on the scripted
 `mockllm/model`, approved and reviewed by `airlock worker` processes over RabbitMQ: approve,
-reject, modify, terminate, an escalation a person answers, reviews that continue and
-terminate, a step that fails the sample, many samples at once, a bridged agent, and a fleet
-that is down. The `.eval` logs are read back with `read_eval_log`."""
+reject, modify, terminate, an escalation a person answers, calls a person decides through the
+reviewer service's HTTP API, reviews that continue and terminate, a step that fails the
+sample, many samples at once, a bridged agent, and a fleet that is down. The `.eval` logs are
+read back with `read_eval_log`."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import aio_pika
 import pytest
 import steps
-from conftest import Fleet, queues_named, unique_prefix
+from conftest import HANG_GUARD, Fleet, queues_named, unique_prefix, wait_for_consumers
 from evaltask import SECRET_OUTPUT, airlock_bridge, airlock_script
 from inspect_ai import eval as inspect_eval
 from inspect_ai.approval import ApprovalPolicy
@@ -310,3 +321,182 @@ def test_a_bridged_agent_is_approved_by_the_fleet(served: Fleet, policy: Path, t
         "reject": ([("reject", "destructive command")], []),
         "modify": ([("modify", "appended --dry-run=server")], ["ran: kubectl apply -f x.yaml --dry-run=server"]),
     }
+
+
+HUMAN_POLICY = """
+approvers:
+  - name: human
+    tools: "shell(cmd='deploy, shell(cmd='rm"
+    pool: ops
+  - name: auto
+    tools: "*"
+"""
+"""Deploys and removals go to a person of the pool `ops`; everything else is approved."""
+
+REVIEWER_ID = "py-reviewer"
+
+
+@pytest.fixture
+def reviewer(fleet: Fleet, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """An `airlock reviewer` process serving the fleet's pool `ops` from its own SQLite file:
+    its API's address and the token of alice, its one reviewer. Stopped (SIGTERM) before the
+    fleet, whose deletion takes the pool's queue along."""
+    tokens = tmp_path / "reviewers.yaml"
+    added = subprocess.run(
+        [str(fleet.binary), "reviewer", "add-token", "--tokens", str(tokens), "--name", "alice", "--pools", "ops"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD,
+    )
+    token = added.stdout.strip()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    fleet.pools.append("ops")
+    service = subprocess.Popen(
+        [
+            str(fleet.binary),
+            "reviewer",
+            "--amqp",
+            fleet.url,
+            "--prefix",
+            fleet.prefix,
+            "--store",
+            f"sqlite:{tmp_path / 'reviewer.db'}",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--pools",
+            "ops",
+            "--tokens",
+            str(tokens),
+            "--id",
+            REVIEWER_ID,
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    api = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + HANG_GUARD
+        while not answers_health(api):
+            assert service.poll() is None, f"the reviewer service exited ({service.returncode})"
+            assert time.monotonic() < deadline, "the reviewer service never answered /healthz"
+            time.sleep(0.05)
+        wait_for_consumers(fleet.url, f"{fleet.prefix}.human.ops", 1)
+        yield api, token
+    finally:
+        service.send_signal(signal.SIGTERM)
+        try:
+            service.wait(timeout=HANG_GUARD)
+        except subprocess.TimeoutExpired:
+            service.kill()
+        asyncio.run(delete_queue(fleet.url, f"{fleet.prefix}.reply.{REVIEWER_ID}"))
+
+
+def answers_health(api: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{api}/healthz", timeout=5) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+async def delete_queue(url: str, name: str) -> None:
+    """Deletes the reviewer's queue of cancels (not part of `topology delete`)."""
+    connection = await aio_pika.connect(url)
+    try:
+        channel = await connection.channel()
+        await channel.queue_delete(name)
+    finally:
+        await connection.close()
+
+
+def call_api(api: str, token: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    """A request to the reviewer's API as the bearer of `token`: GET, or POST of `body`."""
+    data = None if body is None else json.dumps(body).encode()
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    with urllib.request.urlopen(urllib.request.Request(api + path, data, headers), timeout=HANG_GUARD) as response:
+        return json.load(response)
+
+
+def decide_as_alice(
+    api: str, token: str, answers: dict[str, tuple[str, str]], stop: threading.Event
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Alice at work: polls her pending tasks and decides each as `answers` says for its
+    command, until every command was decided (or `stop`). Returns each task as listed and as
+    the decision left it."""
+    decided: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    deadline = time.monotonic() + HANG_GUARD
+    while len(decided) < len(answers) and not stop.is_set():
+        assert time.monotonic() < deadline, f"alice saw {len(decided)} of {len(answers)} tasks"
+        for task in call_api(api, token, "/api/tasks")["tasks"]:
+            decision, explanation = answers[task["call"]["arguments"]["cmd"]]
+            body = {"decision": decision, "explanation": explanation}
+            decided.append((task, call_api(api, token, f"/api/tasks/{task['id']}/decision", body)))
+        time.sleep(0.05)
+    return decided
+
+
+def test_a_person_decides_through_the_reviewer_api(fleet: Fleet, reviewer: tuple[str, str], tmp_path: Path) -> None:
+    """The `human` step's tasks reach a real reviewer service; alice approves one call and
+    rejects another over its HTTP API, and the eval log records her decisions as hers."""
+    api, token = reviewer
+    policy = tmp_path / "human.yaml"
+    policy.write_text(HUMAN_POLICY)
+    answers = {"deploy prod": ("approve", "deploy window is open"), "rm -rf /": ("reject", "not on this host")}
+    approver = fleet_approver(url=fleet.url, prefix=fleet.prefix, policy=str(policy), timeout=HANG_GUARD)
+    stop = threading.Event()
+    with ThreadPoolExecutor(1) as person:
+        alice_at_work = person.submit(decide_as_alice, api, token, answers, stop)
+        try:
+            log = run_eval(
+                tmp_path,
+                tasks=airlock_script(scripts="approve,escalate,reject"),
+                approval=[ApprovalPolicy(approver, "*")],
+            )
+        finally:
+            stop.set()
+        decided = alice_at_work.result()
+
+    # What alice saw: each call, as an approval of her pool, from its sample; her answer recorded.
+    seen = {task["key"]["sample_id"]: (task, after) for task, after in decided}
+    assert sorted(seen) == ["escalate", "reject"]
+    for sample_id, call_id, cmd in [("escalate", "call-deploy", "deploy prod"), ("reject", "call-rm", "rm -rf /")]:
+        task, after = seen[sample_id]
+        assert (task["kind"], task["pool"], task["state"]) == ("approval", "ops", "pending")
+        assert task["choices"] == ["approve", "reject", "terminate"]
+        assert task["call"] == {"id": call_id, "function": "shell", "arguments": {"cmd": cmd}}
+        assert task["key"]["tool_call_id"] == call_id
+        assert (after["state"], after["decided_by"]) == ("decided", "alice")
+        assert (after["decision"], after["explanation"]) == answers[cmd]
+
+    assert log.status == "success", log.error
+    samples = {sample.id: sample for sample in log.samples or []}
+
+    # Not escalated: the worker approves, the tool runs.
+    [approval] = of(samples["approve"], ApprovalEvent)
+    assert approval.decision == "approve"
+    assert (approval.metadata["airlock"]["approver"], approval.metadata["airlock"]["decided_by"]) == (
+        "auto",
+        "py-worker-0",
+    )
+    assert [tool.result for tool in of(samples["approve"], ToolEvent)] == ["ran: ls /"]
+
+    # Approved by alice: her explanation and name in the log, the tool runs.
+    [approval] = of(samples["escalate"], ApprovalEvent)
+    assert (approval.decision, approval.explanation) == answers["deploy prod"]
+    record = approval.metadata["airlock"]
+    assert (record["approver"], record["step"], record["decided_by"]) == ("human", 0, "alice")
+    assert [(t["approver"], t["decision"], t["decided_by"]) for t in record["trail"]] == [("human", "approve", "alice")]
+    [tool] = of(samples["escalate"], ToolEvent)
+    assert tool.result == "ran: deploy prod" and tool.error is None
+
+    # Rejected by alice: the model is told why, the tool never runs, the sample goes on.
+    [approval] = of(samples["reject"], ApprovalEvent)
+    assert (approval.decision, approval.explanation) == answers["rm -rf /"]
+    record = approval.metadata["airlock"]
+    assert (record["approver"], record["step"], record["decided_by"]) == ("human", 0, "alice")
+    [tool] = of(samples["reject"], ToolEvent)
+    assert tool.error is not None and (tool.error.type, tool.error.message) == ("approval", "not on this host")
+    assert not any("ran:" in message.text for message in samples["reject"].messages if message.role == "tool")
+    assert samples["reject"].output.completion == "done"
