@@ -106,7 +106,8 @@ impl WorkerProcess {
 pub async fn wait_for_consumers(queue: &str, consumers: usize) {
     let deadline = tokio::time::Instant::now() + HANG_GUARD;
     loop {
-        let listing = airlock_testkit::rabbitmqctl(&["list_queues", "-q", "--no-table-headers", "name", "consumers"]).await;
+        let listing =
+            airlock_testkit::rabbitmqctl(&["list_queues", "-q", "--no-table-headers", "name", "consumers"]).await;
         let count = listing
             .lines()
             .filter_map(|line| line.split_once('\t'))
@@ -148,7 +149,12 @@ fn request(sample: &str, call_id: &str, call: serde_json::Value, policy: &str, o
         }),
     };
     v1::Request {
-        key: Some(v1::CallKey { run_id: "run".into(), sample_id: sample.into(), epoch: 1, tool_call_id: call_id.into() }),
+        key: Some(v1::CallKey {
+            run_id: "run".into(),
+            sample_id: sample.into(),
+            epoch: 1,
+            tool_call_id: call_id.into(),
+        }),
         origin: Some(v1::Origin { run_id: "run".into(), sample_id: sample.into(), epoch: 1, ..Default::default() }),
         body: Some(body),
         policy: Some(v1::Policy { source: Some(v1::policy::Source::Inline(policy.into())), digest: String::new() }),

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use airlock_client::{Client, ClientConfig};
 use airlock_contract::v1;
-use airlock_tests::{HANG_GUARD, WorkerProcess, airlock_bin, approval, broker, guarded, wait_for_consumers};
 use airlock_testkit::{amqp_url, unique_prefix};
+use airlock_tests::{HANG_GUARD, WorkerProcess, airlock_bin, approval, broker, guarded, wait_for_consumers};
 use airlock_transport::{Destination, Message, Topology, Transport};
 use prost::Message as _;
 use serde_json::{Value, json};
@@ -82,8 +82,13 @@ async fn every_decision_is_recorded_once_and_masked() {
         let send = |i: usize| {
             let client = client.clone();
             async move {
-                let function = if i % 4 == 0 { "fetch" } else { "ls" };
-                let request = approval(&format!("sample-{}", i % 2), &format!("c{i}"), json!({"function": function, "arguments": {}}), POLICY);
+                let function = if i.is_multiple_of(4) { "fetch" } else { "ls" };
+                let request = approval(
+                    &format!("sample-{}", i % 2),
+                    &format!("c{i}"),
+                    json!({"function": function, "arguments": {}}),
+                    POLICY,
+                );
                 client.approve(request).await.unwrap().decision_id
             }
         };
@@ -120,7 +125,12 @@ async fn every_decision_is_recorded_once_and_masked() {
 
         // The common questions.
         let query = |args: &[&str]| {
-            let out = std::process::Command::new(airlock_bin()).args(["audit", "query", "--file"]).arg(&log).args(args).output().unwrap();
+            let out = std::process::Command::new(airlock_bin())
+                .args(["audit", "query", "--file"])
+                .arg(&log)
+                .args(args)
+                .output()
+                .unwrap();
             assert!(out.status.success());
             String::from_utf8(out.stdout).unwrap().lines().count()
         };

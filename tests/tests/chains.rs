@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use airlock_client::{Client, ClientConfig, ClientError};
 use airlock_contract::v1;
-use airlock_tests::{approval, broker, decision_name, guarded, review};
 use airlock_testkit::unique_prefix;
+use airlock_tests::{approval, broker, decision_name, guarded, review};
 use airlock_transport::{Destination, MemoryTransport, Message, Topology, Transport};
 use airlock_worker::WorkerConfig;
 use prost::Message as _;
@@ -50,7 +50,8 @@ fn fleet(prefix: &str) -> Topology {
 
 async fn suite<T: Transport>(transport: T, prefix: String) {
     let (stop, stopped) = oneshot::channel::<()>();
-    let config = WorkerConfig { prefix: prefix.clone(), concurrency: 32, policy_dir: None, worker_id: "suite-worker".into() };
+    let config =
+        WorkerConfig { prefix: prefix.clone(), concurrency: 32, policy_dir: None, worker_id: "suite-worker".into() };
     let worker = tokio::spawn(airlock_worker::run(transport.clone(), config, async {
         let _ = stopped.await;
     }));
@@ -64,13 +65,17 @@ async fn suite<T: Transport>(transport: T, prefix: String) {
     .unwrap();
 
     // A built-in step decides.
-    let decision = client.approve(approval("s1", "c1", json!({"function": "ls", "arguments": {"path": "/"}}), POLICY)).await.unwrap();
+    let decision = client
+        .approve(approval("s1", "c1", json!({"function": "ls", "arguments": {"path": "/"}}), POLICY))
+        .await
+        .unwrap();
     assert_eq!((decision_name(&decision), decision.approver.as_str()), ("approve", "auto"));
     assert_eq!((decision.decided_by.as_str(), decision.trail.len()), ("suite-worker", 1));
     assert_eq!(decision.key.unwrap().tool_call_id, "c1");
 
     // Inspect's default for a tool nothing covers.
-    let decision = client.approve(approval("s1", "c2", json!({"function": "deploy", "arguments": {}}), POLICY)).await.unwrap();
+    let decision =
+        client.approve(approval("s1", "c2", json!({"function": "deploy", "arguments": {}}), POLICY)).await.unwrap();
     assert_eq!(decision_name(&decision), "reject");
     assert_eq!(decision.explanation.as_deref(), Some("No approvers registered for tool deploy"));
     assert_eq!(decision.approver, "policy");
@@ -85,8 +90,12 @@ async fn suite<T: Transport>(transport: T, prefix: String) {
     // The plugin escalates; a person in the `ops` pool decides.
     let call = json!({"function": "bash", "arguments": {"cmd": "rm -r build"}});
     let decision = client.approve(approval("s2", "c2", call, POLICY)).await.unwrap();
-    assert_eq!((decision_name(&decision), decision.approver.as_str(), decision.decided_by.as_str()), ("approve", "human", "alice"));
-    let trail: Vec<(&str, &str)> = decision.trail.iter().map(|t| (t.approver.as_str(), t.decided_by.as_str())).collect();
+    assert_eq!(
+        (decision_name(&decision), decision.approver.as_str(), decision.decided_by.as_str()),
+        ("approve", "human", "alice")
+    );
+    let trail: Vec<(&str, &str)> =
+        decision.trail.iter().map(|t| (t.approver.as_str(), t.decided_by.as_str())).collect();
     assert_eq!(trail, [("scan", "scanner"), ("human", "alice")]);
 
     // Reviews: a leaking output terminates, a clean one continues, an uncovered tool records nothing.
@@ -95,7 +104,8 @@ async fn suite<T: Transport>(transport: T, prefix: String) {
     assert_eq!((decision_name(&decision), decision.approver.as_str()), ("terminate", "pattern"));
     let decision = client.review(review("s3", "c2", call, "PATH=/bin", POLICY)).await.unwrap();
     assert_eq!((decision_name(&decision), decision.approver.as_str()), ("continue", "auto"));
-    let decision = client.review(review("s3", "c3", json!({"function": "web", "arguments": {}}), "ok", POLICY)).await.unwrap();
+    let decision =
+        client.review(review("s3", "c3", json!({"function": "web", "arguments": {}}), "ok", POLICY)).await.unwrap();
     assert_eq!((decision_name(&decision), decision.approver.as_str(), decision.trail.len()), ("continue", "", 0));
 
     // A policy that does not compile is refused with its location.
@@ -114,7 +124,8 @@ async fn suite<T: Transport>(transport: T, prefix: String) {
         let client = client.clone();
         calls.spawn(async move {
             let function = if i % 2 == 0 { "ls" } else { "rm" };
-            let request = approval("s5", &format!("c{i}"), json!({"function": function, "arguments": {"i": i}}), POLICY);
+            let request =
+                approval("s5", &format!("c{i}"), json!({"function": function, "arguments": {"i": i}}), POLICY);
             decision_name(&client.approve(request).await.unwrap())
         });
     }
@@ -139,7 +150,9 @@ async fn serve_steps<T: Transport>(transport: &T, prefix: &str) {
     tokio::spawn(async move {
         while let Some(delivery) = scan.next().await {
             let task = v1::StepTask::decode(delivery.message.body.as_ref()).unwrap();
-            let v1::request::Body::Approval(body) = task.request.as_ref().unwrap().body.clone().unwrap() else { panic!() };
+            let v1::request::Body::Approval(body) = task.request.as_ref().unwrap().body.clone().unwrap() else {
+                panic!()
+            };
             let mut call = body.call.unwrap();
             let mut answer = v1::StepAnswer { decided_by: "scanner".into(), ..Default::default() };
             if call.arguments_json.contains("kubectl") {

@@ -2,8 +2,8 @@
 
 use std::process::Output;
 
-use airlock_tests::airlock_bin;
 use airlock_testkit::{amqp_url, unique_prefix};
+use airlock_tests::airlock_bin;
 use airlock_transport::Transport;
 
 async fn demo(args: &[&str]) -> Output {
@@ -16,7 +16,8 @@ fn count(summary: &str, step: &str, decision: &str) -> usize {
         .lines()
         .filter_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
-            (fields.len() == 3 && fields[0] == step && fields[1] == decision).then(|| fields[2].parse::<usize>().ok())?
+            (fields.len() == 3 && fields[0] == step && fields[1] == decision)
+                .then(|| fields[2].parse::<usize>().ok())?
         })
         .sum()
 }
@@ -57,7 +58,8 @@ async fn the_demo_runs_over_rabbitmq() {
     let prefix = unique_prefix();
     let Some(probe) = airlock_tests::broker(&prefix).await else { return };
     probe.close().await;
-    let output = demo(&["--amqp", &amqp_url(), "--prefix", &prefix, "--samples", "12", "--auto-human", "approve"]).await;
+    let output =
+        demo(&["--amqp", &amqp_url(), "--prefix", &prefix, "--samples", "12", "--auto-human", "approve"]).await;
     assert_every_kind_of_decision(&output);
     let topology = airlock_transport::Topology::new(prefix.as_str())
         .with_step("demo/append_timeout")

@@ -9,14 +9,15 @@ use std::time::Duration;
 
 use airlock_client::{Client, ClientConfig, ClientError};
 use airlock_contract::v1;
-use airlock_tests::{HANG_GUARD, WorkerProcess, approval, broker, decision_name, guarded, wait_for_consumers};
 use airlock_testkit::{kill_connections, unique_prefix};
+use airlock_tests::{HANG_GUARD, WorkerProcess, approval, broker, decision_name, guarded, wait_for_consumers};
 use airlock_transport::{AmqpTransport, Destination, Message, Topology, Transport, message::HEADER_REASON};
 use prost::Message as _;
 use serde_json::json;
 use tokio::task::JoinSet;
 
-const POLICY: &str = "approvers:\n  - name: auto\n    tools: \"rm\"\n    decision: escalate\n  - name: auto\n    tools: \"*\"\n";
+const POLICY: &str =
+    "approvers:\n  - name: auto\n    tools: \"rm\"\n    decision: escalate\n  - name: auto\n    tools: \"*\"\n";
 
 async fn client(transport: &AmqpTransport, prefix: &str, timeout: Duration) -> Client<AmqpTransport> {
     let config = ClientConfig { prefix: prefix.into(), runner_id: "runner".into(), default_timeout: timeout };
@@ -34,7 +35,8 @@ async fn load(client: &Client<AmqpTransport>, count: usize, answered: Arc<Atomic
     for i in 0..count {
         let (client, answered) = (client.clone(), answered.clone());
         calls.spawn(async move {
-            let request = approval("load", &format!("call-{i}"), json!({"function": "ls", "arguments": {"i": i}}), POLICY);
+            let request =
+                approval("load", &format!("call-{i}"), json!({"function": "ls", "arguments": {"i": i}}), POLICY);
             let decision = client.approve(request).await.unwrap();
             answered.fetch_add(1, Ordering::Relaxed);
             assert_eq!(decision_name(&decision), "approve", "{decision:?}");
@@ -169,13 +171,17 @@ async fn a_passed_deadline_fails_closed_and_withdraws_the_request() {
     let Some(transport) = broker(&prefix).await else { return };
     guarded(fleet(&prefix), async move {
         // No worker runs: nobody answers.
-        let topology = fleet(&prefix)
-            .with_binding(Topology::new(&prefix).cancels_exchange(), Topology::new(&prefix).reply_queue("observer"), "");
+        let topology = fleet(&prefix).with_binding(
+            Topology::new(&prefix).cancels_exchange(),
+            Topology::new(&prefix).reply_queue("observer"),
+            "",
+        );
         transport.declare(&topology).await.unwrap();
         let mut cancels = transport.consume(&topology.reply_queue("observer"), 0).await.unwrap();
         let client = client(&transport, &prefix, Duration::from_millis(300)).await;
 
-        let decision = client.approve(approval("s", "late", json!({"function": "ls", "arguments": {}}), POLICY)).await.unwrap();
+        let decision =
+            client.approve(approval("s", "late", json!({"function": "ls", "arguments": {}}), POLICY)).await.unwrap();
         assert_eq!((decision_name(&decision), decision.approver.as_str()), ("reject", "timeout"));
         assert!(decision.explanation.unwrap().contains("failed closed"));
         let request = airlock_tests::review("s", "late", json!({"function": "ls", "arguments": {}}), "out", POLICY);
@@ -190,11 +196,14 @@ async fn a_passed_deadline_fails_closed_and_withdraws_the_request() {
         // A worker that starts later drops the stale requests instead of deciding them.
         let _worker = WorkerProcess::start(&prefix, "late-worker");
         wait_for_consumers(&topology.requests_queue(), 1).await;
-        let fresh = client.decide(approval("s", "fresh", json!({"function": "ls", "arguments": {}}), POLICY), Some(HANG_GUARD));
+        let fresh =
+            client.decide(approval("s", "fresh", json!({"function": "ls", "arguments": {}}), POLICY), Some(HANG_GUARD));
         assert_eq!(decision_name(&fresh.await.unwrap()), "approve");
         assert_eq!(client.stats().ignored_replies, 0, "the stale requests got no decision");
         assert!(matches!(
-            client.approve(airlock_tests::review("s", "x", json!({"function": "ls", "arguments": {}}), "", POLICY)).await,
+            client
+                .approve(airlock_tests::review("s", "x", json!({"function": "ls", "arguments": {}}), "", POLICY))
+                .await,
             Err(ClientError::Invalid(_))
         ));
     })

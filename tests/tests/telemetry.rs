@@ -1,6 +1,6 @@
-//! Observability across processes: a runner (this test) and a worker process export their
-//! spans to an OTLP receiver run by the test, and the spans of one request share one trace
-//! id; the worker's metrics endpoint shows its counters move.
+//! Observability across processes: a runner (this test), a worker process and a reviewer
+//! service export their spans to an OTLP receiver run by the test, and the spans of one
+//! request share one trace id; the worker's metrics endpoint shows its counters move.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use airlock_client::{Client, ClientConfig};
-use airlock_telemetry::{TelemetryConfig, init};
-use airlock_tests::{HANG_GUARD, airlock_bin, approval, broker, guarded, wait_for_consumers};
+use airlock_telemetry::{Telemetry, TelemetryConfig, init};
 use airlock_testkit::{amqp_url, unique_prefix};
-use airlock_transport::Topology;
+use airlock_tests::{HANG_GUARD, airlock_bin, approval, broker, guarded, wait_for_consumers};
+use airlock_transport::{Topology, Transport};
 use axum::Router;
 use axum::routing::post;
 use serde_json::{Value, json};
@@ -62,16 +62,49 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// The tracing subscriber is global to a process: one test installs it for both cases.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_trace_from_runner_to_worker_and_metrics_that_move() {
+async fn traces_and_metrics_across_the_fleet() {
+    let Some(probe) = broker(&unique_prefix()).await else { return };
+    probe.close().await;
+    let (otlp, received) = receiver().await;
+    let endpoint = format!("http://{otlp}");
+    let telemetry = Arc::new(
+        init(&TelemetryConfig {
+            service: "runner".into(),
+            default_filter: "warn".into(),
+            json_logs: false,
+            otlp_endpoint: Some(endpoint.clone()),
+        })
+        .unwrap(),
+    );
+    assert!(telemetry.exporting());
+    one_trace_from_runner_to_worker_and_metrics_that_move(&endpoint, &received, &telemetry).await;
+    the_reviewer_service_joins_the_trace(&endpoint, &received, &telemetry).await;
+}
+
+async fn one_trace_from_runner_to_worker_and_metrics_that_move(
+    endpoint: &str,
+    received: &Received,
+    telemetry: &Arc<Telemetry>,
+) {
     let prefix = unique_prefix();
     let Some(transport) = broker(&prefix).await else { return };
+    let (endpoint, received, telemetry) = (endpoint.to_owned(), received.clone(), telemetry.clone());
     guarded(Topology::new(prefix.as_str()).with_reply_queue("runner"), async move {
-        let (otlp, received) = receiver().await;
-        let endpoint = format!("http://{otlp}");
         let metrics_port = free_port();
         let mut worker = Command::new(airlock_bin())
-            .args(["worker", "--amqp", &amqp_url(), "--prefix", &prefix, "--id", "traced", "--otlp-endpoint", &endpoint])
+            .args([
+                "worker",
+                "--amqp",
+                &amqp_url(),
+                "--prefix",
+                &prefix,
+                "--id",
+                "traced",
+                "--otlp-endpoint",
+                &endpoint,
+            ])
             .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -80,19 +113,14 @@ async fn one_trace_from_runner_to_worker_and_metrics_that_move() {
             .unwrap();
         wait_for_consumers(&format!("{prefix}.requests"), 1).await;
 
-        let telemetry = init(&TelemetryConfig {
-            service: "runner".into(),
-            default_filter: "warn".into(),
-            json_logs: false,
-            otlp_endpoint: Some(endpoint),
-        })
-        .unwrap();
-        assert!(telemetry.exporting());
         let config = ClientConfig { prefix: prefix.clone(), runner_id: "runner".into(), default_timeout: HANG_GUARD };
         let client = Client::connect(transport.clone(), config).await.unwrap();
         let policy = "approvers:\n  - name: auto\n    tools: \"*\"\n";
         for i in 0..3 {
-            client.approve(approval("traced", &format!("c{i}"), json!({"function": "ls", "arguments": {}}), policy)).await.unwrap();
+            client
+                .approve(approval("traced", &format!("c{i}"), json!({"function": "ls", "arguments": {}}), policy))
+                .await
+                .unwrap();
         }
 
         // The worker counts a decision once its publishes are confirmed, a moment after the
@@ -108,7 +136,7 @@ async fn one_trace_from_runner_to_worker_and_metrics_that_move() {
         assert!(metrics.contains(r#"airlock_messages_total{source="requests"} 3"#), "{metrics}");
         assert!(metrics.contains("airlock_decision_latency_seconds_count{kind=\"approval\"} 3"), "{metrics}");
 
-        telemetry.shutdown().await;
+        telemetry.flush().await;
         let pid = worker.id().unwrap().to_string();
         Command::new("kill").args(["-TERM", &pid]).status().await.unwrap();
         tokio::time::timeout(HANG_GUARD, worker.wait()).await.unwrap().unwrap();
@@ -118,7 +146,9 @@ async fn one_trace_from_runner_to_worker_and_metrics_that_move() {
             let spans = received.lock().unwrap().clone();
             let mut services: HashMap<&str, HashSet<&str>> = HashMap::new();
             for (service, name, trace) in &spans {
-                if (service == "runner" && name == "airlock.client") || (service == "airlock-worker" && name == "airlock.worker") {
+                if (service == "runner" && name == "airlock.client")
+                    || (service == "airlock-worker" && name == "airlock.worker")
+                {
                     services.entry(trace.as_str()).or_default().insert(service.as_str());
                 }
             }
@@ -141,4 +171,101 @@ async fn metrics_page(port: u16) -> String {
     let mut response = String::new();
     stream.read_to_string(&mut response).await.unwrap();
     response
+}
+
+/// A request escalated to a person: the runner's, the worker's and the reviewer service's
+/// spans share one trace.
+async fn the_reviewer_service_joins_the_trace(endpoint: &str, received: &Received, telemetry: &Arc<Telemetry>) {
+    let prefix = unique_prefix();
+    let Some(transport) = broker(&prefix).await else { return };
+    let fleet = Topology::new(prefix.as_str()).with_human_pool("ops").with_reply_queue("runner");
+    let (endpoint, received, telemetry) = (endpoint.to_owned(), received.clone(), telemetry.clone());
+    guarded(fleet, async move {
+        let dir = std::env::temp_dir().join(&prefix);
+        std::fs::create_dir_all(&dir).unwrap();
+        let tokens = dir.join("tokens.yaml");
+        let added = std::process::Command::new(airlock_bin())
+            .args(["reviewer", "add-token", "--name", "alice", "--pools", "ops", "--tokens"])
+            .arg(&tokens)
+            .output()
+            .unwrap();
+        let token = String::from_utf8(added.stdout).unwrap().trim().to_owned();
+        let listen = format!("127.0.0.1:{}", free_port());
+        let store = format!("sqlite:{}", dir.join("tasks.db").display());
+        let mut reviewer = Command::new(airlock_bin())
+            .args(["reviewer", "--amqp", &amqp_url(), "--prefix", &prefix, "--pools", "ops", "--store", &store])
+            .args(["--listen", &listen, "--otlp-endpoint", &endpoint, "--tokens"])
+            .arg(&tokens)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut worker = Command::new(airlock_bin())
+            .args(["worker", "--amqp", &amqp_url(), "--prefix", &prefix, "--otlp-endpoint", &endpoint])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        wait_for_consumers(&format!("{prefix}.requests"), 1).await;
+        wait_for_consumers(&format!("{prefix}.human.ops"), 1).await;
+
+        let config = ClientConfig { prefix: prefix.clone(), runner_id: "runner".into(), default_timeout: HANG_GUARD };
+        let client = Client::connect(transport.clone(), config).await.unwrap();
+        let policy = "approvers:\n  - name: human\n    tools: \"*\"\n    pool: ops\n";
+        let asking = tokio::spawn({
+            let client = client.clone();
+            async move { client.approve(approval("traced", "h1", json!({"function": "rm", "arguments": {}}), policy)).await }
+        });
+
+        // A person answers through the API.
+        let auth = format!("Bearer {token}");
+        let api = format!("http://{listen}/api/tasks");
+        let deadline = tokio::time::Instant::now() + HANG_GUARD;
+        let id = loop {
+            let listed = airlock_reviewer::client::request("GET", &api, &[("Authorization", &auth)], None).await;
+            if let Some(id) = listed.ok().and_then(|r| r.json()["tasks"][0]["id"].as_str().map(str::to_owned)) {
+                break id;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "the task never reached the reviewer");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let body = json!({"decision": "approve", "explanation": "fine"}).to_string();
+        let headers = [("Authorization", auth.as_str()), ("Content-Type", "application/json")];
+        let answered = airlock_reviewer::client::request("POST", &format!("{api}/{id}/decision"), &headers, Some(body.as_bytes()))
+            .await
+            .unwrap();
+        assert_eq!(answered.status, 200, "{}", String::from_utf8_lossy(&answered.body));
+        let decision = asking.await.unwrap().unwrap();
+        assert_eq!((decision.decided_by.as_str(), decision.approver.as_str()), ("alice", "human"));
+
+        telemetry.flush().await;
+        for child in [&mut worker, &mut reviewer] {
+            let pid = child.id().unwrap().to_string();
+            Command::new("kill").args(["-TERM", &pid]).status().await.unwrap();
+            tokio::time::timeout(HANG_GUARD, child.wait()).await.unwrap().unwrap();
+        }
+        let deadline = tokio::time::Instant::now() + HANG_GUARD;
+        loop {
+            let spans = received.lock().unwrap().clone();
+            let trace_of = |service: &str, name: &str| {
+                spans.iter().filter(|(s, n, _)| s == service && n == name).map(|(_, _, t)| t.clone()).collect::<HashSet<_>>()
+            };
+            let runner = trace_of("runner", "airlock.client");
+            let shared: Vec<&String> = runner
+                .iter()
+                .filter(|t| trace_of("airlock-worker", "airlock.worker").contains(*t))
+                .filter(|t| trace_of("airlock-reviewer", "airlock.reviewer").contains(*t))
+                .collect();
+            if !shared.is_empty() {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no trace shared by runner, worker and reviewer: {spans:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let delete = |p: &std::path::Path| std::fs::remove_dir_all(p);
+        let _ = delete(&dir);
+    })
+    .await;
 }

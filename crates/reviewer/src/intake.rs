@@ -39,7 +39,11 @@ pub async fn consume_pool<T: Transport>(
             () = shared.stop.cancelled() => break,
             delivery = consumer.next() => match delivery {
                 Some(delivery) => {
-                    tracker.spawn(take(shared.clone(), transport.clone(), topology.clone(), pool.clone(), delivery));
+                    // The task continues the trace of the worker that forwarded it.
+                    let span = tracing::debug_span!("airlock.reviewer", %pool, correlation_id = delivery.message.correlation_id.as_deref().unwrap_or_default());
+                    airlock_telemetry::propagation::adopt(&span, &delivery.message.headers);
+                    let taking = take(shared.clone(), transport.clone(), topology.clone(), pool.clone(), delivery);
+                    tracker.spawn(tracing::Instrument::instrument(taking, span));
                 }
                 None => break,
             },

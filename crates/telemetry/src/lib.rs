@@ -52,7 +52,12 @@ pub struct Telemetry {
 pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.default_filter));
     let logs = if config.json_logs {
-        tracing_subscriber::fmt::layer().json().with_current_span(true).with_writer(std::io::stderr).with_filter(filter).boxed()
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_current_span(true)
+            .with_writer(std::io::stderr)
+            .with_filter(filter)
+            .boxed()
     } else {
         tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter).boxed()
     };
@@ -89,6 +94,13 @@ impl Telemetry {
     /// Whether spans are exported.
     pub fn exporting(&self) -> bool {
         self.provider.is_some()
+    }
+
+    /// Exports the spans ended so far without waiting for the next batch.
+    pub async fn flush(&self) {
+        if let Some(provider) = self.provider.clone() {
+            let _ = tokio::task::spawn_blocking(move || provider.force_flush()).await;
+        }
     }
 
     /// Flushes and stops the exporter. Its shutdown blocks, so it runs off the async runtime.

@@ -98,8 +98,16 @@ impl Metrics {
         let (expired, reconnects, in_flight) = (Counter::default(), Counter::default(), Gauge::default());
         registry.register("messages", "Requests and step results taken from the queues", messages.clone());
         registry.register("decisions", "Final decisions by kind, decision and deciding step", decisions.clone());
-        registry.register("decision_latency_seconds", "From the runner's request to its decision", decision_latency.clone());
-        registry.register("step_latency_seconds", "External steps, from being asked to answering", step_latency.clone());
+        registry.register(
+            "decision_latency_seconds",
+            "From the runner's request to its decision",
+            decision_latency.clone(),
+        );
+        registry.register(
+            "step_latency_seconds",
+            "External steps, from being asked to answering",
+            step_latency.clone(),
+        );
         registry.register("human_wait_seconds", "Time a task waited for a person", human_wait.clone());
         registry.register("escalations", "Escalations by the step that escalated", escalations.clone());
         registry.register("dead_lettered", "Messages dead-lettered, by reason", dead_lettered.clone());

@@ -14,7 +14,9 @@ pub fn install() {
 /// Writes the trace context of `span` into `headers` (nothing when no trace is recorded).
 pub fn inject(span: &tracing::Span, headers: &mut BTreeMap<String, String>) {
     let context = span.context();
-    opentelemetry::global::get_text_map_propagator(|propagator| propagator.inject_context(&context, &mut Headers(headers)));
+    opentelemetry::global::get_text_map_propagator(|propagator| {
+        propagator.inject_context(&context, &mut Headers(headers))
+    });
 }
 
 /// Makes `span` a child of the trace context found in `headers`, if any.

@@ -87,7 +87,8 @@ async fn log(args: LogArgs) -> Result<(), Failure> {
     let transport = connect(&args.fleet, "audit").await?;
     let fleet = Topology::new(args.fleet.prefix.clone());
     let queue = fleet.name(AUDIT_QUEUE);
-    let topology = fleet.clone().with_work_queue(AUDIT_QUEUE).with_binding(fleet.decisions_exchange(), queue.clone(), "#");
+    let topology =
+        fleet.clone().with_work_queue(AUDIT_QUEUE).with_binding(fleet.decisions_exchange(), queue.clone(), "#");
     transport.declare(&topology).await.map_err(|e| Failure::other(format!("declaring {queue}: {e}")))?;
     let mut decisions = transport.consume(&queue, 256).await.map_err(|e| Failure::other(e.to_string()))?;
     eprintln!("Writing the decisions of '{}' to {}.", args.fleet.prefix, args.out.display());
@@ -170,7 +171,8 @@ fn query(args: &QueryArgs) -> Result<(), Failure> {
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let record: Value = serde_json::from_str(line).map_err(|e| Failure::other(format!("a bad record: {e}")))?;
         let decided_by_any = args.decided_by.as_ref().is_none_or(|who| {
-            record["decided_by"] == who.as_str() || record["trail"].as_array().is_some_and(|t| t.iter().any(|e| e["decided_by"] == who.as_str()))
+            record["decided_by"] == who.as_str()
+                || record["trail"].as_array().is_some_and(|t| t.iter().any(|e| e["decided_by"] == who.as_str()))
         });
         if wanted(&record, "/key/sample_id", &args.sample)
             && wanted(&record, "/key/run_id", &args.run)
@@ -189,8 +191,12 @@ mod tests {
 
     #[test]
     fn masks_keys_at_any_depth() {
-        let mut value = json!({"modified": {"arguments": {"password": "hunter2", "cmd": "ls", "env": [{"token": "t"}]}}});
+        let mut value =
+            json!({"modified": {"arguments": {"password": "hunter2", "cmd": "ls", "env": [{"token": "t"}]}}});
         mask_keys(&mut value, &["password".into(), "token".into()]);
-        assert_eq!(value, json!({"modified": {"arguments": {"password": "***", "cmd": "ls", "env": [{"token": "***"}]}}}));
+        assert_eq!(
+            value,
+            json!({"modified": {"arguments": {"password": "***", "cmd": "ls", "env": [{"token": "***"}]}}})
+        );
     }
 }

@@ -61,8 +61,11 @@ pub async fn run(args: RequestArgs) -> Result<(), Failure> {
 
     let transport = connect(&args.fleet, "request").await?;
     let runner_id = format!("request-{}", uuid::Uuid::now_v7());
-    let config =
-        ClientConfig { prefix: args.fleet.prefix.clone(), runner_id: runner_id.clone(), default_timeout: Duration::from_secs_f64(args.timeout) };
+    let config = ClientConfig {
+        prefix: args.fleet.prefix.clone(),
+        runner_id: runner_id.clone(),
+        default_timeout: Duration::from_secs_f64(args.timeout),
+    };
     let client = Client::connect(transport.clone(), config).await.map_err(|e| Failure::other(e.to_string()))?;
     let key = v1::CallKey { run_id: runner_id, sample_id: "request".into(), epoch: 1, tool_call_id: call.id.clone() };
     let request = build_request(key, &call, kind, policy, "", &args.output);

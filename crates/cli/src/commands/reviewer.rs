@@ -6,9 +6,11 @@ use std::path::PathBuf;
 
 use airlock_reviewer::auth::{self, Reviewers};
 use airlock_reviewer::{ReviewerConfig, instance_for_store};
+use std::process::ExitCode;
+
 use clap::{Args, Subcommand};
 
-use super::{Failure, FleetArgs, connect, shutdown_signal};
+use super::{Failure, FleetArgs, LOG_TOOL, TelemetryArgs, block_on, block_on_role, connect, shutdown_signal};
 
 /// Arguments of `airlock reviewer`.
 #[derive(Debug, Args)]
@@ -52,6 +54,8 @@ pub struct ServeArgs {
     /// sharing a store share it.
     #[arg(long)]
     id: Option<String>,
+    #[command(flatten)]
+    telemetry: TelemetryArgs,
 }
 
 /// Arguments of `airlock reviewer add-token`.
@@ -68,11 +72,14 @@ pub struct AddTokenArgs {
     pools: Vec<String>,
 }
 
-/// Runs the service until a signal, or adds a token.
-pub async fn run(args: ReviewerArgs) -> Result<(), Failure> {
+/// Runs the service until a signal (with its telemetry), or adds a token.
+pub fn main(args: ReviewerArgs) -> ExitCode {
     match args.command {
-        Some(ReviewerCommand::AddToken(add)) => add_token(add),
-        None => serve(args.serve).await,
+        Some(ReviewerCommand::AddToken(add)) => block_on(LOG_TOOL, async { add_token(add) }),
+        None => {
+            let telemetry = args.serve.telemetry.clone();
+            block_on_role("airlock-reviewer", &telemetry, |_metrics| serve(args.serve))
+        }
     }
 }
 

@@ -3,8 +3,8 @@
 
 use std::{future::Future, time::Duration};
 
-pub use airlock_testkit::{amqp_url, kill_connections, rabbitmqctl, unique_prefix};
 use airlock_testkit::unreachable;
+pub use airlock_testkit::{amqp_url, kill_connections, rabbitmqctl, unique_prefix};
 use airlock_transport::{AmqpOptions, AmqpTransport, Consumer, Delivery, Topology, Transport, TransportError};
 
 /// How long any test may take before it is declared hung. Only a hang guard: nothing is
@@ -87,4 +87,3 @@ pub async fn next(consumer: &mut Consumer) -> Delivery {
 pub fn assert_channel_closed(result: Result<(), TransportError>) {
     assert!(matches!(result, Err(TransportError::ChannelClosed)), "{result:?}");
 }
-
