@@ -76,6 +76,10 @@ pub struct AddTokenArgs {
 pub fn main(args: ReviewerArgs) -> ExitCode {
     match args.command {
         Some(ReviewerCommand::AddToken(add)) => block_on(LOG_TOOL, async { add_token(add) }),
+        None if args.serve.telemetry.metrics_listen.is_some() => {
+            eprintln!("error: the reviewer service serves no metrics yet; the workers count human waits");
+            ExitCode::from(super::EXIT_CONFIG)
+        }
         None => {
             let telemetry = args.serve.telemetry.clone();
             block_on_role("airlock-reviewer", &telemetry, |_metrics| serve(args.serve))
