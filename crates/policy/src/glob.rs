@@ -6,7 +6,7 @@
 //! newlines, `[...]` classes with Python's quirks (`!` negates, a leading `]` is literal, an
 //! unclosed `[` is a literal `[`, empty ranges vanish).
 //!
-//! Each piece is parsed into [`Token`]s the way `fnmatch.translate` reads it, then split at
+//! Each piece is parsed into tokens the way `fnmatch.translate` reads it, then split at
 //! its stars into fixed-length segments. A glob matches when its first segment matches at
 //! the start, its last at the end, and every other segment is found, leftmost first, in
 //! order between them: the classic glob algorithm, exact for fnmatch's semantics. Literal
