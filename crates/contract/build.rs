@@ -9,6 +9,8 @@ fn main() {
     println!("cargo:rerun-if-changed={}", file.display());
     let descriptors = protox::compile([&file], [&root]).unwrap_or_else(|e| panic!("{e}"));
     prost_build::Config::new()
+        // Ordered maps: the same message always encodes to the same bytes.
+        .btree_map(["."])
         .compile_fds(descriptors)
         .unwrap_or_else(|e| panic!("generating Rust from the wire contract failed: {e}"));
 }

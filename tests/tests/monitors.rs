@@ -326,6 +326,7 @@ async fn expired_tasks_are_dropped(admin: &AmqpTransport, prefix: &str) {
             params_json: json!({"approve_below": 3, "escalate_below": 8}).to_string(),
             deadline_unix_ms: 0,
             on_timeout: v1::DecisionKind::Reject.into(),
+            ..Default::default()
         };
         Message::new(task.encode_to_vec()).with_reply_to(probe.clone()).with_correlation_id(id)
     };

@@ -174,7 +174,7 @@ async fn metrics_page(port: u16) -> String {
 }
 
 /// A request escalated to a person: the runner's, the worker's and the reviewer service's
-/// spans share one trace.
+/// spans share one trace, down to the worker that goes on once the person answered.
 async fn the_reviewer_service_joins_the_trace(endpoint: &str, received: &Received, telemetry: &Arc<Telemetry>) {
     let prefix = unique_prefix();
     let Some(transport) = broker(&prefix).await else { return };
@@ -253,9 +253,14 @@ async fn the_reviewer_service_joins_the_trace(endpoint: &str, received: &Receive
                 spans.iter().filter(|(s, n, _)| s == service && n == name).map(|(_, _, t)| t.clone()).collect::<HashSet<_>>()
             };
             let runner = trace_of("runner", "airlock.client");
+            // Two worker spans: the one that forwarded the task to the person, and the one that
+            // went on with the chain once the person had answered.
+            let worker_spans = |trace: &String| {
+                spans.iter().filter(|(s, n, t)| s == "airlock-worker" && n == "airlock.worker" && t == trace).count()
+            };
             let shared: Vec<&String> = runner
                 .iter()
-                .filter(|t| trace_of("airlock-worker", "airlock.worker").contains(*t))
+                .filter(|t| worker_spans(t) >= 2)
                 .filter(|t| trace_of("airlock-reviewer", "airlock.reviewer").contains(*t))
                 .collect();
             if !shared.is_empty() {

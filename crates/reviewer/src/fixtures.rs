@@ -48,6 +48,7 @@ pub fn human(pool: &str, sample: &str, call: &str, review: bool, deadline: i64) 
         params_json: "{}".into(),
         deadline_unix_ms: deadline,
         on_timeout: if review { v1::DecisionKind::Terminate.into() } else { v1::DecisionKind::Reject.into() },
+        ..Default::default()
     };
     let choices = if review {
         vec![v1::DecisionKind::Continue.into(), v1::DecisionKind::Terminate.into()]

@@ -6,6 +6,8 @@
 //! `StepTask` (or a `HumanTask`) carrying the whole request and its chain state, and its
 //! `StepResult` brings both back, so any worker continues any chain.
 
+use std::collections::BTreeMap;
+
 use airlock_contract::v1;
 use airlock_policy::chain::{ChainState, Input, Outcome, Policy, TrailEntry, Verdict};
 use airlock_policy::steps::Route;
@@ -86,7 +88,8 @@ impl Handler {
             Ok(request) => request,
             Err(e) => return self.dead(message, None, "bad_message", &format!("not an airlock.v1.Request: {e}")),
         };
-        self.advance(message, request, None, now_ms)
+        let trace = trace_headers(&message.headers);
+        self.advance(message, request, None, &trace, now_ms)
     }
 
     /// Handles a `StepResult` from the results queue.
@@ -101,7 +104,11 @@ impl Handler {
         let Some(request) = task.request else {
             return self.dead(message, None, "bad_message", "the StepResult's task carries no request");
         };
-        self.advance(message, request, Some((task.step as usize, answer)), now_ms)
+        let mut trace = trace_headers(&message.headers);
+        if trace.is_empty() {
+            trace = task.trace_context;
+        }
+        self.advance(message, request, Some((task.step as usize, answer)), &trace, now_ms)
     }
 
     /// Runs a request's chain from where it stands, with an external answer if one came.
@@ -110,6 +117,7 @@ impl Handler {
         message: &Message,
         request: v1::Request,
         answer: Option<(usize, v1::StepAnswer)>,
+        trace: &BTreeMap<String, String>,
         now_ms: i64,
     ) -> Handled {
         let fail = |code: &str, text: &str| self.dead(message, Some(&request), code, text);
@@ -175,7 +183,10 @@ impl Handler {
                 let mut report = report(&state.trail);
                 report.forwarded = Some(policy.steps()[step].name.to_string());
                 let trail = wire_trail(&state.trail);
-                Handled::Publish(vec![self.step_task(&request, &policy, step, state.next_step, trail, now_ms)], report)
+                Handled::Publish(
+                    vec![self.step_task(&request, &policy, (step, state.next_step), trail, trace, now_ms)],
+                    report,
+                )
             }
             Verdict::Failed(error) => fail("step_failed", &error.to_string()),
         }
@@ -265,9 +276,9 @@ impl Handler {
         &self,
         request: &v1::Request,
         policy: &Policy,
-        step: usize,
-        next_step: usize,
+        (step, next_step): (usize, usize),
         trail: Vec<v1::StepAnswer>,
+        trace_context: &BTreeMap<String, String>,
         now_ms: i64,
     ) -> Outgoing {
         let policy_step = &policy.steps()[step];
@@ -287,6 +298,7 @@ impl Handler {
             params_json: serde_json::Value::Object(policy_step.params.clone()).to_string(),
             deadline_unix_ms: deadline,
             on_timeout: decision_to_wire(timeout.on_timeout).into(),
+            trace_context: trace_context.clone(),
         };
         let kind = policy.kind();
         let message = |body: Vec<u8>| {
@@ -342,6 +354,32 @@ fn reply_with_decision(decision: &[u8]) -> Vec<u8> {
     encode_varint(decision.len() as u64, &mut reply);
     reply.extend_from_slice(decision);
     reply
+}
+
+/// The W3C trace context among a message's headers.
+fn trace_headers(headers: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    headers
+        .iter()
+        .filter(|(key, _)| TRACE_HEADERS.contains(&key.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// The headers of W3C trace context.
+const TRACE_HEADERS: [&str; 2] = ["traceparent", "tracestate"];
+
+/// The trace a delivery belongs to: its headers' context, or for a step result whose sender
+/// kept no headers, the context its task carried.
+pub fn incoming_trace(message: &Message, is_result: bool) -> BTreeMap<String, String> {
+    let trace = trace_headers(&message.headers);
+    if !trace.is_empty() || !is_result {
+        return trace;
+    }
+    v1::StepResult::decode(message.body.as_ref())
+        .ok()
+        .and_then(|result| result.task)
+        .map(|task| task.trace_context)
+        .unwrap_or_default()
 }
 
 /// The wire kind of a request, read from its body.

@@ -148,7 +148,10 @@ impl<T: Transport> Worker<T> {
     async fn handle(self: Arc<Self>, source: Source, delivery: Delivery) {
         let correlation = delivery.message.correlation_id.clone().unwrap_or_default();
         let span = debug_span!("airlock.worker", queue = source.name(), correlation_id = %correlation);
-        propagation::adopt(&span, &delivery.message.headers);
+        if !span.is_disabled() {
+            let trace = handler::incoming_trace(&delivery.message, matches!(source, Source::Result));
+            propagation::adopt(&span, &trace);
+        }
         self.metrics.in_flight.inc();
         self.metrics.messages.get_or_create(&SourceLabels { source: source.name().into() }).inc();
         self.settle(source, delivery, correlation).instrument(span).await;

@@ -220,20 +220,29 @@ class Request(_message.Message):
     def __init__(self, key: _Optional[_Union[CallKey, _Mapping]] = ..., origin: _Optional[_Union[Origin, _Mapping]] = ..., approval: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., review: _Optional[_Union[ReviewRequest, _Mapping]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., chain: _Optional[_Union[ChainState, _Mapping]] = ..., deadline_unix_ms: _Optional[int] = ..., requested_at_unix_ms: _Optional[int] = ..., reply_to: _Optional[str] = ...) -> None: ...
 
 class StepTask(_message.Message):
-    __slots__ = ("request", "step", "name", "params_json", "deadline_unix_ms", "on_timeout")
+    __slots__ = ("request", "step", "name", "params_json", "deadline_unix_ms", "on_timeout", "trace_context")
+    class TraceContextEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     REQUEST_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     ON_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     request: Request
     step: int
     name: str
     params_json: str
     deadline_unix_ms: int
     on_timeout: DecisionKind
-    def __init__(self, request: _Optional[_Union[Request, _Mapping]] = ..., step: _Optional[int] = ..., name: _Optional[str] = ..., params_json: _Optional[str] = ..., deadline_unix_ms: _Optional[int] = ..., on_timeout: _Optional[_Union[DecisionKind, str]] = ...) -> None: ...
+    trace_context: _containers.ScalarMap[str, str]
+    def __init__(self, request: _Optional[_Union[Request, _Mapping]] = ..., step: _Optional[int] = ..., name: _Optional[str] = ..., params_json: _Optional[str] = ..., deadline_unix_ms: _Optional[int] = ..., on_timeout: _Optional[_Union[DecisionKind, str]] = ..., trace_context: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class HumanTask(_message.Message):
     __slots__ = ("task", "choices", "pool")
