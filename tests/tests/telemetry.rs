@@ -126,12 +126,7 @@ async fn one_trace_from_runner_to_worker_and_metrics_that_move(
         // The worker counts a decision once its publishes are confirmed, a moment after the
         // runner may have read it.
         let decided = r#"airlock_decisions_total{kind="approval",decision="approve",step="auto"} 3"#;
-        let deadline = tokio::time::Instant::now() + HANG_GUARD;
-        let mut metrics = metrics_page(metrics_port).await;
-        while !metrics.contains(decided) && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            metrics = metrics_page(metrics_port).await;
-        }
+        let metrics = poll_metrics(metrics_port, decided).await;
         assert!(metrics.contains(decided), "{metrics}");
         assert!(metrics.contains(r#"airlock_messages_total{source="requests"} 3"#), "{metrics}");
         assert!(metrics.contains("airlock_decision_latency_seconds_count{kind=\"approval\"} 3"), "{metrics}");
@@ -163,6 +158,17 @@ async fn one_trace_from_runner_to_worker_and_metrics_that_move(
     .await;
 }
 
+/// The metrics page once it shows `line`, or as it stands when the hang guard runs out.
+async fn poll_metrics(port: u16, line: &str) -> String {
+    let deadline = tokio::time::Instant::now() + HANG_GUARD;
+    let mut metrics = metrics_page(port).await;
+    while !metrics.contains(line) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        metrics = metrics_page(port).await;
+    }
+    metrics
+}
+
 /// The body of `GET http://127.0.0.1:port/metrics`.
 async fn metrics_page(port: u16) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -191,11 +197,13 @@ async fn the_reviewer_service_joins_the_trace(endpoint: &str, received: &Receive
             .unwrap();
         let token = String::from_utf8(added.stdout).unwrap().trim().to_owned();
         let listen = format!("127.0.0.1:{}", free_port());
+        let metrics_port = free_port();
         let store = format!("sqlite:{}", dir.join("tasks.db").display());
         let mut reviewer = Command::new(airlock_bin())
             .args(["reviewer", "--amqp", &amqp_url(), "--prefix", &prefix, "--pools", "ops", "--store", &store])
             .args(["--listen", &listen, "--otlp-endpoint", &endpoint, "--tokens"])
             .arg(&tokens)
+            .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)
@@ -239,6 +247,12 @@ async fn the_reviewer_service_joins_the_trace(endpoint: &str, received: &Receive
         assert_eq!(answered.status, 200, "{}", String::from_utf8_lossy(&answered.body));
         let decision = asking.await.unwrap().unwrap();
         assert_eq!((decision.decided_by.as_str(), decision.approver.as_str()), ("alice", "human"));
+        // The reviewer counted the task it took and the answer it sent (once the broker confirmed
+        // it, which may be a moment after the runner had the decision).
+        let answered = r#"airlock_step_answers_total{step="human",decision="approve"} 1"#;
+        let metrics = poll_metrics(metrics_port, answered).await;
+        assert!(metrics.contains(answered), "{metrics}");
+        assert!(metrics.contains(r#"airlock_messages_total{source="human.ops"} 1"#), "{metrics}");
 
         telemetry.flush().await;
         for child in [&mut worker, &mut reviewer] {

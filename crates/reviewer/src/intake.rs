@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_contract::v1;
+use airlock_telemetry::metrics::{ReasonLabels, SourceLabels};
 use airlock_transport::{Consumer, Delivery, Topology, Transport};
 use prost::Message as _;
 use tokio_util::task::TaskTracker;
@@ -57,10 +58,13 @@ pub async fn consume_pool<T: Transport>(
 
 /// Stores one delivered task, then acknowledges it.
 async fn take<T: Transport>(shared: Arc<Shared>, transport: T, topology: Topology, pool: String, delivery: Delivery) {
+    let source = SourceLabels { source: format!("human.{pool}") };
+    shared.metrics.messages.get_or_create(&source).inc();
     let incoming = match Incoming::decode(&delivery.message.body, &pool) {
         Ok(incoming) => incoming,
         Err(e) => {
             warn!(%pool, error = %e, "Unusable human task dead-lettered.");
+            shared.metrics.dead_lettered.get_or_create(&ReasonLabels { reason: "bad_message".into() }).inc();
             if let Err(e) = transport.publish_dead(&topology, delivery, &format!("bad_message: {e}")).await {
                 warn!(error = %e, "Dead-lettering failed; the broker will deliver the task again.");
             }

@@ -41,6 +41,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use airlock_telemetry::metrics::Metrics;
 use airlock_transport::{Destination, Topology, Transport, TransportError};
 use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
@@ -126,7 +127,17 @@ pub async fn run<T: Transport>(
     transport: T,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ReviewerError> {
-    let service = Service::start(config, transport.clone()).await?;
+    run_observed(config, transport, Arc::default(), shutdown).await
+}
+
+/// [`run`], counting tasks taken and answers sent in `metrics`.
+pub async fn run_observed<T: Transport>(
+    config: ReviewerConfig,
+    transport: T,
+    metrics: Arc<Metrics>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ReviewerError> {
+    let service = Service::start_observed(config, transport.clone(), metrics).await?;
     info!(url = %format!("http://{}", service.local_addr()), "Reviewer service ready.");
     shutdown.await;
     service.stop().await;
@@ -147,6 +158,15 @@ impl Service {
     /// Opens the store, declares the topology, binds the listener, and starts consuming,
     /// sending, timing out and serving.
     pub async fn start<T: Transport>(config: ReviewerConfig, transport: T) -> Result<Self, ReviewerError> {
+        Service::start_observed(config, transport, Arc::default()).await
+    }
+
+    /// [`Service::start`], counting tasks taken and answers sent in `metrics`.
+    pub async fn start_observed<T: Transport>(
+        config: ReviewerConfig,
+        transport: T,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, ReviewerError> {
         config.validate()?;
         let store = Store::open(&config.store).await?;
         info!(backend = store.backend(), location = %store::redact(&config.store), "Store open.");
@@ -164,7 +184,7 @@ impl Service {
         let topology = topology.with_binding(cancels_exchange, cancels_queue.clone(), "");
         transport.declare(&topology).await?;
 
-        let (shared, answers) = Shared::new(store, config.reviewers.clone(), config.pools.clone());
+        let (shared, answers) = Shared::observed(store, config.reviewers.clone(), config.pools.clone(), metrics);
         let background = TaskTracker::new();
         let results = Destination::queue(topology.results_queue());
         background.spawn(outbox::run(shared.clone(), transport.clone(), results, answers));

@@ -10,13 +10,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use airlock_contract::v1;
+use airlock_telemetry::metrics::AnswerLabels;
 use airlock_transport::{Destination, Message, Transport};
+use prost::Message as _;
 use tokio::sync::mpsc;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::shared::{OUTBOX_LEASE, Shared, now_ms};
 use crate::store::OutboxEntry;
+use crate::task::decision_from_wire;
 
 /// How often unsent answers are looked for.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(5);
@@ -65,11 +69,18 @@ pub async fn run<T: Transport>(
 
 /// Publishes one answer and marks it sent once the broker confirmed it.
 pub async fn send<T: Transport>(shared: Arc<Shared>, transport: T, results: Destination, entry: OutboxEntry) {
+    let answered = v1::StepResult::decode(entry.body.as_slice())
+        .ok()
+        .and_then(|result| Some((result.task?.name, result.answer?.decision)));
     let message = Message::new(entry.body)
         .with_correlation_id(entry.correlation.clone())
         .with_message_id(format!("human-answer/{}", entry.task_id));
     match transport.publish(&results, message).await {
         Ok(()) => {
+            if let Some((step, decision)) = answered {
+                let decision = decision_from_wire(decision).map_or("unspecified", |d| d.as_str()).to_owned();
+                shared.metrics.step_answers.get_or_create(&AnswerLabels { step, decision }).inc();
+            }
             if let Err(e) = shared.store.mark_sent(&entry.task_id, now_ms()).await {
                 warn!(task = %entry.task_id, error = %e, "Answer sent but not marked; it may be sent again.");
             } else {

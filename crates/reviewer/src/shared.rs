@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use airlock_policy::Decision;
+use airlock_telemetry::metrics::Metrics;
 use tokio::sync::{Notify, broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
@@ -72,6 +73,8 @@ pub struct Shared {
     pub(crate) deadlines: Notify,
     /// Answers to publish now (their outbox rows are leased to this process).
     outbox: mpsc::UnboundedSender<OutboxEntry>,
+    /// Where the service counts tasks taken and answers sent.
+    pub metrics: Arc<Metrics>,
 }
 
 impl Shared {
@@ -80,6 +83,16 @@ impl Shared {
         store: Store,
         reviewers: Reviewers,
         pools: Vec<String>,
+    ) -> (Arc<Self>, mpsc::UnboundedReceiver<OutboxEntry>) {
+        Shared::observed(store, reviewers, pools, Arc::default())
+    }
+
+    /// [`Shared::new`], counting in `metrics`.
+    pub fn observed(
+        store: Store,
+        reviewers: Reviewers,
+        pools: Vec<String>,
+        metrics: Arc<Metrics>,
     ) -> (Arc<Self>, mpsc::UnboundedReceiver<OutboxEntry>) {
         let (outbox, answers) = mpsc::unbounded_channel();
         let shared = Shared {
@@ -92,6 +105,7 @@ impl Shared {
             changed: Notify::new(),
             deadlines: Notify::new(),
             outbox,
+            metrics,
         };
         (Arc::new(shared), answers)
     }

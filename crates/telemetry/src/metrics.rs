@@ -46,6 +46,15 @@ pub struct StepLabels {
     pub step: String,
 }
 
+/// Labels of an external step's answer.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AnswerLabels {
+    /// The step's name (`human`, `monitor`, …).
+    pub step: String,
+    /// What it answered.
+    pub decision: String,
+}
+
 /// Labels by reason code.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabels {
@@ -67,6 +76,8 @@ pub struct Metrics {
     pub step_latency: Family<StepLabels, Histogram>,
     /// Time a task waited for a person, seconds.
     pub human_wait: Histogram,
+    /// Answers given by external steps (people, monitors), by step and decision.
+    pub step_answers: Family<AnswerLabels, Counter>,
     /// Escalations, by the step that escalated.
     pub escalations: Family<StepLabels, Counter>,
     /// Messages sent to the dead-letter queue, by reason.
@@ -93,6 +104,7 @@ impl Metrics {
         let decision_latency = Family::<KindLabels, Histogram>::new_with_constructor(latency as fn() -> Histogram);
         let step_latency = Family::<StepLabels, Histogram>::new_with_constructor(latency as fn() -> Histogram);
         let human_wait = latency();
+        let step_answers = Family::default();
         let escalations = Family::default();
         let dead_lettered = Family::default();
         let (expired, reconnects, in_flight) = (Counter::default(), Counter::default(), Gauge::default());
@@ -109,6 +121,11 @@ impl Metrics {
             step_latency.clone(),
         );
         registry.register("human_wait_seconds", "Time a task waited for a person", human_wait.clone());
+        registry.register(
+            "step_answers",
+            "Answers given by external steps, by step and decision",
+            step_answers.clone(),
+        );
         registry.register("escalations", "Escalations by the step that escalated", escalations.clone());
         registry.register("dead_lettered", "Messages dead-lettered, by reason", dead_lettered.clone());
         registry.register("expired", "Requests dropped because their deadline had passed", expired.clone());
@@ -121,6 +138,7 @@ impl Metrics {
             decision_latency,
             step_latency,
             human_wait,
+            step_answers,
             escalations,
             dead_lettered,
             expired,

@@ -7,6 +7,9 @@ use std::path::PathBuf;
 use airlock_reviewer::auth::{self, Reviewers};
 use airlock_reviewer::{ReviewerConfig, instance_for_store};
 use std::process::ExitCode;
+use std::sync::Arc;
+
+use airlock_telemetry::metrics::Metrics;
 
 use clap::{Args, Subcommand};
 
@@ -76,13 +79,9 @@ pub struct AddTokenArgs {
 pub fn main(args: ReviewerArgs) -> ExitCode {
     match args.command {
         Some(ReviewerCommand::AddToken(add)) => block_on(LOG_TOOL, async { add_token(add) }),
-        None if args.serve.telemetry.metrics_listen.is_some() => {
-            eprintln!("error: the reviewer service serves no metrics yet; the workers count human waits");
-            ExitCode::from(super::EXIT_CONFIG)
-        }
         None => {
             let telemetry = args.serve.telemetry.clone();
-            block_on_role("airlock-reviewer", &telemetry, |_metrics| serve(args.serve))
+            block_on_role("airlock-reviewer", &telemetry, |metrics| serve(args.serve, metrics))
         }
     }
 }
@@ -99,7 +98,7 @@ fn add_token(args: AddTokenArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-async fn serve(args: ServeArgs) -> Result<(), Failure> {
+async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
     let amqp = args.amqp.ok_or_else(|| Failure::config("--amqp (or AIRLOCK_AMQP_URL) is required"))?;
     let tokens =
         args.tokens.ok_or_else(|| Failure::config("--tokens FILE is required (see `airlock reviewer add-token`)"))?;
@@ -121,5 +120,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     };
     config.validate().map_err(|e| Failure::config(e.to_string()))?;
     let transport = connect(&FleetArgs { amqp, prefix: args.prefix }, "reviewer").await?;
-    airlock_reviewer::run(config, transport, shutdown_signal()).await.map_err(|e| Failure::other(e.to_string()))
+    airlock_reviewer::run_observed(config, transport, metrics, shutdown_signal())
+        .await
+        .map_err(|e| Failure::other(e.to_string()))
 }
