@@ -184,7 +184,8 @@ async fn metrics_page(port: u16) -> String {
 async fn the_reviewer_service_joins_the_trace(endpoint: &str, received: &Received, telemetry: &Arc<Telemetry>) {
     let prefix = unique_prefix();
     let Some(transport) = broker(&prefix).await else { return };
-    let fleet = Topology::new(prefix.as_str()).with_human_pool("ops").with_reply_queue("runner");
+    // The reviewer's queue of cancels is named after its --id.
+    let fleet = Topology::new(prefix.as_str()).with_human_pool("ops").with_reply_queue("runner").with_reply_queue("traced");
     let (endpoint, received, telemetry) = (endpoint.to_owned(), received.clone(), telemetry.clone());
     guarded(fleet, async move {
         let dir = std::env::temp_dir().join(&prefix);
@@ -200,7 +201,7 @@ async fn the_reviewer_service_joins_the_trace(endpoint: &str, received: &Receive
         let metrics_port = free_port();
         let store = format!("sqlite:{}", dir.join("tasks.db").display());
         let mut reviewer = Command::new(airlock_bin())
-            .args(["reviewer", "--amqp", &amqp_url(), "--prefix", &prefix, "--pools", "ops", "--store", &store])
+            .args(["reviewer", "--amqp", &amqp_url(), "--prefix", &prefix, "--pools", "ops", "--store", &store, "--id", "traced"])
             .args(["--listen", &listen, "--otlp-endpoint", &endpoint, "--tokens"])
             .arg(&tokens)
             .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
