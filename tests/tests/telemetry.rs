@@ -185,7 +185,8 @@ async fn the_reviewer_service_joins_the_trace(endpoint: &str, received: &Receive
     let prefix = unique_prefix();
     let Some(transport) = broker(&prefix).await else { return };
     // The reviewer's queue of cancels is named after its --id.
-    let fleet = Topology::new(prefix.as_str()).with_human_pool("ops").with_reply_queue("runner").with_reply_queue("traced");
+    let fleet =
+        Topology::new(prefix.as_str()).with_human_pool("ops").with_reply_queue("runner").with_reply_queue("traced");
     let (endpoint, received, telemetry) = (endpoint.to_owned(), received.clone(), telemetry.clone());
     guarded(fleet, async move {
         let dir = std::env::temp_dir().join(&prefix);
