@@ -87,7 +87,19 @@ struct Inner<T> {
     timed_out: AtomicU64,
     /// Stops the reply reader, which then cancels its consumer.
     stop_reader: Mutex<Option<oneshot::Sender<()>>>,
+    /// Bounds the publishes under way ([`MAX_PUBLISHING`]).
+    publishing: tokio::sync::Semaphore,
     reader: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// Publishes under way at once: a burst of requests waits here rather than piling frames up
+/// in the connection's buffers.
+const MAX_PUBLISHING: usize = 256;
+
+/// What a fail-closed decision needs to know about the request it answers.
+struct Asked {
+    origin: Option<v1::Origin>,
+    requested_at_unix_ms: i64,
 }
 
 /// A request waiting for its reply, with what it takes to send it again.
@@ -113,6 +125,7 @@ impl<T: Transport> Client<T> {
             ignored_replies: AtomicU64::new(0),
             timed_out: AtomicU64::new(0),
             stop_reader: Mutex::new(Some(stop_reader)),
+            publishing: tokio::sync::Semaphore::new(MAX_PUBLISHING),
             reader: Mutex::new(None),
         });
         let weak = Arc::downgrade(&inner);
@@ -194,6 +207,8 @@ impl<T: Transport> Client<T> {
         let mut message = Message::new(request.encode_to_vec())
             .with_correlation_id(correlation.clone())
             .with_reply_to(self.inner.reply_queue.clone());
+        // Only what a fail-closed decision needs is kept while waiting, not the whole request.
+        let asked = Asked { origin: request.origin, requested_at_unix_ms: request.requested_at_unix_ms };
         airlock_telemetry::propagation::inject(&tracing::Span::current(), &mut message.headers);
         let (tx, rx) = oneshot::channel();
         {
@@ -204,7 +219,13 @@ impl<T: Transport> Client<T> {
             pending.insert(correlation.clone(), Pending { reply: tx, message: message.clone() });
         }
         let requests = Destination::queue(self.inner.topology.requests_queue());
-        if let Err(e) = self.inner.transport.publish(&requests, message).await {
+        let published = {
+            let _permit = self.inner.publishing.acquire().await.map_err(|_| ClientError::Closed)?;
+            // Boxed: a publish's state is large and short-lived, and would otherwise stay
+            // inlined in every waiting request's future.
+            Box::pin(self.inner.transport.publish(&requests, message)).await
+        };
+        if let Err(e) = published {
             self.inner.forget(&correlation);
             return Err(e.into());
         }
@@ -217,8 +238,8 @@ impl<T: Transport> Client<T> {
             Err(_) => {
                 self.inner.forget(&correlation);
                 self.inner.timed_out.fetch_add(1, Ordering::Relaxed);
-                self.cancel(&key, kind, "the runner stopped waiting: deadline passed").await;
-                Ok(self.fail_closed(&request, kind, timeout))
+                Box::pin(self.cancel(&key, kind, "the runner stopped waiting: deadline passed")).await;
+                Ok(self.fail_closed(key, asked, kind, timeout))
             }
         }
     }
@@ -275,14 +296,14 @@ impl<T: Transport> Client<T> {
         &self.inner.reply_queue
     }
 
-    fn fail_closed(&self, request: &v1::Request, kind: v1::Kind, timeout: Duration) -> v1::Decision {
+    fn fail_closed(&self, key: v1::CallKey, asked: Asked, kind: v1::Kind, timeout: Duration) -> v1::Decision {
         let (decision, what) = match kind {
             v1::Kind::Review => (v1::DecisionKind::Terminate, "terminated the sample"),
             _ => (v1::DecisionKind::Reject, "rejected the call"),
         };
         v1::Decision {
             decision_id: uuid::Uuid::now_v7().to_string(),
-            key: request.key.clone(),
+            key: Some(key),
             kind: kind.into(),
             decision: decision.into(),
             explanation: Some(format!(
@@ -291,9 +312,9 @@ impl<T: Transport> Client<T> {
             )),
             approver: TIMEOUT_APPROVER.into(),
             decided_by: self.inner.config.runner_id.clone(),
-            requested_at_unix_ms: request.requested_at_unix_ms,
+            requested_at_unix_ms: asked.requested_at_unix_ms,
             decided_at_unix_ms: now_ms(),
-            origin: request.origin.clone(),
+            origin: asked.origin,
             ..Default::default()
         }
     }
