@@ -13,24 +13,9 @@ use airlock_worker::policies::PolicyStore;
 use criterion::{Criterion, criterion_group, criterion_main};
 use prost::Message as _;
 
-/// The policy of `airlock bench`: a pattern and an allow-list escalate, the catch-all approves.
-const POLICY: &str = "\
-approvers:
-  - name: pattern
-    tools: \"bash(\"
-    regex: 'rm\\s+-[a-z]*r[a-z]*f?\\s+/(\\s|$)'
-    decision: terminate
-    explanation: Recursive delete of / ends the sample.
-  - name: bash_allowlist
-    tools: \"bash(\"
-    allowed_commands: [ls, cat, grep, head, wc]
-  - name: auto
-    tools: \"computer(action='key', web_browser_go(url='http://\"
-    decision: escalate
-  - name: auto
-    tools: \"*\"
-    decision: approve
-";
+/// The policy of `airlock bench` (`bench/fleet-policy.yaml`): a pattern and an allow-list
+/// escalate, the catch-all approves.
+const POLICY: &str = include_str!("../../../bench/fleet-policy.yaml");
 
 fn request(policy: &str) -> v1::Request {
     v1::Request {

@@ -20,24 +20,9 @@ use crate::commands::Failure;
 use crate::commands::request::build_request;
 
 /// The bench's policy: a shell call walks a pattern and an allow-list, both escalate, and
-/// the catch-all approves. Every step is built in: no external queue is involved.
-pub const POLICY: &str = "\
-approvers:
-  - name: pattern
-    tools: \"bash(\"
-    regex: 'rm\\s+-[a-z]*r[a-z]*f?\\s+/(\\s|$)'
-    decision: terminate
-    explanation: Recursive delete of / ends the sample.
-  - name: bash_allowlist
-    tools: \"bash(\"
-    allowed_commands: [ls, cat, grep, head, wc]
-  - name: auto
-    tools: \"computer(action='key', web_browser_go(url='http://\"
-    decision: escalate
-  - name: auto
-    tools: \"*\"
-    decision: approve
-";
+/// the catch-all approves. Every step is built in: no external queue is involved. Shared with
+/// the worker's handler benchmark (`bench/fleet-policy.yaml`).
+pub const POLICY: &str = include_str!("../../../../../bench/fleet-policy.yaml");
 
 /// The call every request asks about.
 const COMMAND: &str = "python3 train.py --epochs 3 --data /workspace/data";
