@@ -164,7 +164,7 @@ fn request(sample: &str, call_id: &str, call: serde_json::Value, policy: &str, o
 
 /// The decision's name, e.g. `approve`.
 pub fn decision_name(decision: &v1::Decision) -> &'static str {
-    airlock_worker::convert::decision_from_wire(decision.decision).map_or("unspecified", |d| d.as_str())
+    airlock_records::convert::decision_from_wire(decision.decision).map_or("unspecified", |d| d.as_str())
 }
 
 /// Runs a test body as a task under the hang guard, then deletes `topology` from the broker

@@ -118,7 +118,7 @@ fn trail(decision: &v1::Decision) -> Vec<(String, &'static str)> {
         .trail
         .iter()
         .map(|t| {
-            (t.approver.clone(), airlock_worker::convert::decision_from_wire(t.decision).map_or("?", |d| d.as_str()))
+            (t.approver.clone(), airlock_records::convert::decision_from_wire(t.decision).map_or("?", |d| d.as_str()))
         })
         .collect()
 }

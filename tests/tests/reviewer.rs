@@ -249,7 +249,7 @@ async fn a_restart_loses_nothing_and_sends_nothing_twice() {
             decision: airlock_policy::Decision::Reject,
             explanation: "decided before the crash".into(),
             decided_by: "alice".into(),
-            decided_at: airlock_reviewer::shared::now_ms(),
+            decided_at: airlock_records::time::now_ms(),
         };
         assert!(matches!(store.decide(&task, &verdict, 0).await.unwrap(), Decided::Recorded(_)));
         assert_eq!(store.unsent().await.unwrap(), 1);

@@ -13,9 +13,10 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use airlock_contract::v1;
+use airlock_records::time::now_ms;
 use airlock_transport::{Destination, Message, Topology, Transport, TransportError};
 use prost::Message as _;
 use tokio::sync::oneshot;
@@ -359,8 +360,4 @@ impl<T> Inner<T> {
     fn forget(&self, correlation: &str) -> Option<Pending> {
         self.pending.lock().expect("pending lock").remove(correlation)
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }

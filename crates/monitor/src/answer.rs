@@ -3,7 +3,7 @@
 
 use airlock_contract::v1;
 use airlock_policy::Decision;
-use airlock_worker::convert::decision_to_wire;
+use airlock_records::convert::decision_to_wire;
 use serde_json::{Map, Value, json};
 
 use crate::params::Thresholds;

@@ -38,11 +38,11 @@ use std::time::Duration;
 
 use airlock_contract::v1;
 use airlock_policy::Kind;
+use airlock_records::convert::decision_from_wire;
+use airlock_records::time::now_ms;
 use airlock_telemetry::metrics::{Metrics, ReasonLabels, SourceLabels, StepLabels};
 use airlock_telemetry::propagation;
 use airlock_transport::{Delivery, Destination, Message, Topology, Transport, TransportError};
-use airlock_worker::convert::decision_from_wire;
-use airlock_worker::now_ms;
 use prost::Message as _;
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;

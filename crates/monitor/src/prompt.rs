@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use airlock_contract::v1;
 use airlock_policy::Kind;
 use airlock_policy::render::format_function_call;
-use airlock_worker::convert::call_from_wire;
+use airlock_records::convert::call_from_wire;
 
 /// The placeholders a template may use.
 pub const PLACEHOLDERS: &[&str] = &["kind", "call", "function", "arguments", "view", "message", "history", "output"];

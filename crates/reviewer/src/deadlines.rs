@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use tracing::{info, warn};
 
-use crate::shared::{Shared, now_ms};
+use airlock_records::time::now_ms;
+
+use crate::shared::Shared;
 use crate::task::{DECIDED_BY_TIMEOUT, timeout_explanation};
 
 /// The longest sleep between looks at the store (other processes may add tasks to a shared

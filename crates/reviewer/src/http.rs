@@ -37,7 +37,9 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::auth::{self, CSRF_HEADER, Reviewer, SESSION_COOKIE, SESSION_TTL, Session};
-use crate::shared::{Change, Shared, now_ms};
+use airlock_records::time::now_ms;
+
+use crate::shared::{Change, Shared};
 use crate::store::{Decided, StoreError};
 use crate::task::{DISMISS, DISMISSED_EXPLANATION, State as TaskState, Task, default_explanation};
 use crate::ui::{self, pages};

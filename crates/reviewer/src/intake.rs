@@ -17,7 +17,9 @@ use prost::Message as _;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-use crate::shared::{Shared, now_ms};
+use airlock_records::time::now_ms;
+
+use crate::shared::Shared;
 use crate::store::Inserted;
 use crate::task::Incoming;
 

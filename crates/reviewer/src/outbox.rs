@@ -18,7 +18,9 @@ use tokio::sync::mpsc;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-use crate::shared::{OUTBOX_LEASE, Shared, now_ms};
+use airlock_records::time::now_ms;
+
+use crate::shared::{OUTBOX_LEASE, Shared};
 use crate::store::OutboxEntry;
 use crate::task::decision_from_wire;
 

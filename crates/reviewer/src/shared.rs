@@ -4,9 +4,10 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use airlock_policy::Decision;
+use airlock_records::time::now_ms;
 use airlock_telemetry::metrics::Metrics;
 use tokio::sync::{Notify, broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -176,9 +177,4 @@ pub async fn watch(shared: Arc<Shared>) {
             () = tokio::time::sleep(WATCH_INTERVAL) => {}
         }
     }
-}
-
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }

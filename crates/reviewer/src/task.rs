@@ -255,7 +255,7 @@ pub fn timeout_explanation(decision: Decision) -> String {
     format!("No human decision before the deadline; the step's on_timeout decision ({decision}) applies.")
 }
 
-pub use airlock_worker::convert::{decision_from_wire, decision_to_wire};
+pub use airlock_records::convert::{decision_from_wire, decision_to_wire};
 
 /// The keyboard shortcut of a choice: its first letter, as Inspect's console prompt uses.
 pub fn shortcut(decision: Decision) -> char {

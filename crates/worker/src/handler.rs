@@ -15,11 +15,11 @@ use airlock_policy::{Decision, Kind};
 use airlock_transport::{Destination, Message, Topology};
 use prost::Message as _;
 
-use crate::convert::{
+use crate::policies::PolicyStore;
+use airlock_records::convert::{
     answer_from_wire, call_from_wire, call_to_wire, decision_to_wire, entry_to_wire, kind_from_wire, kind_to_wire,
     metadata_to_wire, trail_from_wire,
 };
-use crate::policies::PolicyStore;
 
 /// A message to publish, and the queue it needs declared first (step and human queues are
 /// discovered from policies at run time).
@@ -396,7 +396,7 @@ fn correlation(request: &v1::Request, kind: Kind) -> String {
 }
 
 fn decision_name(decision: i32) -> &'static str {
-    crate::convert::decision_from_wire(decision).map_or("unspecified", Decision::as_str)
+    airlock_records::convert::decision_from_wire(decision).map_or("unspecified", Decision::as_str)
 }
 
 #[cfg(test)]

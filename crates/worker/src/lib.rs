@@ -10,12 +10,10 @@
 //! Layout:
 //! - [`handler`]: what to publish for a request or a step result (pure, no I/O).
 //! - [`policies`]: inline and named policies, compiled once and reloaded on change.
-//! - [`convert`]: between the wire contract and the engine's types.
 //! - [`run`]: the consume / publish / acknowledge loop, with graceful shutdown.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
-pub mod convert;
 pub mod handler;
 pub mod policies;
 
@@ -23,8 +21,9 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use airlock_records::time::now_ms;
 use airlock_telemetry::metrics::{DecisionLabels, Metrics, ReasonLabels, SourceLabels, StepLabels};
 use airlock_telemetry::propagation;
 use airlock_transport::{Delivery, Topology, Transport, TransportError};
@@ -254,9 +253,4 @@ fn settled(result: Result<(), TransportError>, correlation: &str) {
         // The broker redelivers what was not acknowledged; handlers are idempotent.
         warn!(%correlation, error = %e, "Acknowledgement failed.");
     }
-}
-
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }

@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 use airlock_client::{Client, ClientConfig};
 use airlock_contract::v1;
 use airlock_policy::{Call, Decision, Kind};
+use airlock_records::convert::decision_from_wire;
 use airlock_transport::{AmqpTransport, MemoryTransport, Topology, Transport};
 use airlock_worker::WorkerConfig;
-use airlock_worker::convert::decision_from_wire;
 use clap::{Args, ValueEnum};
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -257,7 +257,7 @@ async fn run_sample<T: Transport>(
             _ => continue,
         }
         let executed =
-            approval.modified.as_ref().and_then(|m| airlock_worker::convert::call_from_wire(m).ok()).unwrap_or(call);
+            approval.modified.as_ref().and_then(|m| airlock_records::convert::call_from_wire(m).ok()).unwrap_or(call);
         let asked = Instant::now();
         let review = client
             .review(build_request(key, &executed, Kind::Review, source(), "Working on it.", &step.output))

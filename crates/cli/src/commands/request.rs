@@ -94,7 +94,7 @@ pub fn build_request(
     message: &str,
     output: &str,
 ) -> v1::Request {
-    let wire_call = airlock_worker::convert::call_to_wire(call);
+    let wire_call = airlock_records::convert::call_to_wire(call);
     let body = match kind {
         Kind::Approval => v1::request::Body::Approval(v1::ApprovalRequest {
             message: message.to_owned(),
@@ -118,7 +118,7 @@ pub fn build_request(
 
 /// A decision as the JSON object `airlock request` prints.
 pub fn decision_json(decision: &v1::Decision) -> Value {
-    let name = |d: i32| airlock_worker::convert::decision_from_wire(d).map_or("unspecified", |d| d.as_str());
+    let name = |d: i32| airlock_records::convert::decision_from_wire(d).map_or("unspecified", |d| d.as_str());
     let object = |text: &str| serde_json::from_str::<Value>(text).unwrap_or(Value::Null);
     let mut out = json!({
         "decision": name(decision.decision),

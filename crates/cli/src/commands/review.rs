@@ -233,7 +233,7 @@ pub fn render(task: &Value) -> String {
     }
     out.push_str(&format!("│ {heading} · pool {}\n", safe(&task["pool"])));
     if let Some(deadline) = task["deadline_unix_ms"].as_i64() {
-        let left = (deadline - airlock_reviewer::shared::now_ms()) / 1000;
+        let left = (deadline - airlock_records::time::now_ms()) / 1000;
         out.push_str(&format!("│ deadline in {left}s, then {}\n", text(&task["on_timeout"])));
     }
     let message = safe(&task["message"]);

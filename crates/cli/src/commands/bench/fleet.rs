@@ -164,7 +164,7 @@ fn template(size: usize, reply_queue: &str, timeout: Duration) -> (v1::Request, 
     // What the client fills in before sending counts too.
     let mut probe = request.clone();
     probe.reply_to = reply_queue.to_owned();
-    probe.requested_at_unix_ms = airlock_worker::now_ms();
+    probe.requested_at_unix_ms = airlock_records::time::now_ms();
     probe.deadline_unix_ms = probe.requested_at_unix_ms + timeout.as_millis() as i64;
     let mut pad = 0;
     for _ in 0..4 {
@@ -195,7 +195,7 @@ fn filler(len: usize) -> String {
 pub fn echo_body(size: usize, reply_queue: &str, timeout: Duration) -> Message {
     let (mut request, _) = template(size, reply_queue, timeout);
     request.reply_to = reply_queue.to_owned();
-    request.requested_at_unix_ms = airlock_worker::now_ms();
+    request.requested_at_unix_ms = airlock_records::time::now_ms();
     request.deadline_unix_ms = request.requested_at_unix_ms + timeout.as_millis() as i64;
     Message::new(request.encode_to_vec())
 }
@@ -211,7 +211,7 @@ mod tests {
         assert_eq!(policy.steps().len(), 4);
         let (request, _) = template(1500, "p.reply.r", Duration::from_secs(30));
         let Some(v1::request::Body::Approval(approval)) = &request.body else { panic!() };
-        let call = airlock_worker::convert::call_from_wire(approval.call.as_ref().unwrap()).unwrap();
+        let call = airlock_records::convert::call_from_wire(approval.call.as_ref().unwrap()).unwrap();
         let input = airlock_policy::chain::Input { call: &call, message: &approval.message, output: None };
         let airlock_policy::chain::Verdict::Decided(outcome) = policy.evaluate(&input, Default::default()) else {
             panic!("built-in steps decide")

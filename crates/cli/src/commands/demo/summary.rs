@@ -8,7 +8,7 @@ use std::time::Duration;
 use airlock_contract::v1;
 use airlock_policy::render::format_function_call;
 use airlock_policy::{Call, Kind};
-use airlock_worker::convert::decision_from_wire;
+use airlock_records::convert::decision_from_wire;
 
 /// One decision the simulated runner received.
 #[derive(Debug, Clone)]
