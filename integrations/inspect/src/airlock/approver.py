@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-import logging
-
 from inspect_ai.approval import Approval, Approver, approver
 from inspect_ai.model import ChatMessage
 from inspect_ai.tool import ToolCall, ToolCallView
 
 from ._proto import airlock_pb2 as pb
-from .config import DEFAULT_HISTORY_BYTES, FleetSettings
-from .decisions import approval_from_decision, failure_explanation, failure_metadata, unanswered_explanation
-from .errors import FleetError, FleetUnanswered, StepFailed
-from .request import ask, new_request
-
-log = logging.getLogger(__name__)
+from .config import DEFAULT_HISTORY_BYTES, FLEET, FleetSettings
+from .decisions import Fallback, approval_from_decision
+from .request import decide, new_request
 
 APPROVAL_ON_TIMEOUT = ("reject", "approve", "terminate", "escalate")
 """What `on_timeout` may be for an approval (`escalate` hands the call to the next approver
 of the Inspect policy that lists `airlock/fleet`)."""
 
 
-@approver(name="fleet")
+@approver(name=FLEET)
 def fleet_approver(
     url: str | None = None,
     prefix: str | None = None,
@@ -55,25 +50,9 @@ def fleet_approver(
 
     async def approve(message: str, call: ToolCall, view: ToolCallView, history: list[ChatMessage]) -> Approval:
         request = new_request(settings, pb.ApprovalRequest(), message, call, view, history)
-        try:
-            decision = await ask(settings, request)
-        except StepFailed as error:
-            # Inspect fails the sample on such an answer, with this very message.
-            raise RuntimeError(str(error)) from None
-        except FleetUnanswered as error:
-            log.warning("%s", error)
-            return Approval(
-                decision=on_timeout,  # type: ignore[arg-type]
-                explanation=unanswered_explanation(error, on_timeout),
-                metadata=failure_metadata(error, request.origin.runner_id),
-            )
-        except FleetError as error:
-            log.warning("%s", error)
-            return Approval(
-                decision="reject",
-                explanation=failure_explanation(error, "reject"),
-                metadata=failure_metadata(error, request.origin.runner_id),
-            )
-        return approval_from_decision(decision, call)
+        answer = await decide(settings, request, on_timeout, on_refusal="reject")
+        if isinstance(answer, Fallback):
+            return Approval(decision=answer.decision, explanation=answer.explanation, metadata=answer.metadata)  # type: ignore[arg-type]
+        return approval_from_decision(answer, call)
 
     return approve

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from inspect_ai._util.package import get_installed_package_name
+
 from ._proto import airlock_pb2 as pb
 
 ENV_URL = "AIRLOCK_AMQP_URL"
@@ -20,6 +22,21 @@ ENV_POLICY = "AIRLOCK_POLICY"
 """An Inspect policy file (sent with each request) or the name of a policy the workers hold."""
 ENV_TIMEOUT = "AIRLOCK_TIMEOUT"
 """Seconds a request may wait for its decision."""
+
+
+def _registered_name(name: str) -> str:
+    """The name to register `name` under so that Inspect finds it as `airlock/<name>`.
+
+    Inspect prefixes a registered name with the import package when it can tell that the
+    package is installed: from site-packages, or editable under a distribution named like
+    the package. The distribution is `inspect-airlock` (the name `airlock` on the package
+    index is another project's), so an editable install gets no prefix and writes it out.
+    """
+    return name if get_installed_package_name(_registered_name) == "airlock" else f"airlock/{name}"
+
+
+FLEET = _registered_name("fleet")
+"""What `airlock/fleet` is registered as (see `_registered_name`)."""
 
 DEFAULT_PREFIX = "airlock"
 """The prefix of a fleet that does not choose one (as `airlock worker`)."""

@@ -10,6 +10,7 @@ the trail of every step's answer.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from inspect_ai.approval import Approval
@@ -132,6 +133,26 @@ def _json_object(text: str) -> dict[str, Any]:
     except ValueError:
         return {"unparsed": text}
     return value if isinstance(value, dict) else {"value": value}
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """A decision made here, not by the fleet, because no usable answer came: the approver
+    or reviewer returns it as its `Approval` / `Review`."""
+
+    decision: str
+    explanation: str
+    metadata: dict[str, Any]
+
+
+def fallback(error: FleetError, on_timeout: str, on_refusal: str, runner_id: str) -> Fallback:
+    """What a request that `error` kept from being decided becomes: `on_timeout` when no
+    answer came in time, `on_refusal` for any other failure (both fail closed by default)."""
+    if isinstance(error, FleetUnanswered):
+        decision, explanation = on_timeout, unanswered_explanation(error, on_timeout)
+    else:
+        decision, explanation = on_refusal, failure_explanation(error, on_refusal)
+    return Fallback(decision, explanation, failure_metadata(error, runner_id))
 
 
 def unanswered_explanation(error: FleetUnanswered, decision: str) -> str:

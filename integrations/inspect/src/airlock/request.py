@@ -13,7 +13,7 @@ from ._proto import airlock_pb2 as pb
 from .client import client_for
 from .config import FleetSettings
 from .context import call_key_and_origin
-from .decisions import STEP_FAILED
+from .decisions import STEP_FAILED, Fallback, fallback
 from .errors import FleetError, FleetRefused, StepFailed
 from .wire import call_to_wire, history_to_wire, view_to_wire
 
@@ -68,3 +68,21 @@ async def ask(settings: FleetSettings, request: pb.Request) -> pb.Decision:
             raise StepFailed(reply.error.message)
         raise FleetRefused(reply.error.code, reply.error.message)
     return reply.decision
+
+
+async def decide(
+    settings: FleetSettings, request: pb.Request, on_timeout: str, on_refusal: str
+) -> pb.Decision | Fallback:
+    """The fleet's decision about `request`, or the fallback when none can be had.
+
+    An answer Inspect itself fails the sample on (`step_failed`) raises Inspect's
+    `RuntimeError` with its very message; every other failure is logged and becomes a
+    [`Fallback`]: `on_timeout` when no answer came in time, `on_refusal` otherwise.
+    """
+    try:
+        return await ask(settings, request)
+    except StepFailed as error:
+        raise RuntimeError(str(error)) from None
+    except FleetError as error:
+        log.warning("%s", error)
+        return fallback(error, on_timeout, on_refusal, request.origin.runner_id)

@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
-import logging
-
 from inspect_ai.model import ChatMessage, ChatMessageTool
 from inspect_ai.review import Review, Reviewer, reviewer
 from inspect_ai.tool import ToolCall, ToolCallView, ToolResult
 
 from ._proto import airlock_pb2 as pb
-from .config import DEFAULT_HISTORY_BYTES, FleetSettings
-from .decisions import failure_explanation, failure_metadata, review_from_decision, unanswered_explanation
-from .errors import FleetError, FleetUnanswered, StepFailed
-from .request import ask, new_request
+from .config import DEFAULT_HISTORY_BYTES, FLEET, FleetSettings
+from .decisions import Fallback, review_from_decision
+from .request import decide, new_request
 from .wire import message_to_wire, output_text
-
-log = logging.getLogger(__name__)
 
 REVIEW_ON_TIMEOUT = ("terminate", "continue", "escalate")
 """What `on_timeout` may be for a review (`escalate` hands the result to the next reviewer
 of the Inspect policy that lists `airlock/fleet`)."""
 
 
-@reviewer(name="fleet")
+@reviewer(name=FLEET)
 def fleet_reviewer(
     url: str | None = None,
     prefix: str | None = None,
@@ -62,25 +57,9 @@ def fleet_reviewer(
     ) -> Review:
         body = pb.ReviewRequest(result=message_to_wire(result), output=output_text(output))
         request = new_request(settings, body, message, call, view, history)
-        try:
-            decision = await ask(settings, request)
-        except StepFailed as error:
-            # Inspect fails the sample on such an answer, with this very message.
-            raise RuntimeError(str(error)) from None
-        except FleetUnanswered as error:
-            log.warning("%s", error)
-            return Review(
-                decision=on_timeout,  # type: ignore[arg-type]
-                explanation=unanswered_explanation(error, on_timeout),
-                metadata=failure_metadata(error, request.origin.runner_id),
-            )
-        except FleetError as error:
-            log.warning("%s", error)
-            return Review(
-                decision="terminate",
-                explanation=failure_explanation(error, "terminate"),
-                metadata=failure_metadata(error, request.origin.runner_id),
-            )
-        return review_from_decision(decision)
+        answer = await decide(settings, request, on_timeout, on_refusal="terminate")
+        if isinstance(answer, Fallback):
+            return Review(decision=answer.decision, explanation=answer.explanation, metadata=answer.metadata)  # type: ignore[arg-type]
+        return review_from_decision(answer)
 
     return review
