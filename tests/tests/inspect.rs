@@ -39,7 +39,7 @@ fn python(repo: &Path) -> Option<PathBuf> {
         return Some(python);
     }
     let reason = format!(
-        "no {} with the Inspect integration installed (python3 -m venv .venv && .venv/bin/pip install -e 'integrations/inspect[test]' (the distribution inspect-airlock))",
+        "no {} with the Inspect integration installed (python3 -m venv .venv && .venv/bin/pip install -e 'integrations/inspect[test]')",
         python.display()
     );
     if std::env::var_os("CI").is_some() {
