@@ -5,8 +5,11 @@
 //!   loudly when `CI` is set.
 //! - [`unique_prefix`]: a fleet prefix no other test uses, so tests share one broker.
 //! - [`kill_connections`] and [`rabbitmqctl`]: faults injected on the broker side.
+//! - [`node`]: a RabbitMQ node of a test's own (TLS, stopping, clustering).
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
+
+pub mod node;
 
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -24,6 +24,7 @@ mod wire;
 use std::{
     fmt,
     future::Future,
+    path::PathBuf,
     sync::{Arc, Mutex, PoisonError},
     time::Duration,
 };
@@ -31,8 +32,9 @@ use std::{
 use lapin::{
     Channel,
     options::{ExchangeDeleteOptions, QueueDeclareOptions, QueueDeleteOptions},
+    tcp::OwnedTLSConfig,
     types::FieldTable,
-    uri::AMQPUri,
+    uri::{AMQPScheme, AMQPUri},
 };
 use tokio::sync::watch;
 use tracing::{debug, warn};
@@ -64,6 +66,9 @@ pub struct AmqpOptions {
     pub reconnect_max: Duration,
     /// How long one connection attempt may take.
     pub connect_timeout: Duration,
+    /// A PEM file of CA certificates that an `amqps://` broker's certificate may chain to
+    /// (besides the public web roots), e.g. a private CA's.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl AmqpOptions {
@@ -77,6 +82,7 @@ impl AmqpOptions {
             reconnect_min: Duration::from_millis(100),
             reconnect_max: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(15),
+            ca_file: None,
         }
     }
 
@@ -85,6 +91,33 @@ impl AmqpOptions {
     pub fn with_connection_name(mut self, name: impl Into<String>) -> Self {
         self.connection_name = name.into();
         self
+    }
+
+    /// Sets the CA file that an `amqps://` broker's certificate is verified against.
+    #[must_use]
+    pub fn with_ca_file(mut self, path: Option<PathBuf>) -> Self {
+        self.ca_file = path;
+        self
+    }
+
+    /// The TLS settings for connecting: the CA file's certificates, read now, so a missing or
+    /// unreadable file fails at start rather than at the first reconnect.
+    fn tls(&self, uri: &AMQPUri) -> Result<OwnedTLSConfig, TransportError> {
+        let Some(path) = &self.ca_file else {
+            return Ok(OwnedTLSConfig::default());
+        };
+        if uri.scheme != AMQPScheme::AMQPS {
+            return Err(TransportError::Invalid(format!(
+                "a CA file ({}) is given but the broker URL is not amqps://",
+                path.display()
+            )));
+        }
+        let pem = std::fs::read_to_string(path)
+            .map_err(|e| TransportError::Invalid(format!("CA file {}: {e}", path.display())))?;
+        if !pem.contains("-----BEGIN CERTIFICATE-----") {
+            return Err(TransportError::Invalid(format!("CA file {}: no PEM certificate in it", path.display())));
+        }
+        Ok(OwnedTLSConfig { identity: None, cert_chain: Some(pem) })
     }
 }
 
@@ -97,6 +130,7 @@ impl fmt::Debug for AmqpOptions {
             .field("reconnect_min", &self.reconnect_min)
             .field("reconnect_max", &self.reconnect_max)
             .field("connect_timeout", &self.connect_timeout)
+            .field("ca_file", &self.ca_file)
             .finish_non_exhaustive()
     }
 }
@@ -111,6 +145,7 @@ pub struct AmqpTransport {
 struct Inner {
     options: AmqpOptions,
     uri: AMQPUri,
+    tls: OwnedTLSConfig,
     /// Everything declared through this transport: declared again on every new connection.
     known: Mutex<Topology>,
     publishing: Link,
@@ -133,8 +168,10 @@ impl AmqpTransport {
     /// reached now: later connection losses are recovered from.
     pub async fn connect_with(options: AmqpOptions) -> Result<Self, TransportError> {
         let uri: AMQPUri = options.url.parse().map_err(|e| TransportError::Invalid(format!("AMQP URL: {e}")))?;
+        let tls = options.tls(&uri)?;
         let inner = Arc::new(Inner {
             uri,
+            tls,
             known: Mutex::new(Topology::empty("")),
             publishing: Link::new("publish"),
             consuming: Link::new("consume"),

@@ -73,7 +73,8 @@ impl Link {
     async fn dial(&self, inner: &Inner) -> Result<Arc<Connection>, TransportError> {
         let name = format!("{} ({})", inner.options.connection_name, self.role);
         let properties = ConnectionProperties::default().with_connection_name(name.into());
-        let connect = Connection::connect_uri(inner.uri.clone(), properties);
+        let runtime = lapin::runtime::default_runtime().map_err(|e| TransportError::Unavailable(Box::new(e)))?;
+        let connect = Connection::connect_uri_with_config(inner.uri.clone(), properties, inner.tls.clone(), runtime);
         let connection = match tokio::time::timeout(inner.options.connect_timeout, connect).await {
             Ok(Ok(connection)) => Arc::new(connection),
             Ok(Err(e)) => return Err(TransportError::Unavailable(Box::new(e))),
