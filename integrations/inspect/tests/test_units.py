@@ -162,6 +162,14 @@ def test_bad_parameters_fail_at_creation(monkeypatch: pytest.MonkeyPatch) -> Non
         fleet_reviewer(url="amqp://localhost", policy="strict", on_timeout="approve")
     with pytest.raises(ValueError, match="timeout"):
         fleet_approver(url="amqp://localhost", policy="strict", timeout=0)
+    with pytest.raises(ValueError, match="not amqps://"):
+        fleet_approver(url="amqp://localhost", policy="strict", ca_file=__file__)
+    with pytest.raises(FileNotFoundError, match="CA file /nonexistent/ca.pem"):
+        fleet_reviewer(url="amqps://localhost", policy="strict", ca_file="/nonexistent/ca.pem")
+    monkeypatch.setenv("AIRLOCK_CA_FILE", "/nonexistent/ca.pem")
+    with pytest.raises(FileNotFoundError, match="CA file /nonexistent/ca.pem"):
+        fleet_approver(url="amqps://localhost", policy="strict")
+    monkeypatch.delenv("AIRLOCK_CA_FILE")
     monkeypatch.setenv("AIRLOCK_AMQP_URL", "amqp://localhost")
     monkeypatch.setenv("AIRLOCK_POLICY", "strict")
     fleet_approver()

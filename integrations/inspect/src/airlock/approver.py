@@ -24,6 +24,7 @@ def fleet_approver(
     timeout: float | None = None,
     on_timeout: str = "reject",
     history_bytes: int = DEFAULT_HISTORY_BYTES,
+    ca_file: str | None = None,
 ) -> Approver:
     """Approver whose decisions come from an Airlock fleet.
 
@@ -38,6 +39,8 @@ def fleet_approver(
             reached): `reject` (default), `approve`, `terminate` or `escalate`.
         history_bytes: The most conversation history a request carries (encoded size); older
             messages are left out and their number is sent.
+        ca_file: CA certificates (PEM) an `amqps://` broker's certificate is verified
+            against, besides the system's (default: `AIRLOCK_CA_FILE`).
 
     Returns:
         Approver: an approver to list in a policy, e.g. with `tools: "*"`.
@@ -46,7 +49,7 @@ def fleet_approver(
         raise ValueError(
             f"airlock/fleet: on_timeout must be one of {', '.join(APPROVAL_ON_TIMEOUT)}, got '{on_timeout}'"
         )
-    settings = FleetSettings.resolve(url, prefix, policy, timeout, history_bytes)
+    settings = FleetSettings.resolve(url, prefix, policy, timeout, history_bytes, ca_file)
 
     async def approve(message: str, call: ToolCall, view: ToolCallView, history: list[ChatMessage]) -> Approval:
         request = new_request(settings, pb.ApprovalRequest(), message, call, view, history)

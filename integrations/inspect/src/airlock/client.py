@@ -24,6 +24,7 @@ import asyncio
 import logging
 import os
 import socket
+import ssl
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -93,9 +94,10 @@ class FleetClient:
     """A runner's link to one fleet (broker URL and prefix). Use `client_for()` to get the
     one shared by the running event loop."""
 
-    def __init__(self, url: str, prefix: str) -> None:
+    def __init__(self, url: str, prefix: str, ca_file: str | None = None) -> None:
         self.url = url
         self.prefix = prefix
+        self.ca_file = ca_file
         self.runner_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.reply_queue = f"{prefix}.reply.{self.runner_id}"
         self.requests_queue = f"{prefix}.requests"
@@ -236,6 +238,7 @@ class FleetClient:
             aio_pika.connection.make_url(self.url),
             client_properties={"connection_name": name},
             reconnect_interval=RECONNECT_INTERVAL,
+            ssl_context=ssl.create_default_context(cafile=self.ca_file) if self.ca_file else None,
         )
         try:
             await connection.connect(timeout=CONNECT_TIMEOUT)
@@ -339,12 +342,13 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
 
 # === one client per event loop and fleet ===
 
-_clients: dict[tuple[str, str], FleetClient] = {}
+_clients: dict[tuple[str, str, str | None], FleetClient] = {}
 _clients_loop: asyncio.AbstractEventLoop | None = None
 
 
-def client_for(url: str, prefix: str) -> FleetClient:
-    """The client of the running event loop for the fleet at `url` / `prefix`, created on
+def client_for(url: str, prefix: str, ca_file: str | None = None) -> FleetClient:
+    """The client of the running event loop for the fleet at `url` / `prefix` (verified with
+    `ca_file` over TLS), created on
     first use. Each `inspect_ai.eval()` runs its own event loop; clients of an earlier loop
     are forgotten (their loop is gone)."""
     global _clients_loop
@@ -355,9 +359,9 @@ def client_for(url: str, prefix: str) -> FleetClient:
     if _clients_loop is not loop:
         _clients.clear()
         _clients_loop = loop
-    client = _clients.get((url, prefix))
+    client = _clients.get((url, prefix, ca_file))
     if client is None or client.closed:
-        client = _clients[(url, prefix)] = FleetClient(url, prefix)
+        client = _clients[(url, prefix, ca_file)] = FleetClient(url, prefix, ca_file)
     return client
 
 

@@ -22,6 +22,8 @@ ENV_POLICY = "AIRLOCK_POLICY"
 """An Inspect policy file (sent with each request) or the name of a policy the workers hold."""
 ENV_TIMEOUT = "AIRLOCK_TIMEOUT"
 """Seconds a request may wait for its decision."""
+ENV_CA_FILE = "AIRLOCK_CA_FILE"
+"""A PEM file of CA certificates an `amqps://` broker's certificate is verified against."""
 
 
 def _registered_name(name: str) -> str:
@@ -60,6 +62,9 @@ class FleetSettings:
     """Seconds a request may wait for its decision."""
     history_bytes: int
     """The most conversation history a request carries, in encoded bytes."""
+    ca_file: str | None = None
+    """CA certificates (PEM) an `amqps://` broker's certificate is verified against, besides
+    the system's."""
 
     @classmethod
     def resolve(
@@ -69,12 +74,14 @@ class FleetSettings:
         policy: str | None,
         timeout: float | None,
         history_bytes: int,
+        ca_file: str | None = None,
     ) -> FleetSettings:
         """Fills what was not given from the environment and checks everything.
 
         Raises:
             ValueError: a parameter is missing or out of range.
-            FileNotFoundError: `policy` names a file (it has a `/`) that does not exist.
+            FileNotFoundError: `policy` names a file (it has a `/`) that does not exist, or
+                `ca_file` does not exist.
         """
         url = url or os.environ.get(ENV_URL)
         if not url:
@@ -88,12 +95,19 @@ class FleetSettings:
             raise ValueError(f"airlock/fleet: timeout must be positive, got {timeout}")
         if history_bytes < 0:
             raise ValueError(f"airlock/fleet: history_bytes must not be negative, got {history_bytes}")
+        ca_file = ca_file or os.environ.get(ENV_CA_FILE) or None
+        if ca_file is not None:
+            if urlsplit(url).scheme != "amqps":
+                raise ValueError(f"airlock/fleet: a CA file ({ca_file}) is given but the broker URL is not amqps://")
+            if not Path(ca_file).is_file():
+                raise FileNotFoundError(f"airlock/fleet: CA file {ca_file} does not exist")
         return cls(
             url=url,
             prefix=prefix or os.environ.get(ENV_PREFIX) or DEFAULT_PREFIX,
             policy=load_policy(policy),
             timeout=float(timeout),
             history_bytes=history_bytes,
+            ca_file=ca_file,
         )
 
 

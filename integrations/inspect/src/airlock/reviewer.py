@@ -25,6 +25,7 @@ def fleet_reviewer(
     timeout: float | None = None,
     on_timeout: str = "terminate",
     history_bytes: int = DEFAULT_HISTORY_BYTES,
+    ca_file: str | None = None,
 ) -> Reviewer:
     """Reviewer whose decisions come from an Airlock fleet.
 
@@ -39,13 +40,15 @@ def fleet_reviewer(
             reached): `terminate` (default), `continue` or `escalate`.
         history_bytes: The most conversation history a request carries (encoded size); older
             messages are left out and their number is sent.
+        ca_file: CA certificates (PEM) an `amqps://` broker's certificate is verified
+            against, besides the system's (default: `AIRLOCK_CA_FILE`).
 
     Returns:
         Reviewer: a reviewer to list in a policy, e.g. with `tools: "*"`.
     """
     if on_timeout not in REVIEW_ON_TIMEOUT:
         raise ValueError(f"airlock/fleet: on_timeout must be one of {', '.join(REVIEW_ON_TIMEOUT)}, got '{on_timeout}'")
-    settings = FleetSettings.resolve(url, prefix, policy, timeout, history_bytes)
+    settings = FleetSettings.resolve(url, prefix, policy, timeout, history_bytes, ca_file)
 
     async def review(
         message: str,
