@@ -14,6 +14,8 @@ use airlock_policy::Call;
 use airlock_policy::render::format_function_call;
 use pulldown_cmark::{CodeBlockKind, CowStr, Event, Options, Parser, Tag, TagEnd};
 
+use crate::task::Returned;
+
 /// The marker's opening character (U+2039).
 pub const MARKER_OPEN: char = '\u{2039}';
 /// The marker's closing character (U+203A).
@@ -174,13 +176,8 @@ pub struct Shown {
     pub call: Content,
 }
 
-/// The view of `call` a person sees, with `review` = (the tool message, the raw output) for
-/// a review.
-pub fn shown(
-    call: Option<&v1::ToolCall>,
-    view: Option<&v1::ToolCallView>,
-    review: Option<(Option<&v1::ChatMessage>, &str)>,
-) -> Shown {
+/// The view of `call` a person sees, with what the call returned for a review.
+pub fn shown(call: Option<&v1::ToolCall>, view: Option<&v1::ToolCallView>, review: Option<Returned<'_>>) -> Shown {
     let arguments: serde_json::Map<String, serde_json::Value> =
         call.and_then(|c| serde_json::from_str(&c.arguments_json).ok()).unwrap_or_default();
     let content = |c: &v1::ToolCallContent| Content {
@@ -193,8 +190,8 @@ pub fn shown(
         Some(c) => content(c),
         None => Content { title: None, markdown: true, text: default_view(call, &arguments) },
     };
-    if let Some((result, output)) = review {
-        let outcome = match result {
+    if let Some(Returned { message, output }) = review {
+        let outcome = match message {
             Some(message) => match &message.error {
                 Some(error) => format!("Error ({}): {}", error.r#type, error.message),
                 None => message.text.clone(),

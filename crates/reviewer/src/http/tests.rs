@@ -1,15 +1,21 @@
 //! The router through `oneshot`: API authorisation, choices, conflicts; the UI's login,
 //! CSRF and escaping.
 
+use std::sync::Arc;
+
+use airlock_records::time::now_ms;
 use axum::body::Body;
-use axum::http::Request;
+use axum::http::{HeaderMap, Request, StatusCode, header};
 use prost::Message as _;
+use serde_json::{Value, json};
 use tower::ServiceExt as _;
 
 use super::*;
-use crate::auth::{Reviewers, sha256_hex};
+use crate::auth::{CSRF_HEADER, Reviewer, Reviewers, SESSION_COOKIE, sha256_hex};
 use crate::fixtures::{human, memory_store};
+use crate::shared::Shared;
 use crate::store::Inserted;
+use crate::task::DISMISSED_EXPLANATION;
 
 const ALICE: &str = "alice-token";
 const BOB: &str = "bob-token";

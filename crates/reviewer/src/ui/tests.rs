@@ -66,7 +66,7 @@ fn the_default_view_is_the_rendered_call_and_placeholders_are_filled() {
             content: "$ {{cmd}} {{missing}}".into(),
         }),
     };
-    let shown = super::shown(Some(&call), Some(&view), Some((None, "out")));
+    let shown = super::shown(Some(&call), Some(&view), Some(Returned { message: None, output: "out" }));
     assert_eq!(shown.call.title.as_deref(), Some("Run ls ```"));
     assert_eq!(shown.call.text, "$ ls ``` {{missing}}\n\nResult\n\nout");
 }
