@@ -160,6 +160,17 @@ async fn login(shared: &Arc<Shared>, token: &str) -> String {
     cookie.trim_start_matches("airlock_session=").split(';').next().unwrap().to_owned()
 }
 
+/// The CSRF token a page carries in its `csrf-token` meta element.
+fn csrf_token(page: &str) -> String {
+    page.split("name=\"csrf-token\" content=\"").nth(1).unwrap().split('"').next().unwrap().to_owned()
+}
+
+/// The CSRF token of the session `cookie`, read from its pending list.
+async fn csrf_of(shared: &Arc<Shared>, cookie: &str) -> String {
+    let (_, _, page) = send(shared, browser("GET", "/", Some(cookie), None, "").body(Body::empty()).unwrap()).await;
+    csrf_token(&page)
+}
+
 #[tokio::test]
 async fn the_ui_needs_a_session_and_a_csrf_token() {
     let (shared, _outbox, ids) = setup().await;
@@ -183,7 +194,7 @@ async fn the_ui_needs_a_session_and_a_csrf_token() {
     assert!(page.contains(&format!("id=\"task-{}\"", ids[0])), "{page}");
     assert!(!page.contains(&format!("id=\"task-{}\"", ids[2])), "bob's pool is not shown to alice");
     assert!(page.contains("data-key=\"a\""));
-    let csrf = page.split("name=\"csrf-token\" content=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
+    let csrf = csrf_token(&page);
 
     // A decision without the CSRF token, or from another origin, is refused.
     let uri = format!("/ui/tasks/{}/decision", ids[0]);
@@ -313,8 +324,7 @@ async fn every_ui_route_needs_a_session() {
 async fn ui_posts_check_origin_form_and_token_in_order() {
     let (shared, _outbox, ids) = setup().await;
     let cookie = login(&shared, ALICE).await;
-    let (_, _, page) = send(&shared, browser("GET", "/", Some(&cookie), None, "").body(Body::empty()).unwrap()).await;
-    let csrf = page.split("name=\"csrf-token\" content=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
+    let csrf = csrf_of(&shared, &cookie).await;
     let uri = format!("/ui/tasks/{}/decision", ids[0]);
     let post = |origin: Option<&str>, site: Option<&str>, body: String| {
         let mut request = browser("POST", &uri, Some(&cookie), origin, "x");
@@ -354,8 +364,7 @@ async fn ui_posts_check_origin_form_and_token_in_order() {
 async fn logout_needs_the_token_and_ends_the_session() {
     let (shared, _outbox, _) = setup().await;
     let cookie = login(&shared, ALICE).await;
-    let (_, _, page) = send(&shared, browser("GET", "/", Some(&cookie), None, "").body(Body::empty()).unwrap()).await;
-    let csrf = page.split("name=\"csrf-token\" content=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
+    let csrf = csrf_of(&shared, &cookie).await;
     let logout = |body: String| browser("POST", "/logout", Some(&cookie), None, "x").body(Body::from(body)).unwrap();
     let signed_in = |cookie: &str| {
         let request = browser("GET", "/ui/pending", Some(cookie), None, "").body(Body::empty()).unwrap();
