@@ -250,7 +250,7 @@ pub struct Sessions {
 
 impl Sessions {
     /// Opens a session for `reviewer`; returns its id (the cookie's value).
-    pub fn open(&self, reviewer: &str) -> (String, SessionEntry) {
+    pub fn open(&self, reviewer: &str) -> String {
         let id = random_hex::<32>();
         let session = SessionEntry {
             reviewer: reviewer.to_owned(),
@@ -260,8 +260,8 @@ impl Sessions {
         let mut map = self.map.lock().expect("sessions lock");
         let now = Instant::now();
         map.retain(|_, s| s.expires > now);
-        map.insert(id.clone(), session.clone());
-        (id, session)
+        map.insert(id.clone(), session);
+        id
     }
 
     /// The live session with this id.

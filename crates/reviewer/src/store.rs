@@ -27,11 +27,22 @@ use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, SqlSafeStr, Type};
 
 use crate::task::{Incoming, State, Task, Verdict};
 
+/// One step of the schema.
+struct Schema {
+    /// Its version, from 1, in order.
+    version: i64,
+    /// What it adds.
+    name: &'static str,
+    /// Its SQL.
+    sql: &'static str,
+}
+
 /// The schema, for SQLite.
-const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[(1, "tasks", include_str!("../migrations/sqlite/0001_tasks.sql"))];
+const SQLITE_MIGRATIONS: &[Schema] =
+    &[Schema { version: 1, name: "tasks", sql: include_str!("../migrations/sqlite/0001_tasks.sql") }];
 /// The same schema, for PostgreSQL.
-const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] =
-    &[(1, "tasks", include_str!("../migrations/postgres/0001_tasks.sql"))];
+const POSTGRES_MIGRATIONS: &[Schema] =
+    &[Schema { version: 1, name: "tasks", sql: include_str!("../migrations/postgres/0001_tasks.sql") }];
 
 /// Task states as stored.
 const PENDING: &str = "pending";
@@ -187,8 +198,8 @@ impl Store {
         };
         let migrations = migrations
             .iter()
-            .map(|(version, name, sql)| {
-                Migration::new(*version, (*name).into(), MigrationType::Simple, sql.into_sql_str(), false)
+            .map(|step| {
+                Migration::new(step.version, step.name.into(), MigrationType::Simple, step.sql.into_sql_str(), false)
             })
             .collect();
         // Locking (an advisory lock on PostgreSQL) lets several processes start at once.

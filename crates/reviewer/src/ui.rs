@@ -41,11 +41,16 @@ pub fn is_unsafe(c: char) -> bool {
     )
 }
 
+/// Whether [`display_safe`] replaces anything in `text`.
+pub fn has_unsafe(text: &str) -> bool {
+    text.chars().any(is_unsafe)
+}
+
 /// Text with every control and invisible character shown as `‹U+XXXX›`, as Inspect's
-/// `display_safe`; the flag says whether anything was replaced.
-pub fn display_safe(text: &str) -> (String, bool) {
-    if !text.chars().any(is_unsafe) {
-        return (text.to_owned(), false);
+/// `display_safe`.
+pub fn display_safe(text: &str) -> String {
+    if !has_unsafe(text) {
+        return text.to_owned();
     }
     let mut out = String::with_capacity(text.len() + 16);
     for c in text.chars() {
@@ -57,7 +62,7 @@ pub fn display_safe(text: &str) -> (String, bool) {
             out.push(c);
         }
     }
-    (out, true)
+    out
 }
 
 /// Escapes text for HTML element content and quoted attribute values.
@@ -78,7 +83,7 @@ pub fn escape(text: &str) -> String {
 
 /// Untrusted text as HTML: display-safe, escaped, with each marker styled so it stands out.
 pub fn safe_html(text: &str) -> String {
-    mark(&escape(&display_safe(text).0))
+    mark(&escape(&display_safe(text)))
 }
 
 /// Wraps each `‹U+XXXX›` marker of already-escaped HTML in `<span class="ctl">`. Only
@@ -113,7 +118,7 @@ fn mark(html: &str) -> String {
 /// Renders untrusted markdown to HTML: display-safe first; raw HTML is shown as text (a
 /// block as code); links and images become their text followed by their address.
 pub fn markdown_html(text: &str) -> String {
-    let (safe, _) = display_safe(text);
+    let safe = display_safe(text);
     let options = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH;
     let mut links: Vec<CowStr<'_>> = Vec::new();
     let events = Parser::new_ext(&safe, options).map(|event| match event {

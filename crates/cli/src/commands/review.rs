@@ -15,7 +15,7 @@ use airlock_policy::Kind;
 use airlock_records::review::{Settled, TaskView};
 use airlock_reviewer::auth::{Reviewer, Reviewers, new_token, sha256_hex};
 use airlock_reviewer::client::{ApiClient, RequestError};
-use airlock_reviewer::ui::display_safe;
+use airlock_reviewer::ui::{display_safe, has_unsafe};
 use airlock_reviewer::{ReviewerConfig, Service, instance_for_store};
 use clap::Args;
 use tokio::sync::mpsc;
@@ -223,7 +223,7 @@ fn capitalize(word: &str) -> String {
 
 /// What the console shows of a task, every model-supplied string display-safe.
 pub fn render(task: &TaskView) -> String {
-    let safe = |text: &str| display_safe(text).0;
+    let safe = display_safe;
     let rule = "─".repeat(72);
     let title = if task.kind == Kind::Review { "Review Tool Result" } else { "Approve Tool" };
     let mut out = format!("\n┌ {title} {}\n", "─".repeat(70usize.saturating_sub(title.len())));
@@ -258,7 +258,7 @@ pub fn render(task: &TaskView) -> String {
     out.push_str(&format!("{}\n{rule}\n", safe(&shown.call.text)));
     let contents = shown.context.iter().chain([&shown.call]);
     let mut texts = contents.flat_map(|c| [c.title.as_deref().unwrap_or_default(), c.text.as_str()]);
-    if display_safe(&task.message).1 || texts.any(|text| display_safe(text).1) {
+    if has_unsafe(&task.message) || texts.any(has_unsafe) {
         out.push_str("Note: control or invisible characters in this task are shown as ‹U+XXXX›.\n");
     }
     out

@@ -121,7 +121,7 @@ pub async fn login(State(shared): State<Arc<Shared>>, _: SameOrigin, body: Bytes
     let Some(reviewer) = shared.reviewers.authenticate(&login.token) else {
         return Ok((StatusCode::UNAUTHORIZED, Html(pages::login(Some("That token is not valid.")))).into_response());
     };
-    let (id, _) = shared.sessions.open(&reviewer.name);
+    let id = shared.sessions.open(&reviewer.name);
     let cookie = format!("{SESSION_COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}", SESSION_TTL.as_secs());
     let mut response = Redirect::to("/").into_response();
     response.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(&cookie).expect("a cookie is ASCII"));

@@ -15,7 +15,7 @@ fn display_safe_matches_inspect() {
         ("isolate\u{2066}x\u{2069}", "isolate‹U+2066›x‹U+2069›", true),
     ];
     for (input, shown, escaped) in vectors {
-        assert_eq!(display_safe(input), (shown.to_owned(), escaped), "{input:?}");
+        assert_eq!((display_safe(input), has_unsafe(input)), (shown.to_owned(), escaped), "{input:?}");
     }
 }
 
