@@ -14,7 +14,7 @@ use crate::shared::{Change, Shared};
 
 /// `GET /events`: server-sent events for a signed-in browser.
 pub async fn stream(State(shared): State<Arc<Shared>>, session: Session) -> Response {
-    let pools = session.reviewer.pools_among(&shared.pools);
+    let pools = session.pools(&shared);
     let receiver = shared.changes.subscribe();
     let stop = shared.stop.clone();
     let stream = futures_util::stream::unfold((receiver, stop, pools), |(mut receiver, stop, pools)| async move {
