@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use airlock_client::{Client, ClientConfig};
+use airlock_records::review::{Settled, TaskState};
 use airlock_reviewer::auth::{Reviewer, Reviewers, sha256_hex};
-use airlock_reviewer::client::ApiClient;
+use airlock_reviewer::client::{ApiClient, RequestError};
 use airlock_reviewer::store::{Decided, Store};
 use airlock_reviewer::task::Verdict;
 use airlock_reviewer::{ReviewerConfig, Service};
@@ -91,10 +92,10 @@ impl Fleet {
     }
 }
 
-/// Waits until the API lists `n` pending tasks, and returns them.
+/// Waits until the API lists `n` pending tasks, and returns them as the wire's JSON.
 async fn pending(api: &ApiClient, n: usize) -> Vec<serde_json::Value> {
     loop {
-        let tasks = api.tasks().await.unwrap();
+        let tasks = api.get("/api/tasks").await.unwrap().json()["tasks"].as_array().cloned().unwrap();
         if tasks.len() == n {
             return tasks;
         }
@@ -143,16 +144,22 @@ async fn human_steps_are_answered_through_the_api() {
         assert_eq!(task["call"]["arguments"]["cmd"], "rm -r build");
         assert_eq!(task["correlation"], "approval/run/s1/1/c1");
         let id = task["id"].as_str().unwrap().to_owned();
-        let (status, body) = api.decide(&id, "modify", None).await.unwrap();
-        assert_eq!(status, 422, "{body}");
-        let (status, body) = api.decide(&id, "approve", Some("fine, it is a build dir")).await.unwrap();
-        assert_eq!(status, 200, "{body}");
+        assert_eq!(api.decide(&id, "modify", None).await.unwrap_err().status(), Some(422));
+        let decided = api.decide(&id, "approve", Some("fine, it is a build dir")).await.unwrap();
+        assert!(
+            matches!(&decided.state, TaskState::Decided { decision: airlock_policy::Decision::Approve, explanation, decided_by, .. }
+                if explanation == "fine, it is a build dir" && decided_by == "alice"),
+            "{:?}",
+            decided.state
+        );
         let decision = asked.await.unwrap().unwrap();
         assert_eq!((decision_name(&decision), decision.approver.as_str()), ("approve", "human"));
         assert_eq!(decision.decided_by, "alice");
         assert_eq!(decision.explanation.as_deref(), Some("fine, it is a build dir"));
-        let (status, body) = api.decide(&id, "reject", None).await.unwrap();
-        assert_eq!((status, body["error"].as_str()), (409, Some("already decided")));
+        let refused = api.decide(&id, "reject", None).await.unwrap_err();
+        let RequestError::Refused { status: 409, error } = refused else { panic!("not a conflict: {refused}") };
+        assert_eq!(error.error, "already decided");
+        assert!(matches!(error.settled, Some(Settled::Decided { decided_by, .. }) if decided_by == "alice"));
 
         // The same HumanTask delivered again (a redelivery, a duplicate publish) is not a second task.
         let topology = Topology::new(prefix.as_str());
@@ -160,7 +167,7 @@ async fn human_steps_are_answered_through_the_api() {
         transport.publish(&Destination::queue(topology.human_queue("ops")), Message::new(duplicate)).await.unwrap();
         drained(&topology.human_queue("ops")).await;
         assert!(api.tasks().await.unwrap().is_empty());
-        let (_, history) = api.get("/api/history").await.unwrap();
+        let history = api.get("/api/history").await.unwrap().json();
         assert_eq!(history["tasks"].as_array().unwrap().len(), 1);
 
         // A review, continued by the person.
@@ -169,8 +176,7 @@ async fn human_steps_are_answered_through_the_api() {
         let task = pending(&api, 1).await.remove(0);
         assert_eq!(task["choices"], json!(["continue", "terminate"]));
         assert!(task["shown"]["call"]["text"].as_str().unwrap().contains("a b c"));
-        let (status, _) = api.decide(task["id"].as_str().unwrap(), "continue", None).await.unwrap();
-        assert_eq!(status, 200);
+        api.decide(task["id"].as_str().unwrap(), "continue", None).await.unwrap();
         let decision = asked.await.unwrap().unwrap();
         assert_eq!((decision_name(&decision), decision.decided_by.as_str()), ("continue", "alice"));
         assert_eq!(
@@ -194,7 +200,7 @@ async fn human_steps_are_answered_through_the_api() {
         pending(&api, 1).await;
         fleet.client.cancel(&key, airlock_contract::v1::Kind::Approval, "the sample ended").await;
         loop {
-            let (_, history) = api.get("/api/history").await.unwrap();
+            let history = api.get("/api/history").await.unwrap().json();
             let withdrawn = history["tasks"].as_array().unwrap().iter().find(|t| t["state"] == "cancelled").cloned();
             if let Some(task) = withdrawn {
                 assert_eq!(task["reason"], "the sample ended");
@@ -263,7 +269,7 @@ async fn a_restart_loses_nothing_and_sends_nothing_twice() {
         after.sort();
         assert_eq!(after, rest);
         for id in &after {
-            assert_eq!(api.decide(id, "approve", None).await.unwrap().0, 200);
+            api.decide(id, "approve", None).await.unwrap();
         }
         let mut decisions = Vec::new();
         while let Some(decision) = asked.join_next().await {

@@ -231,9 +231,9 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 // === impl Sessions ===
 
-/// A logged-in browser.
+/// A logged-in browser, as [`Sessions`] keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Session {
+pub struct SessionEntry {
     /// The reviewer's name.
     pub reviewer: String,
     /// The token forms and scripts must echo.
@@ -245,24 +245,27 @@ pub struct Session {
 /// again), and several processes behind one address need sticky routing.
 #[derive(Debug, Default)]
 pub struct Sessions {
-    map: Mutex<HashMap<String, Session>>,
+    map: Mutex<HashMap<String, SessionEntry>>,
 }
 
 impl Sessions {
     /// Opens a session for `reviewer`; returns its id (the cookie's value).
-    pub fn open(&self, reviewer: &str) -> (String, Session) {
+    pub fn open(&self, reviewer: &str) -> String {
         let id = random_hex::<32>();
-        let session =
-            Session { reviewer: reviewer.to_owned(), csrf: random_hex::<32>(), expires: Instant::now() + SESSION_TTL };
+        let session = SessionEntry {
+            reviewer: reviewer.to_owned(),
+            csrf: random_hex::<32>(),
+            expires: Instant::now() + SESSION_TTL,
+        };
         let mut map = self.map.lock().expect("sessions lock");
         let now = Instant::now();
         map.retain(|_, s| s.expires > now);
-        map.insert(id.clone(), session.clone());
-        (id, session)
+        map.insert(id.clone(), session);
+        id
     }
 
     /// The live session with this id.
-    pub fn get(&self, id: &str) -> Option<Session> {
+    pub fn get(&self, id: &str) -> Option<SessionEntry> {
         let map = self.map.lock().expect("sessions lock");
         map.get(id).filter(|s| s.expires > Instant::now()).cloned()
     }

@@ -4,6 +4,9 @@
 
 use std::io;
 
+use airlock_records::review::{DecisionBody, ErrorView, ReviewerView, TaskList, TaskView};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
@@ -133,6 +136,35 @@ fn parse(raw: &[u8]) -> io::Result<Response> {
     Ok(Response { status, body: body.to_vec() })
 }
 
+/// Why a call of the reviewer API failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// The service could not be reached, or the connection failed.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    /// The service refused the request, saying why.
+    #[error("{status}: {}", error.error)]
+    Refused {
+        /// The status code.
+        status: u16,
+        /// The body (its text as `error` when the body is not the API's JSON).
+        error: ErrorView,
+    },
+    /// The service accepted the request but its answer is not the expected view.
+    #[error("unreadable answer: {0}")]
+    Unreadable(#[from] serde_json::Error),
+}
+
+impl RequestError {
+    /// The status of a refusal.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            RequestError::Refused { status, .. } => Some(*status),
+            RequestError::Io(_) | RequestError::Unreadable(_) => None,
+        }
+    }
+}
+
 /// The reviewer API at `base` (e.g. `http://127.0.0.1:8080`) with a reviewer's token.
 #[derive(Debug, Clone)]
 pub struct ApiClient {
@@ -146,36 +178,45 @@ impl ApiClient {
         ApiClient { base: base.trim_end_matches('/').to_owned(), token: token.to_owned() }
     }
 
-    /// `GET base+path`, as (status, JSON).
-    pub async fn get(&self, path: &str) -> io::Result<(u16, Value)> {
+    /// `GET base+path`, whatever the answer.
+    pub async fn get(&self, path: &str) -> io::Result<Response> {
         let auth = format!("Bearer {}", self.token);
-        let response = request("GET", &format!("{}{path}", self.base), &[("Authorization", &auth)], None).await?;
-        Ok((response.status, response.json()))
+        request("GET", &format!("{}{path}", self.base), &[("Authorization", &auth)], None).await
     }
 
-    /// `POST base+path` with a JSON body, as (status, JSON).
-    pub async fn post(&self, path: &str, body: &Value) -> io::Result<(u16, Value)> {
+    /// `POST base+path` with `body` as JSON, whatever the answer.
+    pub async fn post(&self, path: &str, body: &impl Serialize) -> io::Result<Response> {
         let auth = format!("Bearer {}", self.token);
         let headers = [("Authorization", auth.as_str()), ("Content-Type", "application/json")];
-        let body = body.to_string();
-        let response = request("POST", &format!("{}{path}", self.base), &headers, Some(body.as_bytes())).await?;
-        Ok((response.status, response.json()))
+        let body = serde_json::to_vec(body).map_err(io::Error::other)?;
+        request("POST", &format!("{}{path}", self.base), &headers, Some(&body)).await
     }
 
-    /// The caller's pending tasks.
-    pub async fn tasks(&self) -> io::Result<Vec<Value>> {
-        let (status, body) = self.get("/api/tasks").await?;
-        if status != 200 {
-            return Err(io::Error::other(format!("GET /api/tasks: {status} {body}")));
-        }
-        Ok(body["tasks"].as_array().cloned().unwrap_or_default())
+    /// The caller's name and pools.
+    pub async fn me(&self) -> Result<ReviewerView, RequestError> {
+        view(self.get("/api/me").await?)
     }
 
-    /// Answers a task, as (status, JSON).
-    pub async fn decide(&self, id: &str, decision: &str, explanation: Option<&str>) -> io::Result<(u16, Value)> {
-        let body = serde_json::json!({"decision": decision, "explanation": explanation});
-        self.post(&format!("/api/tasks/{id}/decision"), &body).await
+    /// The caller's pending tasks, oldest first.
+    pub async fn tasks(&self) -> Result<Vec<TaskView>, RequestError> {
+        view::<TaskList>(self.get("/api/tasks").await?).map(|list| list.tasks)
     }
+
+    /// Answers a task; the task as decided.
+    pub async fn decide(&self, id: &str, decision: &str, explanation: Option<&str>) -> Result<TaskView, RequestError> {
+        let body = DecisionBody { decision: decision.to_owned(), explanation: explanation.map(str::to_owned) };
+        view(self.post(&format!("/api/tasks/{id}/decision"), &body).await?)
+    }
+}
+
+/// A `200` answer read as `T`, or the refusal.
+fn view<T: DeserializeOwned>(response: Response) -> Result<T, RequestError> {
+    if response.status == 200 {
+        return Ok(serde_json::from_slice(&response.body)?);
+    }
+    let error = serde_json::from_slice(&response.body)
+        .unwrap_or_else(|_| ErrorView { error: String::from_utf8_lossy(&response.body).into_owned(), settled: None });
+    Err(RequestError::Refused { status: response.status, error })
 }
 
 #[cfg(test)]
@@ -189,5 +230,18 @@ mod tests {
         let chunked =
             parse(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n").unwrap();
         assert_eq!((chunked.status, chunked.body.as_slice()), (200, &b"abcde"[..]));
+    }
+
+    #[test]
+    fn refusals_keep_their_status_and_reason() {
+        let refused = |body: &[u8]| Response { status: 409, body: body.to_vec() };
+        let body = br#"{"error": "withdrawn by the runner", "reason": "the sample ended"}"#;
+        let err = view::<TaskView>(refused(body)).unwrap_err();
+        assert_eq!(err.status(), Some(409));
+        assert_eq!(err.to_string(), "409: withdrawn by the runner");
+        let err = view::<TaskView>(Response { status: 502, body: b"Bad Gateway".to_vec() }).unwrap_err();
+        assert_eq!(err.to_string(), "502: Bad Gateway");
+        let err = view::<TaskView>(Response { status: 200, body: b"{}".to_vec() }).unwrap_err();
+        assert!(matches!(err, RequestError::Unreadable(_)), "{err}");
     }
 }

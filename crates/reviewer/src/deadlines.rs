@@ -1,6 +1,6 @@
 //! Deadlines: a pending task whose deadline passed gets its step's `on_timeout` decision,
-//! recorded as decided by [`DECIDED_BY_TIMEOUT`](crate::task::DECIDED_BY_TIMEOUT), through the
-//! same path as a person's answer (so a person who answered first wins).
+//! recorded as decided by [`DECIDED_BY_TIMEOUT`], through the same path as a person's answer
+//! (so a person who answered first wins).
 
 use std::sync::Arc;
 use std::time::Duration;

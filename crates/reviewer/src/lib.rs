@@ -14,10 +14,14 @@
 //! - [`outbox`]: answers published with confirms, marked sent, resent after a restart.
 //! - [`deadlines`]: `on_timeout` for tasks nobody answered in time.
 //! - [`shared`]: the state the parts share, the decision path, the change feed.
-//! - [`http`]: the axum router: API, UI, server-sent events.
-//! - [`auth`]: tokens file, bearer tokens, sessions, CSRF.
+//! - [`http`]: the axum router; [`http::extract`] (bearer [`auth::Reviewer`], cookie session,
+//!   same origin, CSRF-checked forms as extractors), [`http::api`] (the JSON API, whose views
+//!   are `airlock_records::review`'s), [`http::ui`] (pages, login, decisions from forms),
+//!   [`http::events`] (server-sent events), [`http::security`] (headers of every response).
+//! - [`auth`]: tokens file, token hashes, sessions, cookie and origin checks.
 //! - [`ui`]: display-safe text, escaping, markdown, the pages.
-//! - [`client`]: a small plain-HTTP client of the API, for the console and tests.
+//! - [`client`]: a small plain-HTTP client of the API, typed by the API's views, for the
+//!   console and tests.
 //! - [`run`] / [`Service`]: start, serve, stop in order.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]

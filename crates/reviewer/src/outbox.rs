@@ -71,17 +71,18 @@ pub async fn run<T: Transport>(
 
 /// Publishes one answer and marks it sent once the broker confirmed it.
 pub async fn send<T: Transport>(shared: Arc<Shared>, transport: T, results: Destination, entry: OutboxEntry) {
-    let answered = v1::StepResult::decode(entry.body.as_slice())
-        .ok()
-        .and_then(|result| Some((result.task?.name, result.answer?.decision)));
+    // The metric's labels: the step's name and the decision sent.
+    let answered = v1::StepResult::decode(entry.body.as_slice()).ok().and_then(|result| {
+        let decision = decision_from_wire(result.answer?.decision).map_or("unspecified", |d| d.as_str());
+        Some(AnswerLabels { step: result.task?.name, decision: decision.to_owned() })
+    });
     let message = Message::new(entry.body)
         .with_correlation_id(entry.correlation.clone())
         .with_message_id(format!("human-answer/{}", entry.task_id));
     match transport.publish(&results, message).await {
         Ok(()) => {
-            if let Some((step, decision)) = answered {
-                let decision = decision_from_wire(decision).map_or("unspecified", |d| d.as_str()).to_owned();
-                shared.metrics.step_answers.get_or_create(&AnswerLabels { step, decision }).inc();
+            if let Some(labels) = answered {
+                shared.metrics.step_answers.get_or_create(&labels).inc();
             }
             if let Err(e) = shared.store.mark_sent(&entry.task_id, now_ms()).await {
                 warn!(task = %entry.task_id, error = %e, "Answer sent but not marked; it may be sent again.");

@@ -153,7 +153,7 @@ pub async fn watch(shared: Arc<Shared>) {
     loop {
         match shared.store.pending_ids().await {
             Ok(pending) => {
-                let now: HashMap<String, String> = pending.into_iter().collect();
+                let now: HashMap<String, String> = pending.into_iter().map(|p| (p.id, p.pool)).collect();
                 if !first {
                     for (id, pool) in &known {
                         if !now.contains_key(id) {

@@ -23,40 +23,39 @@ use prost::Message as _;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{QueryBuilder, SqlSafeStr};
+use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, SqlSafeStr, Type};
 
 use crate::task::{Incoming, State, Task, Verdict};
 
+/// One step of the schema.
+struct Schema {
+    /// Its version, from 1, in order.
+    version: i64,
+    /// What it adds.
+    name: &'static str,
+    /// Its SQL.
+    sql: &'static str,
+}
+
 /// The schema, for SQLite.
-const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[(1, "tasks", include_str!("../migrations/sqlite/0001_tasks.sql"))];
+const SQLITE_MIGRATIONS: &[Schema] =
+    &[Schema { version: 1, name: "tasks", sql: include_str!("../migrations/sqlite/0001_tasks.sql") }];
 /// The same schema, for PostgreSQL.
-const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] =
-    &[(1, "tasks", include_str!("../migrations/postgres/0001_tasks.sql"))];
+const POSTGRES_MIGRATIONS: &[Schema] =
+    &[Schema { version: 1, name: "tasks", sql: include_str!("../migrations/postgres/0001_tasks.sql") }];
 
 /// Task states as stored.
 const PENDING: &str = "pending";
 const DECIDED: &str = "decided";
 const CANCELLED: &str = "cancelled";
 
-/// The columns a [`Task`] is read from, in [`TaskRow`] order.
+/// The columns a [`Task`] is read from (by name, in [`task_from_row`]).
 const TASK_COLUMNS: &str = "id, correlation, pool, step, body, received_at, deadline_at, state, decision, \
                             explanation, decided_by, decided_at, reason";
 
-type TaskRow = (
-    String,
-    String,
-    String,
-    i64,
-    Vec<u8>,
-    i64,
-    i64,
-    String,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<i64>,
-    Option<String>,
-);
+/// The stored `deadline_at` of a task without a deadline: the column is `NOT NULL`, and every
+/// query on deadlines skips it with `deadline_at > 0`.
+const NO_DEADLINE: i64 = 0;
 
 /// What can go wrong with the store.
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +88,15 @@ pub enum Inserted {
     Duplicate,
     /// The runner withdrew the call before the task arrived: nothing stored.
     Withdrawn,
+}
+
+/// A pending task's id and pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingId {
+    /// The task's id.
+    pub id: String,
+    /// Its pool.
+    pub pool: String,
 }
 
 /// An answer waiting in the outbox, leased to the caller for sending.
@@ -190,8 +198,8 @@ impl Store {
         };
         let migrations = migrations
             .iter()
-            .map(|(version, name, sql)| {
-                Migration::new(*version, (*name).into(), MigrationType::Simple, sql.into_sql_str(), false)
+            .map(|step| {
+                Migration::new(step.version, step.name.into(), MigrationType::Simple, step.sql.into_sql_str(), false)
             })
             .collect();
         // Locking (an advisory lock on PostgreSQL) lets several processes start at once.
@@ -218,7 +226,7 @@ impl Store {
             .bind(i64::from(incoming.step()))
             .bind(&body)
             .bind(now)
-            .bind(incoming.deadline())
+            .bind(incoming.deadline().unwrap_or(NO_DEADLINE))
             .execute(pool)
             .await?
             .rows_affected());
@@ -236,9 +244,10 @@ impl Store {
     /// One task, in any state.
     pub async fn task(&self, id: &str) -> Result<Option<Task>, StoreError> {
         let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1");
-        let row: Option<TaskRow> =
-            on_db!(self, pool => sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(pool).await?);
-        row.map(task_from_row).transpose()
+        on_db!(self, pool => {
+            let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(pool).await?;
+            row.as_ref().map(task_from_row).transpose()
+        })
     }
 
     /// The pending tasks of `pools` (every pool when `None`), oldest first.
@@ -261,22 +270,22 @@ impl Store {
         if pools.is_some_and(<[String]>::is_empty) {
             return Ok(Vec::new());
         }
-        let rows: Vec<TaskRow> = on_db!(self, pool => {
+        on_db!(self, pool => {
             let mut query = QueryBuilder::new(format!("SELECT {TASK_COLUMNS} FROM tasks WHERE {condition}"));
             push_pools(&mut query, pools);
             query.push(format!(" ORDER BY {order}"));
             if let Some(limit) = limit {
                 query.push(" LIMIT ").push_bind(i64::from(limit));
             }
-            query.build_query_as().fetch_all(pool).await?
-        });
-        rows.into_iter().map(task_from_row).collect()
+            query.build().fetch_all(pool).await?.iter().map(task_from_row).collect()
+        })
     }
 
     /// The ids and pools of every pending task (cheap: no bodies), for change detection.
-    pub async fn pending_ids(&self) -> Result<Vec<(String, String)>, StoreError> {
+    pub async fn pending_ids(&self) -> Result<Vec<PendingId>, StoreError> {
         const SQL: &str = "SELECT id, pool FROM tasks WHERE state = 'pending' ORDER BY received_at, id";
-        Ok(on_db!(self, pool => sqlx::query_as(SQL).fetch_all(pool).await?))
+        let rows: Vec<(String, String)> = on_db!(self, pool => sqlx::query_as(SQL).fetch_all(pool).await?);
+        Ok(rows.into_iter().map(|(id, pool)| PendingId { id, pool }).collect())
     }
 
     /// Records `verdict` on `task` if it is still pending, with its answer in the outbox
@@ -367,9 +376,10 @@ impl Store {
             "SELECT {TASK_COLUMNS} FROM tasks WHERE state = 'pending' AND deadline_at > 0 AND deadline_at <= $1 \
              ORDER BY deadline_at"
         );
-        let rows: Vec<TaskRow> =
-            on_db!(self, pool => sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(now).fetch_all(pool).await?);
-        rows.into_iter().map(task_from_row).collect()
+        on_db!(self, pool => {
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now).fetch_all(pool).await?;
+            rows.iter().map(task_from_row).collect()
+        })
     }
 
     /// Leases up to `limit` unsent answers whose lease ran out (or that were never leased)
@@ -445,48 +455,51 @@ where
     separated.push_unseparated(")");
 }
 
-fn task_from_row(row: TaskRow) -> Result<Task, StoreError> {
-    let (
-        id,
-        correlation,
-        pool,
-        step,
-        body,
-        received_at,
-        deadline_at,
-        state,
-        decision,
-        explanation,
-        decided_by,
-        at,
-        reason,
-    ) = row;
+/// Reads a task from a row of [`TASK_COLUMNS`], on either database.
+fn task_from_row<'r, R>(row: &'r R) -> Result<Task, StoreError>
+where
+    R: Row,
+    &'r str: ColumnIndex<R>,
+    String: Decode<'r, R::Database> + Type<R::Database>,
+    i64: Decode<'r, R::Database> + Type<R::Database>,
+    Vec<u8>: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let id: String = row.try_get("id")?;
     let corrupt = |what: String| StoreError::Corrupt { id: id.clone(), what };
+    let body: Vec<u8> = row.try_get("body")?;
     let human = v1::HumanTask::decode(body.as_slice()).map_err(|e| corrupt(format!("body: {e}")))?;
+    let state: String = row.try_get("state")?;
+    let at: Option<i64> = row.try_get("decided_at")?;
     let state = match state.as_str() {
         PENDING => State::Pending,
         DECIDED => {
-            let decision = decision.as_deref().unwrap_or_default();
-            let decision = Decision::from_str(decision).map_err(|e| corrupt(format!("decision: {e}")))?;
+            let decision: Option<String> = row.try_get("decision")?;
+            let decision = Decision::from_str(decision.as_deref().unwrap_or_default())
+                .map_err(|e| corrupt(format!("decision: {e}")))?;
             State::Decided(Verdict {
                 decision,
-                explanation: explanation.unwrap_or_default(),
-                decided_by: decided_by.unwrap_or_default(),
+                explanation: row.try_get::<Option<String>, _>("explanation")?.unwrap_or_default(),
+                decided_by: row.try_get::<Option<String>, _>("decided_by")?.unwrap_or_default(),
                 decided_at: at.unwrap_or_default(),
             })
         }
-        CANCELLED => State::Cancelled { at: at.unwrap_or_default(), reason: reason.unwrap_or_default() },
+        CANCELLED => State::Cancelled {
+            at: at.unwrap_or_default(),
+            reason: row.try_get::<Option<String>, _>("reason")?.unwrap_or_default(),
+        },
         other => return Err(corrupt(format!("unknown state '{other}'"))),
     };
+    let step: i64 = row.try_get("step")?;
+    let deadline: i64 = row.try_get("deadline_at")?;
     Ok(Task {
-        id,
-        correlation,
-        pool,
+        correlation: row.try_get("correlation")?,
+        pool: row.try_get("pool")?,
         step: u32::try_from(step).unwrap_or_default(),
-        received_at,
-        deadline_at,
+        received_at: row.try_get("received_at")?,
+        deadline: (deadline != NO_DEADLINE).then_some(deadline),
         human,
         state,
+        id,
     })
 }
 

@@ -53,8 +53,8 @@ pub struct Task {
     pub step: u32,
     /// When the service received it (unix ms).
     pub received_at: i64,
-    /// When it must be answered (unix ms); `0` for never.
-    pub deadline_at: i64,
+    /// When it must be answered (unix ms), if ever.
+    pub deadline: Option<i64>,
     /// The task as the policy worker sent it.
     pub human: v1::HumanTask,
     /// Where it stands.
@@ -118,10 +118,10 @@ impl Task {
         }
     }
 
-    /// For a review: the tool message the model will see and the raw output.
-    pub fn result(&self) -> Option<(Option<&v1::ChatMessage>, &str)> {
+    /// For a review: what the call returned.
+    pub fn result(&self) -> Option<Returned<'_>> {
         match self.request()?.body.as_ref()? {
-            v1::request::Body::Review(body) => Some((body.result.as_ref(), &body.output)),
+            v1::request::Body::Review(body) => Some(Returned { message: body.result.as_ref(), output: &body.output }),
             v1::request::Body::Approval(_) => None,
         }
     }
@@ -147,6 +147,15 @@ impl Task {
         };
         v1::StepResult { task: self.human.task.clone(), answer: Some(answer) }
     }
+}
+
+/// What a reviewed call returned.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Returned<'a> {
+    /// The tool message the model will see, if the runner sent it.
+    pub message: Option<&'a v1::ChatMessage>,
+    /// The tool's raw output.
+    pub output: &'a str,
 }
 
 /// A task received from the human queue, before it is stored.
@@ -195,9 +204,9 @@ impl Incoming {
         self.human.task.as_ref().map_or(0, |t| t.step)
     }
 
-    /// When it must be answered (unix ms), `0` for never.
-    pub fn deadline(&self) -> i64 {
-        self.human.task.as_ref().map_or(0, |t| t.deadline_unix_ms.max(0))
+    /// When it must be answered (unix ms), if ever (the wire's `0` or less is never).
+    pub fn deadline(&self) -> Option<i64> {
+        self.human.task.as_ref().map(|t| t.deadline_unix_ms).filter(|deadline| *deadline > 0)
     }
 
     /// One task per call, kind and step: a redelivered or duplicated task maps to the same key.

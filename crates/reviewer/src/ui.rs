@@ -14,6 +14,8 @@ use airlock_policy::Call;
 use airlock_policy::render::format_function_call;
 use pulldown_cmark::{CodeBlockKind, CowStr, Event, Options, Parser, Tag, TagEnd};
 
+use crate::task::Returned;
+
 /// The marker's opening character (U+2039).
 pub const MARKER_OPEN: char = '\u{2039}';
 /// The marker's closing character (U+203A).
@@ -39,11 +41,16 @@ pub fn is_unsafe(c: char) -> bool {
     )
 }
 
+/// Whether [`display_safe`] replaces anything in `text`.
+pub fn has_unsafe(text: &str) -> bool {
+    text.chars().any(is_unsafe)
+}
+
 /// Text with every control and invisible character shown as `‹U+XXXX›`, as Inspect's
-/// `display_safe`; the flag says whether anything was replaced.
-pub fn display_safe(text: &str) -> (String, bool) {
-    if !text.chars().any(is_unsafe) {
-        return (text.to_owned(), false);
+/// `display_safe`.
+pub fn display_safe(text: &str) -> String {
+    if !has_unsafe(text) {
+        return text.to_owned();
     }
     let mut out = String::with_capacity(text.len() + 16);
     for c in text.chars() {
@@ -55,7 +62,7 @@ pub fn display_safe(text: &str) -> (String, bool) {
             out.push(c);
         }
     }
-    (out, true)
+    out
 }
 
 /// Escapes text for HTML element content and quoted attribute values.
@@ -76,7 +83,7 @@ pub fn escape(text: &str) -> String {
 
 /// Untrusted text as HTML: display-safe, escaped, with each marker styled so it stands out.
 pub fn safe_html(text: &str) -> String {
-    mark(&escape(&display_safe(text).0))
+    mark(&escape(&display_safe(text)))
 }
 
 /// Wraps each `‹U+XXXX›` marker of already-escaped HTML in `<span class="ctl">`. Only
@@ -111,7 +118,7 @@ fn mark(html: &str) -> String {
 /// Renders untrusted markdown to HTML: display-safe first; raw HTML is shown as text (a
 /// block as code); links and images become their text followed by their address.
 pub fn markdown_html(text: &str) -> String {
-    let (safe, _) = display_safe(text);
+    let safe = display_safe(text);
     let options = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH;
     let mut links: Vec<CowStr<'_>> = Vec::new();
     let events = Parser::new_ext(&safe, options).map(|event| match event {
@@ -174,13 +181,8 @@ pub struct Shown {
     pub call: Content,
 }
 
-/// The view of `call` a person sees, with `review` = (the tool message, the raw output) for
-/// a review.
-pub fn shown(
-    call: Option<&v1::ToolCall>,
-    view: Option<&v1::ToolCallView>,
-    review: Option<(Option<&v1::ChatMessage>, &str)>,
-) -> Shown {
+/// The view of `call` a person sees, with what the call returned for a review.
+pub fn shown(call: Option<&v1::ToolCall>, view: Option<&v1::ToolCallView>, review: Option<Returned<'_>>) -> Shown {
     let arguments: serde_json::Map<String, serde_json::Value> =
         call.and_then(|c| serde_json::from_str(&c.arguments_json).ok()).unwrap_or_default();
     let content = |c: &v1::ToolCallContent| Content {
@@ -193,8 +195,8 @@ pub fn shown(
         Some(c) => content(c),
         None => Content { title: None, markdown: true, text: default_view(call, &arguments) },
     };
-    if let Some((result, output)) = review {
-        let outcome = match result {
+    if let Some(Returned { message, output }) = review {
+        let outcome = match message {
             Some(message) => match &message.error {
                 Some(error) => format!("Error ({}): {}", error.r#type, error.message),
                 None => message.text.clone(),

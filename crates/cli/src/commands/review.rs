@@ -11,12 +11,13 @@
 use std::io::BufRead as _;
 use std::time::Duration;
 
+use airlock_policy::Kind;
+use airlock_records::review::{Settled, TaskView};
 use airlock_reviewer::auth::{Reviewer, Reviewers, new_token, sha256_hex};
-use airlock_reviewer::client::ApiClient;
-use airlock_reviewer::ui::display_safe;
+use airlock_reviewer::client::{ApiClient, RequestError};
+use airlock_reviewer::ui::{display_safe, has_unsafe};
 use airlock_reviewer::{ReviewerConfig, Service, instance_for_store};
 use clap::Args;
-use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::{Failure, FleetArgs, connect};
@@ -93,44 +94,50 @@ pub async fn run(args: ReviewArgs) -> Result<(), Failure> {
 }
 
 /// A reviewer service's API, with errors as the command reports them.
-struct Api(ApiClient, String);
+struct Api {
+    client: ApiClient,
+    base: String,
+}
 
 impl Api {
     fn new(base: &str, token: &str) -> Self {
-        Api(ApiClient::new(base, token), base.to_owned())
+        Api { client: ApiClient::new(base, token), base: base.to_owned() }
     }
 
-    async fn get(&self, path: &str) -> Result<(u16, Value), Failure> {
-        self.0.get(path).await.map_err(|e| Failure::other(format!("cannot reach {}: {e}", self.1)))
-    }
-
-    async fn decide(&self, id: &str, decision: &str, explanation: Option<&str>) -> Result<(u16, Value), Failure> {
-        self.0
-            .decide(id, decision, explanation)
-            .await
-            .map_err(|e| Failure::other(format!("cannot reach {}: {e}", self.1)))
+    /// A failure to reach the service.
+    fn unreachable(&self, e: impl std::fmt::Display) -> Failure {
+        Failure::other(format!("cannot reach {}: {e}", self.base))
     }
 }
 
 async fn console(api: Api) -> Result<(), Failure> {
-    let (status, me) = api.get("/api/me").await?;
-    if status == 401 {
-        return Err(Failure::config("the reviewer service refused the token"));
-    }
+    let me = match api.client.me().await {
+        Ok(me) => me,
+        Err(RequestError::Refused { status: 401, .. }) => {
+            return Err(Failure::config("the reviewer service refused the token"));
+        }
+        Err(RequestError::Refused { status, error }) => {
+            return Err(Failure::other(format!("asking who you are failed ({status}): {}", error.error)));
+        }
+        Err(e) => return Err(api.unreachable(e)),
+    };
     println!(
         "Reviewing as {} (pools: {}). Answer with the letter shown; add words after it to explain \
          (e.g. `r not on prod`); `q` quits and leaves the task pending.",
-        text(&me["name"]),
-        me["pools"].as_array().map(|p| p.iter().map(text).collect::<Vec<_>>().join(", ")).unwrap_or_default()
+        me.name,
+        me.pools.join(", ")
     );
     let mut lines = stdin_lines();
     let mut waiting = false;
     loop {
-        let (status, list) = api.get("/api/tasks").await?;
-        if status != 200 {
-            return Err(Failure::other(format!("listing tasks failed ({status}): {}", list["error"])));
-        }
-        let Some(task) = list["tasks"].as_array().and_then(|t| t.first()).cloned() else {
+        let tasks = match api.client.tasks().await {
+            Ok(tasks) => tasks,
+            Err(RequestError::Refused { status, error }) => {
+                return Err(Failure::other(format!("listing tasks failed ({status}): {}", error.error)));
+            }
+            Err(e) => return Err(api.unreachable(e)),
+        };
+        let Some(task) = tasks.into_iter().next() else {
             if !waiting {
                 println!("Waiting for tasks… (Ctrl-C to quit)");
                 waiting = true;
@@ -142,7 +149,7 @@ async fn console(api: Api) -> Result<(), Failure> {
         };
         waiting = false;
         print!("{}", render(&task));
-        let choices: Vec<String> = task["choices"].as_array().map(|c| c.iter().map(text).collect()).unwrap_or_default();
+        let choices: Vec<String> = task.choices.iter().map(|c| c.as_str().to_owned()).collect();
         let prompt = prompt(&choices);
         let (decision, explanation) = loop {
             print!("{prompt} [{}]: ", choices.first().and_then(|c| c.get(..1)).unwrap_or("a"));
@@ -166,13 +173,18 @@ async fn console(api: Api) -> Result<(), Failure> {
                 ),
             }
         };
-        let id = text(&task["id"]);
-        match api.decide(&id, &decision, explanation.as_deref()).await? {
-            (200, _) => println!("Decision: {}\n", capitalize(&decision)),
-            (409, body) => {
-                println!("Already decided ({} by {}).\n", text(&body["decision"]), text(&body["decided_by"]))
+        match api.client.decide(&task.id, &decision, explanation.as_deref()).await {
+            Ok(_) => println!("Decision: {}\n", capitalize(&decision)),
+            Err(RequestError::Refused { status: 409, error }) => match error.settled {
+                Some(Settled::Decided { decision, decided_by, .. }) => {
+                    println!("Already decided ({decision} by {decided_by}).\n")
+                }
+                _ => println!("Already decided or withdrawn: {}.\n", error.error),
+            },
+            Err(RequestError::Refused { status, error }) => {
+                println!("The decision was not recorded ({status}): {}\n", error.error)
             }
-            (status, body) => println!("The decision was not recorded ({status}): {}\n", text(&body["error"])),
+            Err(e) => return Err(api.unreachable(e)),
         }
     }
 }
@@ -209,53 +221,44 @@ fn capitalize(word: &str) -> String {
     out
 }
 
-fn text(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
-}
-
 /// What the console shows of a task, every model-supplied string display-safe.
-pub fn render(task: &Value) -> String {
-    let safe = |value: &Value| display_safe(&text(value)).0;
+pub fn render(task: &TaskView) -> String {
+    let safe = display_safe;
     let rule = "─".repeat(72);
-    let title = if task["kind"] == "review" { "Review Tool Result" } else { "Approve Tool" };
+    let title = if task.kind == Kind::Review { "Review Tool Result" } else { "Approve Tool" };
     let mut out = format!("\n┌ {title} {}\n", "─".repeat(70usize.saturating_sub(title.len())));
-    let origin = &task["origin"];
-    let mut heading = format!("sample {}, epoch {}", safe(&task["key"]["sample_id"]), text(&task["key"]["epoch"]));
-    if !text(&origin["task"]).is_empty() {
-        heading = format!("{} ({heading})", safe(&origin["task"]));
+    let origin = task.origin.clone().unwrap_or_default();
+    let mut heading = format!("sample {}, epoch {}", safe(&task.key.sample_id), task.key.epoch);
+    if !origin.task.is_empty() {
+        heading = format!("{} ({heading})", safe(&origin.task));
     }
-    if !text(&origin["model"]).is_empty() {
-        heading = format!("{heading}: {}", safe(&origin["model"]));
+    if !origin.model.is_empty() {
+        heading = format!("{heading}: {}", safe(&origin.model));
     }
-    out.push_str(&format!("│ {heading} · pool {}\n", safe(&task["pool"])));
-    if let Some(deadline) = task["deadline_unix_ms"].as_i64() {
+    out.push_str(&format!("│ {heading} · pool {}\n", safe(&task.pool)));
+    if let Some(deadline) = task.deadline_unix_ms {
         let left = (deadline - airlock_records::time::now_ms()) / 1000;
-        out.push_str(&format!("│ deadline in {left}s, then {}\n", text(&task["on_timeout"])));
+        out.push_str(&format!("│ deadline in {left}s, then {}\n", task.on_timeout));
     }
-    let message = safe(&task["message"]);
+    let message = safe(&task.message);
     if !message.trim().is_empty() {
         out.push_str(&format!("\nAssistant\n{}\n", message.trim()));
     }
-    let shown = &task["shown"];
-    if !shown["context"].is_null() {
-        if !shown["context"]["title"].is_null() {
-            out.push_str(&format!("\n{}\n", safe(&shown["context"]["title"])));
+    let shown = &task.shown;
+    if let Some(context) = &shown.context {
+        if let Some(title) = &context.title {
+            out.push_str(&format!("\n{}\n", safe(title)));
         }
-        out.push_str(&format!("\n{}\n", safe(&shown["context"]["text"])));
+        out.push_str(&format!("\n{}\n", safe(&context.text)));
     }
     out.push_str(&format!("\n{}\n", "․".repeat(72)));
-    if !shown["call"]["title"].is_null() {
-        out.push_str(&format!("{}\n", safe(&shown["call"]["title"])));
+    if let Some(title) = &shown.call.title {
+        out.push_str(&format!("{}\n", safe(title)));
     }
-    out.push_str(&format!("{}\n{rule}\n", safe(&shown["call"]["text"])));
-    let escaped = ["message", "shown"].iter().any(|k| display_safe(&task[*k].to_string()).1)
-        || display_safe(&text(&task["message"])).1
-        || display_safe(&text(&shown["call"]["text"])).1;
-    if escaped {
+    out.push_str(&format!("{}\n{rule}\n", safe(&shown.call.text)));
+    let contents = shown.context.iter().chain([&shown.call]);
+    let mut texts = contents.flat_map(|c| [c.title.as_deref().unwrap_or_default(), c.text.as_str()]);
+    if has_unsafe(&task.message) || texts.any(has_unsafe) {
         out.push_str("Note: control or invisible characters in this task are shown as ‹U+XXXX›.\n");
     }
     out
@@ -274,11 +277,17 @@ mod tests {
 
     #[test]
     fn escapes_never_reach_the_terminal() {
-        let task = serde_json::json!({
-            "kind": "approval", "message": "hi\u{1b}[2J", "pool": "ops", "key": {"sample_id": "s", "epoch": 1},
-            "origin": {"task": "t", "model": "m"},
+        let task: TaskView = serde_json::from_value(serde_json::json!({
+            "id": "t1", "correlation": "approval/r/s/1/c", "step": 1, "choices": ["approve", "reject"],
+            "kind": "approval", "message": "hi\u{1b}[2J", "pool": "ops",
+            "key": {"run_id": "r", "sample_id": "s", "epoch": 1, "tool_call_id": "c"},
+            "call": null, "view": null, "result": null, "output": null,
+            "origin": {"run_id": "r", "eval_id": "e", "task": "t", "sample_id": "s", "epoch": 1, "model": "m",
+                       "runner_id": "x"},
             "shown": {"call": {"text": "bash(cmd='\u{202e}exe')", "title": null, "markdown": true}, "context": null},
-        });
+            "received_at_unix_ms": 1, "deadline_unix_ms": null, "on_timeout": "reject", "state": "pending",
+        }))
+        .unwrap();
         let shown = render(&task);
         assert!(!shown.contains('\u{1b}') && !shown.contains('\u{202e}'), "{shown:?}");
         assert!(shown.contains("hi‹U+001B›[2J") && shown.contains("‹U+202E›exe"), "{shown}");

@@ -1,15 +1,21 @@
 //! The router through `oneshot`: API authorisation, choices, conflicts; the UI's login,
 //! CSRF and escaping.
 
+use std::sync::Arc;
+
+use airlock_records::time::now_ms;
 use axum::body::Body;
-use axum::http::Request;
+use axum::http::{HeaderMap, HeaderValue, Request, StatusCode, header};
 use prost::Message as _;
+use serde_json::{Value, json};
 use tower::ServiceExt as _;
 
 use super::*;
-use crate::auth::{Reviewers, sha256_hex};
+use crate::auth::{CSRF_HEADER, Reviewer, Reviewers, SESSION_COOKIE, sha256_hex};
 use crate::fixtures::{human, memory_store};
+use crate::shared::Shared;
 use crate::store::Inserted;
+use crate::task::DISMISSED_EXPLANATION;
 
 const ALICE: &str = "alice-token";
 const BOB: &str = "bob-token";
@@ -154,6 +160,17 @@ async fn login(shared: &Arc<Shared>, token: &str) -> String {
     cookie.trim_start_matches("airlock_session=").split(';').next().unwrap().to_owned()
 }
 
+/// The CSRF token a page carries in its `csrf-token` meta element.
+fn csrf_token(page: &str) -> String {
+    page.split("name=\"csrf-token\" content=\"").nth(1).unwrap().split('"').next().unwrap().to_owned()
+}
+
+/// The CSRF token of the session `cookie`, read from its pending list.
+async fn csrf_of(shared: &Arc<Shared>, cookie: &str) -> String {
+    let (_, _, page) = send(shared, browser("GET", "/", Some(cookie), None, "").body(Body::empty()).unwrap()).await;
+    csrf_token(&page)
+}
+
 #[tokio::test]
 async fn the_ui_needs_a_session_and_a_csrf_token() {
     let (shared, _outbox, ids) = setup().await;
@@ -177,7 +194,7 @@ async fn the_ui_needs_a_session_and_a_csrf_token() {
     assert!(page.contains(&format!("id=\"task-{}\"", ids[0])), "{page}");
     assert!(!page.contains(&format!("id=\"task-{}\"", ids[2])), "bob's pool is not shown to alice");
     assert!(page.contains("data-key=\"a\""));
-    let csrf = page.split("name=\"csrf-token\" content=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
+    let csrf = csrf_token(&page);
 
     // A decision without the CSRF token, or from another origin, is refused.
     let uri = format!("/ui/tasks/{}/decision", ids[0]);
@@ -240,4 +257,133 @@ async fn model_text_is_escaped_and_invisible_characters_are_shown() {
     assert!(card.contains("&lt;img src=x onerror=alert(1)&gt;"), "{card}");
     assert!(card.contains("‹U+001B›</span>[2J") && card.contains("‹U+202E›</span>txt.exe"), "{card}");
     assert!(card.contains("class=\"warn\""), "{card}");
+}
+
+#[tokio::test]
+async fn every_api_route_needs_a_token() {
+    let (shared, mut outbox, ids) = setup().await;
+    let task = format!("/api/tasks/{}", ids[0]);
+    let decide = format!("/api/tasks/{}/decision", ids[0]);
+    let approve = || Some(json!({"decision": "approve"}));
+    for (method, uri, body) in [
+        ("GET", "/api/tasks", None),
+        ("GET", task.as_str(), None),
+        ("POST", decide.as_str(), approve()),
+        ("GET", "/api/history", None),
+        ("GET", "/api/me", None),
+    ] {
+        for token in [None, Some("wrong")] {
+            let (status, headers, body) = send(&shared, api(method, uri, token, body.clone())).await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED, "{method} {uri} with {token:?}: {body}");
+            assert_eq!(headers[header::WWW_AUTHENTICATE], "Bearer");
+            assert!(body.contains("a valid token is required"), "{body}");
+        }
+    }
+    // A session cookie is no token: the API takes bearers only.
+    let cookie = login(&shared, ALICE).await;
+    let request = browser("GET", "/api/tasks", Some(&cookie), None, "").body(Body::empty()).unwrap();
+    assert_eq!(send(&shared, request).await.0, StatusCode::UNAUTHORIZED);
+    // The lower-case scheme is accepted as well.
+    let request = Request::builder()
+        .uri("/api/me")
+        .header(header::AUTHORIZATION, format!("bearer {ALICE}"))
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(send(&shared, request).await.0, StatusCode::OK);
+    assert!(outbox.try_recv().is_err(), "nothing decided");
+}
+
+#[tokio::test]
+async fn every_ui_route_needs_a_session() {
+    let (shared, _outbox, ids) = setup().await;
+    let get = |uri: &str| browser("GET", uri, Some("not-a-session"), None, "").body(Body::empty()).unwrap();
+    for uri in ["/events", "/ui/pending", &format!("/ui/tasks/{}", ids[0])] {
+        assert_eq!(send(&shared, get(uri)).await.0, StatusCode::UNAUTHORIZED, "{uri}");
+    }
+    let (status, headers, _) = send(&shared, get("/history")).await;
+    assert_eq!((status, &headers[header::LOCATION]), (StatusCode::SEE_OTHER, &HeaderValue::from_static("/")));
+    let (status, _, page) = send(&shared, get("/")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("Sign in"), "{page}");
+    // A bearer token is no session.
+    let decide = format!("/ui/tasks/{}/decision", ids[0]);
+    let request = api("POST", &decide, Some(ALICE), None);
+    assert_eq!(send(&shared, request).await.0, StatusCode::UNAUTHORIZED);
+
+    // With a session: the ids of the caller's pools, a card of its pool, nothing of another.
+    let cookie = login(&shared, ALICE).await;
+    let signed = |uri: &str| browser("GET", uri, Some(&cookie), None, "").body(Body::empty()).unwrap();
+    let (status, _, listed) = send(&shared, signed("/ui/pending")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(serde_json::from_str::<Vec<String>>(&listed).unwrap(), ids[..2]);
+    assert_eq!(send(&shared, signed(&format!("/ui/tasks/{}", ids[0]))).await.0, StatusCode::OK);
+    assert_eq!(send(&shared, signed(&format!("/ui/tasks/{}", ids[2]))).await.0, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn ui_posts_check_origin_form_and_token_in_order() {
+    let (shared, _outbox, ids) = setup().await;
+    let cookie = login(&shared, ALICE).await;
+    let csrf = csrf_of(&shared, &cookie).await;
+    let uri = format!("/ui/tasks/{}/decision", ids[0]);
+    let post = |origin: Option<&str>, site: Option<&str>, body: String| {
+        let mut request = browser("POST", &uri, Some(&cookie), origin, "x");
+        if let Some(site) = site {
+            request = request.header("sec-fetch-site", site);
+        }
+        request.body(Body::from(body)).unwrap()
+    };
+    // An unreadable form is refused before the origin is looked at.
+    let (status, _, body) = send(&shared, post(Some("http://evil.example"), None, "explanation=x".into())).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("cannot read the form"), "{body}");
+    // Without an Origin, the browser's Sec-Fetch-Site decides.
+    let cross = post(None, Some("cross-site"), format!("decision=approve&csrf={csrf}"));
+    let (status, _, body) = send(&shared, cross).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(body.contains("cross-site request refused"), "{body}");
+    // A wrong token in the form is no token.
+    let (status, _, body) = send(&shared, post(None, Some("same-origin"), "decision=approve&csrf=guess".into())).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(body.contains("CSRF"), "{body}");
+    assert!(shared.store.task(&ids[0]).await.unwrap().unwrap().is_pending());
+    // A decision that is not a choice: an error page for a form, JSON for the script.
+    let (status, _, page) = send(&shared, post(None, None, format!("decision=continue&csrf={csrf}"))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(page.contains("That is not one of this task"), "{page}");
+
+    // Login, too, refuses another site.
+    let request = browser("POST", "/login", None, None, "x")
+        .header("sec-fetch-site", "cross-site")
+        .body(Body::from(format!("token={ALICE}")))
+        .unwrap();
+    assert_eq!(send(&shared, request).await.0, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn logout_needs_the_token_and_ends_the_session() {
+    let (shared, _outbox, _) = setup().await;
+    let cookie = login(&shared, ALICE).await;
+    let csrf = csrf_of(&shared, &cookie).await;
+    let logout = |body: String| browser("POST", "/logout", Some(&cookie), None, "x").body(Body::from(body)).unwrap();
+    let signed_in = |cookie: &str| {
+        let request = browser("GET", "/ui/pending", Some(cookie), None, "").body(Body::empty()).unwrap();
+        let shared = shared.clone();
+        async move { send(&shared, request).await.0 == StatusCode::OK }
+    };
+
+    // Without the token the session stays: a cross-site page cannot log a reviewer out.
+    assert_eq!(send(&shared, logout("csrf=guess".into())).await.0, StatusCode::FORBIDDEN);
+    assert!(signed_in(&cookie).await);
+
+    let (status, headers, _) = send(&shared, logout(format!("csrf={csrf}"))).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(headers[header::SET_COOKIE].to_str().unwrap().contains("Max-Age=0"));
+    assert!(!signed_in(&cookie).await, "the session ended");
+
+    // Without a session there is nothing to check: the cookie is cleared all the same.
+    let request = browser("POST", "/logout", None, None, "").body(Body::empty()).unwrap();
+    let (status, headers, _) = send(&shared, request).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(headers[header::SET_COOKIE].to_str().unwrap().starts_with("airlock_session=;"));
 }

@@ -28,6 +28,8 @@ async fn suite(store: Store) {
     let task = store.task(&id).await.unwrap().unwrap();
     assert_eq!((task.pool.as_str(), task.step, task.received_at, task.is_pending()), ("ops", 2, 1_000, true));
     assert_eq!(task.human, a.human);
+    assert_eq!(task.deadline, None);
+    assert_eq!(store.task(&review_id).await.unwrap().unwrap().deadline, Some(5_000));
 
     // The first decision wins, with its answer leased in the outbox; a second changes nothing.
     let Decided::Recorded(entry) =

@@ -145,14 +145,14 @@ pub fn card(task: &Task, csrf: &str, now_ms: i64) -> String {
         utc(task.received_at),
         ago(now_ms - task.received_at)
     );
-    if task.deadline_at > 0 {
+    if let Some(deadline) = task.deadline {
         let _ = write!(
             html,
             "<span class=\"deadline\" data-until=\"{}\" data-on-timeout=\"{on_timeout}\" title=\"deadline {}\">\
              deadline {} ({on_timeout} on timeout)</span>",
-            task.deadline_at,
-            utc(task.deadline_at),
-            utc(task.deadline_at),
+            deadline,
+            utc(deadline),
+            utc(deadline),
             on_timeout = task.on_timeout()
         );
     }

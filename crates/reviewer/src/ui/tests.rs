@@ -15,7 +15,7 @@ fn display_safe_matches_inspect() {
         ("isolate\u{2066}x\u{2069}", "isolate‹U+2066›x‹U+2069›", true),
     ];
     for (input, shown, escaped) in vectors {
-        assert_eq!(display_safe(input), (shown.to_owned(), escaped), "{input:?}");
+        assert_eq!((display_safe(input), has_unsafe(input)), (shown.to_owned(), escaped), "{input:?}");
     }
 }
 
@@ -66,7 +66,7 @@ fn the_default_view_is_the_rendered_call_and_placeholders_are_filled() {
             content: "$ {{cmd}} {{missing}}".into(),
         }),
     };
-    let shown = super::shown(Some(&call), Some(&view), Some((None, "out")));
+    let shown = super::shown(Some(&call), Some(&view), Some(Returned { message: None, output: "out" }));
     assert_eq!(shown.call.title.as_deref(), Some("Run ls ```"));
     assert_eq!(shown.call.text, "$ ls ``` {{missing}}\n\nResult\n\nout");
 }

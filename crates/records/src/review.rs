@@ -1,0 +1,296 @@
+//! The reviewer API's views: a task as `GET /api/tasks/{id}` shows it, the pending list and
+//! the history (`GET /api/tasks`, `GET /api/history`), the caller (`GET /api/me`), and the
+//! body of a refused request. The service builds them, the console and the tests read them.
+//!
+//! Field names and nesting are the wire's: the web UI's script, the Inspect suite and any
+//! other API client read this JSON.
+
+use airlock_policy::{Decision, Kind};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The pending list or the history: `{"tasks": [...]}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskList {
+    /// The tasks: oldest first when pending, newest first in the history.
+    pub tasks: Vec<TaskView>,
+}
+
+/// One human task, in any state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskView {
+    /// The service's id for it, used in URLs.
+    pub id: String,
+    /// The call it is about.
+    pub key: CallKeyView,
+    /// The call's correlation id (`kind/run/sample/epoch/call`).
+    pub correlation: String,
+    /// Approval or review.
+    #[serde(with = "kind_text")]
+    pub kind: Kind,
+    /// The pool it is for.
+    pub pool: String,
+    /// The chain step it answers.
+    pub step: u32,
+    /// The answers offered, in order.
+    #[serde(with = "decision_list")]
+    pub choices: Vec<Decision>,
+    /// The assistant message's text.
+    pub message: String,
+    /// The call under decision, if the request carries one.
+    pub call: Option<CallView>,
+    /// The view the runner sent, as sent.
+    pub view: Option<ToolViewView>,
+    /// What a person is shown: the view with placeholders filled, or the default view.
+    pub shown: ShownView,
+    /// For a review: the tool message the model will see.
+    pub result: Option<ResultView>,
+    /// For a review: the tool's raw output.
+    pub output: Option<String>,
+    /// Where the request comes from.
+    pub origin: Option<OriginView>,
+    /// When the service received it (unix ms).
+    pub received_at_unix_ms: i64,
+    /// When it must be answered (unix ms), if ever.
+    pub deadline_unix_ms: Option<i64>,
+    /// What a timeout answers.
+    #[serde(with = "decision_text")]
+    pub on_timeout: Decision,
+    /// Where it stands (`state` and the fields of that state, beside the others).
+    #[serde(flatten)]
+    pub state: TaskState,
+}
+
+/// Where a task stands, as the fields `state`, … of its view.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "lowercase")]
+pub enum TaskState {
+    /// Waiting for a person.
+    Pending,
+    /// Answered, by a person or by its deadline.
+    Decided {
+        /// What was decided.
+        #[serde(with = "decision_text")]
+        decision: Decision,
+        /// Why.
+        explanation: String,
+        /// The reviewer's name, or `timeout`.
+        decided_by: String,
+        /// When (unix ms).
+        decided_at_unix_ms: i64,
+    },
+    /// Withdrawn by its runner.
+    Cancelled {
+        /// Why, as the runner said.
+        reason: String,
+        /// When (unix ms).
+        decided_at_unix_ms: i64,
+    },
+}
+
+/// The call key: which call of which sample of which run.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CallKeyView {
+    /// The run.
+    pub run_id: String,
+    /// The sample.
+    pub sample_id: String,
+    /// The epoch.
+    pub epoch: u32,
+    /// The tool call.
+    pub tool_call_id: String,
+}
+
+/// A tool call as Inspect writes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallView {
+    /// The call's id.
+    pub id: String,
+    /// The tool.
+    pub function: String,
+    /// The arguments (empty when the runner's JSON cannot be read).
+    pub arguments: Map<String, Value>,
+}
+
+/// Inspect's `ToolCallView`: an optional context and an optional custom view of the call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolViewView {
+    /// Context shown before the call.
+    pub context: Option<ToolContentView>,
+    /// The call, as the tool wants it shown.
+    pub call: Option<ToolContentView>,
+}
+
+/// Inspect's `ToolCallContent`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolContentView {
+    /// An optional title.
+    pub title: Option<String>,
+    /// `text` or `markdown`.
+    pub format: String,
+    /// The content, with `{{argument}}` placeholders.
+    pub content: String,
+}
+
+/// What a person is shown about a call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShownView {
+    /// The view's context, if any.
+    pub context: Option<ShownContent>,
+    /// The call (and, for a review, its result).
+    pub call: ShownContent,
+}
+
+/// One piece of what is shown: text or markdown, with an optional title.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShownContent {
+    /// The title, if any.
+    pub title: Option<String>,
+    /// Whether `text` is markdown.
+    pub markdown: bool,
+    /// The content, placeholders filled.
+    pub text: String,
+}
+
+/// The tool message a review is about.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResultView {
+    /// The message's text.
+    pub text: String,
+    /// The tool's error, if it failed.
+    pub error: Option<ToolErrorView>,
+}
+
+/// A tool's error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolErrorView {
+    /// Inspect's error type (`timeout`, `permission`, …).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// Where a request comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct OriginView {
+    /// The run.
+    pub run_id: String,
+    /// The eval.
+    pub eval_id: String,
+    /// The task's name.
+    pub task: String,
+    /// The sample.
+    pub sample_id: String,
+    /// The epoch.
+    pub epoch: u32,
+    /// The model.
+    pub model: String,
+    /// The runner that asked.
+    pub runner_id: String,
+}
+
+/// The caller of the API: `GET /api/me`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReviewerView {
+    /// The name recorded as `decided_by` of the caller's answers.
+    pub name: String,
+    /// The caller's pools among those the service serves.
+    pub pools: Vec<String>,
+}
+
+/// The body of a decision: `POST /api/tasks/{id}/decision`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionBody {
+    /// A choice of the task (`approve`, `reject`, …), or `dismiss`.
+    pub decision: String,
+    /// Why; Inspect's fixed text when absent or blank.
+    #[serde(default)]
+    pub explanation: Option<String>,
+}
+
+/// The body of a refused request: why, and for a conflict where the task stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorView {
+    /// What went wrong, in words.
+    pub error: String,
+    /// For a decision that came too late: who answered first, or why the task was withdrawn.
+    #[serde(flatten)]
+    pub settled: Option<Settled>,
+}
+
+/// How a task that can no longer be answered was settled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Settled {
+    /// Someone (or the deadline) answered first.
+    Decided {
+        /// What was decided.
+        #[serde(with = "decision_text")]
+        decision: Decision,
+        /// Who decided.
+        decided_by: String,
+        /// When (unix ms).
+        decided_at_unix_ms: i64,
+    },
+    /// The runner withdrew the call.
+    Withdrawn {
+        /// Why, as the runner said.
+        reason: String,
+    },
+}
+
+/// A [`Decision`] as its name (`approve`, …).
+mod decision_text {
+    use std::str::FromStr as _;
+
+    use airlock_policy::Decision;
+    use serde::{Deserialize as _, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(decision: &Decision, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(decision.as_str())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Decision, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        Decision::from_str(&name).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A list of [`Decision`]s as their names.
+mod decision_list {
+    use std::str::FromStr as _;
+
+    use airlock_policy::Decision;
+    use serde::{Deserialize as _, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(decisions: &[Decision], serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(decisions.iter().map(|d| d.as_str()))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Decision>, D::Error> {
+        let names = Vec::<String>::deserialize(deserializer)?;
+        names.iter().map(|name| Decision::from_str(name).map_err(serde::de::Error::custom)).collect()
+    }
+}
+
+/// A [`Kind`] as its name (`approval`, `review`).
+mod kind_text {
+    use std::str::FromStr as _;
+
+    use airlock_policy::Kind;
+    use serde::{Deserialize as _, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(kind: &Kind, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(kind)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Kind, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        Kind::from_str(&name).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests;

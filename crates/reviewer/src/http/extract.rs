@@ -1,0 +1,185 @@
+//! Who is asking, as axum extractors, so a handler that takes one cannot skip its check:
+//!
+//! - [`Reviewer`]: the API's caller, named by an `Authorization: Bearer` token;
+//! - [`Session`]: a signed-in browser, named by the session cookie (`Option<Session>` for the
+//!   pages that show the login instead);
+//! - [`SameOrigin`]: a request the browser says comes from this very origin;
+//! - [`CsrfForm`]: a state-changing form post of a session, from this origin, carrying the
+//!   session's CSRF token.
+//!
+//! Each refuses with the [`ApiError`] the handlers used to return themselves: `401` without a
+//! valid token or session, `403` from another origin or without the CSRF token.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, OptionalFromRequest, OptionalFromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use super::ApiError;
+use crate::auth::{self, CSRF_HEADER, Reviewer, SESSION_COOKIE};
+use crate::shared::Shared;
+
+/// The API's caller: the reviewer whose token the `Authorization: Bearer` header carries.
+impl FromRequestParts<Arc<Shared>> for Reviewer {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, shared: &Arc<Shared>) -> Result<Self, Self::Rejection> {
+        let value =
+            parts.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).ok_or(ApiError::Unauthorized)?;
+        let token =
+            value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")).ok_or(ApiError::Unauthorized)?;
+        shared.reviewers.authenticate(token).cloned().ok_or(ApiError::Unauthorized)
+    }
+}
+
+// === impl Session ===
+
+/// A signed-in browser: the live session its cookie names, and that session's reviewer.
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// The session's id (the cookie's value).
+    pub id: String,
+    /// The token the session's forms and scripts must echo.
+    pub csrf: String,
+    /// Who signed in.
+    pub reviewer: Reviewer,
+}
+
+impl Session {
+    /// The session of the request's cookie, if it is live and its reviewer still listed.
+    fn of(headers: &HeaderMap, shared: &Shared) -> Option<Self> {
+        let cookies = headers.get_all(header::COOKIE);
+        let id = cookies.iter().filter_map(|v| v.to_str().ok()).find_map(|h| auth::cookie(h, SESSION_COOKIE))?;
+        let entry = shared.sessions.get(id)?;
+        let reviewer = shared.reviewers.by_name(&entry.reviewer)?.clone();
+        Some(Session { id: id.to_owned(), csrf: entry.csrf, reviewer })
+    }
+
+    /// The session's reviewer's pools among those the service serves.
+    pub fn pools(&self, shared: &Shared) -> Vec<String> {
+        self.reviewer.pools_among(&shared.pools)
+    }
+}
+
+impl FromRequestParts<Arc<Shared>> for Session {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, shared: &Arc<Shared>) -> Result<Self, Self::Rejection> {
+        Session::of(&parts.headers, shared).ok_or(ApiError::Unauthorized)
+    }
+}
+
+impl OptionalFromRequestParts<Arc<Shared>> for Session {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, shared: &Arc<Shared>) -> Result<Option<Self>, Self::Rejection> {
+        Ok(Session::of(&parts.headers, shared))
+    }
+}
+
+// === impl SameOrigin ===
+
+/// A request from this very origin: its `Origin` names the host it was sent to or, when the
+/// browser sends no `Origin`, its `Sec-Fetch-Site` (if any) says `same-origin` or `none`.
+#[derive(Debug, Clone, Copy)]
+pub struct SameOrigin;
+
+impl SameOrigin {
+    fn check(headers: &HeaderMap) -> Result<Self, ApiError> {
+        let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or_default();
+            if !auth::same_origin(origin, host) {
+                return Err(ApiError::Forbidden("cross-origin request refused"));
+            }
+        } else if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok())
+            && !matches!(site, "same-origin" | "none")
+        {
+            return Err(ApiError::Forbidden("cross-site request refused"));
+        }
+        Ok(SameOrigin)
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for SameOrigin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        SameOrigin::check(&parts.headers)
+    }
+}
+
+// === impl CsrfForm ===
+
+/// A state-changing form post of a signed-in browser, from this origin, carrying the session's
+/// CSRF token (the `X-CSRF-Token` header, else the form's `csrf` field), with the form's fields
+/// read as `T`.
+///
+/// Refused, in this order: `401` without a session, `400` when the form cannot be read, `403`
+/// from another origin, `403` without the right token. As `Option<CsrfForm<T>>` it is `None`
+/// without a session, and refused as above otherwise.
+#[derive(Debug)]
+pub struct CsrfForm<T> {
+    /// The session that posted.
+    pub session: Session,
+    /// The form's fields.
+    pub form: T,
+}
+
+/// The CSRF token of a form, beside its other fields.
+#[derive(Debug, Deserialize)]
+struct CsrfField {
+    #[serde(default)]
+    csrf: Option<String>,
+}
+
+impl<T: DeserializeOwned> CsrfForm<T> {
+    /// Reads and checks the post of `session`.
+    async fn read(session: Session, parts: Parts, body: axum::body::Body) -> Result<Self, Response> {
+        let sent_header = parts.headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let origin = SameOrigin::check(&parts.headers);
+        let body =
+            Bytes::from_request(Request::from_parts(parts, body), &()).await.map_err(IntoResponse::into_response)?;
+        let form: T = form(&body).map_err(IntoResponse::into_response)?;
+        let CsrfField { csrf } = self::form(&body).map_err(IntoResponse::into_response)?;
+        origin.map_err(IntoResponse::into_response)?;
+        let sent = sent_header.as_deref().or(csrf.as_deref()).unwrap_or_default();
+        if !auth::constant_time_eq(sent.as_bytes(), session.csrf.as_bytes()) {
+            return Err(ApiError::Forbidden("missing or wrong CSRF token; reload the page").into_response());
+        }
+        Ok(CsrfForm { session, form })
+    }
+}
+
+impl<T: DeserializeOwned + Send> FromRequest<Arc<Shared>> for CsrfForm<T> {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, shared: &Arc<Shared>) -> Result<Self, Self::Rejection> {
+        let (parts, body) = request.into_parts();
+        let session = Session::of(&parts.headers, shared).ok_or_else(|| ApiError::Unauthorized.into_response())?;
+        CsrfForm::read(session, parts, body).await
+    }
+}
+
+impl<T: DeserializeOwned + Send> OptionalFromRequest<Arc<Shared>> for CsrfForm<T> {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, shared: &Arc<Shared>) -> Result<Option<Self>, Self::Rejection> {
+        let (parts, body) = request.into_parts();
+        match Session::of(&parts.headers, shared) {
+            Some(session) => CsrfForm::read(session, parts, body).await.map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+/// A form body (`application/x-www-form-urlencoded`) read as `T`; unknown fields are ignored.
+pub fn form<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_urlencoded::from_bytes(body).map_err(|e| ApiError::BadRequest(format!("cannot read the form: {e}")))
+}

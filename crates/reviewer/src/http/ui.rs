@@ -1,0 +1,142 @@
+//! The web UI's routes: the pending list (or the login page), the history, one task's card
+//! and the pending ids for the page's script, decisions from a form or the script, login and
+//! logout. Pages need a [`Session`]; every post that changes something is a [`CsrfForm`] (or,
+//! for login, [`SameOrigin`]).
+
+use std::sync::Arc;
+
+use airlock_records::time::now_ms;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+
+use super::ApiError;
+use super::api::{self, HISTORY_DEFAULT};
+use super::extract::{CsrfForm, SameOrigin, Session, form};
+use crate::auth::{SESSION_COOKIE, SESSION_TTL};
+use crate::shared::Shared;
+use crate::ui::pages;
+
+fn viewer<'a>(session: &'a Session, pools: &'a [String]) -> pages::Viewer<'a> {
+    pages::Viewer { name: &session.reviewer.name, pools, csrf: &session.csrf }
+}
+
+/// `GET /`: the pending list, or the login page without a session.
+pub async fn pending(State(shared): State<Arc<Shared>>, session: Option<Session>) -> Result<Response, ApiError> {
+    let Some(session) = session else {
+        return Ok(Html(pages::login(None)).into_response());
+    };
+    let pools = session.pools(&shared);
+    let tasks = shared.store.pending(Some(&pools)).await?;
+    Ok(Html(pages::pending(&viewer(&session, &pools), &tasks, now_ms())).into_response())
+}
+
+/// `GET /history`: the history, or back to the login without a session.
+pub async fn history(State(shared): State<Arc<Shared>>, session: Option<Session>) -> Result<Response, ApiError> {
+    let Some(session) = session else {
+        return Ok(Redirect::to("/").into_response());
+    };
+    let pools = session.pools(&shared);
+    let tasks = shared.store.history(Some(&pools), HISTORY_DEFAULT).await?;
+    Ok(Html(pages::history(&viewer(&session, &pools), &tasks)).into_response())
+}
+
+/// `GET /ui/tasks/{id}`: one task's card, for the script to insert.
+pub async fn card(
+    State(shared): State<Arc<Shared>>,
+    session: Session,
+    Path(id): Path<String>,
+) -> Result<Html<String>, ApiError> {
+    let task = api::visible_task(&shared, &session.reviewer, &id).await?;
+    Ok(Html(pages::card(&task, &session.csrf, now_ms())))
+}
+
+/// `GET /ui/pending`: the ids on the caller's pending list, for the script to resynchronise.
+pub async fn pending_ids(
+    State(shared): State<Arc<Shared>>,
+    session: Session,
+) -> Result<axum::Json<Vec<String>>, ApiError> {
+    let ids = shared
+        .store
+        .pending_ids()
+        .await?
+        .into_iter()
+        .filter(|pending| shared.serves(&pending.pool) && session.reviewer.sees(&pending.pool))
+        .map(|pending| pending.id)
+        .collect();
+    Ok(axum::Json(ids))
+}
+
+/// The fields of a decision from the UI (its CSRF token is [`CsrfForm`]'s).
+#[derive(Debug, Deserialize)]
+pub struct DecisionForm {
+    /// A choice of the task, or `dismiss`.
+    decision: String,
+    /// Why, if the person said.
+    #[serde(default)]
+    explanation: Option<String>,
+}
+
+/// `POST /ui/tasks/{id}/decision`: the task as JSON for the script (`Accept: application/json`),
+/// else back to the list, or an error page.
+pub async fn decide(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    CsrfForm { session, form }: CsrfForm<DecisionForm>,
+) -> Result<Response, ApiError> {
+    let wants_json = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains("application/json"));
+    match api::decide_as(&shared, &session.reviewer, &id, &form.decision, form.explanation).await {
+        Ok(task) if wants_json => Ok(axum::Json(api::task_view(&task)).into_response()),
+        Ok(_) => Ok(Redirect::to("/").into_response()),
+        Err(e) if wants_json => Err(e),
+        Err(e) => {
+            let status = e.into_response().status();
+            let message = match status {
+                StatusCode::CONFLICT => "This task was decided or withdrawn already.",
+                StatusCode::UNPROCESSABLE_ENTITY => "That is not one of this task's choices.",
+                StatusCode::NOT_FOUND => "No such task among your pools.",
+                _ => "The decision could not be recorded; try again.",
+            };
+            Ok((status, Html(pages::error(status.as_str(), message))).into_response())
+        }
+    }
+}
+
+/// The login form.
+#[derive(Debug, Deserialize)]
+struct LoginForm {
+    token: String,
+}
+
+/// `POST /login`: trades a token for a session cookie.
+pub async fn login(State(shared): State<Arc<Shared>>, _: SameOrigin, body: Bytes) -> Result<Response, ApiError> {
+    let login: LoginForm = form(&body)?;
+    let Some(reviewer) = shared.reviewers.authenticate(&login.token) else {
+        return Ok((StatusCode::UNAUTHORIZED, Html(pages::login(Some("That token is not valid.")))).into_response());
+    };
+    let id = shared.sessions.open(&reviewer.name);
+    let cookie = format!("{SESSION_COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}", SESSION_TTL.as_secs());
+    let mut response = Redirect::to("/").into_response();
+    response.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(&cookie).expect("a cookie is ASCII"));
+    Ok(response)
+}
+
+/// `POST /logout`: ends the session (if any) and clears the cookie.
+pub async fn logout(State(shared): State<Arc<Shared>>, signed: Option<CsrfForm<IgnoredAny>>) -> Response {
+    if let Some(CsrfForm { session, .. }) = signed {
+        shared.sessions.close(&session.id);
+    }
+    let mut response = Redirect::to("/").into_response();
+    response.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_static("airlock_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
+    );
+    response
+}
