@@ -28,7 +28,13 @@ async fn scenario() {
     let transport = MemoryTransport::new();
     let prefix = "browser";
     let (stop_worker, stopped) = tokio::sync::oneshot::channel::<()>();
-    let config = WorkerConfig { prefix: prefix.into(), concurrency: 8, policy_dir: None, worker_id: "worker".into() };
+    let config = WorkerConfig {
+        prefix: prefix.into(),
+        concurrency: 8,
+        policy_dir: None,
+        worker_id: "worker".into(),
+        metrics: Default::default(),
+    };
     let worker = tokio::spawn(airlock_worker::run(transport.clone(), config, async {
         let _ = stopped.await;
     }));

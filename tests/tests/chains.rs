@@ -50,8 +50,13 @@ fn fleet(prefix: &str) -> Topology {
 
 async fn suite<T: Transport>(transport: T, prefix: String) {
     let (stop, stopped) = oneshot::channel::<()>();
-    let config =
-        WorkerConfig { prefix: prefix.clone(), concurrency: 32, policy_dir: None, worker_id: "suite-worker".into() };
+    let config = WorkerConfig {
+        prefix: prefix.clone(),
+        concurrency: 32,
+        policy_dir: None,
+        worker_id: "suite-worker".into(),
+        metrics: Default::default(),
+    };
     let worker = tokio::spawn(airlock_worker::run(transport.clone(), config, async {
         let _ = stopped.await;
     }));

@@ -14,7 +14,7 @@ use airlock_contract::v1;
 use airlock_monitor::prompt::{Limits, Template};
 use airlock_monitor::provider::{ProviderConfig, ProviderKind};
 use airlock_monitor::retry::RetryPolicy;
-use airlock_monitor::{Decision, MonitorConfig, SHUTDOWN_GRACE};
+use airlock_monitor::{Decision, MonitorConfig};
 use airlock_testkit::{amqp_url, unique_prefix};
 use airlock_tests::{HANG_GUARD, airlock_bin, approval, broker, decision_name, guarded, review, wait_for_consumers};
 use airlock_transport::{AmqpTransport, Destination, Message, Topology, Transport};
@@ -98,6 +98,7 @@ fn monitor_config(prefix: &str, step: &str, kind: ProviderKind, base_url: String
             max_retry_after: Duration::from_secs(5),
             attempt_timeout: Duration::from_secs(3),
         },
+        metrics: Default::default(),
     }
 }
 
@@ -147,13 +148,17 @@ async fn scenarios(prefix: String) {
             let _ = stopped.wait_for(|s| *s).await;
         }
     };
-    let worker_config =
-        WorkerConfig { prefix: prefix.clone(), concurrency: 32, policy_dir: None, worker_id: "w".into() };
+    let worker_config = WorkerConfig {
+        prefix: prefix.clone(),
+        concurrency: 32,
+        policy_dir: None,
+        worker_id: "w".into(),
+        metrics: Default::default(),
+    };
     let worker = tokio::spawn(airlock_worker::run(connect("worker").await, worker_config, until_stopped()));
     let openai = monitor_config(&prefix, "monitor", ProviderKind::OpenAi, model.openai_base());
-    let metrics = std::sync::Arc::new(airlock_telemetry::metrics::Metrics::new());
-    let monitor =
-        tokio::spawn(airlock_monitor::run_observed(connect("monitor").await, openai, metrics.clone(), until_stopped()));
+    let metrics = openai.metrics.clone();
+    let monitor = tokio::spawn(airlock_monitor::run(connect("monitor").await, openai, until_stopped()));
     let anthropic = monitor_config(&prefix, "judge", ProviderKind::Anthropic, model.anthropic_base());
     let judge = tokio::spawn(airlock_monitor::run(connect("judge").await, anthropic, until_stopped()));
     serve_humans(connect("human").await, &prefix).await;
@@ -280,7 +285,11 @@ async fn scenarios(prefix: String) {
     client.close().await;
     stop.send(true).unwrap();
     for role in [monitor, judge] {
-        tokio::time::timeout(SHUTDOWN_GRACE * 2, role).await.expect("the monitor stops").unwrap().unwrap();
+        tokio::time::timeout(airlock_transport::SHUTDOWN_GRACE * 2, role)
+            .await
+            .expect("the monitor stops")
+            .unwrap()
+            .unwrap();
     }
     worker.await.unwrap().unwrap();
     admin.close().await;

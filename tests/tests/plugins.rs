@@ -89,7 +89,13 @@ async fn python_plugin_end_to_end() {
 
 async fn scenario(python: PathBuf, transport: airlock_transport::AmqpTransport, prefix: String) {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let config = WorkerConfig { prefix: prefix.clone(), concurrency: 16, policy_dir: None, worker_id: "w".into() };
+    let config = WorkerConfig {
+        prefix: prefix.clone(),
+        concurrency: 16,
+        policy_dir: None,
+        worker_id: "w".into(),
+        metrics: Default::default(),
+    };
     let worker = tokio::spawn(airlock_worker::run(transport, config, async {
         let _ = stopped.await;
     }));

@@ -71,7 +71,13 @@ struct Fleet {
 async fn start_fleet(transport: &AmqpTransport, prefix: &str) -> Fleet {
     transport.declare(&fleet(prefix)).await.unwrap();
     let (stop_worker, stopped) = oneshot::channel::<()>();
-    let config = WorkerConfig { prefix: prefix.into(), concurrency: 16, policy_dir: None, worker_id: "worker".into() };
+    let config = WorkerConfig {
+        prefix: prefix.into(),
+        concurrency: 16,
+        policy_dir: None,
+        worker_id: "worker".into(),
+        metrics: Default::default(),
+    };
     let worker = tokio::spawn(airlock_worker::run(transport.clone(), config, async {
         let _ = stopped.await;
     }));

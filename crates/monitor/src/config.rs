@@ -1,6 +1,9 @@
 //! How a monitor runs: typed, checked once before it connects to anything.
 
+use std::sync::Arc;
+
 use airlock_policy::{Decision, Kind};
+use airlock_telemetry::metrics::Metrics;
 use airlock_transport::message::MAX_SHORT_STRING;
 
 use crate::prompt::{Limits, Template};
@@ -31,6 +34,8 @@ pub struct MonitorConfig {
     pub fallback: Decision,
     /// Retries and time limits of model calls.
     pub retry: RetryPolicy,
+    /// Where the monitor counts what it does (shared with whoever serves the metrics).
+    pub metrics: Arc<Metrics>,
 }
 
 /// The configuration cannot work.
@@ -107,6 +112,7 @@ mod tests {
             limits: Limits::default(),
             fallback: Decision::Escalate,
             retry: RetryPolicy::default(),
+            metrics: Arc::default(),
         }
     }
 

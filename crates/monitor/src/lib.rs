@@ -18,8 +18,8 @@
 //! - [`retry`]: backoff, `Retry-After`, and the deadline over all attempts.
 //! - [`answer`]: the `StepAnswer` for an outcome, with the score in its metadata.
 //! - [`calibrate`]: monitor scores against human decisions, from a decision log.
-//! - [`run`] / [`run_observed`]: the consume / ask / publish / acknowledge loop, with graceful
-//!   shutdown, each task in a span that continues the sender's trace.
+//! - [`run`]: ask / publish / acknowledge for each task, in a span that continues the
+//!   sender's trace, served by the role loop of `airlock_transport::serve`.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
@@ -40,12 +40,11 @@ use airlock_contract::v1;
 use airlock_policy::Kind;
 use airlock_records::convert::decision_from_wire;
 use airlock_records::time::now_ms;
-use airlock_telemetry::metrics::{Metrics, ReasonLabels, SourceLabels, StepLabels};
+use airlock_telemetry::metrics::{ReasonLabels, SourceLabels, StepLabels};
 use airlock_telemetry::propagation;
-use airlock_transport::{Delivery, Destination, Message, Topology, Transport, TransportError};
+use airlock_transport::{Delivery, Destination, Message, Serve, Topology, Transport, TransportError};
 use prost::Message as _;
 use tokio::time::Instant;
-use tokio_util::task::TaskTracker;
 use tracing::{Instrument, debug, debug_span, info, warn};
 
 /// A step's decision (the policy engine's), as the configuration's fallback takes it.
@@ -56,9 +55,6 @@ pub use crate::config::{ConfigError, MonitorConfig};
 use crate::params::StepParams;
 use crate::provider::{Provider, ProviderError};
 use crate::retry::Exhausted;
-
-/// How long in-flight tasks may take to finish after shutdown is asked.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// Kept free before a step's deadline, for the answer to travel to a worker.
 pub const ANSWER_MARGIN: Duration = Duration::from_millis(200);
@@ -78,22 +74,13 @@ pub enum MonitorError {
 }
 
 /// Runs a monitor until `shutdown` resolves or the transport closes, then stops consuming,
-/// lets in-flight tasks finish (up to [`SHUTDOWN_GRACE`]; the rest go back to the queue) and
-/// closes the transport.
+/// lets in-flight tasks finish (up to [`airlock_transport::SHUTDOWN_GRACE`]; the rest go back
+/// to the queue) and closes the transport. It counts in the configuration's metrics: tasks
+/// taken (`messages{source="step"}`), answer latency and escalations by step, dead-lettered
+/// tasks, expired tasks, tasks in flight.
 pub async fn run<T: Transport>(
     transport: T,
     config: MonitorConfig,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), MonitorError> {
-    run_observed(transport, config, Arc::new(Metrics::new()), shutdown).await
-}
-
-/// [`run`], counting in `metrics`: tasks taken (`messages{source="step"}`), answer latency and
-/// escalations by step, dead-lettered tasks, expired tasks, tasks in flight.
-pub async fn run_observed<T: Transport>(
-    transport: T,
-    config: MonitorConfig,
-    metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), MonitorError> {
     config.validate()?;
@@ -101,7 +88,7 @@ pub async fn run_observed<T: Transport>(
     let topology = Topology::new(config.prefix.clone()).with_step(&config.step);
     transport.declare(&topology).await?;
     let queue = topology.step_queue(&config.step);
-    let mut tasks = transport.consume(&queue, config.concurrency).await?;
+    let tasks = transport.consume(&queue, config.concurrency).await?;
     info!(
         %queue, provider = %config.provider.kind, model = %config.provider.model, endpoint = %provider.endpoint(),
         concurrency = config.concurrency, "Monitor consuming."
@@ -111,33 +98,16 @@ pub async fn run_observed<T: Transport>(
         provider: config.provider.kind.as_str(),
         model: config.provider.model.clone(),
     };
-    let monitor = Arc::new(Monitor { config, provider, identity, transport: transport.clone(), topology, metrics });
+    let monitor = Arc::new(Monitor { config, provider, identity, transport: transport.clone(), topology });
 
-    let tracker = TaskTracker::new();
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            () = &mut shutdown => break,
-            delivery = tasks.next() => match delivery {
-                Some(delivery) => {
-                    // One span per task, continuing the trace of the worker that sent it.
-                    let correlation = delivery.message.correlation_id.clone().unwrap_or_default();
-                    let span = debug_span!("airlock.monitor", step = %monitor.config.step, correlation_id = %correlation);
-                    propagation::adopt(&span, &delivery.message.headers);
-                    tracker.spawn(monitor.clone().observe(delivery).instrument(span));
-                }
-                None => break,
-            },
-        }
-    }
-
-    info!("Monitor stopping: no new tasks, finishing in-flight ones.");
-    tasks.cancel().await;
-    tracker.close();
-    if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait()).await.is_err() {
-        warn!(grace = ?SHUTDOWN_GRACE, "In-flight tasks did not finish in time; the broker will redeliver them.");
-    }
-    drop(tasks);
+    let observe = |(), delivery: Delivery| {
+        // One span per task, continuing the trace of the worker that sent it.
+        let correlation = delivery.message.correlation_id.clone().unwrap_or_default();
+        let span = debug_span!("airlock.monitor", step = %monitor.config.step, correlation_id = %correlation);
+        propagation::adopt(&span, &delivery.message.headers);
+        monitor.clone().observe(delivery).instrument(span)
+    };
+    Serve::new().consume((), tasks).run(observe, shutdown).await;
     transport.close().await;
     info!("Monitor stopped.");
     Ok(())
@@ -149,12 +119,11 @@ struct Monitor<T> {
     identity: Identity,
     transport: T,
     topology: Topology,
-    metrics: Arc<Metrics>,
 }
 
 impl<T: Transport> Monitor<T> {
     async fn observe(self: Arc<Self>, delivery: Delivery) {
-        let metrics = self.metrics.clone();
+        let metrics = self.config.metrics.clone();
         metrics.messages.get_or_create(&SourceLabels { source: "step".into() }).inc();
         metrics.in_flight.inc();
         self.handle(delivery).await;
@@ -180,7 +149,7 @@ impl<T: Transport> Monitor<T> {
         if request.deadline_unix_ms > 0 && request.deadline_unix_ms <= started {
             // The runner has failed closed already: nobody waits for this answer.
             debug!("Task past its request's deadline dropped.");
-            self.metrics.expired.inc();
+            self.config.metrics.expired.inc();
             return settle(delivery.ack().await);
         }
 
@@ -199,9 +168,9 @@ impl<T: Transport> Monitor<T> {
         let answered = now_ms();
         let step = StepLabels { step: task.name.clone() };
         let seconds = Duration::from_millis(u64::try_from(answered - started).unwrap_or(0)).as_secs_f64();
-        self.metrics.step_latency.get_or_create(&step).observe(seconds);
+        self.config.metrics.step_latency.get_or_create(&step).observe(seconds);
         if outcome.decision() == Decision::Escalate {
-            self.metrics.escalations.get_or_create(&step).inc();
+            self.config.metrics.escalations.get_or_create(&step).inc();
         }
         let answer = answer::step_answer(&self.identity, &outcome, started, answered);
         let result = v1::StepResult { task: Some(task), answer: Some(answer) };
@@ -268,7 +237,7 @@ impl<T: Transport> Monitor<T> {
     async fn dead(&self, delivery: Delivery, reason: &str) {
         warn!(%reason, "Task dead-lettered.");
         let code = reason.split(':').next().unwrap_or(reason).to_owned();
-        self.metrics.dead_lettered.get_or_create(&ReasonLabels { reason: code }).inc();
+        self.config.metrics.dead_lettered.get_or_create(&ReasonLabels { reason: code }).inc();
         if let Err(e) = self.transport.publish_dead(&self.topology, delivery, reason).await {
             warn!(error = %e, "Dead-lettering failed; the broker will redeliver the task.");
         }

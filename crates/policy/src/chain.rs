@@ -22,7 +22,7 @@ use crate::call::{Answer, Call, Decision, Kind};
 use crate::document::{Document, PolicyError};
 use crate::glob::{self, ToolMatcher};
 use crate::render::format_function_call;
-use crate::steps::{ParamError, Step, Subject};
+use crate::steps::{ExternalStep, ParamError, Step, Subject};
 
 /// The approver name Inspect records for its own synthetic answers.
 pub const POLICY: &str = "policy";
@@ -182,7 +182,7 @@ impl Policy {
                     document.source_name, entry.location.line, entry.location.column, entry.name
                 ));
             }
-            if let Step::Human(human) = &step
+            if let Step::External(ExternalStep::Human(human)) = &step
                 && human.dropped_modify
             {
                 warnings.push(format!(
@@ -265,9 +265,12 @@ impl Policy {
                 continue;
             }
             any_matched = true;
-            let Some(answer) = self.steps[index].step.decide(subject) else {
-                state.next_step = index;
-                return Verdict::Pending { step: index, state };
+            let answer = match &self.steps[index].step {
+                Step::BuiltIn(step) => step.decide(subject),
+                Step::External(_) => {
+                    state.next_step = index;
+                    return Verdict::Pending { step: index, state };
+                }
             };
             state.next_step = index + 1;
             if let Some(verdict) = self.record(subject, index, answer, &mut state) {
@@ -348,7 +351,7 @@ impl Policy {
     /// answer that its kind does not allow fails closed for the kind.
     fn admit(&self, step: &PolicyStep, answer: Answer) -> Answer {
         let (allowed, fallback): (&[Decision], Decision) = match &step.step {
-            Step::Human(human) => (&human.choices, Decision::Terminate),
+            Step::External(ExternalStep::Human(human)) => (&human.choices, Decision::Terminate),
             _ => (self.kind.decisions(), self.kind.fail_closed()),
         };
         if allowed.contains(&answer.decision) {

@@ -50,22 +50,36 @@ pub struct ParamError {
     pub message: String,
 }
 
-/// One step of a chain.
+/// One step of a chain: it decides in process, or it runs elsewhere and the chain waits.
 #[derive(Debug, Clone)]
 pub enum Step {
-    /// Built-in: a fixed decision.
-    Auto(auto::Auto),
-    /// Built-in: shell command allow-list.
-    BashAllowlist(bash_allowlist::BashAllowlist),
-    /// Built-in: a regular expression.
-    Pattern(pattern::Pattern),
-    /// External: a human queue.
-    Human(human::Human),
-    /// External: a step queue served by a plugin or a model monitor.
-    External(external::External),
+    /// Answers at once, in the worker.
+    BuiltIn(BuiltIn),
+    /// Suspends the chain until its answer comes back.
+    External(ExternalStep),
 }
 
-/// Where a step runs when it is not built in.
+/// A step that decides in process.
+#[derive(Debug, Clone)]
+pub enum BuiltIn {
+    /// A fixed decision.
+    Auto(auto::Auto),
+    /// Shell command allow-list.
+    BashAllowlist(bash_allowlist::BashAllowlist),
+    /// A regular expression.
+    Pattern(pattern::Pattern),
+}
+
+/// A step that runs in a queue of its own.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExternalStep {
+    /// A human queue.
+    Human(human::Human),
+    /// Any other name: a step queue served by a plugin or a model monitor.
+    Named(external::External),
+}
+
+/// Where an external step runs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Route {
     /// The human queue of a pool.
@@ -88,51 +102,74 @@ impl Step {
     /// Builds the step named `name` of a chain of `kind` from its parameters.
     pub fn from_params(name: &str, kind: Kind, params: &Params) -> Result<Self, ParamError> {
         Ok(match name {
-            auto::NAME => Step::Auto(auto::Auto::from_params(kind, params)?),
-            bash_allowlist::NAME => Step::BashAllowlist(bash_allowlist::BashAllowlist::from_params(params)?),
-            pattern::NAME => Step::Pattern(pattern::Pattern::from_params(kind, params)?),
-            human::NAME => Step::Human(human::Human::from_params(kind, params)?),
-            _ => Step::External(external::External::from_params(name, kind, params)?),
+            auto::NAME => Step::BuiltIn(BuiltIn::Auto(auto::Auto::from_params(kind, params)?)),
+            bash_allowlist::NAME => {
+                Step::BuiltIn(BuiltIn::BashAllowlist(bash_allowlist::BashAllowlist::from_params(params)?))
+            }
+            pattern::NAME => Step::BuiltIn(BuiltIn::Pattern(pattern::Pattern::from_params(kind, params)?)),
+            human::NAME => Step::External(ExternalStep::Human(human::Human::from_params(kind, params)?)),
+            _ => Step::External(ExternalStep::Named(external::External::from_params(name, kind, params)?)),
         })
-    }
-
-    /// The answer of a built-in step, or `None` for an external one.
-    pub fn decide(&self, subject: &Subject<'_>) -> Option<Answer> {
-        match self {
-            Step::Auto(step) => Some(step.decide(subject)),
-            Step::BashAllowlist(step) => Some(step.decide(subject)),
-            Step::Pattern(step) => Some(step.decide(subject)),
-            Step::Human(_) | Step::External(_) => None,
-        }
-    }
-
-    /// Where an external step runs; `None` for a built-in one.
-    pub fn route(&self) -> Option<Route> {
-        match self {
-            Step::Human(step) => Some(Route::Human { pool: step.pool.clone(), choices: step.choices.clone() }),
-            Step::External(step) => Some(Route::Step { name: step.name.clone() }),
-            _ => None,
-        }
-    }
-
-    /// The deadline settings of an external step.
-    pub fn timeout(&self) -> Option<&external::Timeout> {
-        match self {
-            Step::Human(step) => Some(&step.timeout),
-            Step::External(step) => Some(&step.timeout),
-            _ => None,
-        }
     }
 }
 
 impl fmt::Display for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Step::Auto(step) => step.fmt(f),
-            Step::BashAllowlist(step) => step.fmt(f),
-            Step::Pattern(step) => step.fmt(f),
-            Step::Human(step) => step.fmt(f),
+            Step::BuiltIn(step) => step.fmt(f),
             Step::External(step) => step.fmt(f),
+        }
+    }
+}
+
+// === impl BuiltIn ===
+
+impl BuiltIn {
+    /// The step's answer for one call.
+    pub fn decide(&self, subject: &Subject<'_>) -> Answer {
+        match self {
+            BuiltIn::Auto(step) => step.decide(subject),
+            BuiltIn::BashAllowlist(step) => step.decide(subject),
+            BuiltIn::Pattern(step) => step.decide(subject),
+        }
+    }
+}
+
+impl fmt::Display for BuiltIn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuiltIn::Auto(step) => step.fmt(f),
+            BuiltIn::BashAllowlist(step) => step.fmt(f),
+            BuiltIn::Pattern(step) => step.fmt(f),
+        }
+    }
+}
+
+// === impl ExternalStep ===
+
+impl ExternalStep {
+    /// Where the step runs.
+    pub fn route(&self) -> Route {
+        match self {
+            ExternalStep::Human(step) => Route::Human { pool: step.pool.clone(), choices: step.choices.clone() },
+            ExternalStep::Named(step) => Route::Step { name: step.name.clone() },
+        }
+    }
+
+    /// The step's deadline settings.
+    pub fn timeout(&self) -> &external::Timeout {
+        match self {
+            ExternalStep::Human(step) => &step.timeout,
+            ExternalStep::Named(step) => &step.timeout,
+        }
+    }
+}
+
+impl fmt::Display for ExternalStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExternalStep::Human(step) => step.fmt(f),
+            ExternalStep::Named(step) => step.fmt(f),
         }
     }
 }

@@ -12,9 +12,8 @@ use std::time::Duration;
 
 use airlock_contract::v1;
 use airlock_telemetry::metrics::{ReasonLabels, SourceLabels};
-use airlock_transport::{Consumer, Delivery, Topology, Transport};
+use airlock_transport::{Consumer, Delivery, Order, Serve, Topology, Transport};
 use prost::Message as _;
-use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use airlock_records::time::now_ms;
@@ -27,35 +26,25 @@ use crate::task::Incoming;
 const RETRY: [Duration; 4] =
     [Duration::from_millis(200), Duration::from_secs(1), Duration::from_secs(3), Duration::from_secs(10)];
 
-/// Consumes one pool's queue until the service stops, then cancels the consumer and lets the
-/// deliveries in hand finish.
-pub async fn consume_pool<T: Transport>(
+/// Consumes the pools' queues until the service stops, then cancels the consumers and lets
+/// the deliveries in hand finish.
+pub async fn consume_pools<T: Transport>(
     shared: Arc<Shared>,
     transport: T,
     topology: Topology,
-    pool: String,
-    mut consumer: Consumer,
+    pools: Vec<(String, Consumer)>,
 ) {
-    let tracker = TaskTracker::new();
-    loop {
-        tokio::select! {
-            () = shared.stop.cancelled() => break,
-            delivery = consumer.next() => match delivery {
-                Some(delivery) => {
-                    // The task continues the trace of the worker that forwarded it.
-                    let span = tracing::debug_span!("airlock.reviewer", %pool, correlation_id = delivery.message.correlation_id.as_deref().unwrap_or_default());
-                    airlock_telemetry::propagation::adopt(&span, &delivery.message.headers);
-                    let taking = take(shared.clone(), transport.clone(), topology.clone(), pool.clone(), delivery);
-                    tracker.spawn(tracing::Instrument::instrument(taking, span));
-                }
-                None => break,
-            },
-        }
-    }
-    consumer.cancel().await;
-    tracker.close();
-    tracker.wait().await;
-    debug!(%pool, "Intake stopped.");
+    let serve = pools.into_iter().fold(Serve::new(), |serve, (pool, consumer)| serve.consume(pool, consumer));
+    let taking = |pool: String, delivery: Delivery| {
+        // The task continues the trace of the worker that forwarded it.
+        let correlation = delivery.message.correlation_id.as_deref().unwrap_or_default();
+        let span = tracing::debug_span!("airlock.reviewer", %pool, correlation_id = correlation);
+        airlock_telemetry::propagation::adopt(&span, &delivery.message.headers);
+        let taking = take(shared.clone(), transport.clone(), topology.clone(), pool, delivery);
+        tracing::Instrument::instrument(taking, span)
+    };
+    serve.run(taking, shared.stop.clone().cancelled_owned()).await;
+    debug!("Intake stopped.");
 }
 
 /// Stores one delivered task, then acknowledges it.
@@ -106,49 +95,46 @@ async fn take<T: Transport>(shared: Arc<Shared>, transport: T, topology: Topolog
     }
 }
 
-/// Consumes the service's private queue bound to the cancels exchange until the service stops.
-pub async fn consume_cancels(shared: Arc<Shared>, mut consumer: Consumer) {
-    loop {
-        let delivery = tokio::select! {
-            () = shared.stop.cancelled() => break,
-            delivery = consumer.next() => match delivery {
-                Some(delivery) => delivery,
-                None => break,
-            },
-        };
-        match v1::Cancel::decode(delivery.message.body.as_ref()) {
-            Ok(cancel) => {
-                let kind = v1::Kind::try_from(cancel.kind).unwrap_or(v1::Kind::Approval);
-                let correlation = cancel.key.unwrap_or_default().correlation_id(kind);
-                let reason =
-                    if cancel.reason.is_empty() { "withdrawn by the runner".to_owned() } else { cancel.reason };
-                let mut attempt = 0;
-                loop {
-                    match shared.store.cancel(&correlation, &reason, now_ms()).await {
-                        Ok(ids) => {
-                            if !ids.is_empty() {
-                                info!(%correlation, tasks = ids.len(), "Human tasks withdrawn.");
-                                shared.poke();
-                            }
-                            break;
+/// Consumes the service's private queue bound to the cancels exchange until the service
+/// stops, one cancel at a time.
+pub async fn consume_cancels(shared: Arc<Shared>, consumer: Consumer) {
+    let serve = Serve::new().consume((), consumer).order(Order::InOrder);
+    serve.run(|(), delivery| withdraw(shared.clone(), delivery), shared.stop.clone().cancelled_owned()).await;
+}
+
+/// Withdraws the tasks of one cancelled call, then acknowledges the cancel; at shutdown, while
+/// the store fails, the cancel goes back to its queue.
+async fn withdraw(shared: Arc<Shared>, delivery: Delivery) {
+    match v1::Cancel::decode(delivery.message.body.as_ref()) {
+        Ok(cancel) => {
+            let kind = v1::Kind::try_from(cancel.kind).unwrap_or(v1::Kind::Approval);
+            let correlation = cancel.key.unwrap_or_default().correlation_id(kind);
+            let reason = if cancel.reason.is_empty() { "withdrawn by the runner".to_owned() } else { cancel.reason };
+            let mut attempt = 0;
+            loop {
+                match shared.store.cancel(&correlation, &reason, now_ms()).await {
+                    Ok(ids) => {
+                        if !ids.is_empty() {
+                            info!(%correlation, tasks = ids.len(), "Human tasks withdrawn.");
+                            shared.poke();
                         }
-                        Err(e) => {
-                            let delay = RETRY[attempt.min(RETRY.len() - 1)];
-                            attempt += 1;
-                            warn!(%correlation, error = %e, "Withdrawing tasks failed; retrying.");
-                            tokio::select! {
-                                () = shared.stop.cancelled() => return,
-                                () = tokio::time::sleep(delay) => {}
-                            }
+                        break;
+                    }
+                    Err(e) => {
+                        let delay = RETRY[attempt.min(RETRY.len() - 1)];
+                        attempt += 1;
+                        warn!(%correlation, error = %e, "Withdrawing tasks failed; retrying.");
+                        tokio::select! {
+                            () = shared.stop.cancelled() => return,
+                            () = tokio::time::sleep(delay) => {}
                         }
                     }
                 }
             }
-            Err(e) => warn!(error = %e, "A message on the cancels queue is not an airlock.v1.Cancel; dropped."),
         }
-        if let Err(e) = delivery.ack().await {
-            debug!(error = %e, "Acknowledging a cancel failed.");
-        }
+        Err(e) => warn!(error = %e, "A message on the cancels queue is not an airlock.v1.Cancel; dropped."),
     }
-    consumer.cancel().await;
+    if let Err(e) = delivery.ack().await {
+        debug!(error = %e, "Acknowledging a cancel failed.");
+    }
 }

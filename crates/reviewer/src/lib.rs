@@ -196,16 +196,11 @@ impl Service {
         background.spawn(shared::watch(shared.clone()));
 
         let consumers = TaskTracker::new();
+        let mut pools = Vec::with_capacity(config.pools.len());
         for pool in &config.pools {
-            let consumer = transport.consume(&topology.human_queue(pool), PREFETCH).await?;
-            consumers.spawn(intake::consume_pool(
-                shared.clone(),
-                transport.clone(),
-                topology.clone(),
-                pool.clone(),
-                consumer,
-            ));
+            pools.push((pool.clone(), transport.consume(&topology.human_queue(pool), PREFETCH).await?));
         }
+        consumers.spawn(intake::consume_pools(shared.clone(), transport.clone(), topology.clone(), pools));
         let cancels = transport.consume(&cancels_queue, PREFETCH).await?;
         consumers.spawn(intake::consume_cancels(shared.clone(), cancels));
 

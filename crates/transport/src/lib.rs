@@ -17,6 +17,7 @@
 //! - [`error`]: [`TransportError`], the variants callers branch on.
 //! - [`amqp`]: the RabbitMQ implementation (the only module that touches lapin).
 //! - [`memory`]: the in-process implementation.
+//! - [`serve`]: the loop every consuming role runs: consume, handle, stop in order.
 //! - `backoff`: capped, jittered reconnect delays.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
@@ -28,6 +29,7 @@ pub mod delivery;
 pub mod error;
 pub mod memory;
 pub mod message;
+pub mod serve;
 pub mod topology;
 
 use std::future::Future;
@@ -37,6 +39,7 @@ pub use delivery::{Acker, Consumer, Delivery};
 pub use error::TransportError;
 pub use memory::MemoryTransport;
 pub use message::{Destination, Message};
+pub use serve::{Order, SHUTDOWN_GRACE, Serve};
 pub use topology::{Binding, Exchange, ExchangeKind, Queue, QueueKind, Topology};
 
 /// Moves messages between the roles of a fleet.

@@ -9,8 +9,9 @@
 use std::collections::BTreeMap;
 
 use airlock_contract::v1;
+use airlock_policy::chain::PolicyStep;
 use airlock_policy::chain::{ChainState, Input, Outcome, Policy, TrailEntry, Verdict};
-use airlock_policy::steps::Route;
+use airlock_policy::steps::{ExternalStep, Route, Step};
 use airlock_policy::{Decision, Kind};
 use airlock_transport::{Destination, Message, Topology};
 use prost::Message as _;
@@ -31,6 +32,16 @@ pub struct Outgoing {
     pub message: Message,
     /// A topology fragment to declare before publishing, once per worker.
     pub declare: Option<Topology>,
+}
+
+/// The external step a chain waits for, and where the chain goes on after it.
+struct Pending<'p> {
+    /// The step's index in the policy.
+    index: usize,
+    /// Where the chain continues once the step answers.
+    next_step: usize,
+    step: &'p PolicyStep,
+    external: &'p ExternalStep,
 }
 
 /// The outcome of handling one delivery.
@@ -166,7 +177,7 @@ impl Handler {
             answered: external.as_ref().and_then(|answer| {
                 let step = policy.steps().get(answer_step?)?;
                 let took = answer.answered_at_unix_ms.saturating_sub(answer.started_at_unix_ms);
-                Some((step.name.to_string(), took, matches!(step.step, airlock_policy::steps::Step::Human(_))))
+                Some((step.name.to_string(), took, matches!(step.step, Step::External(ExternalStep::Human(_)))))
             }),
             ..Report::default()
         };
@@ -180,13 +191,16 @@ impl Handler {
                 Handled::Publish(self.publish_decision(&request, kind, decision), report)
             }
             Verdict::Pending { step, state } => {
+                let policy_step = &policy.steps()[step];
+                let Step::External(external) = &policy_step.step else {
+                    // The engine suspends a chain only at an external step.
+                    return fail("step_failed", &format!("the chain waits for step {step}, which is built in"));
+                };
                 let mut report = report(&state.trail);
-                report.forwarded = Some(policy.steps()[step].name.to_string());
+                report.forwarded = Some(policy_step.name.to_string());
                 let trail = wire_trail(&state.trail);
-                Handled::Publish(
-                    vec![self.step_task(&request, &policy, (step, state.next_step), trail, trace, now_ms)],
-                    report,
-                )
+                let pending = Pending { index: step, next_step: state.next_step, step: policy_step, external };
+                Handled::Publish(vec![self.step_task(&request, policy.kind(), pending, trail, trace, now_ms)], report)
             }
             Verdict::Failed(error) => fail("step_failed", &error.to_string()),
         }
@@ -275,16 +289,16 @@ impl Handler {
     fn step_task(
         &self,
         request: &v1::Request,
-        policy: &Policy,
-        (step, next_step): (usize, usize),
+        kind: Kind,
+        pending: Pending<'_>,
         trail: Vec<v1::StepAnswer>,
         trace_context: &BTreeMap<String, String>,
         now_ms: i64,
     ) -> Outgoing {
-        let policy_step = &policy.steps()[step];
+        let Pending { index, next_step, step: policy_step, external } = pending;
         let mut forwarded = request.clone();
         forwarded.chain = Some(v1::ChainState { next_step: next_step as u32, trail });
-        let timeout = policy_step.step.timeout().expect("only external steps are pending");
+        let timeout = external.timeout();
         let step_deadline = timeout.after.map(|after| now_ms + after.as_millis() as i64);
         let deadline = match (step_deadline, request.deadline_unix_ms) {
             (Some(step), 0) => step,
@@ -293,20 +307,19 @@ impl Handler {
         };
         let task = v1::StepTask {
             request: Some(forwarded),
-            step: step as u32,
+            step: index as u32,
             name: policy_step.name.to_string(),
             params_json: serde_json::Value::Object(policy_step.params.clone()).to_string(),
             deadline_unix_ms: deadline,
             on_timeout: decision_to_wire(timeout.on_timeout).into(),
             trace_context: trace_context.clone(),
         };
-        let kind = policy.kind();
         let message = |body: Vec<u8>| {
             Message::new(body)
                 .with_correlation_id(correlation(request, kind))
                 .with_reply_to(self.topology.results_queue())
         };
-        match policy_step.step.route().expect("only external steps are pending") {
+        match external.route() {
             Route::Human { pool, choices } => {
                 let task = v1::HumanTask {
                     task: Some(task),

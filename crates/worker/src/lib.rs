@@ -10,7 +10,8 @@
 //! Layout:
 //! - [`handler`]: what to publish for a request or a step result (pure, no I/O).
 //! - [`policies`]: inline and named policies, compiled once and reloaded on change.
-//! - [`run`]: the consume / publish / acknowledge loop, with graceful shutdown.
+//! - [`run`]: the worker's handling of each delivery (publish, then acknowledge), served by
+//!   the role loop of `airlock_transport::serve`.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
@@ -21,21 +22,16 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use airlock_records::time::now_ms;
 use airlock_telemetry::metrics::{DecisionLabels, Metrics, ReasonLabels, SourceLabels, StepLabels};
 use airlock_telemetry::propagation;
-use airlock_transport::{Delivery, Topology, Transport, TransportError};
+use airlock_transport::{Delivery, Serve, Topology, Transport, TransportError};
 use futures_util::future::try_join_all;
-use tokio_util::task::TaskTracker;
 use tracing::{Instrument, debug, debug_span, info, warn};
 
 use crate::handler::{Handled, Handler, Outgoing, Report};
 use crate::policies::PolicyStore;
-
-/// How long in-flight messages may take to finish after shutdown is asked.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// How a worker runs.
 #[derive(Debug, Clone)]
@@ -48,6 +44,8 @@ pub struct WorkerConfig {
     pub policy_dir: Option<PathBuf>,
     /// Recorded as `decided_by` of built-in decisions.
     pub worker_id: String,
+    /// Where the worker counts what it does (shared with whoever serves the metrics).
+    pub metrics: Arc<Metrics>,
 }
 
 /// The worker could not start or keep running.
@@ -59,24 +57,15 @@ pub enum WorkerError {
 }
 
 /// Runs a worker until `shutdown` resolves or the transport closes, then stops consuming,
-/// lets in-flight messages finish (up to [`SHUTDOWN_GRACE`]) and closes the transport.
+/// lets in-flight messages finish (up to [`airlock_transport::SHUTDOWN_GRACE`]) and closes the transport.
 pub async fn run<T: Transport>(
     transport: T,
     config: WorkerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), WorkerError> {
-    run_observed(transport, config, Arc::default(), shutdown).await
-}
-
-/// [`run`], counting what the worker does in `metrics`.
-pub async fn run_observed<T: Transport>(
-    transport: T,
-    config: WorkerConfig,
-    metrics: Arc<Metrics>,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), WorkerError> {
     let topology = Topology::new(config.prefix.clone());
     transport.declare(&topology).await?;
+    let metrics = config.metrics.clone();
     let worker = Arc::new(Worker {
         handler: Handler::new(topology.clone(), PolicyStore::new(config.policy_dir.clone()), config.worker_id.clone()),
         transport: transport.clone(),
@@ -85,33 +74,12 @@ pub async fn run_observed<T: Transport>(
         metrics: metrics.clone(),
     });
     tokio::spawn(count_reconnects(transport.reconnects(), metrics));
-    let mut requests = transport.consume(&topology.requests_queue(), config.concurrency).await?;
-    let mut results = transport.consume(&topology.results_queue(), config.concurrency).await?;
+    let requests = transport.consume(&topology.requests_queue(), config.concurrency).await?;
+    let results = transport.consume(&topology.results_queue(), config.concurrency).await?;
     info!(prefix = %config.prefix, worker = %config.worker_id, concurrency = config.concurrency, "Worker consuming.");
 
-    let tracker = TaskTracker::new();
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            () = &mut shutdown => break,
-            delivery = requests.next() => match delivery {
-                Some(delivery) => { tracker.spawn(worker.clone().handle(Source::Request, delivery)); }
-                None => break,
-            },
-            delivery = results.next() => match delivery {
-                Some(delivery) => { tracker.spawn(worker.clone().handle(Source::Result, delivery)); }
-                None => break,
-            },
-        }
-    }
-
-    info!("Worker stopping: no new messages, finishing in-flight ones.");
-    requests.cancel().await;
-    results.cancel().await;
-    tracker.close();
-    if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait()).await.is_err() {
-        warn!(grace = ?SHUTDOWN_GRACE, "In-flight messages did not finish in time; the broker will redeliver them.");
-    }
+    let serve = Serve::new().consume(Source::Request, requests).consume(Source::Result, results);
+    serve.run(|source, delivery| worker.clone().handle(source, delivery), shutdown).await;
     transport.close().await;
     info!("Worker stopped.");
     Ok(())

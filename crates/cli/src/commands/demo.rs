@@ -119,8 +119,13 @@ async fn drive<T: Transport>(transport: T, prefix: String, args: &DemoArgs) -> R
     let scenario = scenario();
     let failure = |e: &dyn std::fmt::Display| Failure::other(e.to_string());
     let (stop_worker, worker_stopped) = oneshot::channel::<()>();
-    let config =
-        WorkerConfig { prefix: prefix.clone(), concurrency: 64, policy_dir: None, worker_id: "demo-worker".into() };
+    let config = WorkerConfig {
+        prefix: prefix.clone(),
+        concurrency: 64,
+        policy_dir: None,
+        worker_id: "demo-worker".into(),
+        metrics: Default::default(),
+    };
     let worker = tokio::spawn(airlock_worker::run(transport.clone(), config, async {
         let _ = worker_stopped.await;
     }));

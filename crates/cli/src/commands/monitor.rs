@@ -160,10 +160,11 @@ pub async fn run(args: RunArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
             attempt_timeout: Duration::from_secs_f64(args.request_timeout),
             ..RetryPolicy::default()
         },
+        metrics,
     };
     config.validate().map_err(|e| Failure::config(e.to_string()))?;
     let transport = connect(&fleet, &format!("monitor {step}")).await?;
-    airlock_monitor::run_observed(transport, config, metrics, shutdown_signal()).await.map_err(|e| match e {
+    airlock_monitor::run(transport, config, shutdown_signal()).await.map_err(|e| match e {
         MonitorError::Config(e) => Failure::config(e.to_string()),
         MonitorError::Provider(e) => Failure::config(e.to_string()),
         e => Failure::other(e.to_string()),

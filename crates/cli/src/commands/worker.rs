@@ -43,10 +43,9 @@ pub async fn run(args: WorkerArgs, metrics: Arc<Metrics>) -> Result<(), Failure>
         concurrency: args.concurrency,
         policy_dir: args.policy_dir,
         worker_id: args.id.unwrap_or_else(default_id),
+        metrics,
     };
-    airlock_worker::run_observed(transport, config, metrics, shutdown_signal())
-        .await
-        .map_err(|e| Failure::other(e.to_string()))
+    airlock_worker::run(transport, config, shutdown_signal()).await.map_err(|e| Failure::other(e.to_string()))
 }
 
 /// `worker@host:pid`.
