@@ -50,8 +50,9 @@ async fn scenario() {
         listen: "127.0.0.1:0".parse().unwrap(),
         reviewers,
         instance: "reviewer".into(),
+        metrics: Default::default(),
     };
-    let service = Service::start(config, transport.clone()).await.unwrap();
+    let service = Service::start(transport.clone(), config).await.unwrap();
     let url = format!("http://{}/", service.local_addr());
     let client = Client::connect(
         transport.clone(),

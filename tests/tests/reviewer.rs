@@ -52,6 +52,7 @@ fn config(prefix: &str, store: &str) -> ReviewerConfig {
             pools: vec!["ops".into()],
         }]),
         instance: INSTANCE.into(),
+        metrics: Default::default(),
     }
 }
 
@@ -137,7 +138,7 @@ async fn human_steps_are_answered_through_the_api() {
     guarded(fleet(&prefix), async move {
         let (dir, store) = temp_store();
         let fleet = start_fleet(&transport, &prefix).await;
-        let service = Service::start(config(&prefix, &store), transport.clone()).await.unwrap();
+        let service = Service::start(transport.clone(), config(&prefix, &store)).await.unwrap();
         let api = ApiClient::new(&format!("http://{}", service.local_addr()), TOKEN);
 
         // An approval escalated to a person.
@@ -237,7 +238,7 @@ async fn a_restart_loses_nothing_and_sends_nothing_twice() {
     guarded(fleet(&prefix), async move {
         let (dir, store_url) = temp_store();
         let fleet = start_fleet(&transport, &prefix).await;
-        let first = Service::start(config(&prefix, &store_url), transport.clone()).await.unwrap();
+        let first = Service::start(transport.clone(), config(&prefix, &store_url)).await.unwrap();
         let api = ApiClient::new(&format!("http://{}", first.local_addr()), TOKEN);
         let mut asked = tokio::task::JoinSet::new();
         for i in 0..3 {
@@ -268,7 +269,7 @@ async fn a_restart_loses_nothing_and_sends_nothing_twice() {
         store.close().await;
 
         // The next start sends it, and still lists the other two, the same tasks.
-        let second = Service::start(config(&prefix, &store_url), transport.clone()).await.unwrap();
+        let second = Service::start(transport.clone(), config(&prefix, &store_url)).await.unwrap();
         let api = ApiClient::new(&format!("http://{}", second.local_addr()), TOKEN);
         let mut after: Vec<String> =
             pending(&api, 2).await.iter().map(|t| t["id"].as_str().unwrap().to_owned()).collect();
@@ -300,7 +301,7 @@ async fn a_restart_loses_nothing_and_sends_nothing_twice() {
 
         // Nothing was sent twice: a third start has nothing to send, and the runner saw no
         // duplicate decision once every queue is drained.
-        let third = Service::start(config(&prefix, &store_url), transport.clone()).await.unwrap();
+        let third = Service::start(transport.clone(), config(&prefix, &store_url)).await.unwrap();
         assert_eq!(third.shared().store.unsent().await.unwrap(), 0);
         third.stop().await;
         let topology = Topology::new(prefix.as_str());

@@ -43,7 +43,6 @@ pub mod ui;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use airlock_telemetry::metrics::Metrics;
 use airlock_transport::{Destination, Topology, Transport, TransportError};
@@ -55,8 +54,6 @@ use crate::auth::Reviewers;
 use crate::shared::Shared;
 use crate::store::{Store, StoreError};
 
-/// How long the service may take to stop after it is asked to.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Deliveries of a human queue taken at once.
 pub const PREFETCH: u16 = 32;
 
@@ -76,6 +73,9 @@ pub struct ReviewerConfig {
     /// Names this service's queue on the cancels exchange (`<p>.reply.<id>`). Processes that
     /// share a store may share it; services with their own stores need their own.
     pub instance: String,
+    /// Where the service counts tasks taken and answers sent (shared with whoever serves the
+    /// metrics).
+    pub metrics: Arc<Metrics>,
 }
 
 /// Why the service could not start or run.
@@ -127,21 +127,11 @@ pub fn instance_for_store(store: &str) -> String {
 
 /// Runs the service until `shutdown` resolves, then stops it in order and closes the transport.
 pub async fn run<T: Transport>(
-    config: ReviewerConfig,
     transport: T,
+    config: ReviewerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ReviewerError> {
-    run_observed(config, transport, Arc::default(), shutdown).await
-}
-
-/// [`run`], counting tasks taken and answers sent in `metrics`.
-pub async fn run_observed<T: Transport>(
-    config: ReviewerConfig,
-    transport: T,
-    metrics: Arc<Metrics>,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), ReviewerError> {
-    let service = Service::start_observed(config, transport.clone(), metrics).await?;
+    let service = Service::start(transport.clone(), config).await?;
     info!(url = %format!("http://{}", service.local_addr()), "Reviewer service ready.");
     shutdown.await;
     service.stop().await;
@@ -161,16 +151,7 @@ pub struct Service {
 impl Service {
     /// Opens the store, declares the topology, binds the listener, and starts consuming,
     /// sending, timing out and serving.
-    pub async fn start<T: Transport>(config: ReviewerConfig, transport: T) -> Result<Self, ReviewerError> {
-        Service::start_observed(config, transport, Arc::default()).await
-    }
-
-    /// [`Service::start`], counting tasks taken and answers sent in `metrics`.
-    pub async fn start_observed<T: Transport>(
-        config: ReviewerConfig,
-        transport: T,
-        metrics: Arc<Metrics>,
-    ) -> Result<Self, ReviewerError> {
+    pub async fn start<T: Transport>(transport: T, config: ReviewerConfig) -> Result<Self, ReviewerError> {
         config.validate()?;
         let store = Store::open(&config.store).await?;
         info!(backend = store.backend(), location = %store::redact(&config.store), "Store open.");
@@ -188,7 +169,8 @@ impl Service {
         let topology = topology.with_binding(cancels_exchange, cancels_queue.clone(), "");
         transport.declare(&topology).await?;
 
-        let (shared, answers) = Shared::observed(store, config.reviewers.clone(), config.pools.clone(), metrics);
+        let (shared, answers) =
+            Shared::observed(store, config.reviewers.clone(), config.pools.clone(), config.metrics.clone());
         let background = TaskTracker::new();
         let results = Destination::queue(topology.results_queue());
         background.spawn(outbox::run(shared.clone(), transport.clone(), results, answers));
@@ -228,7 +210,7 @@ impl Service {
 
     /// Stops in order: stop consuming and settle what is in hand, stop serving (event streams
     /// end), let answers being published finish, close the store; all within
-    /// [`SHUTDOWN_GRACE`]. Unsent answers stay in the outbox for the next start.
+    /// [`SHUTDOWN_GRACE`](airlock_transport::SHUTDOWN_GRACE). Unsent answers stay in the outbox for the next start.
     pub async fn stop(self) {
         let Service { shared, consumers, background, server, .. } = self;
         shared.stop.cancel();
@@ -239,8 +221,8 @@ impl Service {
             background.close();
             background.wait().await;
         };
-        if tokio::time::timeout(SHUTDOWN_GRACE, stopping).await.is_err() {
-            warn!(grace = ?SHUTDOWN_GRACE, "The reviewer service did not stop in time.");
+        if tokio::time::timeout(airlock_transport::SHUTDOWN_GRACE, stopping).await.is_err() {
+            warn!(grace = ?airlock_transport::SHUTDOWN_GRACE, "The reviewer service did not stop in time.");
         }
         shared.store.close().await;
         info!("Reviewer service stopped.");

@@ -211,10 +211,11 @@ async fn start_reviewer<T: Transport>(
         listen,
         reviewers: reviewers.clone(),
         instance: REVIEWER.into(),
+        metrics: Arc::default(),
     };
-    let service = match airlock_reviewer::Service::start(config(listen), transport.clone()).await {
+    let service = match airlock_reviewer::Service::start(transport.clone(), config(listen)).await {
         Err(airlock_reviewer::ReviewerError::Listen { .. }) => {
-            airlock_reviewer::Service::start(config("127.0.0.1:0".parse().expect("an address")), transport).await
+            airlock_reviewer::Service::start(transport, config("127.0.0.1:0".parse().expect("an address"))).await
         }
         other => other,
     }

@@ -75,13 +75,14 @@ pub async fn run(args: ReviewArgs) -> Result<(), Failure> {
                 prefix: args.prefix.clone(),
                 pools: args.pools.clone(),
                 instance: instance_for_store(&args.store),
+                metrics: Default::default(),
                 store: args.store.clone(),
                 listen: "127.0.0.1:0".parse().expect("a loopback address"),
                 reviewers,
             };
             config.validate().map_err(|e| Failure::config(e.to_string()))?;
             let transport = connect(&FleetArgs { amqp: amqp.clone(), prefix: args.prefix.clone() }, "review").await?;
-            let service = Service::start(config, transport.clone()).await.map_err(|e| Failure::other(e.to_string()))?;
+            let service = Service::start(transport.clone(), config).await.map_err(|e| Failure::other(e.to_string()))?;
             let api = Api::new(&format!("http://{}", service.local_addr()), &token);
             let outcome = console(api).await;
             service.stop().await;

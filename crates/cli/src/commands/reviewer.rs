@@ -113,6 +113,7 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
     let config = ReviewerConfig {
         prefix: args.prefix.clone(),
         instance: args.id.unwrap_or_else(|| instance_for_store(&args.store)),
+        metrics,
         pools,
         store: args.store,
         listen: args.listen,
@@ -120,7 +121,5 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
     };
     config.validate().map_err(|e| Failure::config(e.to_string()))?;
     let transport = connect(&FleetArgs { amqp, prefix: args.prefix }, "reviewer").await?;
-    airlock_reviewer::run_observed(config, transport, metrics, shutdown_signal())
-        .await
-        .map_err(|e| Failure::other(e.to_string()))
+    airlock_reviewer::run(transport, config, shutdown_signal()).await.map_err(|e| Failure::other(e.to_string()))
 }
