@@ -20,6 +20,7 @@ use airlock_telemetry::TelemetryConfig;
 use airlock_telemetry::metrics::Metrics;
 use airlock_transport::{AmqpOptions, AmqpTransport};
 use clap::Args;
+use serde::Serialize;
 
 /// Exit status for bad usage or a bad configuration (sysexits' EX_USAGE, as linkerd uses).
 pub const EXIT_CONFIG: u8 = 64;
@@ -57,6 +58,31 @@ impl Failure {
     pub fn other(message: impl Into<String>) -> Self {
         Failure { code: 1, message: message.into() }
     }
+}
+
+/// Which chain a command runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KindArg {
+    /// Inspect's `approvers:`, before the call runs.
+    Approval,
+    /// Inspect's `reviewers:`, after the call returned.
+    Review,
+}
+
+impl From<KindArg> for airlock_policy::Kind {
+    fn from(kind: KindArg) -> Self {
+        match kind {
+            KindArg::Approval => airlock_policy::Kind::Approval,
+            KindArg::Review => airlock_policy::Kind::Review,
+        }
+    }
+}
+
+/// Prints `value` as one line of JSON on stdout.
+pub fn print_json(value: &impl Serialize) -> Result<(), Failure> {
+    let line = serde_json::to_string(value).map_err(|e| Failure::other(format!("printing JSON: {e}")))?;
+    println!("{line}");
+    Ok(())
 }
 
 /// Logs of a long-running role: what it does, at info.

@@ -83,6 +83,22 @@ pub struct ModifiedView {
     pub arguments: Value,
 }
 
+/// What `airlock request` prints when the fleet refused the request (its `Error` reply).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedView {
+    /// The refusal.
+    pub error: Refusal,
+}
+
+/// A refusal's code and words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusal {
+    /// The wire `Error` code (see [`crate::code::ErrorCode`]).
+    pub code: String,
+    /// What went wrong.
+    pub message: String,
+}
+
 /// A decision-log record: the decision as `airlock request` prints it, with the call's key,
 /// its kind and where it came from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -10,11 +10,13 @@
 //! Layout:
 //! - [`handler`]: what to publish for a request or a step result (pure, no I/O).
 //! - [`policies`]: inline and named policies, compiled once and reloaded on change.
+//! - [`offline`]: the engine on a policy file and calls, without a fleet (`airlock policy`).
 //! - [`run`]: the consume / publish / acknowledge loop, with graceful shutdown.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
 pub mod handler;
+pub mod offline;
 pub mod policies;
 
 use std::collections::HashSet;

@@ -25,8 +25,8 @@ use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
 use self::summary::{Record, Summary};
-use super::request::build_request;
 use super::{EXIT_UNAVAILABLE, Failure};
+use airlock_client::request::build as build_request;
 
 /// The demo's policy, in Inspect's format.
 const POLICY: &str = include_str!("demo/policy.yaml");

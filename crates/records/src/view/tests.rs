@@ -116,3 +116,9 @@ fn eval_views_print_in_policy_evals_shape() {
     );
     assert!(!pending.is_failure());
 }
+
+#[test]
+fn a_refusal_prints_its_code_and_message() {
+    let refused = RefusedView { error: Refusal { code: "invalid_policy".into(), message: "bad".into() } };
+    assert_eq!(serde_json::to_string(&refused).unwrap(), r#"{"error":{"code":"invalid_policy","message":"bad"}}"#);
+}

@@ -17,7 +17,7 @@ use super::children::Children;
 use super::traffic::{Outcome, Phase, drive};
 use super::{Settings, Shared};
 use crate::commands::Failure;
-use crate::commands::request::build_request;
+use airlock_client::request::build as build_request;
 
 /// The bench's policy: a shell call walks a pattern and an allow-list, both escalate, and
 /// the catch-all approves. Every step is built in: no external queue is involved. Shared with
