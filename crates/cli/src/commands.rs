@@ -1,4 +1,23 @@
 //! One module per subcommand, and what they share: the broker options, the runtime, logging.
+//!
+//! A module here only turns arguments into a library call and the call's result into
+//! output and an exit status. The names follow one convention:
+//!
+//! - **Command side.** Each module's entry point is `run`, taking its parsed arguments (a
+//!   subcommand enum for a group). An `async fn run(..) -> Result<(), Failure>` gets its
+//!   runtime from `main` ([`block_on`] for a tool, [`block_on_role`] for a role); a module
+//!   whose subcommands need different runtimes, or none, has a sync `fn run(..) -> ExitCode`.
+//! - **Library side, a role** (worker, monitor, reviewer, auditor): `run(transport, config,
+//!   shutdown)` in the role's crate — [`airlock_worker::run`], [`airlock_monitor::run`],
+//!   [`airlock_audit::run`] — with `run_observed` where the role also takes metrics.
+//! - **Library side, a one-shot tool**: a function in the library module named for the
+//!   command, named for what it does: [`airlock_client::request::send`],
+//!   [`airlock_worker::offline::check`] and [`airlock_worker::offline::eval_line`],
+//!   [`airlock_audit::query::Query::run`]. What they print is a type of
+//!   [`airlock_records::view`].
+//!
+//! `bench` and `demo` are tools that start whole fleets to measure or show them, not roles:
+//! they stay module trees here, built on the same library entry points.
 
 pub mod audit;
 pub mod bench;

@@ -104,19 +104,19 @@ pub struct CalibrateArgs {
     svg: Option<PathBuf>,
 }
 
-/// Runs the monitor, or calibrates.
-pub fn main(args: MonitorArgs) -> ExitCode {
+/// Runs the monitor, or calibrates; each on the runtime it needs.
+pub fn run(args: MonitorArgs) -> ExitCode {
     match args.command {
-        Some(MonitorCommand::Calibrate(calibrate)) => block_on(LOG_TOOL, async move { run_calibrate(calibrate) }),
+        Some(MonitorCommand::Calibrate(args)) => block_on(LOG_TOOL, async move { calibrate(args) }),
         None => {
             let telemetry = args.run.telemetry.clone();
-            block_on_role("airlock-monitor", &telemetry, |metrics| run(args.run, metrics))
+            block_on_role("airlock-monitor", &telemetry, |metrics| serve(args.run, metrics))
         }
     }
 }
 
 /// Runs the monitor until a signal, counting what it does in `metrics`.
-pub async fn run(args: RunArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
+async fn serve(args: RunArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
     let missing = |what: &str| Failure::config(format!("--{what} is required"));
     // Optional in clap, so that `airlock monitor calibrate` needs none of them.
     let fleet = FleetArgs { amqp: args.amqp.ok_or_else(|| missing("amqp"))?, prefix: args.prefix };
@@ -170,7 +170,7 @@ pub async fn run(args: RunArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
     })
 }
 
-fn run_calibrate(args: CalibrateArgs) -> Result<(), Failure> {
+fn calibrate(args: CalibrateArgs) -> Result<(), Failure> {
     let file = fs::File::open(&args.log).map_err(|e| Failure::config(format!("{}: {e}", args.log.display())))?;
     let log = calibrate::read_log(std::io::BufReader::new(file), args.step.as_deref())
         .map_err(|e| Failure::config(format!("{}: {e}", args.log.display())))?;
