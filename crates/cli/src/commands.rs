@@ -10,14 +10,16 @@
 //! - **Library side, a role** (worker, monitor, reviewer, auditor): `run(transport, config,
 //!   shutdown)` in the role's crate — [`airlock_worker::run`], [`airlock_monitor::run`],
 //!   [`airlock_audit::run`] — with `run_observed` where the role also takes metrics.
-//! - **Library side, a one-shot tool**: a function in the library module named for the
-//!   command, named for what it does: [`airlock_client::request::send`],
+//! - **Library side, a one-shot tool**: a function named for what it does, in the library
+//!   module or crate of the command: [`airlock_client::request::send`],
 //!   [`airlock_worker::offline::check`] and [`airlock_worker::offline::eval_line`],
-//!   [`airlock_audit::query::Query::run`]. What they print is a type of
-//!   [`airlock_records::view`].
+//!   [`airlock_audit::query::Query::run`], [`airlock_demo::run`]. What they print is a type
+//!   of [`airlock_records::view`].
 //!
-//! `bench` and `demo` are tools that start whole fleets to measure or show them, not roles:
-//! they stay module trees here, built on the same library entry points.
+//! `bench` stays a module tree here: it is a tool, not a role, and it measures this very
+//! program — its workers and echo responder are child processes of the same executable
+//! (`airlock worker`, `airlock bench-echo`), so its logic is tied to the binary's own
+//! subcommands. `topology` calls the transport's `declare`/`delete` directly.
 
 pub mod audit;
 pub mod bench;

@@ -311,3 +311,29 @@ fn scenario() -> Vec<ScenarioCall> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bundled_scenario_and_policy_read() {
+        let scenario = scenario();
+        assert!(scenario.len() >= CALLS_PER_SAMPLE, "every sample makes distinct calls");
+        for kind in [Kind::Approval, Kind::Review] {
+            airlock_policy::chain::Policy::parse("policy.yaml", POLICY, kind).unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn no_samples_is_bad_configuration() {
+        let config = DemoConfig {
+            amqp: None,
+            prefix: None,
+            samples: 0,
+            auto_human: Some(AutoHuman::Approve),
+            listen: "127.0.0.1:0".parse().unwrap(),
+        };
+        assert!(matches!(run(config).await, Err(DemoError::Config(_))));
+    }
+}
