@@ -27,6 +27,25 @@ pub struct MonitorArgs {
     run: RunArgs,
 }
 
+/// The model's API, as `--provider` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProviderArg {
+    /// OpenAI chat completions (also vLLM, Ollama, llama.cpp).
+    #[value(name = "openai")]
+    OpenAi,
+    /// Anthropic Messages.
+    Anthropic,
+}
+
+impl From<ProviderArg> for ProviderKind {
+    fn from(provider: ProviderArg) -> Self {
+        match provider {
+            ProviderArg::OpenAi => ProviderKind::OpenAi,
+            ProviderArg::Anthropic => ProviderKind::Anthropic,
+        }
+    }
+}
+
 /// What else `airlock monitor` does.
 #[derive(Debug, Subcommand)]
 pub enum MonitorCommand {
@@ -47,8 +66,8 @@ pub struct RunArgs {
     #[arg(long)]
     step: Option<String>,
     /// The model's API.
-    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(["openai", "anthropic"]))]
-    provider: Option<String>,
+    #[arg(long, value_enum)]
+    provider: Option<ProviderArg>,
     /// The API's base URL (default: the official one; e.g. http://127.0.0.1:11434/v1 for Ollama).
     #[arg(long)]
     base_url: Option<String>,
@@ -121,7 +140,7 @@ async fn serve(args: RunArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
     // Optional in clap, so that `airlock monitor calibrate` needs none of them.
     let fleet = FleetArgs { amqp: args.amqp.ok_or_else(|| missing("amqp"))?, prefix: args.prefix };
     let step = args.step.ok_or_else(|| missing("step"))?;
-    let kind: ProviderKind = args.provider.ok_or_else(|| missing("provider"))?.parse().map_err(Failure::config)?;
+    let kind = ProviderKind::from(args.provider.ok_or_else(|| missing("provider"))?);
     let model = args.model.ok_or_else(|| missing("model"))?;
     let template = match &args.prompt {
         None => Template::default(),
