@@ -52,7 +52,7 @@ use tracing::{Instrument, debug, debug_span, info, warn};
 /// A step's decision (the policy engine's), as the configuration's fallback takes it.
 pub use airlock_policy::Decision;
 
-pub use crate::answer::{Identity, Outcome};
+pub use crate::answer::{FallbackCode, Identity, Outcome};
 pub use crate::config::{ConfigError, MonitorConfig};
 use crate::params::StepParams;
 use crate::provider::{Provider, ProviderError};
@@ -236,13 +236,20 @@ impl<T: Transport> Monitor<T> {
             Ok(params) => params,
             Err(e) => {
                 let decision = self.config.fallback_for(kind);
-                return Outcome::Fallback { decision, code: "invalid_params", why: e.to_string(), attempts: 0 };
+                return Outcome::Fallback {
+                    decision,
+                    code: FallbackCode::InvalidParams,
+                    why: e.to_string(),
+                    attempts: 0,
+                };
             }
         };
         let fallback = params.fallback.unwrap_or_else(|| self.config.fallback_for(kind));
         let prompt = match self.config.template.render(task, self.config.limits) {
             Ok(prompt) => prompt,
-            Err(e) => return Outcome::Fallback { decision: fallback, code: "bad_task", why: e.0, attempts: 0 },
+            Err(e) => {
+                return Outcome::Fallback { decision: fallback, code: FallbackCode::BadTask, why: e.0, attempts: 0 };
+            }
         };
         match self.config.retry.run(deadline, |timeout| self.provider.ask(&prompt, timeout)).await {
             Ok((score, attempts)) => {
