@@ -1,4 +1,25 @@
 //! One module per subcommand, and what they share: the broker options, the runtime, logging.
+//!
+//! A module here only turns arguments into a library call and the call's result into
+//! output and an exit status. The names follow one convention:
+//!
+//! - **Command side.** Each module's entry point is `run`, taking its parsed arguments (a
+//!   subcommand enum for a group). An `async fn run(..) -> Result<(), Failure>` gets its
+//!   runtime from `main` ([`block_on`] for a tool, [`block_on_role`] for a role); a module
+//!   whose subcommands need different runtimes, or none, has a sync `fn run(..) -> ExitCode`.
+//! - **Library side, a role** (worker, monitor, reviewer, auditor): `run(transport, config,
+//!   shutdown)` in the role's crate — [`airlock_worker::run`], [`airlock_monitor::run`],
+//!   [`airlock_audit::run`] — with `run_observed` where the role also takes metrics.
+//! - **Library side, a one-shot tool**: a function named for what it does, in the library
+//!   module or crate of the command: [`airlock_client::request::send`],
+//!   [`airlock_worker::offline::check`] and [`airlock_worker::offline::eval_line`],
+//!   [`airlock_audit::query::Query::run`], [`airlock_demo::run`]. What they print is a type
+//!   of [`airlock_records::view`].
+//!
+//! `bench` stays a module tree here: it is a tool, not a role, and it measures this very
+//! program — its workers and echo responder are child processes of the same executable
+//! (`airlock worker`, `airlock bench-echo`), so its logic is tied to the binary's own
+//! subcommands. `topology` calls the transport's `declare`/`delete` directly.
 
 pub mod audit;
 pub mod bench;
@@ -20,6 +41,7 @@ use airlock_telemetry::TelemetryConfig;
 use airlock_telemetry::metrics::Metrics;
 use airlock_transport::{AmqpOptions, AmqpTransport};
 use clap::Args;
+use serde::Serialize;
 
 /// Exit status for bad usage or a bad configuration (sysexits' EX_USAGE, as linkerd uses).
 pub const EXIT_CONFIG: u8 = 64;
@@ -57,6 +79,31 @@ impl Failure {
     pub fn other(message: impl Into<String>) -> Self {
         Failure { code: 1, message: message.into() }
     }
+}
+
+/// Which chain a command runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KindArg {
+    /// Inspect's `approvers:`, before the call runs.
+    Approval,
+    /// Inspect's `reviewers:`, after the call returned.
+    Review,
+}
+
+impl From<KindArg> for airlock_policy::Kind {
+    fn from(kind: KindArg) -> Self {
+        match kind {
+            KindArg::Approval => airlock_policy::Kind::Approval,
+            KindArg::Review => airlock_policy::Kind::Review,
+        }
+    }
+}
+
+/// Prints `value` as one line of JSON on stdout.
+pub fn print_json(value: &impl Serialize) -> Result<(), Failure> {
+    let line = serde_json::to_string(value).map_err(|e| Failure::other(format!("printing JSON: {e}")))?;
+    println!("{line}");
+    Ok(())
 }
 
 /// Logs of a long-running role: what it does, at info.

@@ -61,7 +61,7 @@ fn main() -> ExitCode {
             commands::block_on_role("airlock-worker", &telemetry, |metrics| commands::worker::run(args, metrics))
         }
         Command::Request(args) => commands::block_on(commands::LOG_TOOL, commands::request::run(args)),
-        Command::Monitor(args) => commands::monitor::main(args),
+        Command::Monitor(args) => commands::monitor::run(args),
         Command::Reviewer(args) => commands::reviewer::main(args),
         Command::Review(args) => commands::block_on(commands::LOG_TOOL, commands::review::run(args)),
         Command::Topology(command) => commands::block_on(commands::LOG_TOOL, commands::topology::run(command)),

@@ -116,7 +116,7 @@ fn tempdir() -> PathBuf {
 /// The policies shipped with the repository (for users and for the demo) are valid.
 #[test]
 fn shipped_policies_check() {
-    let shipped = [repo().join("crates/cli/src/commands/demo/policy.yaml"), repo().join("bench/policy10.yaml")];
+    let shipped = [repo().join("crates/demo/src/policy.yaml"), repo().join("bench/policy10.yaml")];
     let users: Vec<PathBuf> =
         fs::read_dir(repo().join("policies")).unwrap().map(|entry| entry.unwrap().path()).collect();
     assert!(!users.is_empty());

@@ -7,8 +7,13 @@
 //! fail-closed decision itself (reject for approval, terminate for review) and withdraws the
 //! request with a `Cancel`. A reply that matches nothing pending (a duplicate, or one that
 //! came after the deadline) is ignored and counted.
+//!
+//! Layout: [`Client`] here; [`request`]: building a request for one call, and sending one
+//! as a runner of its own (`airlock request`).
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
+
+pub mod request;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use airlock_contract::v1;
-use airlock_records::time::now_ms;
+use airlock_records::time::{Deadline, now_ms};
 use airlock_transport::{Destination, Message, Topology, Transport, TransportError};
 use prost::Message as _;
 use tokio::sync::oneshot;
@@ -186,7 +191,7 @@ impl<T: Transport> Client<T> {
         let now = now_ms();
         request.reply_to = self.inner.reply_queue.clone();
         request.requested_at_unix_ms = now;
-        request.deadline_unix_ms = now + timeout.as_millis() as i64;
+        request.deadline_unix_ms = Deadline::after(now, timeout).unix_ms();
         if let Some(origin) = request.origin.as_mut()
             && origin.runner_id.is_empty()
         {

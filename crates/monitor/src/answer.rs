@@ -38,8 +38,8 @@ pub enum Outcome {
     Fallback {
         /// The fallback.
         decision: Decision,
-        /// A stable code: `invalid_params`, `bad_task`, `rate_limited`, `timeout`, …
-        code: &'static str,
+        /// Why there is no score, as the answer's `metadata.error` records it.
+        code: FallbackCode,
         /// What went wrong.
         why: String,
         /// Attempts made.
@@ -55,6 +55,52 @@ pub enum Outcome {
         /// Attempts made.
         attempts: u32,
     },
+}
+
+/// Why a monitor answered its fallback, in the answer's `metadata.error`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FallbackCode {
+    /// The step's parameters do not parse.
+    InvalidParams,
+    /// The task cannot be turned into a prompt.
+    BadTask,
+    /// The API answered 429.
+    RateLimited,
+    /// The API answered another error status.
+    HttpStatus,
+    /// A model call took too long.
+    Timeout,
+    /// The API could not be reached.
+    Unreachable,
+    /// The reply could not be read.
+    MalformedResponse,
+    /// The reply held no score.
+    NoScore,
+    /// The model refused.
+    Refused,
+}
+
+impl FallbackCode {
+    /// The code as metadata and logs spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FallbackCode::InvalidParams => "invalid_params",
+            FallbackCode::BadTask => "bad_task",
+            FallbackCode::RateLimited => "rate_limited",
+            FallbackCode::HttpStatus => "http_status",
+            FallbackCode::Timeout => "timeout",
+            FallbackCode::Unreachable => "unreachable",
+            FallbackCode::MalformedResponse => "malformed_response",
+            FallbackCode::NoScore => "no_score",
+            FallbackCode::Refused => "refused",
+        }
+    }
+}
+
+impl std::fmt::Display for FallbackCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
 }
 
 impl Outcome {
@@ -84,7 +130,7 @@ pub fn step_answer(identity: &Identity, outcome: &Outcome, started_ms: i64, answ
             format!("Suspicion {}/10 from {} ({decision}){reason}", score.value, identity.model)
         }
         Outcome::Fallback { decision, code, why, attempts } => {
-            metadata.insert("error".into(), json!(code));
+            metadata.insert("error".into(), json!(code.as_str()));
             metadata.insert("error_message".into(), json!(why));
             metadata.insert("fallback".into(), json!(true));
             metadata.insert("attempts".into(), json!(attempts));
@@ -141,8 +187,12 @@ mod tests {
 
     #[test]
     fn failures_say_why() {
-        let outcome =
-            Outcome::Fallback { decision: Decision::Escalate, code: "rate_limited", why: "429".into(), attempts: 4 };
+        let outcome = Outcome::Fallback {
+            decision: Decision::Escalate,
+            code: FallbackCode::RateLimited,
+            why: "429".into(),
+            attempts: 4,
+        };
         let answer = step_answer(&identity(), &outcome, 0, 0);
         assert_eq!(answer.decision, i32::from(v1::DecisionKind::Escalate));
         assert!(answer.explanation.unwrap().contains("(429); its fallback is escalate"));

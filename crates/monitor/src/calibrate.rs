@@ -1,7 +1,7 @@
 //! Calibration: a monitor's scores against what people decided about the same calls.
 //!
 //! The input is a decision log, one JSON object per line, in the shape `airlock request`
-//! prints (see `docs/monitors.md`): each decision carries its trail, and the monitor's trail
+//! prints ([`DecisionView`]; see `docs/monitors.md`): each decision carries its trail, and the monitor's trail
 //! entry carries its `metadata.score`. A call counts as *scored* when its trail has a
 //! monitor entry with a score, and as *decided by a person* when the trail also has a
 //! `human` entry. For each candidate `approve_below` threshold `t` the monitor *passes* a
@@ -19,6 +19,9 @@
 use std::fmt::Write as _;
 use std::io::BufRead;
 
+use airlock_policy::Decision;
+use airlock_records::view::DecisionView;
+use serde::Deserialize as _;
 use serde_json::Value;
 
 /// The built-in human step's name, as trails record it.
@@ -98,23 +101,23 @@ pub fn read_log(reader: impl BufRead, step: Option<&str>) -> Result<Log, Calibra
         }
         let value: Value = serde_json::from_str(&line)
             .map_err(|e| CalibrateError::Json { line: index + 1, message: e.to_string() })?;
-        let Some(trail) = value.get("trail").and_then(Value::as_array) else {
+        // Lines that are JSON but no decision (an `{"error": …}` of `airlock request`) are skipped.
+        let Ok(decision) = DecisionView::deserialize(&value) else {
             log.skipped += 1;
             continue;
         };
         log.decisions += 1;
+        let trail = &decision.trail;
         let score = trail
             .iter()
-            .filter(|entry| step.is_none_or(|s| entry.get("approver").and_then(Value::as_str) == Some(s)))
-            .find_map(|entry| entry.pointer("/metadata/score").and_then(Value::as_f64));
+            .filter(|entry| step.is_none_or(|s| entry.approver == s))
+            .find_map(|entry| entry.metadata.as_ref()?.get("score")?.as_f64());
         let human =
-            trail.iter().rev().filter(|entry| entry.get("approver").and_then(Value::as_str) == Some(HUMAN)).find_map(
-                |entry| match entry.get("decision").and_then(Value::as_str) {
-                    Some("approve" | "continue") => Some(Human::Allowed),
-                    Some("reject" | "terminate") => Some(Human::Blocked),
-                    _ => None,
-                },
-            );
+            trail.iter().rev().filter(|entry| entry.approver == HUMAN).find_map(|entry| match entry.decision? {
+                Decision::Approve | Decision::Continue => Some(Human::Allowed),
+                Decision::Reject | Decision::Terminate => Some(Human::Blocked),
+                _ => None,
+            });
         if let Some(score) = score {
             log.samples.push(Sample { score, human });
         }

@@ -38,8 +38,9 @@ use std::time::Duration;
 
 use airlock_contract::v1;
 use airlock_policy::Kind;
-use airlock_records::convert::decision_from_wire;
-use airlock_records::time::now_ms;
+use airlock_records::code::DeadReason;
+use airlock_records::convert::{decision_from_wire, request_kind};
+use airlock_records::time::{Deadline, now_ms};
 use airlock_telemetry::metrics::{ReasonLabels, SourceLabels, StepLabels};
 use airlock_telemetry::propagation;
 use airlock_transport::{Delivery, Destination, Message, Serve, Topology, Transport, TransportError};
@@ -50,7 +51,7 @@ use tracing::{Instrument, debug, debug_span, info, warn};
 /// A step's decision (the policy engine's), as the configuration's fallback takes it.
 pub use airlock_policy::Decision;
 
-pub use crate::answer::{Identity, Outcome};
+pub use crate::answer::{FallbackCode, Identity, Outcome};
 pub use crate::config::{ConfigError, MonitorConfig};
 use crate::params::StepParams;
 use crate::provider::{Provider, ProviderError};
@@ -134,19 +135,18 @@ impl<T: Transport> Monitor<T> {
         let started = now_ms();
         let task = match v1::StepTask::decode(delivery.message.body.as_ref()) {
             Ok(task) => task,
-            Err(e) => return self.dead(delivery, &format!("bad_message: not an airlock.v1.StepTask: {e}")).await,
-        };
-        let Some(request) = &task.request else {
-            return self.dead(delivery, "bad_message: the StepTask carries no request").await;
-        };
-        let kind = match request.body {
-            Some(v1::request::Body::Approval(_)) => Kind::Approval,
-            Some(v1::request::Body::Review(_)) => Kind::Review,
-            None => {
-                return self.dead(delivery, "bad_message: the request has neither an approval nor a review body").await;
+            Err(e) => {
+                return self.dead(delivery, DeadReason::bad_message(format!("not an airlock.v1.StepTask: {e}"))).await;
             }
         };
-        if request.deadline_unix_ms > 0 && request.deadline_unix_ms <= started {
+        let Some(request) = &task.request else {
+            return self.dead(delivery, DeadReason::bad_message("the StepTask carries no request")).await;
+        };
+        let Some(kind) = request_kind(request) else {
+            let reason = DeadReason::bad_message("the request has neither an approval nor a review body");
+            return self.dead(delivery, reason).await;
+        };
+        if Deadline::from_wire(request.deadline_unix_ms).is_some_and(|deadline| deadline.has_passed(started)) {
             // The runner has failed closed already: nobody waits for this answer.
             debug!("Task past its request's deadline dropped.");
             self.config.metrics.expired.inc();
@@ -195,10 +195,8 @@ impl<T: Transport> Monitor<T> {
     async fn decide(&self, task: &v1::StepTask, kind: Kind, now: i64) -> Outcome {
         let on_timeout =
             decision_from_wire(task.on_timeout).filter(|d| kind.decisions().contains(d)).unwrap_or(kind.fail_closed());
-        let deadline = (task.deadline_unix_ms > 0).then(|| {
-            let left = Duration::from_millis(u64::try_from(task.deadline_unix_ms - now).unwrap_or(0));
-            Instant::now() + left.saturating_sub(ANSWER_MARGIN)
-        });
+        let deadline = Deadline::from_wire(task.deadline_unix_ms)
+            .map(|deadline| Instant::now() + deadline.remaining(now).saturating_sub(ANSWER_MARGIN));
         if deadline.is_some_and(|d| d <= Instant::now()) {
             let why = "the deadline had passed when the monitor took the task".to_owned();
             return Outcome::TimedOut { decision: on_timeout, why, attempts: 0 };
@@ -207,13 +205,20 @@ impl<T: Transport> Monitor<T> {
             Ok(params) => params,
             Err(e) => {
                 let decision = self.config.fallback_for(kind);
-                return Outcome::Fallback { decision, code: "invalid_params", why: e.to_string(), attempts: 0 };
+                return Outcome::Fallback {
+                    decision,
+                    code: FallbackCode::InvalidParams,
+                    why: e.to_string(),
+                    attempts: 0,
+                };
             }
         };
         let fallback = params.fallback.unwrap_or_else(|| self.config.fallback_for(kind));
         let prompt = match self.config.template.render(task, self.config.limits) {
             Ok(prompt) => prompt,
-            Err(e) => return Outcome::Fallback { decision: fallback, code: "bad_task", why: e.0, attempts: 0 },
+            Err(e) => {
+                return Outcome::Fallback { decision: fallback, code: FallbackCode::BadTask, why: e.0, attempts: 0 };
+            }
         };
         match self.config.retry.run(deadline, |timeout| self.provider.ask(&prompt, timeout)).await {
             Ok((score, attempts)) => {
@@ -234,11 +239,14 @@ impl<T: Transport> Monitor<T> {
         }
     }
 
-    async fn dead(&self, delivery: Delivery, reason: &str) {
+    async fn dead(&self, delivery: Delivery, reason: DeadReason) {
         warn!(%reason, "Task dead-lettered.");
-        let code = reason.split(':').next().unwrap_or(reason).to_owned();
-        self.config.metrics.dead_lettered.get_or_create(&ReasonLabels { reason: code }).inc();
-        if let Err(e) = self.transport.publish_dead(&self.topology, delivery, reason).await {
+        self.config
+            .metrics
+            .dead_lettered
+            .get_or_create(&ReasonLabels { reason: reason.code.as_str().to_owned() })
+            .inc();
+        if let Err(e) = self.transport.publish_dead(&self.topology, delivery, &reason.to_string()).await {
             warn!(error = %e, "Dead-lettering failed; the broker will redeliver the task.");
         }
     }

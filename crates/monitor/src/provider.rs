@@ -17,6 +17,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use rustls_platform_verifier::BuilderVerifierExt;
 
+use crate::answer::FallbackCode;
 use crate::prompt::Prompt;
 use crate::retry::{self, Retryable};
 use crate::score::{Score, ScoreError, excerpt};
@@ -281,15 +282,15 @@ pub(crate) fn body_message(body: &[u8]) -> String {
 
 impl AttemptError {
     /// A short, stable name for metadata and logs.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> FallbackCode {
         match self {
-            AttemptError::Status { status: 429, .. } => "rate_limited",
-            AttemptError::Status { .. } => "http_status",
-            AttemptError::Timeout(_) => "timeout",
-            AttemptError::Unreachable(_) => "unreachable",
-            AttemptError::Malformed(_) => "malformed_response",
-            AttemptError::NoScore(_) => "no_score",
-            AttemptError::Refused(_) => "refused",
+            AttemptError::Status { status: 429, .. } => FallbackCode::RateLimited,
+            AttemptError::Status { .. } => FallbackCode::HttpStatus,
+            AttemptError::Timeout(_) => FallbackCode::Timeout,
+            AttemptError::Unreachable(_) => FallbackCode::Unreachable,
+            AttemptError::Malformed(_) => FallbackCode::MalformedResponse,
+            AttemptError::NoScore(_) => FallbackCode::NoScore,
+            AttemptError::Refused(_) => FallbackCode::Refused,
         }
     }
 }
@@ -334,7 +335,7 @@ mod tests {
         }
         assert!(AttemptError::Timeout(Duration::from_secs(1)).is_retryable());
         assert!(!AttemptError::Refused("no".into()).is_retryable());
-        assert_eq!(status(429).code(), "rate_limited");
+        assert_eq!(status(429).code(), FallbackCode::RateLimited);
     }
 
     #[test]

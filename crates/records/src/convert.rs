@@ -7,9 +7,34 @@ use airlock_policy::chain::TrailEntry;
 use airlock_policy::{Answer, Call, Decision, Kind};
 use serde_json::{Map, Value};
 
+/// Why a wire record cannot be read as the engine's.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConvertError {
+    /// A tool call's `arguments_json` is not a JSON object.
+    #[error("tool call arguments: {0}")]
+    Arguments(ObjectError),
+    /// A step answer's `metadata_json` is not a JSON object.
+    #[error("step metadata: {0}")]
+    Metadata(ObjectError),
+    /// A step answer without a decision (unspecified or unknown).
+    #[error("the step answer has no decision")]
+    NoDecision,
+}
+
+/// Why JSON text is not an object.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ObjectError {
+    /// Not JSON at all.
+    #[error("{0}")]
+    Json(String),
+    /// JSON, of another type.
+    #[error("expected a JSON object, got {0}")]
+    NotAnObject(Value),
+}
+
 /// Reads a wire `ToolCall`; its arguments must be a JSON object (empty text is no arguments).
-pub fn call_from_wire(call: &v1::ToolCall) -> Result<Call, String> {
-    let arguments = parse_object(&call.arguments_json).map_err(|e| format!("tool call arguments: {e}"))?;
+pub fn call_from_wire(call: &v1::ToolCall) -> Result<Call, ConvertError> {
+    let arguments = parse_object(&call.arguments_json).map_err(ConvertError::Arguments)?;
     Ok(Call { id: call.id.clone(), function: call.function.clone(), arguments })
 }
 
@@ -41,6 +66,15 @@ pub fn kind_to_wire(kind: Kind) -> v1::Kind {
     }
 }
 
+/// The engine's kind of a request, read from its body; `None` without a body.
+pub fn request_kind(request: &v1::Request) -> Option<Kind> {
+    match request.body {
+        Some(v1::request::Body::Approval(_)) => Some(Kind::Approval),
+        Some(v1::request::Body::Review(_)) => Some(Kind::Review),
+        None => None,
+    }
+}
+
 /// The engine's decision for a wire one; `None` for an unspecified or unknown value.
 pub fn decision_from_wire(decision: i32) -> Option<Decision> {
     Some(match v1::DecisionKind::try_from(decision).ok()? {
@@ -67,18 +101,18 @@ pub fn decision_to_wire(decision: Decision) -> v1::DecisionKind {
 }
 
 /// An external step's answer as the engine takes it.
-pub fn answer_from_wire(answer: &v1::StepAnswer) -> Result<Answer, String> {
-    let decision = decision_from_wire(answer.decision).ok_or("the step answer has no decision")?;
+pub fn answer_from_wire(answer: &v1::StepAnswer) -> Result<Answer, ConvertError> {
+    let decision = decision_from_wire(answer.decision).ok_or(ConvertError::NoDecision)?;
     let modified = answer.modified.as_ref().map(call_from_wire).transpose()?;
     let metadata = match answer.metadata_json.as_str() {
         "" => None,
-        text => Some(parse_object(text).map_err(|e| format!("step metadata: {e}"))?),
+        text => Some(parse_object(text).map_err(ConvertError::Metadata)?),
     };
     Ok(Answer { decision, modified, explanation: answer.explanation.clone().map(Into::into), metadata })
 }
 
 /// A recorded trail as the engine takes it.
-pub fn trail_from_wire(trail: &[v1::StepAnswer]) -> Result<Vec<TrailEntry>, String> {
+pub fn trail_from_wire(trail: &[v1::StepAnswer]) -> Result<Vec<TrailEntry>, ConvertError> {
     trail
         .iter()
         .map(|entry| {
@@ -111,12 +145,42 @@ pub fn metadata_to_wire(metadata: Option<&Map<String, Value>>) -> String {
     metadata.map(|m| Value::Object(m.clone()).to_string()).unwrap_or_default()
 }
 
-fn parse_object(text: &str) -> Result<Map<String, Value>, String> {
+fn parse_object(text: &str) -> Result<Map<String, Value>, ObjectError> {
     if text.trim().is_empty() {
         return Ok(Map::new());
     }
-    match serde_json::from_str::<Value>(text).map_err(|e| e.to_string())? {
+    match serde_json::from_str::<Value>(text).map_err(|e| ObjectError::Json(e.to_string()))? {
         Value::Object(map) => Ok(map),
-        other => Err(format!("expected a JSON object, got {other}")),
+        other => Err(ObjectError::NotAnObject(other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_part_that_is_wrong() {
+        let call = v1::ToolCall { function: "ls".into(), arguments_json: "[1]".into(), ..Default::default() };
+        let error = call_from_wire(&call).unwrap_err();
+        assert_eq!(error, ConvertError::Arguments(ObjectError::NotAnObject(serde_json::json!([1]))));
+        assert_eq!(error.to_string(), "tool call arguments: expected a JSON object, got [1]");
+
+        let answer = v1::StepAnswer {
+            decision: v1::DecisionKind::Approve.into(),
+            metadata_json: "{".into(),
+            ..Default::default()
+        };
+        assert!(matches!(answer_from_wire(&answer), Err(ConvertError::Metadata(ObjectError::Json(_)))));
+        assert_eq!(answer_from_wire(&v1::StepAnswer::default()), Err(ConvertError::NoDecision));
+    }
+
+    #[test]
+    fn a_call_survives_the_wire_with_its_argument_order() {
+        let mut arguments = Map::new();
+        arguments.insert("z".into(), 1.into());
+        arguments.insert("a".into(), "x".into());
+        let call = Call { id: "c1".into(), function: "f".into(), arguments };
+        assert_eq!(call_from_wire(&call_to_wire(&call)).unwrap(), call);
     }
 }

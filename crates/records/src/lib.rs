@@ -1,12 +1,16 @@
 //! The records that cross Airlock's crates and processes, with one Rust type each.
 //!
 //! Layout:
-//! - [`convert`]: between the wire contract and the policy engine's types.
-//! - [`time`]: wall-clock helpers shared by every role.
+//! - [`convert`]: between the wire contract and the policy engine's types, with typed errors.
+//! - [`time`]: wall-clock helpers and [`time::Deadline`], read from the wire's `0`-is-none.
+//! - [`code`]: the stable error codes of replies and dead-letter reasons.
+//! - [`view`]: the JSON views of decisions: `airlock request`, `policy eval`, the decision log.
 //! - [`review`]: the reviewer API's views (task, pending list and history, caller, refusals).
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
+pub mod code;
 pub mod convert;
 pub mod review;
 pub mod time;
+pub mod view;

@@ -17,10 +17,12 @@ use airlock_transport::{Destination, Message, Topology};
 use prost::Message as _;
 
 use crate::policies::PolicyStore;
+use airlock_records::code::{DeadReason, ErrorCode};
 use airlock_records::convert::{
-    answer_from_wire, call_from_wire, call_to_wire, decision_to_wire, entry_to_wire, kind_from_wire, kind_to_wire,
-    metadata_to_wire, trail_from_wire,
+    answer_from_wire, call_from_wire, call_to_wire, decision_to_wire, entry_to_wire, kind_to_wire, metadata_to_wire,
+    request_kind, trail_from_wire,
 };
+use airlock_records::time::Deadline;
 
 /// A message to publish, and the queue it needs declared first (step and human queues are
 /// discovered from policies at run time).
@@ -54,8 +56,8 @@ pub enum Handled {
     /// The message can never be handled: dead-letter it with `reason`, after sending
     /// `reply` (an `Error` to the runner) when the runner could be identified.
     Dead {
-        /// Why, for the dead queue's header.
-        reason: String,
+        /// Why, for the dead queue's header and the metrics.
+        reason: DeadReason,
         /// The runner's `Error` reply.
         reply: Option<Box<Outgoing>>,
     },
@@ -66,16 +68,36 @@ pub enum Handled {
 pub struct Report {
     /// Approval or review.
     pub kind: Option<Kind>,
-    /// The decision, the step that decided (`policy`, or empty when nothing matched a
-    /// review), and the milliseconds since the runner asked.
-    pub decided: Option<(Decision, String, i64)>,
+    /// The chain's decision, when it decided.
+    pub decided: Option<Decided>,
     /// The external step the chain now waits for.
     pub forwarded: Option<String>,
     /// Steps that escalated while handling this message.
     pub escalated: Vec<String>,
-    /// The external step whose answer came in, the milliseconds it took, and whether a
-    /// person answered.
-    pub answered: Option<(String, i64, bool)>,
+    /// The external step whose answer came in.
+    pub answered: Option<Answered>,
+}
+
+/// A chain's decision, as a [`Report`] counts it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decided {
+    /// The decision.
+    pub decision: Decision,
+    /// The step that decided: its name, `policy`, or empty when nothing matched a review.
+    pub approver: String,
+    /// Milliseconds since the runner asked.
+    pub latency_ms: i64,
+}
+
+/// An external step's answer, as a [`Report`] counts it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answered {
+    /// The step's name.
+    pub step: String,
+    /// Milliseconds from the task's start to its answer.
+    pub took_ms: i64,
+    /// Whether a person answered (a human step).
+    pub human: bool,
 }
 
 /// Turns deliveries into messages, for one fleet prefix.
@@ -97,7 +119,9 @@ impl Handler {
     pub fn on_request(&self, message: &Message, now_ms: i64) -> Handled {
         let request = match v1::Request::decode(message.body.as_ref()) {
             Ok(request) => request,
-            Err(e) => return self.dead(message, None, "bad_message", &format!("not an airlock.v1.Request: {e}")),
+            Err(e) => {
+                return self.dead(message, None, ErrorCode::BadMessage, format!("not an airlock.v1.Request: {e}"));
+            }
         };
         let trace = trace_headers(&message.headers);
         self.advance(message, request, None, &trace, now_ms)
@@ -107,13 +131,15 @@ impl Handler {
     pub fn on_result(&self, message: &Message, now_ms: i64) -> Handled {
         let result = match v1::StepResult::decode(message.body.as_ref()) {
             Ok(result) => result,
-            Err(e) => return self.dead(message, None, "bad_message", &format!("not an airlock.v1.StepResult: {e}")),
+            Err(e) => {
+                return self.dead(message, None, ErrorCode::BadMessage, format!("not an airlock.v1.StepResult: {e}"));
+            }
         };
         let (Some(task), Some(answer)) = (result.task, result.answer) else {
-            return self.dead(message, None, "bad_message", "a StepResult needs its task and an answer");
+            return self.dead(message, None, ErrorCode::BadMessage, "a StepResult needs its task and an answer");
         };
         let Some(request) = task.request else {
-            return self.dead(message, None, "bad_message", "the StepResult's task carries no request");
+            return self.dead(message, None, ErrorCode::BadMessage, "the StepResult's task carries no request");
         };
         let mut trace = trace_headers(&message.headers);
         if trace.is_empty() {
@@ -131,30 +157,31 @@ impl Handler {
         trace: &BTreeMap<String, String>,
         now_ms: i64,
     ) -> Handled {
-        let fail = |code: &str, text: &str| self.dead(message, Some(&request), code, text);
-        let Some(kind) = v1::Kind::try_from(request_kind(&request)).ok().and_then(kind_from_wire) else {
-            return fail("bad_message", "the request has neither an approval nor a review body");
+        let fail = |code: ErrorCode, text: String| self.dead(message, Some(&request), code, text);
+        let Some(kind) = request_kind(&request) else {
+            return fail(ErrorCode::BadMessage, "the request has neither an approval nor a review body".into());
         };
-        if request.deadline_unix_ms > 0 && request.deadline_unix_ms <= now_ms {
+        if Deadline::from_wire(request.deadline_unix_ms).is_some_and(|deadline| deadline.has_passed(now_ms)) {
             return Handled::Expired;
         }
         let policy = match self.policies.resolve(request.policy.as_ref(), kind) {
             Ok(policy) => policy,
-            Err(e) => return fail(e.code(), &e.to_string()),
+            Err(e) => return fail(e.code(), e.to_string()),
         };
         let (message_text, call, output) = match &request.body {
             Some(v1::request::Body::Approval(a)) => (a.message.as_str(), a.call.as_ref(), None),
             Some(v1::request::Body::Review(r)) => (r.message.as_str(), r.call.as_ref(), Some(r.output.as_str())),
             None => unreachable!("the kind was read from the body"),
         };
-        let call = match call.ok_or_else(|| "the request has no call".to_owned()).and_then(call_from_wire) {
+        let Some(call) = call else { return fail(ErrorCode::BadMessage, "the request has no call".into()) };
+        let call = match call_from_wire(call) {
             Ok(call) => call,
-            Err(e) => return fail("bad_message", &e),
+            Err(e) => return fail(ErrorCode::BadMessage, e.to_string()),
         };
         let chain = request.chain.clone().unwrap_or_default();
         let trail = match trail_from_wire(&chain.trail) {
             Ok(trail) => trail,
-            Err(e) => return fail("bad_message", &format!("chain trail: {e}")),
+            Err(e) => return fail(ErrorCode::BadMessage, format!("chain trail: {e}")),
         };
         let state = ChainState { next_step: chain.next_step as usize, trail };
         let input = Input { call: &call, message: message_text, output };
@@ -163,7 +190,7 @@ impl Handler {
             None => (policy.evaluate(&input, state), None),
             Some((step, wire_answer)) => match answer_from_wire(&wire_answer) {
                 Ok(answer) => (policy.resume(&input, state, step, answer), Some(wire_answer)),
-                Err(e) => return fail("invalid_answer", &e),
+                Err(e) => return fail(ErrorCode::InvalidAnswer, e.to_string()),
             },
         };
         let wire_trail = |trail: &[TrailEntry]| self.wire_trail(&chain.trail, external.as_ref(), trail, now_ms);
@@ -177,7 +204,8 @@ impl Handler {
             answered: external.as_ref().and_then(|answer| {
                 let step = policy.steps().get(answer_step?)?;
                 let took = answer.answered_at_unix_ms.saturating_sub(answer.started_at_unix_ms);
-                Some((step.name.to_string(), took, matches!(step.step, Step::External(ExternalStep::Human(_)))))
+                let human = matches!(step.step, Step::External(ExternalStep::Human(_)));
+                Some(Answered { step: step.name.to_string(), took_ms: took, human })
             }),
             ..Report::default()
         };
@@ -185,7 +213,8 @@ impl Handler {
             Verdict::Decided(outcome) => {
                 let mut report = report(&outcome.trail);
                 let approver = outcome.approver.as_deref().unwrap_or_default().to_owned();
-                report.decided = Some((outcome.decision, approver, now_ms - request.requested_at_unix_ms));
+                let latency_ms = now_ms - request.requested_at_unix_ms;
+                report.decided = Some(Decided { decision: outcome.decision, approver, latency_ms });
                 let trail = wire_trail(&outcome.trail);
                 let decision = self.decision(&request, kind, &policy, outcome, trail, now_ms);
                 Handled::Publish(self.publish_decision(&request, kind, decision), report)
@@ -194,7 +223,7 @@ impl Handler {
                 let policy_step = &policy.steps()[step];
                 let Step::External(external) = &policy_step.step else {
                     // The engine suspends a chain only at an external step.
-                    return fail("step_failed", &format!("the chain waits for step {step}, which is built in"));
+                    return fail(ErrorCode::StepFailed, format!("the chain waits for step {step}, which is built in"));
                 };
                 let mut report = report(&state.trail);
                 report.forwarded = Some(policy_step.name.to_string());
@@ -202,7 +231,7 @@ impl Handler {
                 let pending = Pending { index: step, next_step: state.next_step, step: policy_step, external };
                 Handled::Publish(vec![self.step_task(&request, policy.kind(), pending, trail, trace, now_ms)], report)
             }
-            Verdict::Failed(error) => fail("step_failed", &error.to_string()),
+            Verdict::Failed(error) => fail(ErrorCode::StepFailed, error.to_string()),
         }
     }
 
@@ -299,18 +328,14 @@ impl Handler {
         let mut forwarded = request.clone();
         forwarded.chain = Some(v1::ChainState { next_step: next_step as u32, trail });
         let timeout = external.timeout();
-        let step_deadline = timeout.after.map(|after| now_ms + after.as_millis() as i64);
-        let deadline = match (step_deadline, request.deadline_unix_ms) {
-            (Some(step), 0) => step,
-            (Some(step), request) => step.min(request),
-            (None, request) => request,
-        };
+        let step_deadline = timeout.after.map(|after| Deadline::after(now_ms, after));
+        let deadline = Deadline::earliest(step_deadline, Deadline::from_wire(request.deadline_unix_ms));
         let task = v1::StepTask {
             request: Some(forwarded),
             step: index as u32,
             name: policy_step.name.to_string(),
             params_json: serde_json::Value::Object(policy_step.params.clone()).to_string(),
-            deadline_unix_ms: deadline,
+            deadline_unix_ms: Deadline::to_wire(deadline),
             on_timeout: decision_to_wire(timeout.on_timeout).into(),
             trace_context: trace_context.clone(),
         };
@@ -340,18 +365,28 @@ impl Handler {
         }
     }
 
-    fn dead(&self, message: &Message, request: Option<&v1::Request>, code: &str, text: &str) -> Handled {
+    fn dead(
+        &self,
+        message: &Message,
+        request: Option<&v1::Request>,
+        code: ErrorCode,
+        text: impl Into<String>,
+    ) -> Handled {
+        let reason = DeadReason::new(code, text);
         let reply_to = request.map(|r| r.reply_to.as_str()).filter(|q| !q.is_empty()).or(message.reply_to.as_deref());
         let correlation = message.correlation_id.clone();
         let reply = reply_to.map(|queue| {
-            let error =
-                v1::Error { key: request.and_then(|r| r.key.clone()), code: code.to_owned(), message: text.to_owned() };
+            let error = v1::Error {
+                key: request.and_then(|r| r.key.clone()),
+                code: reason.code.as_str().to_owned(),
+                message: reason.text.clone(),
+            };
             let reply = v1::Reply { body: Some(v1::reply::Body::Error(error)) };
             let mut message = Message::new(reply.encode_to_vec());
             message.correlation_id = correlation;
             Box::new(Outgoing { destination: Destination::queue(queue.to_owned()), message, declare: None })
         });
-        Handled::Dead { reason: format!("{code}: {text}"), reply }
+        Handled::Dead { reason, reply }
     }
 }
 
@@ -393,15 +428,6 @@ pub fn incoming_trace(message: &Message, is_result: bool) -> BTreeMap<String, St
         .and_then(|result| result.task)
         .map(|task| task.trace_context)
         .unwrap_or_default()
-}
-
-/// The wire kind of a request, read from its body.
-fn request_kind(request: &v1::Request) -> i32 {
-    match request.body {
-        Some(v1::request::Body::Approval(_)) => v1::Kind::Approval.into(),
-        Some(v1::request::Body::Review(_)) => v1::Kind::Review.into(),
-        None => v1::Kind::Unspecified.into(),
-    }
 }
 
 fn correlation(request: &v1::Request, kind: Kind) -> String {

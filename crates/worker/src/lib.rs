@@ -10,12 +10,14 @@
 //! Layout:
 //! - [`handler`]: what to publish for a request or a step result (pure, no I/O).
 //! - [`policies`]: inline and named policies, compiled once and reloaded on change.
+//! - [`offline`]: the engine on a policy file and calls, without a fleet (`airlock policy`).
 //! - [`run`]: the worker's handling of each delivery (publish, then acknowledge), served by
 //!   the role loop of `airlock_transport::serve`.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
 pub mod handler;
+pub mod offline;
 pub mod policies;
 
 use std::collections::HashSet;
@@ -149,14 +151,14 @@ impl<T: Transport> Worker<T> {
             }
             Handled::Dead { reason, reply } => {
                 warn!(%correlation, %reason, "Message dead-lettered.");
-                let code = reason.split(':').next().unwrap_or_default().to_owned();
-                self.metrics.dead_lettered.get_or_create(&ReasonLabels { reason: code }).inc();
+                let labels = ReasonLabels { reason: reason.code.as_str().to_owned() };
+                self.metrics.dead_lettered.get_or_create(&labels).inc();
                 if let Some(reply) = reply
                     && let Err(e) = self.publish(*reply).await
                 {
                     warn!(%correlation, error = %e, "Could not tell the runner its request failed.");
                 }
-                if let Err(e) = self.transport.publish_dead(&self.topology, delivery, &reason).await {
+                if let Err(e) = self.transport.publish_dead(&self.topology, delivery, &reason.to_string()).await {
                     warn!(%correlation, error = %e, "Dead-lettering failed; the broker will redeliver the message.");
                 }
             }
@@ -170,19 +172,19 @@ impl<T: Transport> Worker<T> {
         for step in &report.escalated {
             metrics.escalations.get_or_create(&StepLabels { step: step.clone() }).inc();
         }
-        if let Some((step, took_ms, human)) = &report.answered {
-            let seconds = *took_ms as f64 / 1e3;
-            metrics.step_latency.get_or_create(&StepLabels { step: step.clone() }).observe(seconds);
-            if *human {
+        if let Some(answered) = &report.answered {
+            let seconds = answered.took_ms as f64 / 1e3;
+            metrics.step_latency.get_or_create(&StepLabels { step: answered.step.clone() }).observe(seconds);
+            if answered.human {
                 metrics.human_wait.observe(seconds);
             }
         }
-        if let Some((decision, approver, latency_ms)) = &report.decided {
-            let step = if approver.is_empty() { "none".to_owned() } else { approver.clone() };
-            let labels = DecisionLabels { kind: kind.clone(), decision: decision.to_string(), step };
+        if let Some(decided) = &report.decided {
+            let step = if decided.approver.is_empty() { "none".to_owned() } else { decided.approver.clone() };
+            let labels = DecisionLabels { kind: kind.clone(), decision: decided.decision.to_string(), step };
             metrics.decisions.get_or_create(&labels).inc();
             let latency = metrics.decision_latency.get_or_create(&airlock_telemetry::metrics::KindLabels { kind });
-            latency.observe(*latency_ms as f64 / 1e3);
+            latency.observe(decided.latency_ms as f64 / 1e3);
         }
     }
 

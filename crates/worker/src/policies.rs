@@ -15,6 +15,7 @@ use airlock_contract::v1;
 use airlock_policy::Kind;
 use airlock_policy::chain::Policy;
 use airlock_policy::document::Document;
+use airlock_records::code::ErrorCode;
 
 /// How many inline documents (distinct texts) stay compiled; past it the cache starts over.
 const INLINE_CACHE_LIMIT: usize = 256;
@@ -32,10 +33,10 @@ pub enum PolicyLookupError {
 
 impl PolicyLookupError {
     /// The stable code of the wire `Error` reply.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            PolicyLookupError::Unknown(_) => "unknown_policy",
-            PolicyLookupError::Invalid(_) => "invalid_policy",
+            PolicyLookupError::Unknown(_) => ErrorCode::UnknownPolicy,
+            PolicyLookupError::Invalid(_) => ErrorCode::InvalidPolicy,
         }
     }
 }

@@ -1,41 +1,10 @@
-//! `airlock demo`: the whole fleet in one process, driving a simulated eval run.
-//!
-//! With no broker it runs on the in-process transport; with `--amqp` the same fleet talks
-//! through RabbitMQ. A bundled scenario of shell, python, file and web calls exercises every
-//! decision: approvals from the allow-list, a `modify` from a plugin step, rejects from
-//! patterns and from Inspect's "no approvers" default, escalations to the human pool,
-//! terminations, and reviews of results.
+//! `airlock demo`: arguments for [`airlock_demo::run`], the whole fleet in one process
+//! driving a simulated eval run.
 
-mod steps;
-mod summary;
-
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
-
-use airlock_client::{Client, ClientConfig};
-use airlock_contract::v1;
-use airlock_policy::{Call, Decision, Kind};
-use airlock_records::convert::decision_from_wire;
-use airlock_transport::{AmqpTransport, MemoryTransport, Topology, Transport};
-use airlock_worker::WorkerConfig;
+use airlock_demo::{AutoHuman, DemoConfig, DemoError};
 use clap::{Args, ValueEnum};
-use serde_json::Value;
-use tokio::sync::oneshot;
-use tokio::task::JoinSet;
 
-use self::summary::{Record, Summary};
-use super::request::build_request;
 use super::{EXIT_UNAVAILABLE, Failure};
-
-/// The demo's policy, in Inspect's format.
-const POLICY: &str = include_str!("demo/policy.yaml");
-/// The calls the simulated agents make, with the output each would produce.
-const SCENARIO: &str = include_str!("demo/scenario.json");
-/// Calls each simulated sample makes (when nothing terminates it first).
-const CALLS_PER_SAMPLE: usize = 6;
-/// Up to this many samples, every decision is shown as it arrives.
-const SHOW_EACH_UP_TO: usize = 8;
 
 /// Arguments of `airlock demo`.
 #[derive(Debug, Args)]
@@ -52,7 +21,7 @@ pub struct DemoArgs {
     /// Answer escalations with a simulated human; without it the reviewer UI starts and a
     /// person decides them there.
     #[arg(long, value_enum)]
-    auto_human: Option<AutoHuman>,
+    auto_human: Option<AutoHumanArg>,
     /// Where the reviewer UI listens (without --auto-human; a free port if this one is taken).
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: std::net::SocketAddr,
@@ -60,7 +29,7 @@ pub struct DemoArgs {
 
 /// The simulated human's constant answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum AutoHuman {
+pub enum AutoHumanArg {
     /// Approve (or continue, for reviews).
     Approve,
     /// Reject (terminate, for reviews).
@@ -69,237 +38,22 @@ pub enum AutoHuman {
     Terminate,
 }
 
-/// One call of the scenario.
-#[derive(Debug, Clone)]
-struct ScenarioCall {
-    call: Call,
-    output: String,
-}
-
-/// Runs the demo on the transport the arguments ask for.
+/// Runs the demo.
 pub async fn run(args: DemoArgs) -> Result<(), Failure> {
-    if args.samples == 0 {
-        return Err(Failure::config("--samples must be at least 1"));
-    }
-    match args.amqp.clone() {
-        None => {
-            let prefix = args.prefix.clone().unwrap_or_else(|| "airlock".into());
-            println!("Airlock demo: the whole fleet in this process (in-process transport).");
-            drive(MemoryTransport::new(), prefix, &args).await
-        }
-        Some(url) => {
-            let transport = AmqpTransport::connect(&url)
-                .await
-                .map_err(|e| Failure { code: EXIT_UNAVAILABLE, message: format!("cannot reach the broker: {e}") })?;
-            let prefix = args.prefix.clone().unwrap_or_else(|| format!("airlock-demo-{}", std::process::id()));
-            println!("Airlock demo over RabbitMQ, prefix '{prefix}'.");
-            let result = drive(transport.clone(), prefix.clone(), &args).await;
-            if args.prefix.is_none() {
-                let fleet = Topology::new(prefix.clone())
-                    .with_step(steps::APPEND_TIMEOUT)
-                    .with_human_pool("default")
-                    .with_reply_queue(RUNNER)
-                    .with_reply_queue(REVIEWER);
-                let cleanup = AmqpTransport::connect(&url).await;
-                if let Ok(cleanup) = cleanup {
-                    let _ = cleanup.delete(&fleet).await;
-                    cleanup.close().await;
-                }
-            }
-            result
-        }
-    }
-}
-
-const RUNNER: &str = "demo-runner";
-/// Names the demo's reviewer service's queue of cancels.
-const REVIEWER: &str = "demo-reviewer";
-
-async fn drive<T: Transport>(transport: T, prefix: String, args: &DemoArgs) -> Result<(), Failure> {
-    let scenario = scenario();
-    let failure = |e: &dyn std::fmt::Display| Failure::other(e.to_string());
-    let (stop_worker, worker_stopped) = oneshot::channel::<()>();
-    let config = WorkerConfig {
-        prefix: prefix.clone(),
-        concurrency: 64,
-        policy_dir: None,
-        worker_id: "demo-worker".into(),
-        metrics: Default::default(),
+    let config = DemoConfig {
+        amqp: args.amqp,
+        prefix: args.prefix,
+        samples: args.samples,
+        auto_human: args.auto_human.map(|human| match human {
+            AutoHumanArg::Approve => AutoHuman::Approve,
+            AutoHumanArg::Reject => AutoHuman::Reject,
+            AutoHumanArg::Terminate => AutoHuman::Terminate,
+        }),
+        listen: args.listen,
     };
-    let worker = tokio::spawn(airlock_worker::run(transport.clone(), config, async {
-        let _ = worker_stopped.await;
-    }));
-    let mut step_servers = steps::spawn(transport.clone(), &prefix, args.auto_human).await.map_err(|e| failure(&e))?;
-    let reviewer = match args.auto_human {
-        Some(_) => None,
-        None => Some(start_reviewer(transport.clone(), &prefix, args.listen).await?),
-    };
-    // A person takes longer than a simulated one; the policy's human step allows 300 s.
-    let timeout = if reviewer.is_some() { Duration::from_secs(360) } else { Duration::from_secs(30) };
-    let client = Client::connect(
-        transport.clone(),
-        ClientConfig { prefix: prefix.clone(), runner_id: RUNNER.into(), default_timeout: timeout },
-    )
-    .await
-    .map_err(|e| failure(&e))?;
-    match args.auto_human {
-        Some(human) => println!(
-            "{} samples, up to {CALLS_PER_SAMPLE} tool calls each; escalations answered by the simulated human: {human:?}.",
-            args.samples
-        ),
-        None => println!(
-            "{} samples, up to {CALLS_PER_SAMPLE} tool calls each; escalations wait for you in the reviewer UI.",
-            args.samples
-        ),
-    }
-
-    let done = Arc::new(AtomicUsize::new(0));
-    let decisions = Arc::new(AtomicUsize::new(0));
-    let progress = (args.samples > SHOW_EACH_UP_TO)
-        .then(|| tokio::spawn(show_progress(args.samples, done.clone(), decisions.clone())));
-    let started = Instant::now();
-    let mut samples = JoinSet::new();
-    for sample in 0..args.samples {
-        let calls: Vec<ScenarioCall> =
-            (0..CALLS_PER_SAMPLE).map(|i| scenario[(sample * 5 + i * 7) % scenario.len()].clone()).collect();
-        let (client, done, decisions) = (client.clone(), done.clone(), decisions.clone());
-        let show = args.samples <= SHOW_EACH_UP_TO;
-        samples.spawn(async move {
-            let records = run_sample(&client, sample, &calls, &decisions, show).await;
-            done.fetch_add(1, Ordering::Relaxed);
-            records
-        });
-    }
-    let mut summary = Summary::default();
-    while let Some(records) = samples.join_next().await {
-        summary.extend(records.map_err(|e| failure(&e))?.map_err(|e| failure(&e))?);
-    }
-    let elapsed = started.elapsed();
-    if let Some(progress) = progress {
-        progress.abort();
-        eprintln!();
-    }
-
-    step_servers.abort_all();
-    if let Some(reviewer) = reviewer {
-        reviewer.stop().await;
-    }
-    let _ = stop_worker.send(());
-    worker.await.map_err(|e| failure(&e))?.map_err(|e| failure(&e))?;
-    print!("{}", summary.render(elapsed));
-    Ok(())
-}
-
-/// Starts the reviewer service in this process (an in-memory store, one reviewer for every
-/// pool) and tells the user where to open it.
-async fn start_reviewer<T: Transport>(
-    transport: T,
-    prefix: &str,
-    listen: std::net::SocketAddr,
-) -> Result<airlock_reviewer::Service, Failure> {
-    use airlock_reviewer::auth::{Reviewer, Reviewers, new_token, sha256_hex};
-    let token = new_token();
-    let reviewers = Reviewers::from_list(vec![Reviewer {
-        name: "you".into(),
-        token_sha256: sha256_hex(&token),
-        pools: vec!["*".into()],
-    }]);
-    let config = |listen| airlock_reviewer::ReviewerConfig {
-        prefix: prefix.to_owned(),
-        pools: vec!["default".into()],
-        store: "sqlite::memory:".into(),
-        listen,
-        reviewers: reviewers.clone(),
-        instance: REVIEWER.into(),
-        metrics: Arc::default(),
-    };
-    let service = match airlock_reviewer::Service::start(transport.clone(), config(listen)).await {
-        Err(airlock_reviewer::ReviewerError::Listen { .. }) => {
-            airlock_reviewer::Service::start(transport, config("127.0.0.1:0".parse().expect("an address"))).await
-        }
-        other => other,
-    }
-    .map_err(|e| Failure::other(e.to_string()))?;
-    let url = format!("http://{}/", service.local_addr());
-    println!("Reviewer UI: {url}  (sign in with token {token})");
-    println!("  or in a terminal: airlock review --console --api {url} --token {token}");
-    Ok(service)
-}
-
-/// One simulated sample: approve each call, run it, review its result; stop on terminate.
-async fn run_sample<T: Transport>(
-    client: &Client<T>,
-    sample: usize,
-    calls: &[ScenarioCall],
-    decisions: &AtomicUsize,
-    show: bool,
-) -> Result<Vec<Record>, airlock_client::ClientError> {
-    let log = |kind: Kind, call: &Call, decision: &v1::Decision| {
-        if show {
-            println!("  sample-{sample} {kind:<8} {}", summary::describe(call, decision));
-        }
-    };
-    let mut records = Vec::new();
-    let source = || v1::policy::Source::Inline(POLICY.into());
-    for (index, step) in calls.iter().enumerate() {
-        let key = v1::CallKey {
-            run_id: "demo-run".into(),
-            sample_id: format!("sample-{sample}"),
-            epoch: 1,
-            tool_call_id: format!("call-{index}"),
-        };
-        let mut call = step.call.clone();
-        call.id = key.tool_call_id.clone();
-        let asked = Instant::now();
-        let approval =
-            client.approve(build_request(key.clone(), &call, Kind::Approval, source(), "Working on it.", "")).await?;
-        decisions.fetch_add(1, Ordering::Relaxed);
-        let decision = decision_from_wire(approval.decision);
-        records.push(Record::new(Kind::Approval, &approval, asked.elapsed()));
-        log(Kind::Approval, &call, &approval);
-        match decision {
-            Some(Decision::Approve | Decision::Modify) => {}
-            Some(Decision::Terminate) => break,
-            _ => continue,
-        }
-        let executed =
-            approval.modified.as_ref().and_then(|m| airlock_records::convert::call_from_wire(m).ok()).unwrap_or(call);
-        let asked = Instant::now();
-        let review = client
-            .review(build_request(key, &executed, Kind::Review, source(), "Working on it.", &step.output))
-            .await?;
-        decisions.fetch_add(1, Ordering::Relaxed);
-        records.push(Record::new(Kind::Review, &review, asked.elapsed()));
-        log(Kind::Review, &executed, &review);
-        if decision_from_wire(review.decision) == Some(Decision::Terminate) {
-            break;
-        }
-    }
-    Ok(records)
-}
-
-async fn show_progress(samples: usize, done: Arc<AtomicUsize>, decisions: Arc<AtomicUsize>) {
-    const WIDTH: usize = 30;
-    loop {
-        let finished = done.load(Ordering::Relaxed);
-        let filled = WIDTH * finished / samples;
-        eprint!(
-            "\r  [{}{}] {finished}/{samples} samples, {} decisions",
-            "#".repeat(filled),
-            ".".repeat(WIDTH - filled),
-            decisions.load(Ordering::Relaxed)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn scenario() -> Vec<ScenarioCall> {
-    let calls: Vec<Value> = serde_json::from_str(SCENARIO).expect("the bundled scenario is JSON");
-    calls
-        .iter()
-        .map(|value| ScenarioCall {
-            call: Call::from_json(value).expect("the bundled scenario holds calls"),
-            output: value["output"].as_str().unwrap_or_default().to_owned(),
-        })
-        .collect()
+    airlock_demo::run(config).await.map_err(|e| match e {
+        DemoError::Config(message) => Failure::config(message),
+        e @ DemoError::Unavailable(_) => Failure { code: EXIT_UNAVAILABLE, message: e.to_string() },
+        e => Failure::other(e.to_string()),
+    })
 }

@@ -27,6 +27,25 @@ pub struct MonitorArgs {
     run: RunArgs,
 }
 
+/// The model's API, as `--provider` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProviderArg {
+    /// OpenAI chat completions (also vLLM, Ollama, llama.cpp).
+    #[value(name = "openai")]
+    OpenAi,
+    /// Anthropic Messages.
+    Anthropic,
+}
+
+impl From<ProviderArg> for ProviderKind {
+    fn from(provider: ProviderArg) -> Self {
+        match provider {
+            ProviderArg::OpenAi => ProviderKind::OpenAi,
+            ProviderArg::Anthropic => ProviderKind::Anthropic,
+        }
+    }
+}
+
 /// What else `airlock monitor` does.
 #[derive(Debug, Subcommand)]
 pub enum MonitorCommand {
@@ -47,8 +66,8 @@ pub struct RunArgs {
     #[arg(long)]
     step: Option<String>,
     /// The model's API.
-    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(["openai", "anthropic"]))]
-    provider: Option<String>,
+    #[arg(long, value_enum)]
+    provider: Option<ProviderArg>,
     /// The API's base URL (default: the official one; e.g. http://127.0.0.1:11434/v1 for Ollama).
     #[arg(long)]
     base_url: Option<String>,
@@ -104,24 +123,24 @@ pub struct CalibrateArgs {
     svg: Option<PathBuf>,
 }
 
-/// Runs the monitor, or calibrates.
-pub fn main(args: MonitorArgs) -> ExitCode {
+/// Runs the monitor, or calibrates; each on the runtime it needs.
+pub fn run(args: MonitorArgs) -> ExitCode {
     match args.command {
-        Some(MonitorCommand::Calibrate(calibrate)) => block_on(LOG_TOOL, async move { run_calibrate(calibrate) }),
+        Some(MonitorCommand::Calibrate(args)) => block_on(LOG_TOOL, async move { calibrate(args) }),
         None => {
             let telemetry = args.run.telemetry.clone();
-            block_on_role("airlock-monitor", &telemetry, |metrics| run(args.run, metrics))
+            block_on_role("airlock-monitor", &telemetry, |metrics| serve(args.run, metrics))
         }
     }
 }
 
 /// Runs the monitor until a signal, counting what it does in `metrics`.
-pub async fn run(args: RunArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
+async fn serve(args: RunArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
     let missing = |what: &str| Failure::config(format!("--{what} is required"));
     // Optional in clap, so that `airlock monitor calibrate` needs none of them.
     let fleet = FleetArgs { amqp: args.amqp.ok_or_else(|| missing("amqp"))?, prefix: args.prefix };
     let step = args.step.ok_or_else(|| missing("step"))?;
-    let kind: ProviderKind = args.provider.ok_or_else(|| missing("provider"))?.parse().map_err(Failure::config)?;
+    let kind = ProviderKind::from(args.provider.ok_or_else(|| missing("provider"))?);
     let model = args.model.ok_or_else(|| missing("model"))?;
     let template = match &args.prompt {
         None => Template::default(),
@@ -171,7 +190,7 @@ pub async fn run(args: RunArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
     })
 }
 
-fn run_calibrate(args: CalibrateArgs) -> Result<(), Failure> {
+fn calibrate(args: CalibrateArgs) -> Result<(), Failure> {
     let file = fs::File::open(&args.log).map_err(|e| Failure::config(format!("{}: {e}", args.log.display())))?;
     let log = calibrate::read_log(std::io::BufReader::new(file), args.step.as_deref())
         .map_err(|e| Failure::config(format!("{}: {e}", args.log.display())))?;

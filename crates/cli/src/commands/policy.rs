@@ -1,17 +1,16 @@
-//! `airlock policy check` and `airlock policy eval`: the policy engine from the shell.
+//! `airlock policy check` and `airlock policy eval`: arguments for
+//! [`airlock_worker::offline`], the policy engine from the shell.
 
 use std::fs;
 use std::io::{self, BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use airlock_policy::chain::{ChainState, Input, Outcome, Policy, TrailEntry, Verdict};
-use airlock_policy::document::Document;
-use airlock_policy::{Call, Kind, render};
+use airlock_policy::chain::Policy;
+use airlock_worker::offline;
 use clap::{Args, Subcommand};
-use serde_json::{Value, json};
 
-use super::EXIT_CONFIG;
+use super::{EXIT_CONFIG, KindArg};
 
 /// Policy tools.
 #[derive(Debug, Subcommand)]
@@ -32,8 +31,8 @@ pub struct EvalArgs {
     #[arg(long)]
     policy: PathBuf,
     /// Which chain to run.
-    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(["approval", "review"]))]
-    kind: String,
+    #[arg(long, value_enum)]
+    kind: KindArg,
     /// One call: Inspect's ToolCall JSON (`{"id", "function", "arguments"}`).
     #[arg(long, conflicts_with = "calls", required_unless_present = "calls")]
     call: Option<PathBuf>,
@@ -54,46 +53,25 @@ pub fn run(command: PolicyCommand) -> ExitCode {
 }
 
 fn check(file: &Path) -> ExitCode {
-    let document = match read(file)
-        .and_then(|text| Document::parse(&file.display().to_string(), &text).map_err(|e| e.to_string()))
+    let policies = match read(file)
+        .and_then(|text| offline::check(&file.display().to_string(), &text).map_err(|e| e.to_string()))
     {
-        Ok(document) => document,
+        Ok(policies) => policies,
         Err(message) => return config_error(&message),
     };
-    let mut compiled = 0;
-    for kind in [Kind::Approval, Kind::Review] {
-        let present = match kind {
-            Kind::Approval => document.approvers.is_some(),
-            Kind::Review => document.reviewers.is_some(),
-        };
-        if !present {
-            continue;
+    for policy in policies {
+        for warning in policy.warnings() {
+            eprintln!("warning: {warning}");
         }
-        match Policy::compile(&document, kind) {
-            Ok(policy) => {
-                for warning in policy.warnings() {
-                    eprintln!("warning: {warning}");
-                }
-                print!("{policy}");
-                compiled += 1;
-            }
-            Err(e) => return config_error(&e.to_string()),
-        }
-    }
-    if compiled == 0 {
-        return config_error(&format!(
-            "{}: the policy has neither an 'approvers:' nor a 'reviewers:' list",
-            file.display()
-        ));
+        print!("{policy}");
     }
     ExitCode::SUCCESS
 }
 
 fn eval(args: &EvalArgs) -> ExitCode {
-    let kind: Kind = args.kind.parse().expect("clap checked the kind");
-    let policy = match read(&args.policy)
-        .and_then(|text| Policy::parse(&args.policy.display().to_string(), &text, kind).map_err(|e| e.to_string()))
-    {
+    let policy = match read(&args.policy).and_then(|text| {
+        Policy::parse(&args.policy.display().to_string(), &text, args.kind.into()).map_err(|e| e.to_string())
+    }) {
         Ok(policy) => policy,
         Err(message) => return config_error(&message),
     };
@@ -113,56 +91,14 @@ fn eval(args: &EvalArgs) -> ExitCode {
     let mut stdout = io::stdout().lock();
     let mut failures = 0;
     for line in &lines {
-        let result = evaluate_line(&policy, line, args.output.as_deref());
-        failures += usize::from(result.get("error").is_some());
-        if writeln!(stdout, "{result}").is_err() {
+        let view = offline::eval_line(&policy, line, args.output.as_deref());
+        failures += usize::from(view.is_failure());
+        let printed = serde_json::to_string(&view).map_err(io::Error::from).and_then(|json| writeln!(stdout, "{json}"));
+        if printed.is_err() {
             return ExitCode::FAILURE;
         }
     }
     if failures > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
-}
-
-/// One call's result as a JSON object; a bad line gives `{"error": …}` in its place.
-fn evaluate_line(policy: &Policy, line: &str, output: Option<&str>) -> Value {
-    let call = match serde_json::from_str::<Value>(line)
-        .map_err(|e| e.to_string())
-        .and_then(|v| Call::from_json(&v).map_err(|e| e.to_string()))
-    {
-        Ok(call) => call,
-        Err(message) => return json!({ "error": format!("bad call: {message}") }),
-    };
-    let rendered = render::format_function_call(&call);
-    let input = Input { call: &call, message: "", output };
-    match policy.evaluate(&input, ChainState::default()) {
-        Verdict::Decided(outcome) => decided_json(&outcome, &rendered),
-        Verdict::Pending { step, state } => json!({
-            "pending": { "step": step, "approver": policy.steps()[step].name },
-            "trail": trail_json(&state.trail),
-            "rendered": rendered,
-        }),
-        Verdict::Failed(error) => json!({ "error": error.to_string(), "rendered": rendered }),
-    }
-}
-
-fn decided_json(outcome: &Outcome, rendered: &str) -> Value {
-    let mut object = json!({
-        "decision": outcome.decision.as_str(),
-        "explanation": outcome.explanation,
-        "approver": outcome.approver,
-        "trail": trail_json(&outcome.trail),
-        "rendered": rendered,
-    });
-    if let Some(modified) = &outcome.modified {
-        object["modified"] = modified.to_json();
-    }
-    object
-}
-
-fn trail_json(trail: &[TrailEntry]) -> Value {
-    trail
-        .iter()
-        .map(|t| json!({ "approver": t.approver, "decision": t.answer.decision.as_str(), "explanation": t.answer.explanation }))
-        .collect()
 }
 
 fn read(path: &Path) -> Result<String, String> {

@@ -59,6 +59,39 @@ fn a_built_in_decision_goes_to_the_runner_and_the_audit_exchange() {
 }
 
 #[test]
+fn a_handled_message_reports_its_decision_and_the_answer_that_came_in() {
+    let Handled::Publish(_, report) = handler().on_request(&Message::new(request("ls", 0).encode_to_vec()), 10) else {
+        panic!("decided")
+    };
+    assert_eq!(report.kind, Some(Kind::Approval));
+    assert_eq!(report.decided, Some(Decided { decision: Decision::Approve, approver: "auto".into(), latency_ms: 9 }));
+    assert_eq!(report.answered, None);
+
+    let handler = handler();
+    let out = published(handler.on_request(&Message::new(request("rm", 0).encode_to_vec()), 1_000));
+    let task = v1::StepTask::decode(out[0].message.body.as_ref()).unwrap();
+    let answer = v1::StepAnswer {
+        decision: v1::DecisionKind::Reject.into(),
+        started_at_unix_ms: 1_000,
+        answered_at_unix_ms: 1_250,
+        ..Default::default()
+    };
+    let result = v1::StepResult { task: Some(task), answer: Some(answer) };
+    let Handled::Publish(_, report) = handler.on_result(&Message::new(result.encode_to_vec()), 1_300) else {
+        panic!("decided")
+    };
+    assert_eq!(report.answered, Some(Answered { step: "monitor".into(), took_ms: 250, human: false }));
+    assert_eq!(report.decided.map(|d| d.approver), Some("monitor".into()));
+}
+
+#[test]
+fn without_a_request_deadline_a_step_task_carries_the_steps_own() {
+    let out = published(handler().on_request(&Message::new(request("rm", 0).encode_to_vec()), 1_000));
+    let task = v1::StepTask::decode(out[0].message.body.as_ref()).unwrap();
+    assert_eq!(task.deadline_unix_ms, 6_000);
+}
+
+#[test]
 fn an_external_step_gets_the_request_and_its_chain_and_its_result_continues_it() {
     let handler = handler();
     let out = published(handler.on_request(&Message::new(request("rm", 50_000).encode_to_vec()), 1_000));
@@ -104,7 +137,7 @@ fn garbage_is_dead_lettered_with_an_error_to_whoever_sent_it() {
     let message =
         Message::new(&b"\xff\xffnot protobuf"[..]).with_reply_to("t.reply.x").with_correlation_id("approval/a/b/1/c");
     let Handled::Dead { reason, reply: Some(reply_out) } = handler().on_request(&message, 0) else { panic!() };
-    assert!(reason.starts_with("bad_message"), "{reason}");
+    assert_eq!(reason.code, ErrorCode::BadMessage, "{reason}");
     assert_eq!(reply_out.destination, Destination::queue("t.reply.x"));
     assert_eq!(reply_out.message.correlation_id.as_deref(), Some("approval/a/b/1/c"));
     let v1::reply::Body::Error(error) = reply(&reply_out) else { panic!() };
@@ -128,7 +161,8 @@ fn policy_problems_are_reported_with_their_code() {
     let Handled::Dead { reason, .. } = handler().on_request(&Message::new(invalid.encode_to_vec()), 0) else {
         panic!()
     };
-    assert!(reason.starts_with("invalid_policy: <inline>:1:12"), "{reason}");
+    assert_eq!(reason.code, ErrorCode::InvalidPolicy);
+    assert!(reason.to_string().starts_with("invalid_policy: <inline>:1:12"), "{reason}");
 }
 
 #[test]

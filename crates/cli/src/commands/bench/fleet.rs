@@ -17,7 +17,8 @@ use super::children::Children;
 use super::traffic::{Outcome, Phase, drive};
 use super::{Settings, Shared};
 use crate::commands::Failure;
-use crate::commands::request::build_request;
+use airlock_client::request::build as build_request;
+use airlock_records::time::Deadline;
 
 /// The bench's policy: a shell call walks a pattern and an allow-list, both escalate, and
 /// the catch-all approves. Every step is built in: no external queue is involved. Shared with
@@ -165,7 +166,7 @@ fn template(size: usize, reply_queue: &str, timeout: Duration) -> (v1::Request, 
     let mut probe = request.clone();
     probe.reply_to = reply_queue.to_owned();
     probe.requested_at_unix_ms = airlock_records::time::now_ms();
-    probe.deadline_unix_ms = probe.requested_at_unix_ms + timeout.as_millis() as i64;
+    probe.deadline_unix_ms = Deadline::after(probe.requested_at_unix_ms, timeout).unix_ms();
     let mut pad = 0;
     for _ in 0..4 {
         set_message(&mut probe, &filler(pad));
@@ -196,7 +197,7 @@ pub fn echo_body(size: usize, reply_queue: &str, timeout: Duration) -> Message {
     let (mut request, _) = template(size, reply_queue, timeout);
     request.reply_to = reply_queue.to_owned();
     request.requested_at_unix_ms = airlock_records::time::now_ms();
-    request.deadline_unix_ms = request.requested_at_unix_ms + timeout.as_millis() as i64;
+    request.deadline_unix_ms = Deadline::after(request.requested_at_unix_ms, timeout).unix_ms();
     Message::new(request.encode_to_vec())
 }
 

@@ -7,7 +7,7 @@ use airlock_transport::{Destination, Message, Topology, Transport, TransportErro
 use prost::Message as _;
 use tokio::task::JoinSet;
 
-use super::AutoHuman;
+use crate::AutoHuman;
 
 /// A plugin step that bounds downloads: `curl …` becomes `curl … --max-time 5`.
 pub const APPEND_TIMEOUT: &str = "demo/append_timeout";

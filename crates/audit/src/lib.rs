@@ -1,0 +1,152 @@
+//! The auditor: every final decision the workers publish to the decisions exchange, written
+//! as one JSON line ([`airlock_records::view::DecisionRecord`]) exactly once, with the
+//! argument and metadata keys the operator names masked; and the questions asked of the
+//! file afterwards.
+//!
+//! The log's queue `<prefix>.audit` is durable and bound to every decision, so decisions
+//! made while the auditor is down wait for it. A line is written and flushed before its
+//! message is acknowledged; a redelivered decision whose id is already in the file is not
+//! written again.
+//!
+//! Layout:
+//! - [`log`]: the decision log file: ids already written, masking, appending.
+//! - [`query`]: the records of a log that match filters (`airlock audit query`).
+//! - [`run`]: declare the queue, consume, write, acknowledge, until shutdown; the consuming
+//!   loop itself is [`serve`], apart from what one delivery does ([`Auditor::handle`]).
+#![forbid(unsafe_code)]
+#![deny(rust_2018_idioms)]
+
+pub mod log;
+pub mod query;
+
+use std::future::Future;
+use std::sync::Mutex;
+
+use airlock_contract::v1;
+use airlock_records::code::DeadReason;
+use airlock_transport::{Consumer, Delivery, Topology, Transport, TransportError};
+use prost::Message as _;
+use tracing::{info, warn};
+
+pub use crate::log::DecisionLog;
+use crate::log::LogError;
+
+/// The queue the auditor reads, after the prefix.
+pub const AUDIT_QUEUE: &str = "audit";
+
+/// Deliveries the auditor holds unacknowledged at once; lines are written one at a time.
+const PREFETCH: u16 = 256;
+
+/// How an auditor runs. The log is opened (with [`DecisionLog::open`]) before the broker is
+/// reached, so a bad path is a configuration error found first.
+#[derive(Debug)]
+pub struct AuditConfig {
+    /// The fleet's prefix: every queue and exchange name starts with it.
+    pub prefix: String,
+    /// The decision log to append to.
+    pub log: DecisionLog,
+}
+
+/// The auditor could not start or keep running.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// The decision log cannot be read or written.
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// The transport failed.
+    #[error("{context}: {source}")]
+    Transport {
+        /// What the auditor was doing.
+        context: String,
+        /// Why it failed.
+        source: TransportError,
+    },
+}
+
+/// The auditor's queue and its binding to every decision of the fleet of `prefix`.
+pub fn topology(prefix: &str) -> Topology {
+    let fleet = Topology::new(prefix);
+    let queue = fleet.name(AUDIT_QUEUE);
+    fleet.clone().with_work_queue(AUDIT_QUEUE).with_binding(fleet.decisions_exchange(), queue, "#")
+}
+
+/// Runs an auditor until `shutdown` resolves or the transport closes: declares its queue,
+/// writes every decision, then stops consuming and closes the transport.
+pub async fn run<T: Transport>(
+    transport: T,
+    config: AuditConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), AuditError> {
+    let topology = topology(&config.prefix);
+    let queue = topology.name(AUDIT_QUEUE);
+    let transport_error = |context: &str| {
+        let context = context.to_owned();
+        move |source| AuditError::Transport { context, source }
+    };
+    transport.declare(&topology).await.map_err(transport_error(&format!("declaring {queue}")))?;
+    let decisions =
+        transport.consume(&queue, PREFETCH).await.map_err(transport_error(&format!("consuming {queue}")))?;
+    info!(prefix = %config.prefix, out = %config.log.path().display(), "Auditor writing the decision log.");
+    let auditor = Auditor { transport: transport.clone(), topology, log: Mutex::new(config.log) };
+    let result = serve(decisions, shutdown, |delivery| auditor.handle(delivery)).await;
+    transport.close().await;
+    info!("Auditor stopped.");
+    result
+}
+
+/// The consuming loop: hands each delivery to `handle`, one at a time, until `shutdown`
+/// resolves, the consumer ends, or `handle` fails; then cancels the consumer. Unacknowledged
+/// deliveries go back to the queue when the transport closes.
+pub async fn serve<F, Fut>(
+    mut consumer: Consumer,
+    shutdown: impl Future<Output = ()>,
+    mut handle: F,
+) -> Result<(), AuditError>
+where
+    F: FnMut(Delivery) -> Fut,
+    Fut: Future<Output = Result<(), AuditError>>,
+{
+    tokio::pin!(shutdown);
+    let result = loop {
+        let delivery = tokio::select! {
+            () = &mut shutdown => break Ok(()),
+            delivery = consumer.next() => match delivery {
+                Some(delivery) => delivery,
+                None => break Ok(()),
+            },
+        };
+        if let Err(e) = handle(delivery).await {
+            break Err(e);
+        }
+    };
+    consumer.cancel().await;
+    result
+}
+
+/// What the auditor does with one delivery.
+pub struct Auditor<T> {
+    transport: T,
+    topology: Topology,
+    log: Mutex<DecisionLog>,
+}
+
+impl<T: Transport> Auditor<T> {
+    /// Writes the delivery's decision to the log (unless it is there already) and
+    /// acknowledges it; dead-letters a message that is not a decision. Fails only when the
+    /// log cannot be written, leaving the delivery unacknowledged.
+    pub async fn handle(&self, delivery: Delivery) -> Result<(), AuditError> {
+        let Ok(decision) = v1::Decision::decode(delivery.message.body.as_ref()) else {
+            let reason = DeadReason::bad_message("not an airlock.v1.Decision");
+            if let Err(e) = self.transport.publish_dead(&self.topology, delivery, &reason.to_string()).await {
+                warn!(error = %e, "Dead-lettering failed; the broker will redeliver the message.");
+            }
+            return Ok(());
+        };
+        self.log.lock().expect("decision log lock").append(&decision)?;
+        if let Err(e) = delivery.ack().await {
+            // Redelivered later, and recognised by its id.
+            warn!(error = %e, "Acknowledgement failed.");
+        }
+        Ok(())
+    }
+}
