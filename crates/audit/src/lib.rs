@@ -11,8 +11,8 @@
 //! Layout:
 //! - [`log`]: the decision log file: ids already written, masking, appending.
 //! - [`query`]: the records of a log that match filters (`airlock audit query`).
-//! - [`run`]: declare the queue, consume, write, acknowledge, until shutdown; the consuming
-//!   loop itself is [`serve`], apart from what one delivery does ([`Auditor::handle`]).
+//! - [`run`]: declare the queue, then serve it with the role loop of
+//!   `airlock_transport::serve`, one delivery after another ([`Auditor::handle`]).
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
@@ -20,11 +20,11 @@ pub mod log;
 pub mod query;
 
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use airlock_contract::v1;
 use airlock_records::code::DeadReason;
-use airlock_transport::{Consumer, Delivery, Topology, Transport, TransportError};
+use airlock_transport::{Delivery, Order, Serve, Topology, Transport, TransportError};
 use prost::Message as _;
 use tracing::{info, warn};
 
@@ -87,39 +87,16 @@ pub async fn run<T: Transport>(
     let decisions =
         transport.consume(&queue, PREFETCH).await.map_err(transport_error(&format!("consuming {queue}")))?;
     info!(prefix = %config.prefix, out = %config.log.path().display(), "Auditor writing the decision log.");
-    let auditor = Auditor { transport: transport.clone(), topology, log: Mutex::new(config.log) };
-    let result = serve(decisions, shutdown, |delivery| auditor.handle(delivery)).await;
+    let auditor = Arc::new(Auditor { transport: transport.clone(), topology, log: Mutex::new(config.log) });
+    // In order: each line is written and flushed before its delivery is acknowledged, and a
+    // log that cannot be written stops the auditor with the delivery unacknowledged.
+    let handle = |(), delivery| {
+        let auditor = auditor.clone();
+        async move { auditor.handle(delivery).await }
+    };
+    let result = Serve::new().consume((), decisions).order(Order::InOrder).try_run(handle, shutdown).await;
     transport.close().await;
     info!("Auditor stopped.");
-    result
-}
-
-/// The consuming loop: hands each delivery to `handle`, one at a time, until `shutdown`
-/// resolves, the consumer ends, or `handle` fails; then cancels the consumer. Unacknowledged
-/// deliveries go back to the queue when the transport closes.
-pub async fn serve<F, Fut>(
-    mut consumer: Consumer,
-    shutdown: impl Future<Output = ()>,
-    mut handle: F,
-) -> Result<(), AuditError>
-where
-    F: FnMut(Delivery) -> Fut,
-    Fut: Future<Output = Result<(), AuditError>>,
-{
-    tokio::pin!(shutdown);
-    let result = loop {
-        let delivery = tokio::select! {
-            () = &mut shutdown => break Ok(()),
-            delivery = consumer.next() => match delivery {
-                Some(delivery) => delivery,
-                None => break Ok(()),
-            },
-        };
-        if let Err(e) = handle(delivery).await {
-            break Err(e);
-        }
-    };
-    consumer.cancel().await;
     result
 }
 

@@ -9,7 +9,8 @@
 //!   whose subcommands need different runtimes, or none, has a sync `fn run(..) -> ExitCode`.
 //! - **Library side, a role** (worker, monitor, reviewer, auditor): `run(transport, config,
 //!   shutdown)` in the role's crate — [`airlock_worker::run`], [`airlock_monitor::run`],
-//!   [`airlock_audit::run`] — with `run_observed` where the role also takes metrics.
+//!   [`airlock_reviewer::run`], [`airlock_audit::run`] — on the role loop of
+//!   [`airlock_transport::Serve`]; a role that counts takes its metrics in its config.
 //! - **Library side, a one-shot tool**: a function named for what it does, in the library
 //!   module or crate of the command: [`airlock_client::request::send`],
 //!   [`airlock_worker::offline::check`] and [`airlock_worker::offline::eval_line`],

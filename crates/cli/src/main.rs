@@ -62,7 +62,7 @@ fn main() -> ExitCode {
         }
         Command::Request(args) => commands::block_on(commands::LOG_TOOL, commands::request::run(args)),
         Command::Monitor(args) => commands::monitor::run(args),
-        Command::Reviewer(args) => commands::reviewer::main(args),
+        Command::Reviewer(args) => commands::reviewer::run(args),
         Command::Review(args) => commands::block_on(commands::LOG_TOOL, commands::review::run(args)),
         Command::Topology(command) => commands::block_on(commands::LOG_TOOL, commands::topology::run(command)),
         Command::Audit(command) => commands::block_on(commands::LOG_ROLE, commands::audit::run(command)),

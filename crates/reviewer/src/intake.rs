@@ -11,12 +11,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_contract::v1;
+use airlock_records::code::DeadReason;
+use airlock_records::time::now_ms;
 use airlock_telemetry::metrics::{ReasonLabels, SourceLabels};
 use airlock_transport::{Consumer, Delivery, Order, Serve, Topology, Transport};
 use prost::Message as _;
 use tracing::{debug, info, warn};
-
-use airlock_records::time::now_ms;
 
 use crate::shared::Shared;
 use crate::store::Inserted;
@@ -55,8 +55,9 @@ async fn take<T: Transport>(shared: Arc<Shared>, transport: T, topology: Topolog
         Ok(incoming) => incoming,
         Err(e) => {
             warn!(%pool, error = %e, "Unusable human task dead-lettered.");
-            shared.metrics.dead_lettered.get_or_create(&ReasonLabels { reason: "bad_message".into() }).inc();
-            if let Err(e) = transport.publish_dead(&topology, delivery, &format!("bad_message: {e}")).await {
+            let reason = DeadReason::bad_message(e.to_string());
+            shared.metrics.dead_lettered.get_or_create(&ReasonLabels { reason: reason.code.as_str().to_owned() }).inc();
+            if let Err(e) = transport.publish_dead(&topology, delivery, &reason.to_string()).await {
                 warn!(error = %e, "Dead-lettering failed; the broker will deliver the task again.");
             }
             return;

@@ -76,7 +76,7 @@ pub struct AddTokenArgs {
 }
 
 /// Runs the service until a signal (with its telemetry), or adds a token.
-pub fn main(args: ReviewerArgs) -> ExitCode {
+pub fn run(args: ReviewerArgs) -> ExitCode {
     match args.command {
         Some(ReviewerCommand::AddToken(add)) => block_on(LOG_TOOL, async { add_token(add) }),
         None => {
