@@ -15,7 +15,13 @@
 //!   and `\`-newline line continuations, removed as bash removes them (not in comments or
 //!   single quotes);
 //! - leading `NAME=value` / `NAME+=value` assignments and redirections (`<`, `>`, `>>`, `>|`,
-//!   `<>`, `<&`, `>&`, `&>`, `&>>`, `<<<`, with an optional file descriptor number);
+//!   `<>`, `<&`, `>&`, `&>`, `&>>`, `<<<`), with an optional file descriptor number taken as
+//!   bash 5.2 takes it (digits that fit a C `int`; `2147483648>x` is a word, then `>x`) or a
+//!   `{name}` variable; redirections after a subshell or group are kept as a command of their
+//!   own, made only of redirections ([`Redirection::written`] says which may write a file);
+//! - the `time` keyword (with `-p` and `--`) at the start of a pipeline, which times the
+//!   pipeline after it; keywords are recognised after line continuations are removed, as bash
+//!   does (`ti\<newline>me` is `time`);
 //! - `$name`, `$1`, `$@`…, `${name}`, `${#name}`, `${name op word}` for the `-` `=` `?` `+`
 //!   `#` `%` `/` `^` `,` families, and `$(( … ))` over plain numbers.
 //!
@@ -24,7 +30,9 @@
 //! literal `ls`, because bash runs `ls` for each of them.
 //!
 //! Refused, with the reason: unbalanced quotes and parentheses, here-documents (`<<`), compound
-//! commands and keywords (`if`, `for`, `while`, `case`, `[[`, `((`, `function`, `time`, `!`…),
+//! commands and keywords (`if`, `for`, `while`, `case`, `[[`, `((`, `function`, `!`…, and `time`
+//! anywhere but at the start of a pipeline, where bash runs the external program instead),
+//! `{a[i]}>…` redirections,
 //! function definitions, `$"…"`, nested backquotes, `$[ … ]`, arithmetic with names or expansions in it,
 //! `${!…}`, `${a[…]}`, `${…@…}`, `${…:offset}`, quotes or braces inside a `${…}` word, NUL
 //! characters, and nesting deeper than [`MAX_DEPTH`].
@@ -76,7 +84,8 @@ pub struct Word {
 /// One redirection, such as `2>&1` or `> out.txt`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Redirection {
-    /// The file descriptor number written before the operator, if any.
+    /// The file descriptor written before the operator, if any: a number that fits a C `int`,
+    /// or `{name}` for a variable that receives a new descriptor.
     pub fd: Option<String>,
     /// The operator: `<`, `>`, `>>`, `>|`, `<>`, `<&`, `>&`, `&>`, `&>>` or `<<<`.
     pub op: &'static str,
@@ -137,6 +146,10 @@ pub enum ParseError {
     /// Substitutions, subshells or groups nested deeper than [`MAX_DEPTH`].
     #[error("nesting deeper than {MAX_DEPTH} levels")]
     TooDeep,
+    /// `{a[i]}>file`: bash stores the new descriptor in an array element, evaluating its
+    /// subscript.
+    #[error("redirections that store a descriptor in an array element ('{0}') are not supported")]
+    VarRedirection(String),
     /// bash stops reading an argument at a NUL, so what follows would not run as written.
     #[error("NUL characters are not supported")]
     Nul,
@@ -191,6 +204,40 @@ impl fmt::Display for SimpleCommand {
     }
 }
 
+// === impl Redirection ===
+
+impl Redirection {
+    /// The file this redirection may create, truncate or change, if it may: the target of
+    /// `>`, `>>`, `>|`, `&>`, `&>>`, `<>`, and of `>&` unless that target is a descriptor
+    /// (`>&2`, `>&2-`) or `-` (close). Input (`<`, `<&`, `<<<`) writes nothing.
+    ///
+    /// A `>&` target counts as a descriptor only when its text is certain and is a number that
+    /// fits a C `int`, so `>&$fd` and `>&99999999999` count as files.
+    pub fn written(&self) -> Option<&Word> {
+        match self.op {
+            "<" | "<&" | "<<<" => None,
+            ">&" if self.target.literal().is_some_and(is_descriptor) => None,
+            _ => Some(&self.target),
+        }
+    }
+}
+
+/// Whether the target of `>&` names a descriptor to copy, move (`2-`) or close (`-`).
+fn is_descriptor(target: &str) -> bool {
+    let digits = target.strip_suffix('-').unwrap_or(target);
+    target == "-" || fits_int(digits)
+}
+
+/// Whether `digits` is a non-empty run of ASCII digits whose value fits a C `int`, the test
+/// bash 5.2 applies before it reads a number as a file descriptor (`legal_number`, then
+/// `(int)value == value`). Leading zeros do not count: `0002` is 2.
+pub fn fits_int(digits: &str) -> bool {
+    let significant = digits.trim_start_matches('0');
+    !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (significant.len() < 10 || (significant.len() == 10 && significant <= "2147483647"))
+}
+
 // === impl Word ===
 
 impl Word {
@@ -229,6 +276,9 @@ struct Text {
 
 struct Parser {
     chars: Vec<char>,
+    /// For each index, the first index at or after it that does not start a `\`-newline
+    /// pair, so that reading through continuations never rescans them.
+    resume: Vec<usize>,
     pos: usize,
     depth: usize,
     commands: Vec<SimpleCommand>,
@@ -255,7 +305,13 @@ pub fn is_name(s: &str) -> bool {
 
 impl Parser {
     fn new(text: &str, depth: usize) -> Self {
-        Parser { chars: text.chars().collect(), pos: 0, depth, commands: Vec::new() }
+        let chars: Vec<char> = text.chars().collect();
+        let mut resume = vec![chars.len(); chars.len() + 1];
+        for at in (0..chars.len()).rev() {
+            let continuation = chars[at] == '\\' && chars.get(at + 1) == Some(&'\n');
+            resume[at] = if continuation { resume[at + 2] } else { at };
+        }
+        Parser { chars, resume, pos: 0, depth, commands: Vec::new() }
     }
 
     // --- characters ---
@@ -264,12 +320,12 @@ impl Parser {
     // comments and right after a backslash that escapes the next character. `peek`, `peek_at`
     // and `bump` read through the pairs; `bump_raw` reads the next character as it is.
 
-    /// The index of the `n`th character from `from`, skipping line continuations.
+    /// The index of the `n`th character from `at`, skipping line continuations. Each step
+    /// costs one table lookup, so callers only ever ask for small `n`; longer scans go through
+    /// [`Parser::scan`].
     fn index(&self, mut at: usize, mut n: usize) -> Option<usize> {
         loop {
-            while self.chars.get(at) == Some(&'\\') && self.chars.get(at + 1) == Some(&'\n') {
-                at += 2;
-            }
+            at = *self.resume.get(at)?;
             if at >= self.chars.len() {
                 return None;
             }
@@ -279,6 +335,18 @@ impl Parser {
             at += 1;
             n -= 1;
         }
+    }
+
+    /// From `at`, skips characters (through line continuations) while `keep` holds; returns
+    /// how many were skipped and the index of the first one that does not, if any.
+    fn scan(&self, at: usize, keep: impl Fn(char) -> bool) -> (usize, Option<usize>) {
+        let mut count = 0;
+        let mut next = self.index(at, 0);
+        while let Some(i) = next.filter(|&i| keep(self.chars[i])) {
+            count += 1;
+            next = self.index(i + 1, 0);
+        }
+        (count, next)
     }
 
     fn peek(&self) -> Option<char> {
@@ -339,12 +407,25 @@ impl Parser {
     }
 
     /// Whether a file descriptor number followed by a redirection operator comes next.
+    ///
+    /// As bash 5.2's reader: ASCII digits ending right before `<` or `>` (not `<(` or `>(`,
+    /// which continue the word), whose value fits a C `int`. A larger number is an ordinary
+    /// word: `2147483648>x` runs a command named `2147483648` with its output in `x`.
     fn at_fd_redirection(&self) -> bool {
-        let mut n = 0;
-        while self.peek_at(n).is_some_and(|c| c.is_ascii_digit()) {
-            n += 1;
+        let (count, next) = self.scan(self.pos, |c| c.is_ascii_digit());
+        let Some(op) = next.filter(|&i| count > 0 && matches!(self.chars[i], '<' | '>')) else { return false };
+        self.index(op + 1, 0).map(|i| self.chars[i]) != Some('(') && fits_int(&self.peek_digits())
+    }
+
+    /// The digits that come next, through line continuations, without reading them.
+    fn peek_digits(&self) -> String {
+        let mut digits = String::new();
+        let mut next = self.index(self.pos, 0);
+        while let Some(i) = next.filter(|&i| self.chars[i].is_ascii_digit()) {
+            digits.push(self.chars[i]);
+            next = self.index(i + 1, 0);
         }
-        n > 0 && matches!(self.peek_at(n), Some('<' | '>')) && self.peek_at(n + 1) != Some('(')
+        digits
     }
 
     fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T, ParseError>) -> Result<T, ParseError> {
@@ -415,7 +496,7 @@ impl Parser {
     }
 
     fn pipeline(&mut self) -> Result<(), ParseError> {
-        self.command()?;
+        self.timed_command()?;
         loop {
             self.skip_blanks_and_comment();
             if self.peek() != Some('|') || self.peek_at(1) == Some('|') {
@@ -427,6 +508,40 @@ impl Parser {
             }
             self.skip_space();
             self.command()?;
+        }
+    }
+
+    /// The first command of a pipeline. Only there does bash 5.2 take `time` as the keyword
+    /// that times the pipeline after it (with `-p`, then `--`, as its own options); after a
+    /// `|`, a quote, a backslash or a redirection, `time` is the external program, which runs
+    /// its arguments. A `time` with nothing after it times nothing.
+    fn timed_command(&mut self) -> Result<(), ParseError> {
+        self.skip_blanks();
+        if !self.at_keyword("time") {
+            return self.command();
+        }
+        while self.at_keyword("time") {
+            self.bump_word("time");
+            self.skip_blanks();
+            if self.at_keyword("-p") {
+                self.bump_word("-p");
+                self.skip_blanks();
+            }
+            if self.at_keyword("--") {
+                self.bump_word("--");
+                self.skip_blanks();
+            }
+        }
+        match self.peek() {
+            None | Some(';' | '\n' | '#') => Ok(()),
+            Some(_) => self.command(),
+        }
+    }
+
+    /// Reads `word`, which [`Parser::at_keyword`] found next.
+    fn bump_word(&mut self, word: &str) {
+        for _ in word.chars() {
+            self.bump();
         }
     }
 
@@ -456,19 +571,29 @@ impl Parser {
         }
     }
 
-    /// Redirections after a subshell or a brace group; they apply to the whole group.
+    /// Redirections after a subshell or a brace group; they apply to the whole group, and are
+    /// kept as a command made only of redirections.
     fn trailing_redirections(&mut self) -> Result<(), ParseError> {
-        loop {
+        let mut redirections = Vec::new();
+        let result = loop {
             self.skip_blanks();
-            if self.at_fd_redirection() {
+            let redirection = if self.at_fd_redirection() {
                 let fd = self.digits();
-                self.redirection(Some(fd))?;
+                self.redirection(Some(fd))
             } else if self.at_redirection() {
-                self.redirection(None)?;
+                self.redirection(None)
             } else {
-                return Ok(());
+                break Ok(());
+            };
+            match redirection {
+                Ok(redirection) => redirections.push(redirection),
+                Err(e) => break Err(e),
             }
+        };
+        if !redirections.is_empty() {
+            self.commands.push(SimpleCommand { redirections, ..SimpleCommand::default() });
         }
+        result
     }
 
     fn simple_command(&mut self) -> Result<(), ParseError> {
@@ -505,12 +630,19 @@ impl Parser {
                 }
                 Some(_) => {
                     let (word, assignment) = self.word()?;
+                    if let Some(name) = self.var_redirection(&word)? {
+                        let redirection = self.redirection(Some(format!("{{{name}}}")))?;
+                        command.redirections.push(redirection);
+                        continue;
+                    }
                     if assignment && command.words.is_empty() {
                         command.assignments.push(word.raw);
                         continue;
                     }
-                    if command.words.is_empty() && !word.quoted && KEYWORDS.contains(&word.raw.as_str()) {
-                        return Err(ParseError::Keyword(word.raw));
+                    // bash removes line continuations before it looks for keywords.
+                    let bare = word.raw.replace("\\\n", "");
+                    if command.words.is_empty() && !word.quoted && KEYWORDS.contains(&bare.as_str()) {
+                        return Err(ParseError::Keyword(bare));
                     }
                     command.words.push(word);
                 }
@@ -528,11 +660,28 @@ impl Parser {
 
     /// After `name`, whether `( )` follows: a function definition rather than a stray `(`.
     fn empty_parens_follow(&self) -> bool {
-        let mut n = 1;
-        while matches!(self.peek_at(n), Some(' ' | '\t')) {
-            n += 1;
+        let Some(open) = self.index(self.pos, 0) else { return false };
+        let (_, next) = self.scan(open + 1, |c| matches!(c, ' ' | '\t'));
+        next.is_some_and(|i| self.chars[i] == ')')
+    }
+
+    /// After `word`, whether it is bash's `{name}` prefix of a redirection (`{fd}>file`, which
+    /// opens a new descriptor and stores its number in `fd`): a word from `{` to `}` right
+    /// before `<` or `>`. Returns the name. An array element (`{a[i]}`), whose subscript bash
+    /// evaluates, is refused; any other such word is an ordinary word, as in bash.
+    fn var_redirection(&self, word: &Word) -> Result<Option<String>, ParseError> {
+        if !matches!(self.peek(), Some('<' | '>')) || !self.at_redirection() {
+            return Ok(None);
         }
-        self.peek_at(n) == Some(')')
+        let bare = word.raw.replace("\\\n", "");
+        let Some(inner) = bare.strip_prefix('{').and_then(|rest| rest.strip_suffix('}')) else { return Ok(None) };
+        if is_name(inner) {
+            Ok(Some(inner.to_owned()))
+        } else if inner.contains('[') {
+            Err(ParseError::VarRedirection(bare))
+        } else {
+            Ok(None)
+        }
     }
 
     /// Whether a redirection operator (not a process substitution) comes next.
