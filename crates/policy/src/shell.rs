@@ -640,9 +640,11 @@ impl Parser {
                         continue;
                     }
                     // bash removes line continuations before it looks for keywords.
-                    let bare = word.raw.replace("\\\n", "");
-                    if command.words.is_empty() && !word.quoted && KEYWORDS.contains(&bare.as_str()) {
-                        return Err(ParseError::Keyword(bare));
+                    if command.words.is_empty() && !word.quoted {
+                        let bare = word.raw.replace("\\\n", "");
+                        if KEYWORDS.contains(&bare.as_str()) {
+                            return Err(ParseError::Keyword(bare));
+                        }
                     }
                     command.words.push(word);
                 }

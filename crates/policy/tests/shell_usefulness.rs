@@ -100,7 +100,8 @@ fn ordinary_read_only_lines_are_approved() {
     let all = corpus.len() + ORDINARY.len();
     let approved = corpus_approved + ORDINARY.len() - refused.len();
     println!(
-        "corpus: {corpus_approved} of {} bash lines approved; ordinary: {} of {}; together {approved} of {all} ({:.1}%)",
+        "corpus: {corpus_approved} of {} bash lines approved; ordinary: {} of {}; \
+         together {approved} of {all} ({:.1}%)",
         corpus.len(),
         ORDINARY.len() - refused.len(),
         ORDINARY.len(),

@@ -200,7 +200,8 @@ impl BashAllowlist {
         };
         if line.len() > self.max_command_bytes {
             return Answer::escalate(format!(
-                "The command line is {} bytes long, over this step's limit of {} ({MAX_COMMAND_BYTES}); it was not read.",
+                "The command line is {} bytes long, over this step's limit of {} ({MAX_COMMAND_BYTES}); \
+                 it was not read.",
                 line.len(),
                 self.max_command_bytes
             ));
@@ -292,7 +293,8 @@ impl BashAllowlist {
             && !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
         {
             return Err(format!(
-                "The redirection '{{{name}}}{}' sets the variable '{name}', which could be one that changes what commands run.",
+                "The redirection '{{{name}}}{}' sets the variable '{name}', which could be one that changes \
+                 what commands run.",
                 redirection.op
             ));
         }

@@ -7,8 +7,8 @@
 //! table.
 //!
 //! Every argument of a catalogued tool (for `printf`, its first) must be plain text: an
-//! expansion or a glob could become one of these options. Long options are matched as GNU `getopt_long` matches them, by any
-//! prefix (`--to-com` is `--to-command`).
+//! expansion or a glob could become one of these options. Long options are matched as GNU
+//! `getopt_long` matches them, by any prefix (`--to-com` is `--to-command`).
 
 use crate::shell::Word;
 
@@ -72,6 +72,11 @@ fn is_long(given: &str, full: &str) -> bool {
     !given.is_empty() && full.starts_with(given)
 }
 
+/// Whether `given` names any of the long options `full` (see [`is_long`]).
+fn is_any_long(given: &str, full: &[&str]) -> bool {
+    full.iter().any(|full| is_long(given, full))
+}
+
 /// Splits `--name=value` into the name and value.
 fn long(arg: &str) -> Option<(&str, Option<&str>)> {
     let rest = arg.strip_prefix("--").filter(|rest| !rest.is_empty())?;
@@ -107,7 +112,7 @@ fn read<'a>(args: &[&'a str], short_values: &str, long_values: &[&str]) -> Vec<A
             options = false;
         } else if let Some((name, value)) = long(arg) {
             let value = match value {
-                None if long_values.iter().any(|full| is_long(name, full)) => {
+                None if is_any_long(name, long_values) => {
                     at += 1;
                     args.get(at - 1).copied()
                 }
@@ -263,7 +268,7 @@ fn tar<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
             break;
         }
         if let Some((name, _)) = long(arg) {
-            if TAR_RUNS.iter().any(|full| is_long(name, full)) {
+            if is_any_long(name, TAR_RUNS) {
                 return Err(format!("'--{name}' runs a program."));
             }
             if is_long(name, "to-stdout") && name.len() > 3 {
@@ -272,7 +277,7 @@ fn tar<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
                 // An exact name wins over the longer names it abbreviates (`--listed-incremental`).
             } else if is_long(name, "extract") || is_long(name, "get") {
                 letters.push('x');
-            } else if TAR_WRITES.iter().any(|full| is_long(name, full)) {
+            } else if is_any_long(name, TAR_WRITES) {
                 writes = true;
             }
         } else if let Some(bundle) = arg.strip_prefix('-') {
@@ -302,6 +307,12 @@ fn tar<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
     Ok(Vec::new())
 }
 
+/// rsync's long options that write or delete files other than the destination.
+#[rustfmt::skip]
+const RSYNC_WRITES: &[&str] = &[
+    "log-file", "write-batch", "only-write-batch", "remove-source-files", "backup-dir", "temp-dir", "partial-dir",
+];
+
 fn rsync<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
     let mut operands = Vec::new();
     for arg in read(args, "efBTM", &["rsh", "rsync-path", "filter", "exclude", "include", "log-file", "temp-dir"]) {
@@ -310,19 +321,7 @@ fn rsync<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
             Arg::Long(name, _) if is_long(name, "rsh") || is_long(name, "rsync-path") => {
                 return Err(format!("'--{name}' names a program to run."));
             }
-            Arg::Long(name, _)
-                if [
-                    "log-file",
-                    "write-batch",
-                    "only-write-batch",
-                    "remove-source-files",
-                    "backup-dir",
-                    "temp-dir",
-                    "partial-dir",
-                ]
-                .iter()
-                .any(|full| is_long(name, full)) =>
-            {
+            Arg::Long(name, _) if is_any_long(name, RSYNC_WRITES) => {
                 return Err(format!("'--{name}' writes or deletes files it does not name as the destination."));
             }
             Arg::Operand(operand) if operand.contains(':') => {
@@ -422,9 +421,7 @@ fn man<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
     for arg in read(args, "CMPmSseLprRE", &["pager", "config-file", "manpath", "preprocessor"]) {
         let runs = match arg {
             Arg::Short(letter, _) => matches!(letter, 'P' | 'H' | 'p' | 'C' | 'X'),
-            Arg::Long(name, _) => {
-                ["pager", "html", "config-file", "preprocessor", "gxditview"].iter().any(|full| is_long(name, full))
-            }
+            Arg::Long(name, _) => is_any_long(name, &["pager", "html", "config-file", "preprocessor", "gxditview"]),
             Arg::Operand(_) => false,
         };
         if runs {
@@ -476,6 +473,13 @@ fn printf<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
 
 // --- sed ---
 
+/// GNU sed's long options that neither run nor write anything (`-i` is read apart).
+#[rustfmt::skip]
+const SED_OPTIONS: &[&str] = &[
+    "quiet", "silent", "regexp-extended", "null-data", "unbuffered", "separate", "posix", "sandbox", "debug",
+    "line-length", "expression", "help", "version",
+];
+
 fn sed<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
     let mut scripts: Vec<&str> = Vec::new();
     let mut in_place = false;
@@ -493,24 +497,7 @@ fn sed<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
             }
             Arg::Short('s' | 'n' | 'E' | 'r' | 'z' | 'u' | 'l', _) => {}
             Arg::Short(letter, _) => return Err(format!("the option '-{letter}' is not understood here.")),
-            Arg::Long(name, _)
-                if [
-                    "quiet",
-                    "silent",
-                    "regexp-extended",
-                    "null-data",
-                    "unbuffered",
-                    "separate",
-                    "posix",
-                    "sandbox",
-                    "debug",
-                    "line-length",
-                    "expression",
-                    "help",
-                    "version",
-                ]
-                .iter()
-                .any(|full| is_long(name, full)) => {}
+            Arg::Long(name, _) if is_any_long(name, SED_OPTIONS) => {}
             Arg::Long(name, _) => return Err(format!("the option '--{name}' is not understood here.")),
             Arg::Operand(operand) => operands.push(operand),
         }
@@ -694,6 +681,14 @@ fn sed_text(bytes: &[u8], mut at: usize) -> usize {
 
 // --- awk ---
 
+/// gawk's long options that neither run nor write anything.
+#[rustfmt::skip]
+const AWK_OPTIONS: &[&str] = &[
+    "field-separator", "assign", "characters-as-bytes", "traditional", "posix", "sandbox", "re-interval", "lint",
+    "bignum", "use-lc-numeric", "non-decimal-data", "optimize", "no-optimize", "csv", "version", "help",
+    "copyright",
+];
+
 fn awk<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
     let mut programs: Vec<&str> = Vec::new();
     let mut operands = Vec::new();
@@ -713,28 +708,7 @@ fn awk<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
                 _,
             ) => {}
             Arg::Short(letter, _) => return Err(format!("the option '-{letter}' is not understood here.")),
-            Arg::Long(name, _)
-                if [
-                    "field-separator",
-                    "assign",
-                    "characters-as-bytes",
-                    "traditional",
-                    "posix",
-                    "sandbox",
-                    "re-interval",
-                    "lint",
-                    "bignum",
-                    "use-lc-numeric",
-                    "non-decimal-data",
-                    "optimize",
-                    "no-optimize",
-                    "csv",
-                    "version",
-                    "help",
-                    "copyright",
-                ]
-                .iter()
-                .any(|full| is_long(name, full)) => {}
+            Arg::Long(name, _) if is_any_long(name, AWK_OPTIONS) => {}
             Arg::Long(name, _) => return Err(format!("the option '--{name}' is not understood here.")),
             Arg::Operand(operand) => operands.push(operand),
         }
