@@ -41,6 +41,7 @@
 //! shell's profile defines, and the values of variables. The `bash_allowlist` step decides which
 //! commands and words it trusts.
 
+use std::borrow::Cow;
 use std::fmt;
 
 #[cfg(test)]
@@ -295,6 +296,11 @@ fn is_name_start(c: char) -> bool {
 
 fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// `raw` without its `\\`-newline line continuations, borrowed when it has none.
+fn without_continuations(raw: &str) -> Cow<'_, str> {
+    if raw.contains("\\\n") { Cow::Owned(raw.replace("\\\n", "")) } else { Cow::Borrowed(raw) }
 }
 
 /// Whether `s` is a shell variable name: a letter or `_`, then letters, digits or `_`.
@@ -641,9 +647,9 @@ impl Parser {
                     }
                     // bash removes line continuations before it looks for keywords.
                     if command.words.is_empty() && !word.quoted {
-                        let bare = word.raw.replace("\\\n", "");
-                        if KEYWORDS.contains(&bare.as_str()) {
-                            return Err(ParseError::Keyword(bare));
+                        let bare = without_continuations(&word.raw);
+                        if KEYWORDS.contains(&bare.as_ref()) {
+                            return Err(ParseError::Keyword(bare.into_owned()));
                         }
                     }
                     command.words.push(word);
@@ -675,12 +681,12 @@ impl Parser {
         if !matches!(self.peek(), Some('<' | '>')) || !self.at_redirection() {
             return Ok(None);
         }
-        let bare = word.raw.replace("\\\n", "");
+        let bare = without_continuations(&word.raw);
         let Some(inner) = bare.strip_prefix('{').and_then(|rest| rest.strip_suffix('}')) else { return Ok(None) };
         if is_name(inner) {
             Ok(Some(inner.to_owned()))
         } else if inner.contains('[') {
-            Err(ParseError::VarRedirection(bare))
+            Err(ParseError::VarRedirection(bare.into_owned()))
         } else {
             Ok(None)
         }

@@ -98,6 +98,9 @@ const SHELL_STATE: &[&str] = &[
 pub struct BashAllowlist {
     /// Command words that may run, exactly as written in the policy.
     allowed_commands: Vec<String>,
+    /// The allowed commands that are neither runners nor shell-state builtins: one lookup
+    /// decides the common case.
+    plain_commands: HashSet<String>,
     /// Whether `sudo <allowed command>` is allowed.
     allow_sudo: bool,
     /// Commands whose first non-option argument must be one of the listed subcommands.
@@ -178,8 +181,14 @@ impl BashAllowlist {
                 ));
             }
         };
+        let plain_commands = allowed_commands
+            .iter()
+            .filter(|name| !RUNNERS.contains(&name.as_str()) && !SHELL_STATE.contains(&name.as_str()))
+            .cloned()
+            .collect();
         Ok(BashAllowlist {
             allowed_commands,
+            plain_commands,
             allow_sudo,
             command_specific_rules,
             allowed_write_paths,
@@ -219,7 +228,7 @@ impl BashAllowlist {
         if parse.commands.is_empty() {
             return Answer::escalate("The command line is empty.");
         }
-        let mut allowed: Vec<String> = Vec::new();
+        let mut allowed: Vec<&str> = Vec::new();
         let mut refusals: Vec<String> = Vec::new();
         let mut seen = HashSet::new();
         for command in &parse.commands {
@@ -241,7 +250,7 @@ impl BashAllowlist {
 
     /// The name of the allowed command `command` runs, `None` if it runs none (only
     /// redirections), or why it is not approved.
-    fn check(&self, command: &SimpleCommand) -> Result<Option<String>, String> {
+    fn check<'c>(&self, command: &'c SimpleCommand) -> Result<Option<&'c str>, String> {
         let mut words = command.words.as_slice();
         if !command.assignments.is_empty() {
             return Err(format!(
@@ -263,16 +272,16 @@ impl BashAllowlist {
                 words = sudo_command(args)?;
                 continue;
             }
-            if !self.allowed_commands.iter().any(|allowed| allowed == name) {
-                return Err(format!("Command '{name}' is not in the allowed list."));
-            }
-            if RUNNERS.contains(&name) {
-                return Err(format!("Command '{name}' runs other commands, which this step cannot check."));
-            }
-            if SHELL_STATE.contains(&name) {
-                return Err(format!(
-                    "Command '{name}' changes variables or how later commands run, which this step cannot check."
-                ));
+            if !self.plain_commands.contains(name) {
+                return Err(if !self.allowed_commands.iter().any(|allowed| allowed == name) {
+                    format!("Command '{name}' is not in the allowed list.")
+                } else if RUNNERS.contains(&name) {
+                    format!("Command '{name}' runs other commands, which this step cannot check.")
+                } else {
+                    format!(
+                        "Command '{name}' changes variables or how later commands run, which this step cannot check."
+                    )
+                });
             }
             for file in catalogue::check(name, args)? {
                 self.check_write(file, &format!("'{name}'"))?;
@@ -280,7 +289,7 @@ impl BashAllowlist {
             if let Some((_, subcommands)) = self.command_specific_rules.iter().find(|(command, _)| command == name) {
                 check_subcommand(name, args, subcommands)?;
             }
-            return Ok(Some(name.to_owned()));
+            return Ok(Some(name));
         }
     }
 }
