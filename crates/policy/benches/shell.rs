@@ -12,6 +12,20 @@ use airlock_policy::{Call, Kind};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::{Value, json};
 
+/// Everyday agent lines, approved and escalated.
+const TYPICAL: &[&str] = &[
+    "ls -la",
+    "cat README.md | grep -n install",
+    "git status && git log --oneline | head",
+    "echo ok > /dev/null",
+    "time ls",
+    "grep -rn 'TODO' src/",
+    "find . -name '*.py' | xargs wc -l",
+    "sed -n '1,40p' src/main.rs",
+    "awk -F, '{print $2}' data.csv | sort | uniq -c",
+    "rm -rf build/ dist/",
+];
+
 fn step() -> BashAllowlist {
     let params: Params = json!({
         "allowed_commands": ["ls", "cat", "grep", "head", "tail", "wc", "echo", "pwd", "find", "git", "sort", "uniq",
@@ -54,6 +68,12 @@ fn shell(c: &mut Criterion) {
     let mut group = c.benchmark_group("bash_allowlist");
     group.throughput(Throughput::Elements(calls.len() as u64));
     group.bench_function("corpus lines", |b| b.iter(|| calls.iter().for_each(|call| decide(&step, call))));
+    group.finish();
+
+    let typical: Vec<Call> = TYPICAL.iter().map(|line| call(line)).collect();
+    let mut group = c.benchmark_group("bash_allowlist typical");
+    group.throughput(Throughput::Elements(typical.len() as u64));
+    group.bench_function("lines", |b| b.iter(|| typical.iter().for_each(|call| decide(&step, call))));
     group.finish();
 
     let long = [
