@@ -184,6 +184,12 @@ fn git<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
         if subcommand == "format-patch" && (arg.starts_with("-o") || is_long_arg(name, "--output-directory")) {
             return Err("'git format-patch -o' writes files into a directory.".into());
         }
+        if subcommand == "archive" && arg.starts_with("-o") && !arg.starts_with("--") {
+            match arg.strip_prefix("-o").filter(|file| !file.is_empty()).or_else(|| rest.get(index + 1).copied()) {
+                Some(file) => writes.push(file),
+                None => return Err("'-o' has no file.".into()),
+            }
+        }
         if is_long_arg(name, "--output") {
             match arg.split_once('=') {
                 Some((_, file)) => writes.push(file),
@@ -198,7 +204,9 @@ fn git<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
             || is_long_arg(name, "--exec")
             || is_long_arg(name, "--extcmd")
             || (subcommand == "grep" && (arg.starts_with("-O") || is_long_arg(name, "--open-files-in-pager")))
+            || is_long_arg(name, "--template")
             || (matches!(subcommand, "clone" | "archive" | "ls-remote") && arg == "-u")
+            || (subcommand == "clone" && (arg.starts_with("-c") || is_long_arg(name, "--config")))
             || (subcommand == "rebase" && arg.starts_with("-x"))
             || (subcommand == "bisect" && arg == "run")
             || (subcommand == "submodule" && arg == "foreach");
