@@ -83,6 +83,7 @@ fn shell(c: &mut Criterion) {
         ("continuations", format!("ls {}", "\\\n".repeat(100_000))),
         ("plain word", format!("ls {}", "a".repeat(200_000))),
         ("short commands", "ls;".repeat(66_667)),
+        ("short words", format!("ls{}", " a".repeat(100_000))),
     ];
     let mut group = c.benchmark_group("bash_allowlist 200 KB");
     group.sample_size(20);

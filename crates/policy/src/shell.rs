@@ -35,7 +35,8 @@
 //! `{a[i]}>…` redirections,
 //! function definitions, `$"…"`, nested backquotes, `$[ … ]`, arithmetic with names or expansions in it,
 //! `${!…}`, `${a[…]}`, `${…@…}`, `${…:offset}`, quotes or braces inside a `${…}` word, NUL
-//! characters, and nesting deeper than [`MAX_DEPTH`].
+//! characters, nesting deeper than [`MAX_DEPTH`], and more than [`MAX_WORDS`] words (which bounds
+//! the work and memory one line can cost, whatever its length).
 //!
 //! Not the parser's business: what a command does with its arguments, aliases or functions the
 //! shell's profile defines, and the values of variables. The `bash_allowlist` step decides which
@@ -49,6 +50,11 @@ mod tests;
 
 /// How deep substitutions, subshells and groups may nest before the line is refused.
 pub const MAX_DEPTH: usize = 32;
+
+/// How many words (command words, arguments, assignments and redirection targets, counted
+/// across substitutions) a line may have before it is refused. Ordinary lines have tens; no
+/// one reviews thousands.
+pub const MAX_WORDS: usize = 4096;
 
 /// Words that bash treats as keywords at the start of a command; none starts a command this
 /// parser can follow, besides `{`, which opens a brace group.
@@ -144,6 +150,9 @@ pub enum ParseError {
     /// `` `… \` … \` …` ``.
     #[error("nested backquotes are not supported")]
     NestedBackquotes,
+    /// More than [`MAX_WORDS`] words.
+    #[error("more than {MAX_WORDS} words")]
+    TooManyWords,
     /// Substitutions, subshells or groups nested deeper than [`MAX_DEPTH`].
     #[error("nesting deeper than {MAX_DEPTH} levels")]
     TooDeep,
@@ -277,10 +286,9 @@ struct Text {
 
 struct Parser {
     chars: Vec<char>,
-    /// For each index, the first index at or after it that does not start a `\`-newline
-    /// pair, so that reading through continuations never rescans them.
-    resume: Vec<usize>,
     pos: usize,
+    /// Words read so far, including those of enclosing parsers (see [`MAX_WORDS`]).
+    words: usize,
     depth: usize,
     commands: Vec<SimpleCommand>,
 }
@@ -311,13 +319,7 @@ pub fn is_name(s: &str) -> bool {
 
 impl Parser {
     fn new(text: &str, depth: usize) -> Self {
-        let chars: Vec<char> = text.chars().collect();
-        let mut resume = vec![chars.len(); chars.len() + 1];
-        for at in (0..chars.len()).rev() {
-            let continuation = chars[at] == '\\' && chars.get(at + 1) == Some(&'\n');
-            resume[at] = if continuation { resume[at + 2] } else { at };
-        }
-        Parser { chars, resume, pos: 0, depth, commands: Vec::new() }
+        Parser { chars: text.chars().collect(), pos: 0, words: 0, depth, commands: Vec::new() }
     }
 
     // --- characters ---
@@ -326,12 +328,15 @@ impl Parser {
     // comments and right after a backslash that escapes the next character. `peek`, `peek_at`
     // and `bump` read through the pairs; `bump_raw` reads the next character as it is.
 
-    /// The index of the `n`th character from `at`, skipping line continuations. Each step
-    /// costs one table lookup, so callers only ever ask for small `n`; longer scans go through
-    /// [`Parser::scan`].
+    /// The index of the `n`th character from `at`, skipping line continuations. It reads
+    /// every character up to there, so callers only ask for small `n` (at most 4), and a run
+    /// of continuations is crossed a bounded number of times from each side; longer scans go
+    /// through [`Parser::scan`], which reads each character once.
     fn index(&self, mut at: usize, mut n: usize) -> Option<usize> {
         loop {
-            at = *self.resume.get(at)?;
+            while self.chars.get(at) == Some(&'\\') && self.chars.get(at + 1) == Some(&'\n') {
+                at += 2;
+            }
             if at >= self.chars.len() {
                 return None;
             }
@@ -656,6 +661,9 @@ impl Parser {
                 }
             }
         }
+        // Most commands have a word or two; a command list of many thousands of them must
+        // not hold four times that.
+        command.words.shrink_to_fit();
         if *command == SimpleCommand::default() {
             return Err(match self.peek() {
                 None => ParseError::MissingCommand,
@@ -746,6 +754,10 @@ impl Parser {
 
     /// Reads one word; the flag says whether it has the form of an assignment.
     fn word(&mut self) -> Result<(Word, bool), ParseError> {
+        self.words += 1;
+        if self.words > MAX_WORDS {
+            return Err(ParseError::TooManyWords);
+        }
         let start = self.pos;
         let mut text = Text { literal: true, ..Text::default() };
         let mut assignment = false;
@@ -939,7 +951,9 @@ impl Parser {
             }
         }
         let mut parser = Parser::new(&inner, self.depth);
+        parser.words = self.words;
         let result = parser.nested(|p| p.list(End::Eof));
+        self.words = parser.words;
         self.commands.append(&mut parser.commands);
         result.map(drop)
     }

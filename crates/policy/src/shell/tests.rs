@@ -450,3 +450,14 @@ fn reads_long_lines_in_linear_time() {
         assert!(start.elapsed() < limit, "{:?} for {:?}…", start.elapsed(), &line[..10]);
     }
 }
+
+#[test]
+fn refuses_more_than_max_words() {
+    let many = "ls;".repeat(MAX_WORDS);
+    assert_eq!(names(&many).len(), MAX_WORDS);
+    assert_eq!(error(&format!("{many}ls")), ParseError::TooManyWords);
+    assert_eq!(error(&format!("ls {}", "a ".repeat(MAX_WORDS))), ParseError::TooManyWords);
+    // Words inside substitutions count too.
+    let half = "a ".repeat(MAX_WORDS / 2);
+    assert_eq!(error(&format!("echo `echo {half}` $(echo {half})")), ParseError::TooManyWords);
+}
