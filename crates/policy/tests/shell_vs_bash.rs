@@ -15,6 +15,7 @@ mod generator;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -96,9 +97,13 @@ impl Sandbox {
         fs::write(&self.log, "").unwrap();
     }
 
-    /// Runs `line` with bash; returns its standard error.
+    /// Runs `line` with bash in a process group of its own, then kills whatever the line
+    /// left running in the background, so nothing writes after the tree is compared; returns
+    /// the line's standard error. Standard error goes to a file, not a pipe: a line that
+    /// reads `/dev/stderr` would otherwise wait on itself.
     fn run(&self, line: &str) -> String {
-        let output = Command::new("/usr/bin/timeout")
+        let stderr = self.base.join("stderr");
+        let mut child = Command::new("/usr/bin/timeout")
             .args(["-s", "KILL", "5", BASH, "-c", line])
             .env_clear()
             .env("PATH", &self.bin)
@@ -106,12 +111,16 @@ impl Sandbox {
             .env("BASH_ENV", &self.bash_env)
             .env("LC_ALL", "C")
             .current_dir(self.work())
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .output()
+            .stderr(fs::File::create(&stderr).unwrap())
+            .spawn()
             .expect("timeout and bash run");
-        String::from_utf8_lossy(&output.stderr).into_owned()
+        child.wait().unwrap();
+        let group = format!("-{}", child.id());
+        let _ = Command::new("/usr/bin/kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status();
+        fs::read_to_string(&stderr).unwrap_or_default()
     }
 
     fn ran(&self) -> Vec<String> {
