@@ -15,7 +15,13 @@
 //!   and `\`-newline line continuations, removed as bash removes them (not in comments or
 //!   single quotes);
 //! - leading `NAME=value` / `NAME+=value` assignments and redirections (`<`, `>`, `>>`, `>|`,
-//!   `<>`, `<&`, `>&`, `&>`, `&>>`, `<<<`, with an optional file descriptor number);
+//!   `<>`, `<&`, `>&`, `&>`, `&>>`, `<<<`), with an optional file descriptor number taken as
+//!   bash 5.2 takes it (digits that fit a C `int`; `2147483648>x` is a word, then `>x`) or a
+//!   `{name}` variable; redirections after a subshell or group are kept as a command of their
+//!   own, made only of redirections ([`Redirection::written`] says which may write a file);
+//! - the `time` keyword (with `-p` and `--`) at the start of a pipeline, which times the
+//!   pipeline after it; keywords are recognised after line continuations are removed, as bash
+//!   does (`ti\<newline>me` is `time`);
 //! - `$name`, `$1`, `$@`…, `${name}`, `${#name}`, `${name op word}` for the `-` `=` `?` `+`
 //!   `#` `%` `/` `^` `,` families, and `$(( … ))` over plain numbers.
 //!
@@ -24,15 +30,19 @@
 //! literal `ls`, because bash runs `ls` for each of them.
 //!
 //! Refused, with the reason: unbalanced quotes and parentheses, here-documents (`<<`), compound
-//! commands and keywords (`if`, `for`, `while`, `case`, `[[`, `((`, `function`, `time`, `!`…),
+//! commands and keywords (`if`, `for`, `while`, `case`, `[[`, `((`, `function`, `!`…, and `time`
+//! anywhere but at the start of a pipeline, where bash runs the external program instead),
+//! `{a[i]}>…` redirections,
 //! function definitions, `$"…"`, nested backquotes, `$[ … ]`, arithmetic with names or expansions in it,
 //! `${!…}`, `${a[…]}`, `${…@…}`, `${…:offset}`, quotes or braces inside a `${…}` word, NUL
-//! characters, and nesting deeper than [`MAX_DEPTH`].
+//! characters, nesting deeper than [`MAX_DEPTH`], and more than [`MAX_WORDS`] words (which bounds
+//! the work and memory one line can cost, whatever its length).
 //!
 //! Not the parser's business: what a command does with its arguments, aliases or functions the
 //! shell's profile defines, and the values of variables. The `bash_allowlist` step decides which
 //! commands and words it trusts.
 
+use std::borrow::Cow;
 use std::fmt;
 
 #[cfg(test)]
@@ -40,6 +50,11 @@ mod tests;
 
 /// How deep substitutions, subshells and groups may nest before the line is refused.
 pub const MAX_DEPTH: usize = 32;
+
+/// How many words (command words, arguments, assignments and redirection targets, counted
+/// across substitutions) a line may have before it is refused. Ordinary lines have tens; no
+/// one reviews thousands.
+pub const MAX_WORDS: usize = 4096;
 
 /// Words that bash treats as keywords at the start of a command; none starts a command this
 /// parser can follow, besides `{`, which opens a brace group.
@@ -76,7 +91,8 @@ pub struct Word {
 /// One redirection, such as `2>&1` or `> out.txt`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Redirection {
-    /// The file descriptor number written before the operator, if any.
+    /// The file descriptor written before the operator, if any: a number that fits a C `int`,
+    /// or `{name}` for a variable that receives a new descriptor.
     pub fd: Option<String>,
     /// The operator: `<`, `>`, `>>`, `>|`, `<>`, `<&`, `>&`, `&>`, `&>>` or `<<<`.
     pub op: &'static str,
@@ -134,9 +150,16 @@ pub enum ParseError {
     /// `` `… \` … \` …` ``.
     #[error("nested backquotes are not supported")]
     NestedBackquotes,
+    /// More than [`MAX_WORDS`] words.
+    #[error("more than {MAX_WORDS} words")]
+    TooManyWords,
     /// Substitutions, subshells or groups nested deeper than [`MAX_DEPTH`].
     #[error("nesting deeper than {MAX_DEPTH} levels")]
     TooDeep,
+    /// `{a[i]}>file`: bash stores the new descriptor in an array element, evaluating its
+    /// subscript.
+    #[error("redirections that store a descriptor in an array element ('{0}') are not supported")]
+    VarRedirection(String),
     /// bash stops reading an argument at a NUL, so what follows would not run as written.
     #[error("NUL characters are not supported")]
     Nul,
@@ -191,6 +214,40 @@ impl fmt::Display for SimpleCommand {
     }
 }
 
+// === impl Redirection ===
+
+impl Redirection {
+    /// The file this redirection may create, truncate or change, if it may: the target of
+    /// `>`, `>>`, `>|`, `&>`, `&>>`, `<>`, and of `>&` unless that target is a descriptor
+    /// (`>&2`, `>&2-`) or `-` (close). Input (`<`, `<&`, `<<<`) writes nothing.
+    ///
+    /// A `>&` target counts as a descriptor only when its text is certain and is a number that
+    /// fits a C `int`, so `>&$fd` and `>&99999999999` count as files.
+    pub fn written(&self) -> Option<&Word> {
+        match self.op {
+            "<" | "<&" | "<<<" => None,
+            ">&" if self.target.literal().is_some_and(is_descriptor) => None,
+            _ => Some(&self.target),
+        }
+    }
+}
+
+/// Whether the target of `>&` names a descriptor to copy, move (`2-`) or close (`-`).
+fn is_descriptor(target: &str) -> bool {
+    let digits = target.strip_suffix('-').unwrap_or(target);
+    target == "-" || fits_int(digits)
+}
+
+/// Whether `digits` is a non-empty run of ASCII digits whose value fits a C `int`, the test
+/// bash 5.2 applies before it reads a number as a file descriptor (`legal_number`, then
+/// `(int)value == value`). Leading zeros do not count: `0002` is 2.
+pub fn fits_int(digits: &str) -> bool {
+    let significant = digits.trim_start_matches('0');
+    !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (significant.len() < 10 || (significant.len() == 10 && significant <= "2147483647"))
+}
+
 // === impl Word ===
 
 impl Word {
@@ -230,6 +287,8 @@ struct Text {
 struct Parser {
     chars: Vec<char>,
     pos: usize,
+    /// Words read so far, including those of enclosing parsers (see [`MAX_WORDS`]).
+    words: usize,
     depth: usize,
     commands: Vec<SimpleCommand>,
 }
@@ -247,6 +306,11 @@ fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
 }
 
+/// `raw` without its `\\`-newline line continuations, borrowed when it has none.
+fn without_continuations(raw: &str) -> Cow<'_, str> {
+    if raw.contains("\\\n") { Cow::Owned(raw.replace("\\\n", "")) } else { Cow::Borrowed(raw) }
+}
+
 /// Whether `s` is a shell variable name: a letter or `_`, then letters, digits or `_`.
 pub fn is_name(s: &str) -> bool {
     let mut chars = s.chars();
@@ -255,7 +319,7 @@ pub fn is_name(s: &str) -> bool {
 
 impl Parser {
     fn new(text: &str, depth: usize) -> Self {
-        Parser { chars: text.chars().collect(), pos: 0, depth, commands: Vec::new() }
+        Parser { chars: text.chars().collect(), pos: 0, words: 0, depth, commands: Vec::new() }
     }
 
     // --- characters ---
@@ -264,7 +328,10 @@ impl Parser {
     // comments and right after a backslash that escapes the next character. `peek`, `peek_at`
     // and `bump` read through the pairs; `bump_raw` reads the next character as it is.
 
-    /// The index of the `n`th character from `from`, skipping line continuations.
+    /// The index of the `n`th character from `at`, skipping line continuations. It reads
+    /// every character up to there, so callers only ask for small `n` (at most 4), and a run
+    /// of continuations is crossed a bounded number of times from each side; longer scans go
+    /// through [`Parser::scan`], which reads each character once.
     fn index(&self, mut at: usize, mut n: usize) -> Option<usize> {
         loop {
             while self.chars.get(at) == Some(&'\\') && self.chars.get(at + 1) == Some(&'\n') {
@@ -279,6 +346,18 @@ impl Parser {
             at += 1;
             n -= 1;
         }
+    }
+
+    /// From `at`, skips characters (through line continuations) while `keep` holds; returns
+    /// how many were skipped and the index of the first one that does not, if any.
+    fn scan(&self, at: usize, keep: impl Fn(char) -> bool) -> (usize, Option<usize>) {
+        let mut count = 0;
+        let mut next = self.index(at, 0);
+        while let Some(i) = next.filter(|&i| keep(self.chars[i])) {
+            count += 1;
+            next = self.index(i + 1, 0);
+        }
+        (count, next)
     }
 
     fn peek(&self) -> Option<char> {
@@ -339,12 +418,25 @@ impl Parser {
     }
 
     /// Whether a file descriptor number followed by a redirection operator comes next.
+    ///
+    /// As bash 5.2's reader: ASCII digits ending right before `<` or `>` (not `<(` or `>(`,
+    /// which continue the word), whose value fits a C `int`. A larger number is an ordinary
+    /// word: `2147483648>x` runs a command named `2147483648` with its output in `x`.
     fn at_fd_redirection(&self) -> bool {
-        let mut n = 0;
-        while self.peek_at(n).is_some_and(|c| c.is_ascii_digit()) {
-            n += 1;
+        let (count, next) = self.scan(self.pos, |c| c.is_ascii_digit());
+        let Some(op) = next.filter(|&i| count > 0 && matches!(self.chars[i], '<' | '>')) else { return false };
+        self.index(op + 1, 0).map(|i| self.chars[i]) != Some('(') && fits_int(&self.peek_digits())
+    }
+
+    /// The digits that come next, through line continuations, without reading them.
+    fn peek_digits(&self) -> String {
+        let mut digits = String::new();
+        let mut next = self.index(self.pos, 0);
+        while let Some(i) = next.filter(|&i| self.chars[i].is_ascii_digit()) {
+            digits.push(self.chars[i]);
+            next = self.index(i + 1, 0);
         }
-        n > 0 && matches!(self.peek_at(n), Some('<' | '>')) && self.peek_at(n + 1) != Some('(')
+        digits
     }
 
     fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T, ParseError>) -> Result<T, ParseError> {
@@ -415,7 +507,7 @@ impl Parser {
     }
 
     fn pipeline(&mut self) -> Result<(), ParseError> {
-        self.command()?;
+        self.timed_command()?;
         loop {
             self.skip_blanks_and_comment();
             if self.peek() != Some('|') || self.peek_at(1) == Some('|') {
@@ -427,6 +519,40 @@ impl Parser {
             }
             self.skip_space();
             self.command()?;
+        }
+    }
+
+    /// The first command of a pipeline. Only there does bash 5.2 take `time` as the keyword
+    /// that times the pipeline after it (with `-p`, then `--`, as its own options); after a
+    /// `|`, a quote, a backslash or a redirection, `time` is the external program, which runs
+    /// its arguments. A `time` with nothing after it times nothing.
+    fn timed_command(&mut self) -> Result<(), ParseError> {
+        self.skip_blanks();
+        if !self.at_keyword("time") {
+            return self.command();
+        }
+        while self.at_keyword("time") {
+            self.bump_word("time");
+            self.skip_blanks();
+            if self.at_keyword("-p") {
+                self.bump_word("-p");
+                self.skip_blanks();
+            }
+            if self.at_keyword("--") {
+                self.bump_word("--");
+                self.skip_blanks();
+            }
+        }
+        match self.peek() {
+            None | Some(';' | '\n' | '#') => Ok(()),
+            Some(_) => self.command(),
+        }
+    }
+
+    /// Reads `word`, which [`Parser::at_keyword`] found next.
+    fn bump_word(&mut self, word: &str) {
+        for _ in word.chars() {
+            self.bump();
         }
     }
 
@@ -456,19 +582,29 @@ impl Parser {
         }
     }
 
-    /// Redirections after a subshell or a brace group; they apply to the whole group.
+    /// Redirections after a subshell or a brace group; they apply to the whole group, and are
+    /// kept as a command made only of redirections.
     fn trailing_redirections(&mut self) -> Result<(), ParseError> {
-        loop {
+        let mut redirections = Vec::new();
+        let result = loop {
             self.skip_blanks();
-            if self.at_fd_redirection() {
+            let redirection = if self.at_fd_redirection() {
                 let fd = self.digits();
-                self.redirection(Some(fd))?;
+                self.redirection(Some(fd))
             } else if self.at_redirection() {
-                self.redirection(None)?;
+                self.redirection(None)
             } else {
-                return Ok(());
+                break Ok(());
+            };
+            match redirection {
+                Ok(redirection) => redirections.push(redirection),
+                Err(e) => break Err(e),
             }
+        };
+        if !redirections.is_empty() {
+            self.commands.push(SimpleCommand { redirections, ..SimpleCommand::default() });
         }
+        result
     }
 
     fn simple_command(&mut self) -> Result<(), ParseError> {
@@ -505,17 +641,29 @@ impl Parser {
                 }
                 Some(_) => {
                     let (word, assignment) = self.word()?;
+                    if let Some(name) = self.var_redirection(&word)? {
+                        let redirection = self.redirection(Some(format!("{{{name}}}")))?;
+                        command.redirections.push(redirection);
+                        continue;
+                    }
                     if assignment && command.words.is_empty() {
                         command.assignments.push(word.raw);
                         continue;
                     }
-                    if command.words.is_empty() && !word.quoted && KEYWORDS.contains(&word.raw.as_str()) {
-                        return Err(ParseError::Keyword(word.raw));
+                    // bash removes line continuations before it looks for keywords.
+                    if command.words.is_empty() && !word.quoted {
+                        let bare = without_continuations(&word.raw);
+                        if KEYWORDS.contains(&bare.as_ref()) {
+                            return Err(ParseError::Keyword(bare.into_owned()));
+                        }
                     }
                     command.words.push(word);
                 }
             }
         }
+        // Most commands have a word or two; a command list of many thousands of them must
+        // not hold four times that.
+        command.words.shrink_to_fit();
         if *command == SimpleCommand::default() {
             return Err(match self.peek() {
                 None => ParseError::MissingCommand,
@@ -528,11 +676,28 @@ impl Parser {
 
     /// After `name`, whether `( )` follows: a function definition rather than a stray `(`.
     fn empty_parens_follow(&self) -> bool {
-        let mut n = 1;
-        while matches!(self.peek_at(n), Some(' ' | '\t')) {
-            n += 1;
+        let Some(open) = self.index(self.pos, 0) else { return false };
+        let (_, next) = self.scan(open + 1, |c| matches!(c, ' ' | '\t'));
+        next.is_some_and(|i| self.chars[i] == ')')
+    }
+
+    /// After `word`, whether it is bash's `{name}` prefix of a redirection (`{fd}>file`, which
+    /// opens a new descriptor and stores its number in `fd`): a word from `{` to `}` right
+    /// before `<` or `>`. Returns the name. An array element (`{a[i]}`), whose subscript bash
+    /// evaluates, is refused; any other such word is an ordinary word, as in bash.
+    fn var_redirection(&self, word: &Word) -> Result<Option<String>, ParseError> {
+        if !matches!(self.peek(), Some('<' | '>')) || !self.at_redirection() {
+            return Ok(None);
         }
-        self.peek_at(n) == Some(')')
+        let bare = without_continuations(&word.raw);
+        let Some(inner) = bare.strip_prefix('{').and_then(|rest| rest.strip_suffix('}')) else { return Ok(None) };
+        if is_name(inner) {
+            Ok(Some(inner.to_owned()))
+        } else if inner.contains('[') {
+            Err(ParseError::VarRedirection(bare.into_owned()))
+        } else {
+            Ok(None)
+        }
     }
 
     /// Whether a redirection operator (not a process substitution) comes next.
@@ -589,6 +754,10 @@ impl Parser {
 
     /// Reads one word; the flag says whether it has the form of an assignment.
     fn word(&mut self) -> Result<(Word, bool), ParseError> {
+        self.words += 1;
+        if self.words > MAX_WORDS {
+            return Err(ParseError::TooManyWords);
+        }
         let start = self.pos;
         let mut text = Text { literal: true, ..Text::default() };
         let mut assignment = false;
@@ -782,7 +951,9 @@ impl Parser {
             }
         }
         let mut parser = Parser::new(&inner, self.depth);
+        parser.words = self.words;
         let result = parser.nested(|p| p.list(End::Eof));
+        self.words = parser.words;
         self.commands.append(&mut parser.commands);
         result.map(drop)
     }

@@ -288,7 +288,8 @@ fn refuses_keywords_and_functions() {
         ("case x in x) rm;; esac", "case"),
         ("[[ -f x ]]", "[["),
         ("! rm x", "!"),
-        ("time rm x", "time"),
+        ("ls | time rm x", "time"),
+        (">x time rm x", "time"),
         ("function f { rm x; }", "function"),
         ("coproc rm x", "coproc"),
         ("ls; then", "then"),
@@ -363,4 +364,100 @@ fn displays_commands_as_written() {
     let parsed = commands("FOO=1  ls   -la 'a b' > out").unwrap();
     assert_eq!(parsed[0].to_string(), "FOO=1 ls -la 'a b'");
     assert_eq!(parsed[0].args().len(), 2);
+}
+
+// --- bash 5.2's own tokenization ---
+
+#[test]
+fn takes_descriptor_numbers_only_when_they_fit_an_int() {
+    let redirections =
+        |line: &str| commands(line).unwrap().into_iter().flat_map(|c| c.redirections).collect::<Vec<_>>();
+    assert_eq!(redirections("ls 2147483647>x")[0].fd.as_deref(), Some("2147483647"));
+    assert_eq!(redirections("ls 0002147483647>x")[0].fd.as_deref(), Some("0002147483647"));
+    assert_eq!(redirections("ls 2\\\n>x")[0].fd.as_deref(), Some("2"));
+    // Too large: a word, then a redirection of standard output.
+    assert_eq!(names("ls; 2147483648>x"), ["ls", "2147483648"]);
+    assert_eq!(redirections("2147483648>x")[0].fd, None);
+    assert_eq!(words("ls 99999999999999999999999<x"), [vec!["ls", "99999999999999999999999"]]);
+    assert!(fits_int("0") && fits_int("2147483647") && fits_int("000000000002147483647"));
+    assert!(!fits_int("2147483648") && !fits_int("4294967296") && !fits_int("") && !fits_int("1a"));
+}
+
+#[test]
+fn says_which_redirections_write() {
+    let written = |line: &str| {
+        commands(line).unwrap()[0].redirections.iter().map(|r| r.written().map(|w| w.raw.clone())).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        written("ls > a >> b >| c &> d &>> e <> f 2>g"),
+        vec![
+            Some("a".to_owned()),
+            Some("b".into()),
+            Some("c".into()),
+            Some("d".into()),
+            Some("e".into()),
+            Some("f".into()),
+            Some("g".into())
+        ]
+    );
+    assert_eq!(written("ls < a <<< b <&3 2>&1 >&2- >&- 3<&-"), vec![None; 7]);
+    assert_eq!(
+        written("ls >&file >&$fd >&2147483648"),
+        vec![Some("file".to_owned()), Some("$fd".into()), Some("2147483648".into())]
+    );
+    assert_eq!(commands("ls {fd}>x").unwrap()[0].redirections[0].fd.as_deref(), Some("{fd}"));
+    assert_eq!(error("ls {a[$x]}>x"), ParseError::VarRedirection("{a[$x]}".into()));
+    assert_eq!(words("echo {a,b}>x"), [vec!["echo", "?"]]);
+}
+
+#[test]
+fn keeps_redirections_of_groups() {
+    let parsed = commands("(ls) > a; { ls; } 2>> b").unwrap();
+    let targets: Vec<_> =
+        parsed.iter().flat_map(|c| c.redirections.iter().map(|r| (c.words.is_empty(), r.target.raw.clone()))).collect();
+    assert_eq!(targets, [(true, "a".to_owned()), (true, "b".to_owned())]);
+}
+
+#[test]
+fn reads_time_as_a_keyword_at_the_start_of_a_pipeline() {
+    assert_eq!(names("time ls"), ["ls"]);
+    assert_eq!(names("time -p ls | cat"), ["ls", "cat"]);
+    assert_eq!(names("time -p -- ls; time time ls"), ["ls", "ls"]);
+    assert_eq!(names("ti\\\nme ls"), ["ls"]);
+    assert_eq!(names("{ time ls; }; (time ls); echo $(time ls)"), ["ls", "ls", "ls", "echo"]);
+    assert_eq!(names("time; ls"), ["ls"]);
+    assert_eq!(names("\\time ls"), ["time"]);
+    assert_eq!(names("'time' ls"), ["time"]);
+    assert_eq!(names("time -p -p ls"), ["-p"]);
+    assert_eq!(names("timex ls"), ["timex"]);
+    assert_eq!(error("ls | time rm x"), ParseError::Keyword("time".into()));
+    assert_eq!(error("ls | ti\\\nme rm x"), ParseError::Keyword("time".into()));
+    assert_eq!(error("ls; i\\\nf true; then rm x; fi"), ParseError::Keyword("if".into()));
+}
+
+#[test]
+fn reads_long_lines_in_linear_time() {
+    for line in [
+        "1".repeat(200_000),
+        format!("{}>x", "1".repeat(200_000)),
+        format!("f({})", " ".repeat(200_000)),
+        format!("ls {}", "\\\n".repeat(100_000)),
+        format!("ls {}x", "\\\n".repeat(100_000)),
+    ] {
+        let start = std::time::Instant::now();
+        let _ = parse(&line);
+        let limit = std::time::Duration::from_millis(if cfg!(debug_assertions) { 1_000 } else { 20 });
+        assert!(start.elapsed() < limit, "{:?} for {:?}…", start.elapsed(), &line[..10]);
+    }
+}
+
+#[test]
+fn refuses_more_than_max_words() {
+    let many = "ls;".repeat(MAX_WORDS);
+    assert_eq!(names(&many).len(), MAX_WORDS);
+    assert_eq!(error(&format!("{many}ls")), ParseError::TooManyWords);
+    assert_eq!(error(&format!("ls {}", "a ".repeat(MAX_WORDS))), ParseError::TooManyWords);
+    // Words inside substitutions count too.
+    let half = "a ".repeat(MAX_WORDS / 2);
+    assert_eq!(error(&format!("echo `echo {half}` $(echo {half})")), ParseError::TooManyWords);
 }

@@ -13,26 +13,40 @@
 //! - With a `command_specific_rules` entry, the first argument that is not an option must be
 //!   one of the listed subcommands; a command with no subcommand at all is not approved.
 //!
-//! Everything uncertain escalates, so the next step decides: a line the parser refuses, a
-//! command word that is not plain text, variable assignments (`PATH=…`, `LD_PRELOAD=…`,
-//! `GIT_PAGER=…` make an allowed command run something else), commands that run the command
-//! they are given (`xargs`, `env`, `bash -c`, `eval`…) and builtins that change how later
-//! commands run (`alias`, `hash`, `export`…), even when listed. A few allowed commands run
-//! others through an option, and escalate when they may: `find -exec`, `test -v` / `[ -v`
-//! and `printf -v` (bash evaluates array subscripts in the variable name, and those run
-//! command substitutions), or any of their arguments that is not plain text.
+//! - Every redirection that can create, truncate or change a file (`>`, `>>`, `>|`, `&>`,
+//!   `&>>`, `<>`, `N>…`, `>&file`, `{var}>…`), on a command or on a group, must name
+//!   `/dev/null`, `/dev/stdout`, `/dev/stderr` or a path matching `allowed_write_paths`
+//!   (see the `paths` module). Descriptor copies (`2>&1`), input and here-strings
+//!   write nothing.
+//! - `time` (with `-p`) at the start of a pipeline is bash's keyword and is judged as the
+//!   pipeline it times; `\time` and `command time` are the external program, which runs its
+//!   arguments.
 //!
-//! What a listed command can do with its arguments is the policy's choice: allowing `git`
-//! without rules allows `git -c core.pager=…`, allowing `awk` allows `system()`. Redirections
-//! are not judged either: an allowed `echo` may write to any file the sandbox lets it.
+//! Everything uncertain escalates, so the next step decides: a line longer than
+//! `max_command_bytes` (read without being parsed), a line the parser refuses, a command word
+//! that is not plain text, variable assignments (`PATH=…`, `LD_PRELOAD=…`, `GIT_PAGER=…` make
+//! an allowed command run something else), commands that run the command they are given
+//! (`xargs`, `env`, `bash -c`, `eval`, `time`…) and builtins that change how later commands
+//! run (`alias`, `hash`, `export`…), even when listed. Allowed tools whose options run
+//! programs or write files are read against a catalogue of those forms (the `catalogue` module) (`find -exec`,
+//! `git -c`, `tar --to-command`, `sed` `e` and `w`, `awk` `system()`, `tee`, `dd of=`…): forms
+//! that run a program escalate, and files they write must match `allowed_write_paths`.
+//!
+//! Parsing and checking take time linear in the line's length, and the length is bounded, so
+//! one evaluation costs at most a few milliseconds.
 
 use std::fmt;
 
 use serde_json::Value;
 
+use std::collections::HashSet;
+
 use super::{ParamError, Params, Subject, deny_unknown, opt_bool, opt_str_list, type_name};
 use crate::call::{Answer, Call, Decision, Kind};
 use crate::shell::{self, SimpleCommand, Word};
+
+mod catalogue;
+mod paths;
 
 #[cfg(test)]
 mod tests;
@@ -43,6 +57,11 @@ pub const NAME: &str = "bash_allowlist";
 const ALLOWED_COMMANDS: &str = "allowed_commands";
 const ALLOW_SUDO: &str = "allow_sudo";
 const COMMAND_SPECIFIC_RULES: &str = "command_specific_rules";
+const ALLOWED_WRITE_PATHS: &str = "allowed_write_paths";
+const MAX_COMMAND_BYTES: &str = "max_command_bytes";
+
+/// The longest command line read by default: 64 KiB, judged in about a millisecond.
+pub const DEFAULT_MAX_COMMAND_BYTES: usize = 64 * 1024;
 
 /// The arguments that may hold the command line, in the order they are tried.
 const COMMAND_ARGUMENTS: [&str; 2] = ["cmd", "command"];
@@ -59,6 +78,10 @@ const RUNNERS: &[&str] = &[
     "chroot", "doas", "env", "flock", "ionice", "ltrace", "nice", "nohup", "nsenter", "parallel", "pkexec",
     "runuser", "script", "setsid", "stdbuf", "strace", "su", "sudoedit", "systemd-run", "taskset", "timeout",
     "unbuffer", "unshare", "watch", "xargs",
+    // the external `time` (`\\time`, `command time`), and more wrappers that run their arguments
+    "time", "bwrap", "catchsegv", "chrt", "cpulimit", "dbus-run-session", "fakeroot", "faketime", "firejail", "gdb",
+    "numactl", "perf", "prlimit", "proxychains", "proxychains4", "run-parts", "sg", "ssh-agent", "torsocks",
+    "valgrind", "xvfb-run",
 ];
 
 /// Builtins that change variables, options or how later commands are found, or that evaluate
@@ -75,19 +98,32 @@ const SHELL_STATE: &[&str] = &[
 pub struct BashAllowlist {
     /// Command words that may run, exactly as written in the policy.
     allowed_commands: Vec<String>,
+    /// The allowed commands that are neither runners nor shell-state builtins: one lookup
+    /// decides the common case.
+    plain_commands: HashSet<String>,
     /// Whether `sudo <allowed command>` is allowed.
     allow_sudo: bool,
     /// Commands whose first non-option argument must be one of the listed subcommands.
     command_specific_rules: Vec<(String, Vec<String>)>,
+    /// The files approved lines may write, besides `/dev/null`, `/dev/stdout` and `/dev/stderr`.
+    allowed_write_paths: paths::WritePaths,
+    /// Lines longer than this escalate without being read.
+    max_command_bytes: usize,
 }
 
 // === impl BashAllowlist ===
 
 impl BashAllowlist {
-    /// Reads `allowed_commands` (required), `allow_sudo` (default false) and
-    /// `command_specific_rules` (a mapping of command to allowed subcommands).
+    /// Reads `allowed_commands` (required), `allow_sudo` (default false),
+    /// `command_specific_rules` (a mapping of command to allowed subcommands),
+    /// `allowed_write_paths` (path globs, default none) and `max_command_bytes` (default
+    /// [`DEFAULT_MAX_COMMAND_BYTES`]).
     pub fn from_params(params: &Params) -> Result<Self, ParamError> {
-        deny_unknown(NAME, params, &[ALLOWED_COMMANDS, ALLOW_SUDO, COMMAND_SPECIFIC_RULES])?;
+        deny_unknown(
+            NAME,
+            params,
+            &[ALLOWED_COMMANDS, ALLOW_SUDO, COMMAND_SPECIFIC_RULES, ALLOWED_WRITE_PATHS, MAX_COMMAND_BYTES],
+        )?;
         let allowed_commands = opt_str_list(params, ALLOWED_COMMANDS)?.ok_or_else(|| {
             ParamError::at(ALLOWED_COMMANDS, format!("'{NAME}' needs '{ALLOWED_COMMANDS}', a list of command names"))
         })?;
@@ -124,7 +160,40 @@ impl BashAllowlist {
                 ));
             }
         };
-        Ok(BashAllowlist { allowed_commands, allow_sudo, command_specific_rules })
+        let allowed_write_paths = paths::WritePaths::new(
+            ALLOWED_WRITE_PATHS,
+            opt_str_list(params, ALLOWED_WRITE_PATHS)?.unwrap_or_default(),
+        )?;
+        let max_command_bytes = match params.get(MAX_COMMAND_BYTES) {
+            None | Some(Value::Null) => DEFAULT_MAX_COMMAND_BYTES,
+            Some(Value::Number(n)) => {
+                n.as_u64().filter(|&n| n > 0).and_then(|n| usize::try_from(n).ok()).ok_or_else(|| {
+                    ParamError::at(
+                        MAX_COMMAND_BYTES,
+                        format!("'{MAX_COMMAND_BYTES}' must be a positive whole number of bytes"),
+                    )
+                })?
+            }
+            Some(other) => {
+                return Err(ParamError::at(
+                    MAX_COMMAND_BYTES,
+                    format!("'{MAX_COMMAND_BYTES}' must be a number of bytes, not {}", type_name(other)),
+                ));
+            }
+        };
+        let plain_commands = allowed_commands
+            .iter()
+            .filter(|name| !RUNNERS.contains(&name.as_str()) && !SHELL_STATE.contains(&name.as_str()))
+            .cloned()
+            .collect();
+        Ok(BashAllowlist {
+            allowed_commands,
+            plain_commands,
+            allow_sudo,
+            command_specific_rules,
+            allowed_write_paths,
+            max_command_bytes,
+        })
     }
 
     /// Approves when every command of the line is allowed, rejects a disallowed `sudo` anywhere
@@ -138,6 +207,14 @@ impl BashAllowlist {
         let Some(line) = command_line(subject.call) else {
             return Answer::escalate("The call has no 'cmd' or 'command' argument holding a command line.");
         };
+        if line.len() > self.max_command_bytes {
+            return Answer::escalate(format!(
+                "The command line is {} bytes long, over this step's limit of {} ({MAX_COMMAND_BYTES}); \
+                 it was not read.",
+                line.len(),
+                self.max_command_bytes
+            ));
+        }
         let parse = shell::parse(line);
         // A visible sudo decides even when the rest of the line cannot be read.
         if !self.allow_sudo
@@ -151,13 +228,14 @@ impl BashAllowlist {
         if parse.commands.is_empty() {
             return Answer::escalate("The command line is empty.");
         }
-        let mut allowed: Vec<String> = Vec::new();
+        let mut allowed: Vec<&str> = Vec::new();
         let mut refusals: Vec<String> = Vec::new();
+        let mut seen = HashSet::new();
         for command in &parse.commands {
             match self.check(command) {
                 Ok(Some(name)) if !allowed.contains(&name) => allowed.push(name),
                 Ok(_) => {}
-                Err(why) if !refusals.contains(&why) => refusals.push(why),
+                Err(why) if seen.insert(why.clone()) => refusals.push(why),
                 Err(_) => {}
             }
         }
@@ -172,12 +250,15 @@ impl BashAllowlist {
 
     /// The name of the allowed command `command` runs, `None` if it runs none (only
     /// redirections), or why it is not approved.
-    fn check(&self, command: &SimpleCommand) -> Result<Option<String>, String> {
+    fn check<'c>(&self, command: &'c SimpleCommand) -> Result<Option<&'c str>, String> {
         let mut words = command.words.as_slice();
         if !command.assignments.is_empty() {
             return Err(format!(
                 "'{command}' sets variables, which can change what a command runs (PATH, LD_PRELOAD, pagers)."
             ));
+        }
+        for redirection in &command.redirections {
+            self.check_redirection(redirection)?;
         }
         loop {
             let Some((first, args)) = words.split_first() else { return Ok(None) };
@@ -191,25 +272,64 @@ impl BashAllowlist {
                 words = sudo_command(args)?;
                 continue;
             }
-            if !self.allowed_commands.iter().any(|allowed| allowed == name) {
-                return Err(format!("Command '{name}' is not in the allowed list."));
+            if !self.plain_commands.contains(name) {
+                return Err(if !self.allowed_commands.iter().any(|allowed| allowed == name) {
+                    format!("Command '{name}' is not in the allowed list.")
+                } else if RUNNERS.contains(&name) {
+                    format!("Command '{name}' runs other commands, which this step cannot check.")
+                } else {
+                    format!(
+                        "Command '{name}' changes variables or how later commands run, which this step cannot check."
+                    )
+                });
             }
-            if RUNNERS.contains(&name) {
-                return Err(format!("Command '{name}' runs other commands, which this step cannot check."));
-            }
-            if SHELL_STATE.contains(&name) {
-                return Err(format!(
-                    "Command '{name}' changes variables or how later commands run, which this step cannot check."
-                ));
-            }
-            if let Some(why) = runs_through_options(name, args) {
-                return Err(why);
+            for file in catalogue::check(name, args)? {
+                self.check_write(file, &format!("'{name}'"))?;
             }
             if let Some((_, subcommands)) = self.command_specific_rules.iter().find(|(command, _)| command == name) {
                 check_subcommand(name, args, subcommands)?;
             }
-            return Ok(Some(name.to_owned()));
+            return Ok(Some(name));
         }
+    }
+}
+
+impl BashAllowlist {
+    /// Refuses a redirection that may write a file outside the allowed paths, or that stores a
+    /// descriptor in a variable whose name may matter to later commands.
+    fn check_redirection(&self, redirection: &shell::Redirection) -> Result<(), String> {
+        if let Some(name) = redirection.fd.as_deref().and_then(|fd| fd.strip_prefix('{')?.strip_suffix('}'))
+            && !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        {
+            return Err(format!(
+                "The redirection '{{{name}}}{}' sets the variable '{name}', which could be one that changes \
+                 what commands run.",
+                redirection.op
+            ));
+        }
+        let Some(target) = redirection.written() else { return Ok(()) };
+        let Some(path) = target.literal() else {
+            return Err(format!(
+                "The redirection '{}{target}' writes to a file whose name is not plain text.",
+                redirection.op
+            ));
+        };
+        self.check_write(path, &format!("The redirection '{}'", redirection.op))
+    }
+
+    /// Refuses a write to `path` unless `allowed_write_paths` allows it; `what` names the writer.
+    fn check_write(&self, path: &str, what: &str) -> Result<(), String> {
+        if self.allowed_write_paths.allows(path) {
+            return Ok(());
+        }
+        let allowed = self.allowed_write_paths.patterns();
+        Err(if allowed.is_empty() {
+            format!(
+                "{what} writes to '{path}'; this step allows writes only to /dev/null, /dev/stdout and /dev/stderr."
+            )
+        } else {
+            format!("{what} writes to '{path}', which '{ALLOWED_WRITE_PATHS}' ({}) does not allow.", allowed.join(", "))
+        })
     }
 }
 
@@ -219,6 +339,9 @@ impl fmt::Display for BashAllowlist {
         f.write_str(if self.allow_sudo { "allowed" } else { "rejected" })?;
         for (command, subcommands) in &self.command_specific_rules {
             write!(f, "; {command}: {}", subcommands.join(", "))?;
+        }
+        if !self.allowed_write_paths.patterns().is_empty() {
+            write!(f, "; writes: {}", self.allowed_write_paths.patterns().join(", "))?;
         }
         f.write_str(")")
     }
@@ -294,30 +417,6 @@ fn sudo_command(args: &[Word]) -> Result<&[Word], String> {
         }
         Some(_) => Ok(command),
     }
-}
-
-/// Why an allowed command may run another through its options, if it may.
-fn runs_through_options(name: &str, args: &[Word]) -> Option<String> {
-    let flags: &[&str] = match name {
-        "find" => &["-exec", "-execdir", "-ok", "-okdir"],
-        "test" | "[" => &["-v", "-R"],
-        "printf" => {
-            return match args.first().map(|w| w.literal()) {
-                Some(None) => Some(format!("printf's first argument '{}' is not plain text.", args[0])),
-                Some(Some(first)) if first.starts_with("-v") => {
-                    Some("printf -v evaluates the variable name, which can run commands.".to_owned())
-                }
-                _ => None,
-            };
-        }
-        _ => return None,
-    };
-    if let Some(flag) = args.iter().filter_map(Word::literal).find(|arg| flags.contains(arg)) {
-        return Some(format!("'{name} {flag}' can run other commands."));
-    }
-    // An expansion or a glob could produce one of the flags.
-    let uncertain = args.iter().find(|word| word.literal().is_none())?;
-    Some(format!("'{name}' has the argument '{uncertain}', which is not plain text and could be '{}'.", flags[0]))
 }
 
 /// Checks the first non-option argument of `name` against its allowed subcommands.

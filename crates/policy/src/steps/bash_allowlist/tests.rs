@@ -114,13 +114,16 @@ fn approves_lines_of_allowed_commands() {
         "ls; cat x",
         "ls && echo ok || echo no",
         "ls 2>&1 | cat",
-        "cat < in > out 2>> err",
+        "cat < in > /dev/null 2>> /dev/stderr",
         "echo 'a' \"b\" c\\ d",
         "ls #comment; rm x",
         "ls ;",
         "ls &",
         "(ls; echo) | cat",
-        "{ ls; echo; } > out",
+        "{ ls; echo; } > /dev/null",
+        "time ls",
+        "time -p ls -la | cat",
+        "echo ok > /dev/null 2>&1",
         "echo $(ls)",
         "echo \"$(cat x | cat)\"",
         "echo `ls`",
@@ -216,7 +219,6 @@ fn escalates_what_cannot_be_read_for_certain() {
         "echo ${!x}",
         "echo $\"hi\"",
         "! ls",
-        "time ls",
         "ls ;; cat",
         "ls &&",
         "",
@@ -416,4 +418,340 @@ fn answers_review_decisions_in_a_review() {
     assert_eq!(answer_for(&step, Kind::Review, json!({"cmd": "ls"})).decision, Decision::Continue);
     assert_eq!(answer_for(&step, Kind::Review, json!({"cmd": "sudo ls"})).decision, Decision::Terminate);
     assert_eq!(answer_for(&step, Kind::Review, json!({"cmd": "rm x"})).decision, Decision::Escalate);
+}
+
+// --- attacks: each of these was approved before writes, descriptor numbers, `time` and the
+// option catalogue were judged ---
+
+fn step(value: Value) -> BashAllowlist {
+    BashAllowlist::from_params(&params(value)).unwrap()
+}
+
+fn assert_escalates(step: &BashAllowlist, lines: &[&str]) {
+    for cmd in lines {
+        let answer = answer(step, cmd);
+        assert_eq!(answer.decision, Decision::Escalate, "{cmd:?}: {:?}", answer.explanation);
+    }
+}
+
+fn assert_approves(step: &BashAllowlist, lines: &[&str]) {
+    for cmd in lines {
+        let answer = answer(step, cmd);
+        assert_eq!(answer.decision, Decision::Approve, "{cmd:?}: {:?}", answer.explanation);
+    }
+}
+
+#[test]
+fn writes_to_files_escalate() {
+    let step = step(json!({
+        "allowed_commands": ["ls", "cat", "echo", "grep", "git"],
+        "command_specific_rules": {"git": ["status", "log", "diff"]},
+    }));
+    assert_escalates(
+        &step,
+        &[
+            "echo /tmp/payload >> ~/.bash_profile",
+            "echo /tmp/payload >> /home/agent/.bash_profile",
+            "echo '[core] fsmonitor = /tmp/x' >> .git/config && git status",
+            "echo '#!/bin/sh' > .git/hooks/pre-commit",
+            "echo x >| f",
+            "echo x &> f",
+            "echo x &>> f",
+            "cat <> f",
+            "echo x 2> f",
+            "echo x 1>>f",
+            "echo x >&f",
+            "echo x >& f",
+            "echo x >&$fd",
+            "echo x >&99999999999",
+            "echo x {fd}>f",
+            "echo x {PATH}>/dev/null",
+            "(echo x) > f",
+            "{ echo x; } >> f",
+            "echo x > $HOME/f",
+            "echo x > \"$f\"",
+            "echo x > /dev/null/../../tmp/f",
+            "echo x > /dev/tcp/example.com/80",
+            "echo $(echo x > f)",
+            "cat <(echo x > f)",
+        ],
+    );
+    assert_approves(
+        &step,
+        &[
+            "echo ok > /dev/null",
+            "echo ok >/dev/stdout 2>/dev/stderr",
+            "ls 2>&1 | cat",
+            "ls 2>&1- >&2",
+            "ls >&-",
+            "cat < f",
+            "grep x <<< 'text'",
+            "ls {fd}>/dev/null",
+            "(ls) > /dev/null 2>&1",
+        ],
+    );
+    assert!(explanation(&step, "echo x >> ~/.bash_profile").contains("not plain text"));
+    assert!(explanation(&step, "echo x > .git/config").contains("writes to '.git/config'"));
+}
+
+#[test]
+fn allowed_write_paths_match_path_globs() {
+    let step = step(json!({
+        "allowed_commands": ["echo", "tee", "sed", "sort"],
+        "allowed_write_paths": ["out/**", "*.log", "/tmp/airlock/*.txt"],
+    }));
+    assert_approves(
+        &step,
+        &[
+            "echo x > out/a.txt",
+            "echo x > ./out/deep/er/a.txt",
+            "echo x >> out//a.txt",
+            "echo x > run.log",
+            "echo x > /tmp/airlock/a.txt",
+            "echo x | tee out/a out/b",
+            "sed -i 's/a/b/' out/a.txt",
+            "sort -o out/sorted in.txt",
+        ],
+    );
+    assert_escalates(
+        &step,
+        &[
+            "echo x > out/../.bashrc",
+            "echo x > out",
+            "echo x > logs/run.log",
+            "echo x > /tmp/airlock/deep/a.txt",
+            "echo x > /tmp/airlock/a.txt.bak",
+            "echo x > /out/a.txt",
+            "echo x > /home/agent/run.log",
+            "echo x | tee out/a .bashrc",
+            "sed -i 's/a/b/' .bashrc",
+            "sed -i.bak 's/a/b/' out/a.txt",
+            "sort -o .bashrc in.txt",
+        ],
+    );
+    let key = |value: Value| BashAllowlist::from_params(&params(value)).unwrap_err().key.unwrap();
+    assert_eq!(key(json!({"allowed_commands": ["ls"], "allowed_write_paths": ["~/x"]})), "allowed_write_paths");
+    assert_eq!(key(json!({"allowed_commands": ["ls"], "allowed_write_paths": ["../x"]})), "allowed_write_paths");
+    assert_eq!(key(json!({"allowed_commands": ["ls"], "allowed_write_paths": ["a/{b"]})), "allowed_write_paths");
+    assert_eq!(key(json!({"allowed_commands": ["ls"], "allowed_write_paths": [1]})), "allowed_write_paths");
+    assert!(step.to_string().ends_with("; writes: out/**, *.log, /tmp/airlock/*.txt)"), "{step}");
+}
+
+#[test]
+fn digit_words_bash_does_not_take_as_descriptors_are_commands() {
+    let step = step(json!({"allowed_commands": ["ls", "echo"]}));
+    assert_escalates(
+        &step,
+        &[
+            "ls; 2147483648>/dev/null",
+            "ls; 99999999999999999999>/dev/null",
+            "ls; 4294967296>/dev/null",
+            "2147483648>/dev/null",
+        ],
+    );
+    assert!(explanation(&step, "ls; 2147483648>/dev/null").contains("'2147483648' is not in the allowed list"));
+    assert_approves(&step, &["ls 2147483647>/dev/null", "ls 02147483647>/dev/null", "ls 2\\\n>/dev/null"]);
+}
+
+#[test]
+fn time_is_a_keyword_only_where_bash_reads_one() {
+    let step = step(json!({"allowed_commands": ["ls", "cat", "time"]}));
+    assert_escalates(
+        &step,
+        &[
+            "ti\\\nme rm x",
+            "time rm x",
+            "\\time rm x",
+            "'time' rm x",
+            "command time rm x",
+            "ls | time rm x",
+            ">/dev/null time rm x",
+            "time -p -p ls",
+            "time -v ls",
+            "time ls | rm x",
+        ],
+    );
+    assert_approves(
+        &step,
+        &["time ls", "time -p ls", "time -- ls", "time -p -- ls | cat", "ti\\\nme ls", "{ time ls; }"],
+    );
+    let without = self::step(json!({"allowed_commands": ["ls"]}));
+    assert_approves(&without, &["time ls"]);
+    assert_escalates(&without, &["time", "time rm x"]);
+}
+
+#[test]
+fn catalogued_options_that_run_programs_escalate() {
+    let step = step(json!({
+        "allowed_commands": [
+            "find", "git", "tar", "rsync", "ssh", "sort", "split", "sed", "awk", "gawk", "jobs", "compgen",
+            "getopts", "tee", "dd", "uniq", "man"
+        ],
+    }));
+    assert_escalates(
+        &step,
+        &[
+            "find . -exec rm {} +",
+            "find . -delete",
+            "find . -fprint .bashrc",
+            "find . -fprintf out '%p'",
+            "find . -fls out",
+            "git -c core.fsmonitor=/tmp/x status",
+            "git -c alias.st='!rm x' st",
+            "git --config-env=core.pager=X log",
+            "git --exec-path=/tmp status",
+            "git log --output=.bashrc",
+            "git grep -O'rm x' foo",
+            "git grep --open-files-in-pager=rm foo",
+            "git fetch --upload-pack='rm x' origin",
+            "git config core.fsmonitor /tmp/x",
+            "git difftool HEAD",
+            "git rebase -x 'rm x' main",
+            "git clone --template=/tmp/hooks url",
+            "git clone -c core.fsmonitor=/tmp/x url",
+            "git archive -o .bashrc HEAD",
+            "git archive -o.bashrc HEAD",
+            "tar -xf a.tar",
+            "tar xf a.tar",
+            "tar -cf a.tar .",
+            "tar -tf a.tar --to-command='rm x'",
+            "tar -tf a.tar --to-com='rm x'",
+            "tar -I 'rm x' -tf a.tar",
+            "tar -tIrm -f a.tar",
+            "tar --use-compress-program=rm -tf a.tar",
+            "tar --checkpoint=1 --checkpoint-action=exec='rm x' -tf a.tar",
+            "tar --info-script='rm x' -tf a.tar",
+            "tar -F 'rm x' -tf a.tar",
+            "tar -tf host:a.tar",
+            "tar -xfO a.tar",
+            "rsync -e 'rm x' a b",
+            "rsync -avze 'rm x' a b",
+            "rsync --rsh='rm x' a b",
+            "rsync --rsync-path='rm x' a host:b",
+            "rsync -a src .bashrc",
+            "ssh -o ProxyCommand='rm x' host",
+            "ssh -oProxyCommand=rm host",
+            "ssh -o 'proxycommand rm x' host",
+            "ssh -o LocalCommand='rm x' -o PermitLocalCommand=yes host",
+            "ssh -F ./config host",
+            "ssh -E .bashrc host",
+            "sort --compress-program=rm a",
+            "sort -o .bashrc a",
+            "sort -o.bashrc a",
+            "sort --output=.bashrc a",
+            "split --filter='rm x' a",
+            "split a",
+            "sed e",
+            "sed '1e rm x' a",
+            "sed 's/x/rm x/e' a",
+            "sed 'w .bashrc' a",
+            "sed 's/x/y/w .bashrc' a",
+            "sed -n '/x/W .bashrc' a",
+            "sed -i 's/a/b/' a",
+            "sed -ni 'p' a",
+            "sed --in-place 's/a/b/' a",
+            "sed -f script a",
+            "sed -e 'p' -e 'e rm x' a",
+            "sed '1{e rm x\n}' a",
+            "awk 'BEGIN { system(\"rm x\") }'",
+            "awk '{ print | \"rm x\" }'",
+            "awk 'BEGIN { \"rm x\" | getline }'",
+            "awk '{ print > \".bashrc\" }'",
+            "awk '{ printf \"x\" >> \".bashrc\" }'",
+            "gawk 'BEGIN { f = \"system\"; @f(\"rm x\") }'",
+            "gawk -f prog.awk",
+            "gawk -l ./ext.so 'BEGIN {}'",
+            "gawk -o 'BEGIN {}'",
+            "awk -v x=1 'BEGIN { system(\"rm x\") }'",
+            "jobs -x rm x",
+            "compgen -C 'rm x' x",
+            "compgen -F f x",
+            "compgen -W '$(rm x)' x",
+            "getopts ab 'a[$(rm x)]'",
+            "tee .bashrc",
+            "tee -a out",
+            "dd if=a of=.bashrc",
+            "uniq in .bashrc",
+            "man -P 'rm x' ls",
+            "man --pager='rm x' ls",
+            "man -H ls",
+        ],
+    );
+    assert_approves(
+        &step,
+        &[
+            "find . -name '*.rs' -type f",
+            "find . -newer x -print0",
+            "git status",
+            "git log --oneline -5",
+            "git log -c",
+            "git -C sub status",
+            "git diff --output-indicator-new=+ HEAD",
+            "git config --get user.name",
+            "git archive -o /dev/null HEAD",
+            "tar -tf a.tar",
+            "tar tvf a.tar",
+            "tar -xOf a.tar file",
+            "tar --list -f a.tar",
+            "rsync -a --dry-run src",
+            "ssh -o ConnectTimeout=5 host uptime",
+            "sort -k2 -t, a.csv",
+            "sort -u a | uniq -c",
+            "sed -n '1,10p' a",
+            "sed 's/a/b/g; s|x|y|' a",
+            "sed -E 's/(a|b)+/c/2' a",
+            "sed '/^#/d' a",
+            "sed -e '1i\\\nheader' a",
+            "awk '{ print $1 }' a",
+            "awk -F: '$3 > 100 { print $1 }' /etc/passwd",
+            "awk 'NR == 1 || NR == 2' a",
+            "awk -v OFS=, '{ n++ } END { print n }' a",
+            "jobs -l",
+            "compgen -c git",
+            "getopts ab opt",
+            "tee /dev/null",
+            "dd if=a of=/dev/null bs=1M count=1",
+            "uniq -c a",
+            "man ls",
+        ],
+    );
+}
+
+#[test]
+fn long_lines_escalate_without_being_read() {
+    let step = step(json!({"allowed_commands": ["ls", "echo"], "max_command_bytes": 100}));
+    assert_approves(&step, &[&format!("echo {}", "a".repeat(95))]);
+    let long = format!("echo {}", "a".repeat(96));
+    assert_escalates(&step, &[&long]);
+    assert!(explanation(&step, &long).contains("over this step's limit of 100"));
+    let default = self::step(json!({"allowed_commands": ["echo"]}));
+    assert_eq!(default.max_command_bytes, DEFAULT_MAX_COMMAND_BYTES);
+    // Even a sudo past the limit is not looked for.
+    assert_escalates(&default, &[&format!("sudo rm x; echo {}", "a".repeat(DEFAULT_MAX_COMMAND_BYTES))]);
+    let key = |value: Value| BashAllowlist::from_params(&params(value)).unwrap_err().key.unwrap();
+    assert_eq!(key(json!({"allowed_commands": ["ls"], "max_command_bytes": 0})), "max_command_bytes");
+    assert_eq!(key(json!({"allowed_commands": ["ls"], "max_command_bytes": -1})), "max_command_bytes");
+    assert_eq!(key(json!({"allowed_commands": ["ls"], "max_command_bytes": 1.5})), "max_command_bytes");
+    assert_eq!(key(json!({"allowed_commands": ["ls"], "max_command_bytes": "64k"})), "max_command_bytes");
+}
+
+#[test]
+fn long_lines_are_judged_in_linear_time() {
+    let step = step(json!({"allowed_commands": ["ls", "echo"], "max_command_bytes": 1_000_000}));
+    for line in [
+        format!("ls; {}", "1".repeat(200_000)),
+        format!("ls; {}>/dev/null", "1".repeat(200_000)),
+        format!("f({})", " ".repeat(200_000)),
+        format!("echo {}", "\\\n".repeat(100_000)),
+        "ls;".repeat(50_000),
+        "rm x;".repeat(40_000),
+    ] {
+        let start = std::time::Instant::now();
+        let answer = answer(&step, &line);
+        let took = start.elapsed();
+        // Quadratic reading took seconds (8 s optimised for 200,000 digits); linear reading
+        // takes a few milliseconds optimised, and some hundreds unoptimised.
+        let limit = std::time::Duration::from_millis(if cfg!(debug_assertions) { 2_000 } else { 20 });
+        assert!(took < limit, "{took:?} for {}…: {:?}", &line[..20], answer.decision);
+    }
 }
