@@ -14,12 +14,14 @@ pub mod webdriver;
 
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use airlock_contract::v1;
+use airlock_integrity::{Fleet, FleetKey, PublicKeys, Signing, SigningKey};
 use airlock_testkit::{amqp_url, unreachable};
 use airlock_transport::{AmqpOptions, AmqpTransport, Topology, Transport};
+use airlock_worker::trust::Trust;
 use tokio::process::{Child, Command};
 
 /// How long any single wait may take before the test is declared hung. Only a hang guard:
@@ -69,6 +71,58 @@ pub async fn cleanup(topology: &Topology) {
     }
 }
 
+/// The keys every test fleet runs with, made once per test process in a directory of its
+/// own (`fleet.key`, `fleet.pub`, `reviewer.key`, `reviewer.pub`): everything runs signed.
+pub struct TestKeys {
+    /// Where the key files are.
+    pub dir: PathBuf,
+}
+
+impl TestKeys {
+    /// The keys of this test process.
+    pub fn get() -> &'static TestKeys {
+        static KEYS: OnceLock<TestKeys> = OnceLock::new();
+        KEYS.get_or_init(|| {
+            let dir = std::env::temp_dir().join(format!("airlock-test-keys-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            FleetKey::generate_files(&dir, "fleet").expect("a fleet key");
+            SigningKey::generate_files(&dir, "reviewer").expect("a reviewer key");
+            TestKeys { dir }
+        })
+    }
+
+    /// A worker's trust: the fleet key, the reviewer key's public half.
+    pub fn trust(&self) -> Trust {
+        Trust::signed(self.fleet_key(), self.reviewer_public())
+    }
+
+    /// The fleet key (workers).
+    pub fn fleet_key(&self) -> FleetKey {
+        FleetKey::load(&self.dir.join("fleet.key")).expect("the fleet key")
+    }
+
+    /// What runners verify replies with.
+    pub fn fleet_public(&self) -> Option<PublicKeys<Fleet>> {
+        Some(PublicKeys::load([self.dir.join("fleet.pub")]).expect("the fleet's public key"))
+    }
+
+    /// The reviewer service's key.
+    pub fn reviewer_key(&self) -> Arc<SigningKey> {
+        Arc::new(SigningKey::load(&self.dir.join("reviewer.key")).expect("the reviewer key"))
+    }
+
+    /// What workers verify human answers with.
+    pub fn reviewer_public(&self) -> PublicKeys<Signing> {
+        PublicKeys::load([self.dir.join("reviewer.pub")]).expect("the reviewer's public key")
+    }
+
+    /// The `airlock worker` arguments that give a worker these keys.
+    pub fn worker_args(&self) -> [String; 4] {
+        let path = |name: &str| self.dir.join(name).display().to_string();
+        ["--signing-key".into(), path("fleet.key"), "--reviewer-keys".into(), path("reviewer.pub")]
+    }
+}
+
 /// An `airlock worker` process on `prefix`, killed when dropped.
 pub struct WorkerProcess {
     /// The process.
@@ -80,6 +134,7 @@ impl WorkerProcess {
     pub fn start(prefix: &str, id: &str) -> Self {
         let child = Command::new(airlock_bin())
             .args(["worker", "--amqp", &amqp_url(), "--prefix", prefix, "--id", id, "--concurrency", "32"])
+            .args(TestKeys::get().worker_args())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .kill_on_drop(true)

@@ -8,7 +8,7 @@ use std::time::Duration;
 use airlock_client::{Client, ClientConfig};
 use airlock_contract::v1;
 use airlock_testkit::{amqp_url, unique_prefix};
-use airlock_tests::{HANG_GUARD, WorkerProcess, airlock_bin, approval, broker, guarded, wait_for_consumers};
+use airlock_tests::{HANG_GUARD, TestKeys, WorkerProcess, airlock_bin, approval, broker, guarded, wait_for_consumers};
 use airlock_transport::{Destination, Message, Topology, Transport};
 use prost::Message as _;
 use serde_json::{Value, json};
@@ -70,13 +70,18 @@ async fn every_decision_is_recorded_once_and_masked() {
                     decided_by: "vault".into(),
                     ..Default::default()
                 };
-                let result = v1::StepResult { task: Some(task), answer: Some(answer) };
+                let result = v1::StepResult { task: Some(task), answer: Some(answer), ..Default::default() };
                 t.publish(&results, Message::new(result.encode_to_vec())).await.unwrap();
                 delivery.ack().await.unwrap();
             }
         });
 
-        let config = ClientConfig { prefix: prefix.clone(), runner_id: "runner".into(), default_timeout: HANG_GUARD };
+        let config = ClientConfig {
+            prefix: prefix.clone(),
+            runner_id: "runner".into(),
+            default_timeout: HANG_GUARD,
+            fleet_keys: TestKeys::get().fleet_public(),
+        };
         let client = Client::connect(transport.clone(), config).await.unwrap();
         let mut ids = Vec::new();
         let send = |i: usize| {

@@ -8,7 +8,7 @@ use airlock_client::{Client, ClientConfig};
 use airlock_reviewer::auth::{Reviewer, Reviewers, sha256_hex};
 use airlock_reviewer::{ReviewerConfig, Service};
 use airlock_tests::webdriver::{Browser, browser_available};
-use airlock_tests::{HANG_GUARD, approval, decision_name};
+use airlock_tests::{HANG_GUARD, TestKeys, approval, decision_name};
 use airlock_transport::MemoryTransport;
 use airlock_worker::WorkerConfig;
 use serde_json::json;
@@ -34,6 +34,7 @@ async fn scenario() {
         policy_dir: None,
         worker_id: "worker".into(),
         metrics: Default::default(),
+        trust: TestKeys::get().trust(),
     };
     let worker = tokio::spawn(airlock_worker::run(transport.clone(), config, async {
         let _ = stopped.await;
@@ -50,13 +51,19 @@ async fn scenario() {
         listen: "127.0.0.1:0".parse().unwrap(),
         reviewers,
         instance: "reviewer".into(),
+        signing_key: Some(TestKeys::get().reviewer_key()),
         metrics: Default::default(),
     };
     let service = Service::start(transport.clone(), config).await.unwrap();
     let url = format!("http://{}/", service.local_addr());
     let client = Client::connect(
         transport.clone(),
-        ClientConfig { prefix: prefix.into(), runner_id: "runner".into(), default_timeout: Duration::from_secs(600) },
+        ClientConfig {
+            prefix: prefix.into(),
+            runner_id: "runner".into(),
+            default_timeout: Duration::from_secs(600),
+            fleet_keys: TestKeys::get().fleet_public(),
+        },
     )
     .await
     .unwrap();

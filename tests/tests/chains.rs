@@ -7,7 +7,7 @@ use std::time::Duration;
 use airlock_client::{Client, ClientConfig, ClientError};
 use airlock_contract::v1;
 use airlock_testkit::unique_prefix;
-use airlock_tests::{approval, broker, decision_name, guarded, review};
+use airlock_tests::{TestKeys, approval, broker, decision_name, guarded, review};
 use airlock_transport::{Destination, MemoryTransport, Message, Topology, Transport};
 use airlock_worker::WorkerConfig;
 use prost::Message as _;
@@ -56,6 +56,7 @@ async fn suite<T: Transport>(transport: T, prefix: String) {
         policy_dir: None,
         worker_id: "suite-worker".into(),
         metrics: Default::default(),
+        trust: TestKeys::get().trust(),
     };
     let worker = tokio::spawn(airlock_worker::run(transport.clone(), config, async {
         let _ = stopped.await;
@@ -64,7 +65,12 @@ async fn suite<T: Transport>(transport: T, prefix: String) {
     serve_steps(&transport, &prefix).await;
     let client = Client::connect(
         transport.clone(),
-        ClientConfig { prefix: prefix.clone(), runner_id: "runner".into(), default_timeout: Duration::from_secs(60) },
+        ClientConfig {
+            prefix: prefix.clone(),
+            runner_id: "runner".into(),
+            default_timeout: Duration::from_secs(60),
+            fleet_keys: TestKeys::get().fleet_public(),
+        },
     )
     .await
     .unwrap();
@@ -168,7 +174,7 @@ async fn serve_steps<T: Transport>(transport: &T, prefix: &str) {
                 answer.decision = v1::DecisionKind::Escalate.into();
                 answer.explanation = Some("not a deployment".into());
             }
-            let result = v1::StepResult { task: Some(task), answer: Some(answer) };
+            let result = v1::StepResult { task: Some(task), answer: Some(answer), ..Default::default() };
             t.publish(&to, Message::new(result.encode_to_vec())).await.unwrap();
             delivery.ack().await.unwrap();
         }
@@ -185,7 +191,8 @@ async fn serve_steps<T: Transport>(transport: &T, prefix: &str) {
                 decided_by: "alice".into(),
                 ..Default::default()
             };
-            let result = v1::StepResult { task: human.task, answer: Some(answer) };
+            let mut result = v1::StepResult { task: human.task, answer: Some(answer), ..Default::default() };
+            airlock_records::signed::sign_human_answer(&TestKeys::get().reviewer_key(), &mut result);
             t.publish(&results, Message::new(result.encode_to_vec())).await.unwrap();
             delivery.ack().await.unwrap();
         }

@@ -16,7 +16,9 @@ use airlock_monitor::provider::{ProviderConfig, ProviderKind};
 use airlock_monitor::retry::RetryPolicy;
 use airlock_monitor::{Decision, MonitorConfig};
 use airlock_testkit::{amqp_url, unique_prefix};
-use airlock_tests::{HANG_GUARD, airlock_bin, approval, broker, decision_name, guarded, review, wait_for_consumers};
+use airlock_tests::{
+    HANG_GUARD, TestKeys, airlock_bin, approval, broker, decision_name, guarded, review, wait_for_consumers,
+};
 use airlock_transport::{AmqpTransport, Destination, Message, Topology, Transport};
 use airlock_worker::WorkerConfig;
 use fake_model::{FakeModel, KEY};
@@ -154,6 +156,7 @@ async fn scenarios(prefix: String) {
         policy_dir: None,
         worker_id: "w".into(),
         metrics: Default::default(),
+        trust: TestKeys::get().trust(),
     };
     let worker = tokio::spawn(airlock_worker::run(connect("worker").await, worker_config, until_stopped()));
     let openai = monitor_config(&prefix, "monitor", ProviderKind::OpenAi, model.openai_base());
@@ -168,7 +171,12 @@ async fn scenarios(prefix: String) {
 
     let client = Client::connect(
         connect("runner").await,
-        ClientConfig { prefix: prefix.clone(), runner_id: "runner".into(), default_timeout: Duration::from_secs(60) },
+        ClientConfig {
+            prefix: prefix.clone(),
+            runner_id: "runner".into(),
+            default_timeout: Duration::from_secs(60),
+            fleet_keys: TestKeys::get().fleet_public(),
+        },
     )
     .await
     .unwrap();
@@ -313,7 +321,7 @@ async fn serve_humans(transport: AmqpTransport, prefix: &str) {
             let choice = if call.arguments_json.contains("human-rejects") { 1 } else { 0 };
             let answer =
                 v1::StepAnswer { decision: human.choices[choice], decided_by: "alice".into(), ..Default::default() };
-            let result = v1::StepResult { task: Some(task), answer: Some(answer) };
+            let result = v1::StepResult { task: Some(task), answer: Some(answer), ..Default::default() };
             transport.publish(&results, Message::new(result.encode_to_vec())).await.unwrap();
             delivery.ack().await.unwrap();
         }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use airlock_client::{Client, ClientConfig};
 use airlock_testkit::{amqp_url, unique_prefix};
-use airlock_tests::{HANG_GUARD, approval, broker, decision_name, guarded, review, wait_for_consumers};
+use airlock_tests::{HANG_GUARD, TestKeys, approval, broker, decision_name, guarded, review, wait_for_consumers};
 use airlock_transport::{Topology, Transport};
 use airlock_worker::WorkerConfig;
 use serde_json::json;
@@ -95,6 +95,7 @@ async fn scenario(python: PathBuf, transport: airlock_transport::AmqpTransport, 
         policy_dir: None,
         worker_id: "w".into(),
         metrics: Default::default(),
+        trust: TestKeys::get().trust(),
     };
     let worker = tokio::spawn(airlock_worker::run(transport, config, async {
         let _ = stopped.await;
@@ -112,7 +113,12 @@ async fn scenario(python: PathBuf, transport: airlock_transport::AmqpTransport, 
     let runner = broker(&format!("{prefix} runner")).await.expect("the broker answered a moment ago");
     let client = Client::connect(
         runner.clone(),
-        ClientConfig { prefix: prefix.clone(), runner_id: "runner".into(), default_timeout: Duration::from_secs(60) },
+        ClientConfig {
+            prefix: prefix.clone(),
+            runner_id: "runner".into(),
+            default_timeout: Duration::from_secs(60),
+            fleet_keys: TestKeys::get().fleet_public(),
+        },
     )
     .await
     .unwrap();

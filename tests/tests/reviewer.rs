@@ -11,7 +11,7 @@ use airlock_reviewer::store::{Decided, Store};
 use airlock_reviewer::task::Verdict;
 use airlock_reviewer::{ReviewerConfig, Service};
 use airlock_testkit::unique_prefix;
-use airlock_tests::{approval, broker, decision_name, guarded, review};
+use airlock_tests::{TestKeys, approval, broker, decision_name, guarded, review};
 use airlock_transport::{AmqpTransport, Destination, Message, Topology, Transport};
 use airlock_worker::WorkerConfig;
 use serde_json::json;
@@ -52,6 +52,7 @@ fn config(prefix: &str, store: &str) -> ReviewerConfig {
             pools: vec!["ops".into()],
         }]),
         instance: INSTANCE.into(),
+        signing_key: Some(TestKeys::get().reviewer_key()),
         metrics: Default::default(),
     }
 }
@@ -78,13 +79,19 @@ async fn start_fleet(transport: &AmqpTransport, prefix: &str) -> Fleet {
         policy_dir: None,
         worker_id: "worker".into(),
         metrics: Default::default(),
+        trust: TestKeys::get().trust(),
     };
     let worker = tokio::spawn(airlock_worker::run(transport.clone(), config, async {
         let _ = stopped.await;
     }));
     let client = Client::connect(
         transport.clone(),
-        ClientConfig { prefix: prefix.into(), runner_id: "runner".into(), default_timeout: Duration::from_secs(100) },
+        ClientConfig {
+            prefix: prefix.into(),
+            runner_id: "runner".into(),
+            default_timeout: Duration::from_secs(100),
+            fleet_keys: TestKeys::get().fleet_public(),
+        },
     )
     .await
     .unwrap();
@@ -264,7 +271,10 @@ async fn a_restart_loses_nothing_and_sends_nothing_twice() {
             decided_by: "alice".into(),
             decided_at: airlock_records::time::now_ms(),
         };
-        assert!(matches!(store.decide(&task, &verdict, 0).await.unwrap(), Decided::Recorded(_)));
+        let mut answer = task.step_result(&verdict);
+        airlock_records::signed::sign_human_answer(&TestKeys::get().reviewer_key(), &mut answer);
+        let answer = prost::Message::encode_to_vec(&answer);
+        assert!(matches!(store.decide(&task, &verdict, &answer, 0).await.unwrap(), Decided::Recorded(_)));
         assert_eq!(store.unsent().await.unwrap(), 1);
         store.close().await;
 

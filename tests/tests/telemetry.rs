@@ -11,7 +11,7 @@ use std::time::Duration;
 use airlock_client::{Client, ClientConfig};
 use airlock_telemetry::{Telemetry, TelemetryConfig, init};
 use airlock_testkit::{amqp_url, unique_prefix};
-use airlock_tests::{HANG_GUARD, airlock_bin, approval, broker, guarded, wait_for_consumers};
+use airlock_tests::{HANG_GUARD, TestKeys, airlock_bin, approval, broker, guarded, wait_for_consumers};
 use airlock_transport::{Topology, Transport};
 use axum::Router;
 use axum::routing::post;
@@ -106,6 +106,7 @@ async fn one_trace_from_runner_to_worker_and_metrics_that_move(
                 &endpoint,
             ])
             .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
+            .args(TestKeys::get().worker_args())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)
@@ -113,7 +114,12 @@ async fn one_trace_from_runner_to_worker_and_metrics_that_move(
             .unwrap();
         wait_for_consumers(&format!("{prefix}.requests"), 1).await;
 
-        let config = ClientConfig { prefix: prefix.clone(), runner_id: "runner".into(), default_timeout: HANG_GUARD };
+        let config = ClientConfig {
+            prefix: prefix.clone(),
+            runner_id: "runner".into(),
+            default_timeout: HANG_GUARD,
+            fleet_keys: TestKeys::get().fleet_public(),
+        };
         let client = Client::connect(transport.clone(), config).await.unwrap();
         let policy = "approvers:\n  - name: auto\n    tools: \"*\"\n";
         for i in 0..3 {
@@ -205,6 +211,8 @@ async fn the_reviewer_service_joins_the_trace(endpoint: &str, received: &Receive
             .args(["reviewer", "--amqp", &amqp_url(), "--prefix", &prefix, "--pools", "ops", "--store", &store, "--id", "traced"])
             .args(["--listen", &listen, "--otlp-endpoint", &endpoint, "--tokens"])
             .arg(&tokens)
+            .arg("--signing-key")
+            .arg(TestKeys::get().dir.join("reviewer.key"))
             .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -213,6 +221,7 @@ async fn the_reviewer_service_joins_the_trace(endpoint: &str, received: &Receive
             .unwrap();
         let mut worker = Command::new(airlock_bin())
             .args(["worker", "--amqp", &amqp_url(), "--prefix", &prefix, "--otlp-endpoint", &endpoint])
+            .args(TestKeys::get().worker_args())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)
@@ -221,7 +230,7 @@ async fn the_reviewer_service_joins_the_trace(endpoint: &str, received: &Receive
         wait_for_consumers(&format!("{prefix}.requests"), 1).await;
         wait_for_consumers(&format!("{prefix}.human.ops"), 1).await;
 
-        let config = ClientConfig { prefix: prefix.clone(), runner_id: "runner".into(), default_timeout: HANG_GUARD };
+        let config = ClientConfig { prefix: prefix.clone(), runner_id: "runner".into(), default_timeout: HANG_GUARD, fleet_keys: TestKeys::get().fleet_public() };
         let client = Client::connect(transport.clone(), config).await.unwrap();
         let policy = "approvers:\n  - name: human\n    tools: \"*\"\n    pool: ops\n";
         let asking = tokio::spawn({

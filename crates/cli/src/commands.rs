@@ -25,6 +25,7 @@
 pub mod audit;
 pub mod bench;
 pub mod demo;
+pub mod keys;
 pub mod monitor;
 pub mod policy;
 pub mod request;
@@ -34,10 +35,12 @@ pub mod topology;
 pub mod worker;
 
 use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use std::sync::Arc;
 
+use airlock_integrity::{Fleet, PublicKeys, SigningKey};
 use airlock_telemetry::TelemetryConfig;
 use airlock_telemetry::metrics::Metrics;
 use airlock_transport::{AmqpOptions, AmqpTransport};
@@ -59,6 +62,28 @@ pub struct FleetArgs {
     /// The fleet's prefix: every queue and exchange name starts with it.
     #[arg(long, env = "AIRLOCK_PREFIX", default_value = "airlock")]
     pub prefix: String,
+    /// The CA certificates (PEM) an amqps:// broker's certificate is verified against.
+    #[arg(long, env = "AIRLOCK_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
+}
+
+/// A reviewer service's signing key (`reviewer.key`); without one its answers are unsigned,
+/// which signed workers refuse, and the service says so at start.
+pub fn reviewer_signing_key(path: Option<&Path>) -> Result<Option<Arc<SigningKey>>, Failure> {
+    let Some(path) = path else {
+        tracing::warn!("No --signing-key: answers go out unsigned, and signed workers refuse them.");
+        return Ok(None);
+    };
+    SigningKey::load(path).map(|key| Some(Arc::new(key))).map_err(|e| Failure::config(format!("--signing-key: {e}")))
+}
+
+/// The fleet's public keys (`fleet.pub` files) a runner verifies replies with; none: replies
+/// are taken unproved.
+pub fn fleet_keys(paths: &[PathBuf]) -> Result<Option<PublicKeys<Fleet>>, Failure> {
+    if paths.is_empty() {
+        return Ok(None);
+    }
+    PublicKeys::load(paths).map(Some).map_err(|e| Failure::config(format!("--verify-key: {e}")))
 }
 
 /// A failure with the exit status it maps to.
@@ -118,7 +143,12 @@ pub const LOG_TOOL: &str = "error";
 pub fn block_on(default_filter: &str, command: impl Future<Output = Result<(), Failure>>) -> ExitCode {
     init_logging(default_filter);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
-    match runtime.block_on(command) {
+    report(runtime.block_on(command))
+}
+
+/// The exit status of a command's result, telling the user of a failure.
+pub fn report(result: Result<(), Failure>) -> ExitCode {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
             eprintln!("error: {}", failure.message);
@@ -195,7 +225,9 @@ where
 /// Connects to the broker for `role`, or says why not. Connections are named
 /// `<prefix> <role>`, so operators (and fault-injecting tests) can tell them apart.
 pub async fn connect(fleet: &FleetArgs, role: &str) -> Result<AmqpTransport, Failure> {
-    let options = AmqpOptions::new(fleet.amqp.clone()).with_connection_name(format!("{} {role}", fleet.prefix));
+    let options = AmqpOptions::new(fleet.amqp.clone())
+        .with_connection_name(format!("{} {role}", fleet.prefix))
+        .with_ca_file(fleet.ca_file.clone());
     AmqpTransport::connect_with(options)
         .await
         .map_err(|e| Failure { code: EXIT_UNAVAILABLE, message: format!("cannot reach the broker: {e}") })

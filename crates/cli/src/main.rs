@@ -44,6 +44,9 @@ enum Command {
     /// The decision log: write it, query it.
     #[command(subcommand)]
     Audit(commands::audit::AuditCommand),
+    /// Make the keys of a signed fleet.
+    #[command(subcommand)]
+    Keys(commands::keys::KeysCommand),
     /// Measure the fleet's round trip over RabbitMQ against a bare AMQP echo.
     Bench(commands::bench::BenchArgs),
     /// The echo responder `airlock bench` starts for its baseline.
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
         Command::Review(args) => commands::block_on(commands::LOG_TOOL, commands::review::run(args)),
         Command::Topology(command) => commands::block_on(commands::LOG_TOOL, commands::topology::run(command)),
         Command::Audit(command) => commands::block_on(commands::LOG_ROLE, commands::audit::run(command)),
+        Command::Keys(command) => commands::report(commands::keys::run(command)),
         Command::Bench(args) => commands::block_on(commands::LOG_TOOL, commands::bench::run(args)),
         Command::BenchEcho(args) => commands::block_on(commands::LOG_ROLE, commands::bench::serve_echo(args)),
     }

@@ -54,7 +54,12 @@ fn main() {
             return;
         };
         let prefix = format!("bench-pending-{}", std::process::id());
-        let config = ClientConfig { prefix: prefix.clone(), runner_id: "runner".into(), default_timeout: Duration::from_secs(3600) };
+        let config = ClientConfig {
+            prefix: prefix.clone(),
+            runner_id: "runner".into(),
+            default_timeout: Duration::from_secs(3600),
+            fleet_keys: None,
+        };
         let client = Client::connect(transport.clone(), config).await.expect("a client");
         let padding = "x".repeat(1_300);
         // What each waiting request's task holds before any heap data of its own.

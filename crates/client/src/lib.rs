@@ -8,6 +8,12 @@
 //! request with a `Cancel`. A reply that matches nothing pending (a duplicate, or one that
 //! came after the deadline) is ignored and counted.
 //!
+//! Given the fleet's public keys, the client makes an ephemeral X25519 key, sends its public
+//! half with every request, and takes a reply only when its proof holds for that key and the
+//! exact bytes of the request it answers: a reply anyone else made (forged, or replayed from
+//! another call) is dropped, logged and counted, and the request keeps waiting until its
+//! deadline.
+//!
 //! Layout: [`Client`] here; [`request`]: building a request for one call, and sending one
 //! as a runner of its own (`airlock request`).
 #![forbid(unsafe_code)]
@@ -21,6 +27,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use airlock_contract::v1;
+use airlock_integrity::{Fleet, KeyError, PublicKeys, RunnerKeys};
+use airlock_records::signed::open_reply;
 use airlock_records::time::{Deadline, now_ms};
 use airlock_transport::{Destination, Message, Topology, Transport, TransportError};
 use prost::Message as _;
@@ -39,6 +47,9 @@ pub struct ClientConfig {
     pub runner_id: String,
     /// How long a request may wait when its caller gives no deadline.
     pub default_timeout: Duration,
+    /// The fleet's public keys its replies must be proved with; `None` takes replies
+    /// unproved, from a fleet that runs unsigned.
+    pub fleet_keys: Option<PublicKeys<Fleet>>,
 }
 
 /// What went wrong with a request.
@@ -61,6 +72,9 @@ pub enum ClientError {
     /// The transport failed.
     #[error(transparent)]
     Transport(#[from] TransportError),
+    /// The runner's key could not be made from the fleet's keys.
+    #[error(transparent)]
+    Keys(#[from] KeyError),
     /// The client was closed while the request waited.
     #[error("the client was closed")]
     Closed,
@@ -73,6 +87,9 @@ pub struct ClientStats {
     pub pending: usize,
     /// Replies that matched nothing pending (duplicates or late ones), ignored.
     pub ignored_replies: u64,
+    /// Replies whose proof did not hold (forged, replayed from another call, or not a reply
+    /// at all), dropped while their request kept waiting.
+    pub rejected_replies: u64,
     /// Requests that ran out of time and were failed closed.
     pub timed_out: u64,
 }
@@ -89,7 +106,10 @@ struct Inner<T> {
     config: ClientConfig,
     reply_queue: String,
     pending: Mutex<HashMap<String, Pending>>,
+    /// This runner's key, when replies must be proved.
+    runner_keys: Option<RunnerKeys>,
     ignored_replies: AtomicU64,
+    rejected_replies: AtomicU64,
     timed_out: AtomicU64,
     /// Stops the reply reader, which then cancels its consumer.
     stop_reader: Mutex<Option<oneshot::Sender<()>>>,
@@ -110,13 +130,16 @@ struct Asked {
 
 /// A request waiting for its reply, with what it takes to send it again.
 struct Pending {
-    reply: oneshot::Sender<v1::reply::Body>,
+    reply: oneshot::Sender<v1::reply_body::Body>,
     message: Message,
+    /// The SHA-256 of the request as published: its reply's proof is bound to it.
+    digest: [u8; 32],
 }
 
 impl<T: Transport> Client<T> {
     /// Declares the fleet's topology and this runner's reply queue, and starts reading replies.
     pub async fn connect(transport: T, config: ClientConfig) -> Result<Self, ClientError> {
+        let runner_keys = config.fleet_keys.as_ref().map(RunnerKeys::new).transpose()?;
         let topology = Topology::new(config.prefix.clone()).with_reply_queue(&config.runner_id);
         transport.declare(&topology).await?;
         let reply_queue = topology.reply_queue(&config.runner_id);
@@ -128,7 +151,9 @@ impl<T: Transport> Client<T> {
             config,
             reply_queue,
             pending: Mutex::new(HashMap::new()),
+            runner_keys,
             ignored_replies: AtomicU64::new(0),
+            rejected_replies: AtomicU64::new(0),
             timed_out: AtomicU64::new(0),
             stop_reader: Mutex::new(Some(stop_reader)),
             publishing: tokio::sync::Semaphore::new(MAX_PUBLISHING),
@@ -192,6 +217,7 @@ impl<T: Transport> Client<T> {
         request.reply_to = self.inner.reply_queue.clone();
         request.requested_at_unix_ms = now;
         request.deadline_unix_ms = Deadline::after(now, timeout).unix_ms();
+        request.runner_key = self.inner.runner_keys.as_ref().map(|keys| keys.public().to_vec()).unwrap_or_default();
         if let Some(origin) = request.origin.as_mut()
             && origin.runner_id.is_empty()
         {
@@ -210,7 +236,9 @@ impl<T: Transport> Client<T> {
         correlation: String,
         timeout: Duration,
     ) -> Result<v1::Decision, ClientError> {
-        let mut message = Message::new(request.encode_to_vec())
+        let encoded = request.encode_to_vec();
+        let digest = airlock_integrity::digest(&encoded);
+        let mut message = Message::new(encoded)
             .with_correlation_id(correlation.clone())
             .with_reply_to(self.inner.reply_queue.clone());
         // Only what a fail-closed decision needs is kept while waiting, not the whole request.
@@ -222,7 +250,7 @@ impl<T: Transport> Client<T> {
             if pending.contains_key(&correlation) {
                 return Err(ClientError::AlreadyPending(correlation));
             }
-            pending.insert(correlation.clone(), Pending { reply: tx, message: message.clone() });
+            pending.insert(correlation.clone(), Pending { reply: tx, message: message.clone(), digest });
         }
         let requests = Destination::queue(self.inner.topology.requests_queue());
         let published = {
@@ -236,8 +264,8 @@ impl<T: Transport> Client<T> {
             return Err(e.into());
         }
         match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(v1::reply::Body::Decision(decision))) => Ok(decision),
-            Ok(Ok(v1::reply::Body::Error(error))) => {
+            Ok(Ok(v1::reply_body::Body::Decision(decision))) => Ok(decision),
+            Ok(Ok(v1::reply_body::Body::Error(error))) => {
                 Err(ClientError::Refused { code: error.code, message: error.message })
             }
             Ok(Err(_)) => Err(ClientError::Closed),
@@ -277,6 +305,7 @@ impl<T: Transport> Client<T> {
         ClientStats {
             pending: self.inner.pending.lock().expect("pending lock").len(),
             ignored_replies: self.inner.ignored_replies.load(Ordering::Relaxed),
+            rejected_replies: self.inner.rejected_replies.load(Ordering::Relaxed),
             timed_out: self.inner.timed_out.load(Ordering::Relaxed),
         }
     }
@@ -340,25 +369,26 @@ async fn resend_after_reconnects<T: Transport>(inner: std::sync::Weak<Inner<T>>)
 }
 
 impl<T> Inner<T> {
-    /// Hands a reply to the request waiting for it, or counts it as ignored.
+    /// Hands a reply to the request waiting for it once its proof holds; counts it as
+    /// ignored when nothing waits for it, as rejected when it does not hold.
     fn deliver(&self, message: &Message) {
-        let body = match v1::Reply::decode(message.body.as_ref()) {
-            Ok(v1::Reply { body: Some(body) }) => body,
-            _ => {
-                warn!("A reply that is not an airlock.v1.Reply was ignored.");
-                self.ignored_replies.fetch_add(1, Ordering::Relaxed);
+        let correlation = message.correlation_id.as_deref().unwrap_or_default();
+        let digest = self.pending.lock().expect("pending lock").get(correlation).map(|pending| pending.digest);
+        let Some(digest) = digest else {
+            debug!(%correlation, "Reply for nothing pending (duplicate or late) ignored.");
+            self.ignored_replies.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let body = match open_reply(&message.body, self.runner_keys.as_ref(), &digest) {
+            Ok(body) => body,
+            Err(e) => {
+                warn!(%correlation, error = %e, "A reply was dropped; the request keeps waiting.");
+                self.rejected_replies.fetch_add(1, Ordering::Relaxed);
                 return;
             }
         };
-        let correlation = message.correlation_id.as_deref().unwrap_or_default();
-        match self.forget(correlation) {
-            Some(pending) => {
-                let _ = pending.reply.send(body);
-            }
-            None => {
-                debug!(%correlation, "Reply for nothing pending (duplicate or late) ignored.");
-                self.ignored_replies.fetch_add(1, Ordering::Relaxed);
-            }
+        if let Some(pending) = self.forget(correlation) {
+            let _ = pending.reply.send(body);
         }
     }
 

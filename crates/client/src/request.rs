@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use airlock_contract::v1;
+use airlock_integrity::{Fleet, PublicKeys};
 use airlock_policy::{Call, Kind};
 use airlock_records::convert::call_to_wire;
 use airlock_transport::Transport;
@@ -57,6 +58,8 @@ pub struct OneRequest {
     pub output: String,
     /// How long to wait before failing closed.
     pub timeout: Duration,
+    /// The fleet's public keys the decision must be proved with (`None`: an unsigned fleet).
+    pub fleet_keys: Option<PublicKeys<Fleet>>,
 }
 
 /// Sends `request` as its own runner (`request-<uuid>`, sample `request`, epoch 1) and waits
@@ -64,8 +67,12 @@ pub struct OneRequest {
 /// [`ClientError::Refused`].
 pub async fn send<T: Transport>(transport: T, request: OneRequest) -> Result<v1::Decision, ClientError> {
     let runner_id = format!("request-{}", uuid::Uuid::now_v7());
-    let config =
-        ClientConfig { prefix: request.prefix, runner_id: runner_id.clone(), default_timeout: request.timeout };
+    let config = ClientConfig {
+        prefix: request.prefix,
+        runner_id: runner_id.clone(),
+        default_timeout: request.timeout,
+        fleet_keys: request.fleet_keys,
+    };
     let client = match Client::connect(transport.clone(), config).await {
         Ok(client) => client,
         Err(e) => {
@@ -112,6 +119,7 @@ mod tests {
             call: call(),
             output: String::new(),
             timeout: Duration::from_secs(2),
+            fleet_keys: None,
         };
         let transport = MemoryTransport::new();
         transport.declare(&airlock_transport::Topology::new("t")).await.unwrap();

@@ -25,10 +25,12 @@ use std::time::{Duration, Instant};
 use airlock_client::request::build as build_request;
 use airlock_client::{Client, ClientConfig};
 use airlock_contract::v1;
+use airlock_integrity::{FleetKey, SigningKey};
 use airlock_policy::{Call, Decision, Kind};
 use airlock_records::convert::decision_from_wire;
 use airlock_transport::{AmqpTransport, MemoryTransport, Topology, Transport};
 use airlock_worker::WorkerConfig;
+use airlock_worker::trust::Trust;
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
@@ -132,6 +134,10 @@ const REVIEWER: &str = "demo-reviewer";
 async fn drive<T: Transport>(transport: T, prefix: String, demo: &DemoConfig) -> Result<(), DemoError> {
     let scenario = scenario();
     let failure = |e: &dyn std::fmt::Display| DemoError::Failed(e.to_string());
+    // Everything runs signed, with keys made for this run.
+    let fleet_key = FleetKey::generate().map_err(|e| failure(&e))?;
+    let fleet_keys = Some(fleet_key.public_key().into());
+    let reviewer_key = Arc::new(SigningKey::generate().map_err(|e| failure(&e))?);
     let (stop_worker, worker_stopped) = oneshot::channel::<()>();
     let config = WorkerConfig {
         prefix: prefix.clone(),
@@ -139,20 +145,23 @@ async fn drive<T: Transport>(transport: T, prefix: String, demo: &DemoConfig) ->
         policy_dir: None,
         worker_id: "demo-worker".into(),
         metrics: Default::default(),
+        trust: Trust::signed(fleet_key, reviewer_key.public_key().into()),
     };
     let worker = tokio::spawn(airlock_worker::run(transport.clone(), config, async {
         let _ = worker_stopped.await;
     }));
-    let mut step_servers = steps::spawn(transport.clone(), &prefix, demo.auto_human).await.map_err(|e| failure(&e))?;
+    let mut step_servers = steps::spawn(transport.clone(), &prefix, demo.auto_human, reviewer_key.clone())
+        .await
+        .map_err(|e| failure(&e))?;
     let reviewer = match demo.auto_human {
         Some(_) => None,
-        None => Some(start_reviewer(transport.clone(), &prefix, demo.listen).await?),
+        None => Some(start_reviewer(transport.clone(), &prefix, demo.listen, reviewer_key).await?),
     };
     // A person takes longer than a simulated one; the policy's human step allows 300 s.
     let timeout = if reviewer.is_some() { Duration::from_secs(360) } else { Duration::from_secs(30) };
     let client = Client::connect(
         transport.clone(),
-        ClientConfig { prefix: prefix.clone(), runner_id: RUNNER.into(), default_timeout: timeout },
+        ClientConfig { prefix: prefix.clone(), runner_id: RUNNER.into(), default_timeout: timeout, fleet_keys },
     )
     .await
     .map_err(|e| failure(&e))?;
@@ -210,6 +219,7 @@ async fn start_reviewer<T: Transport>(
     transport: T,
     prefix: &str,
     listen: SocketAddr,
+    signing_key: Arc<SigningKey>,
 ) -> Result<airlock_reviewer::Service, DemoError> {
     use airlock_reviewer::auth::{Reviewer, Reviewers, new_token, sha256_hex};
     let token = new_token();
@@ -226,6 +236,7 @@ async fn start_reviewer<T: Transport>(
         reviewers: reviewers.clone(),
         instance: REVIEWER.into(),
         metrics: Default::default(),
+        signing_key: Some(signing_key.clone()),
     };
     let service = match airlock_reviewer::Service::start(transport.clone(), config(listen)).await {
         Err(airlock_reviewer::ReviewerError::Listen { .. }) => {

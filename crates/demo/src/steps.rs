@@ -1,8 +1,13 @@
 //! The demo's external steps, served in process exactly as a plugin or a reviewer would
 //! serve them over the broker: consume the step's queue, answer with a `StepResult` on the
-//! results queue, acknowledge once the answer is confirmed.
+//! results queue, acknowledge once the answer is confirmed. The simulated human signs its
+//! answers as a reviewer service does.
+
+use std::sync::Arc;
 
 use airlock_contract::v1;
+use airlock_integrity::SigningKey;
+use airlock_records::signed::sign_human_answer;
 use airlock_transport::{Destination, Message, Topology, Transport, TransportError};
 use prost::Message as _;
 use tokio::task::JoinSet;
@@ -12,11 +17,13 @@ use crate::AutoHuman;
 /// A plugin step that bounds downloads: `curl …` becomes `curl … --max-time 5`.
 pub const APPEND_TIMEOUT: &str = "demo/append_timeout";
 
-/// Starts the plugin step and, when asked for, the simulated human of the `default` pool.
+/// Starts the plugin step and, when asked for, the simulated human of the `default` pool,
+/// which signs its answers with `reviewer_key`.
 pub async fn spawn<T: Transport>(
     transport: T,
     prefix: &str,
     human: Option<AutoHuman>,
+    reviewer_key: Arc<SigningKey>,
 ) -> Result<JoinSet<()>, TransportError> {
     let topology = Topology::empty(prefix).with_step(APPEND_TIMEOUT).with_human_pool("default");
     transport.declare(&topology).await?;
@@ -31,8 +38,8 @@ pub async fn spawn<T: Transport>(
                 let _ = delivery.reject().await;
                 continue;
             };
-            let answer = append_timeout(&task);
-            if answer_task(&t, &to, task, answer).await.is_ok() {
+            let result = v1::StepResult { answer: Some(append_timeout(&task)), task: Some(task), ..Default::default() };
+            if answer_task(&t, &to, result).await.is_ok() {
                 let _ = delivery.ack().await;
             }
         }
@@ -48,7 +55,9 @@ pub async fn spawn<T: Transport>(
                 continue;
             };
             let answer = simulated_human(&task, human);
-            if answer_task(&transport, &results, task, answer).await.is_ok() {
+            let mut result = v1::StepResult { task: Some(task), answer: Some(answer), ..Default::default() };
+            sign_human_answer(&reviewer_key, &mut result);
+            if answer_task(&transport, &results, result).await.is_ok() {
                 let _ = delivery.ack().await;
             }
         }
@@ -59,10 +68,8 @@ pub async fn spawn<T: Transport>(
 async fn answer_task<T: Transport>(
     transport: &T,
     results: &Destination,
-    task: v1::StepTask,
-    answer: v1::StepAnswer,
+    result: v1::StepResult,
 ) -> Result<(), TransportError> {
-    let result = v1::StepResult { task: Some(task), answer: Some(answer) };
     transport.publish(results, Message::new(result.encode_to_vec())).await
 }
 

@@ -142,7 +142,7 @@ pub struct PublicKeys<K> {
 impl<K: KeyKind> PublicKeys<K> {
     /// Reads every key of a public key file's text; `source_name` names it in errors.
     pub fn parse(text: &str, source_name: &str) -> Result<Self, KeyError> {
-        let mut keys = Self { keys: Vec::new() };
+        let mut keys = Self::default();
         for line in key_lines::<K>(text, source_name, K::PUBLIC_TAG) {
             let line = line?;
             let key = PublicKey::new(line.bytes);
@@ -157,7 +157,7 @@ impl<K: KeyKind> PublicKeys<K> {
 
     /// Reads and merges the public key files at `paths`.
     pub fn load<P: AsRef<Path>>(paths: impl IntoIterator<Item = P>) -> Result<Self, KeyError> {
-        let mut keys = Self { keys: Vec::new() };
+        let mut keys = Self::default();
         for path in paths {
             let path = path.as_ref();
             for key in Self::parse(&read(path)?, &path.display().to_string())?.keys {
@@ -198,6 +198,13 @@ impl<K: KeyKind> PublicKeys<K> {
 impl<K> From<PublicKey<K>> for PublicKeys<K> {
     fn from(key: PublicKey<K>) -> Self {
         Self { keys: vec![key] }
+    }
+}
+
+impl<K> Default for PublicKeys<K> {
+    /// No key: nothing is accepted.
+    fn default() -> Self {
+        Self { keys: Vec::new() }
     }
 }
 

@@ -154,6 +154,7 @@ pub fn step_answer(identity: &Identity, outcome: &Outcome, started_ms: i64, answ
         decided_by: format!("{}/{}", identity.monitor_id, identity.model),
         started_at_unix_ms: started_ms,
         answered_at_unix_ms: answered_ms,
+        published_by: String::new(),
     }
 }
 

@@ -173,7 +173,7 @@ impl<T: Transport> Monitor<T> {
             self.config.metrics.escalations.get_or_create(&step).inc();
         }
         let answer = answer::step_answer(&self.identity, &outcome, started, answered);
-        let result = v1::StepResult { task: Some(task), answer: Some(answer) };
+        let result = v1::StepResult { task: Some(task), answer: Some(answer), ..Default::default() };
         let destination = match delivery.message.reply_to.as_deref() {
             Some(queue) if !queue.is_empty() => Destination::queue(queue),
             _ => Destination::queue(self.topology.results_queue()),

@@ -20,16 +20,20 @@ pub enum ErrorCode {
     InvalidAnswer,
     /// A step's answer makes the sample fail, as it would in Inspect.
     StepFailed,
+    /// The message is not one the fleet may take: chain state it did not seal, an answer to
+    /// another or a built-in step, or an answer not proven to come from who must give it.
+    Refused,
 }
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 5] = [
+    pub const ALL: [ErrorCode; 6] = [
         ErrorCode::BadMessage,
         ErrorCode::UnknownPolicy,
         ErrorCode::InvalidPolicy,
         ErrorCode::InvalidAnswer,
         ErrorCode::StepFailed,
+        ErrorCode::Refused,
     ];
 
     /// The code as the wire and the metrics spell it.
@@ -40,6 +44,7 @@ impl ErrorCode {
             ErrorCode::InvalidPolicy => "invalid_policy",
             ErrorCode::InvalidAnswer => "invalid_answer",
             ErrorCode::StepFailed => "step_failed",
+            ErrorCode::Refused => "refused",
         }
     }
 }

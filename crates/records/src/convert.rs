@@ -137,6 +137,7 @@ pub fn entry_to_wire(entry: &TrailEntry, decided_by: &str, started_ms: i64, answ
         decided_by: decided_by.to_owned(),
         started_at_unix_ms: started_ms,
         answered_at_unix_ms: answered_ms,
+        published_by: String::new(),
     }
 }
 

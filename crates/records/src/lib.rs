@@ -6,11 +6,14 @@
 //! - [`code`]: the stable error codes of replies and dead-letter reasons.
 //! - [`view`]: the JSON views of decisions: `airlock request`, `policy eval`, the decision log.
 //! - [`review`]: the reviewer API's views (task, pending list and history, caller, refusals).
+//! - [`signed`]: reply proofs as runners open them; human answers as reviewer services sign
+//!   them and workers check them.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
 pub mod code;
 pub mod convert;
 pub mod review;
+pub mod signed;
 pub mod time;
 pub mod view;

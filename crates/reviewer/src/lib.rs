@@ -44,6 +44,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use airlock_integrity::SigningKey;
 use airlock_telemetry::metrics::Metrics;
 use airlock_transport::{Destination, Topology, Transport, TransportError};
 use tokio::task::JoinHandle;
@@ -76,6 +77,9 @@ pub struct ReviewerConfig {
     /// Where the service counts tasks taken and answers sent (shared with whoever serves the
     /// metrics).
     pub metrics: Arc<Metrics>,
+    /// The key this service signs the answers it records with; workers take human answers
+    /// only signed by a reviewer key they hold. `None` for a fleet that runs unsigned.
+    pub signing_key: Option<Arc<SigningKey>>,
 }
 
 /// Why the service could not start or run.
@@ -169,8 +173,13 @@ impl Service {
         let topology = topology.with_binding(cancels_exchange, cancels_queue.clone(), "");
         transport.declare(&topology).await?;
 
-        let (shared, answers) =
-            Shared::observed(store, config.reviewers.clone(), config.pools.clone(), config.metrics.clone());
+        let (shared, answers) = Shared::observed(
+            store,
+            config.reviewers.clone(),
+            config.pools.clone(),
+            config.metrics.clone(),
+            config.signing_key.clone(),
+        );
         let background = TaskTracker::new();
         let results = Destination::queue(topology.results_queue());
         background.spawn(outbox::run(shared.clone(), transport.clone(), results, answers));

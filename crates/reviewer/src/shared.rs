@@ -6,9 +6,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use airlock_integrity::SigningKey;
 use airlock_policy::Decision;
+use airlock_records::signed::sign_human_answer;
 use airlock_records::time::now_ms;
 use airlock_telemetry::metrics::Metrics;
+use prost::Message as _;
 use tokio::sync::{Notify, broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
@@ -76,6 +79,8 @@ pub struct Shared {
     outbox: mpsc::UnboundedSender<OutboxEntry>,
     /// Where the service counts tasks taken and answers sent.
     pub metrics: Arc<Metrics>,
+    /// The key answers are signed with (none in an unsigned fleet).
+    signer: Option<Arc<SigningKey>>,
 }
 
 impl Shared {
@@ -85,15 +90,16 @@ impl Shared {
         reviewers: Reviewers,
         pools: Vec<String>,
     ) -> (Arc<Self>, mpsc::UnboundedReceiver<OutboxEntry>) {
-        Shared::observed(store, reviewers, pools, Arc::default())
+        Shared::observed(store, reviewers, pools, Arc::default(), None)
     }
 
-    /// [`Shared::new`], counting in `metrics`.
+    /// [`Shared::new`], counting in `metrics` and signing answers with `signer`.
     pub fn observed(
         store: Store,
         reviewers: Reviewers,
         pools: Vec<String>,
         metrics: Arc<Metrics>,
+        signer: Option<Arc<SigningKey>>,
     ) -> (Arc<Self>, mpsc::UnboundedReceiver<OutboxEntry>) {
         let (outbox, answers) = mpsc::unbounded_channel();
         let shared = Shared {
@@ -107,6 +113,7 @@ impl Shared {
             deadlines: Notify::new(),
             outbox,
             metrics,
+            signer,
         };
         (Arc::new(shared), answers)
     }
@@ -127,7 +134,12 @@ impl Shared {
     ) -> Result<Decided, StoreError> {
         let now = now_ms();
         let verdict = Verdict { decision, explanation, decided_by: decided_by.to_owned(), decided_at: now };
-        let decided = self.store.decide(task, &verdict, now + OUTBOX_LEASE.as_millis() as i64).await?;
+        let mut result = task.step_result(&verdict);
+        if let Some(key) = &self.signer {
+            sign_human_answer(key, &mut result);
+        }
+        let lease_until = now + OUTBOX_LEASE.as_millis() as i64;
+        let decided = self.store.decide(task, &verdict, &result.encode_to_vec(), lease_until).await?;
         if let Decided::Recorded(entry) = &decided {
             debug!(task = %task.id, correlation = %task.correlation, %decision, %decided_by, "Task decided.");
             if self.outbox.send(entry.clone()).is_err() {

@@ -288,15 +288,20 @@ impl Store {
         Ok(rows.into_iter().map(|(id, pool)| PendingId { id, pool }).collect())
     }
 
-    /// Records `verdict` on `task` if it is still pending, with its answer in the outbox
-    /// leased to the caller until `lease_until`. The first decision wins; any later one
-    /// changes nothing and gets [`Decided::NotPending`].
-    pub async fn decide(&self, task: &Task, verdict: &Verdict, lease_until: i64) -> Result<Decided, StoreError> {
+    /// Records `verdict` on `task` if it is still pending, with `answer` (its encoded
+    /// `StepResult`) in the outbox leased to the caller until `lease_until`. The first
+    /// decision wins; any later one changes nothing and gets [`Decided::NotPending`].
+    pub async fn decide(
+        &self,
+        task: &Task,
+        verdict: &Verdict,
+        answer: &[u8],
+        lease_until: i64,
+    ) -> Result<Decided, StoreError> {
         const UPDATE: &str = "UPDATE tasks SET state = 'decided', decision = $2, explanation = $3, \
                               decided_by = $4, decided_at = $5 WHERE id = $1 AND state = 'pending'";
         const OUTBOX: &str = "INSERT INTO outbox (task_id, correlation, body, created_at, lease_until) \
                               VALUES ($1, $2, $3, $4, $5)";
-        let body = task.step_result(verdict).encode_to_vec();
         let recorded = on_db!(self, pool => {
             let mut tx = pool.begin().await?;
             let updated = sqlx::query(UPDATE)
@@ -312,7 +317,7 @@ impl Store {
                 sqlx::query(OUTBOX)
                     .bind(&task.id)
                     .bind(&task.correlation)
-                    .bind(&body)
+                    .bind(answer)
                     .bind(verdict.decided_at)
                     .bind(lease_until)
                     .execute(&mut *tx)
@@ -328,7 +333,7 @@ impl Store {
             return Ok(Decided::Recorded(OutboxEntry {
                 task_id: task.id.clone(),
                 correlation: task.correlation.clone(),
-                body,
+                body: answer.to_vec(),
             }));
         }
         Ok(match self.task(&task.id).await? {

@@ -144,8 +144,9 @@ impl Task {
             decided_by: verdict.decided_by.clone(),
             started_at_unix_ms: self.received_at,
             answered_at_unix_ms: verdict.decided_at,
+            published_by: String::new(),
         };
-        v1::StepResult { task: self.human.task.clone(), answer: Some(answer) }
+        v1::StepResult { task: self.human.task.clone(), answer: Some(answer), ..Default::default() }
     }
 }
 

@@ -363,7 +363,8 @@ pub(crate) struct MemoryConsumer {
 }
 
 enum Take {
-    Got(Delivery),
+    /// Boxed: a delivery is large, and most takes wait.
+    Got(Box<Delivery>),
     Wait,
     End,
 }
@@ -382,7 +383,7 @@ impl MemoryConsumer {
             let mut notified = pin!(self.notify.notified());
             notified.as_mut().enable();
             match self.take() {
-                Take::Got(delivery) => return Some(delivery),
+                Take::Got(delivery) => return Some(*delivery),
                 Take::End => return None,
                 Take::Wait => notified.await,
             }
@@ -416,7 +417,7 @@ impl MemoryConsumer {
             Acker(AckerInner::Memory(MemoryAcker { shared: self.shared.clone(), queue: self.queue.clone(), tag })),
         );
         queue.unacked.insert(tag, Unacked { consumer: self.id, stored });
-        Take::Got(delivery)
+        Take::Got(Box::new(delivery))
     }
 
     pub(crate) fn cancel(&mut self) {

@@ -39,6 +39,11 @@ pub struct Message {
     pub headers: BTreeMap<String, String>,
     /// A producer-chosen id, for deduplication.
     pub message_id: Option<String>,
+    /// The broker user that published it. The AMQP transport sets it to its own user on
+    /// every publish, and RabbitMQ refuses a publish whose `user_id` is not the publisher's
+    /// user, so a received value is the broker's word; absent when the publisher gave none.
+    /// The in-memory transport, inside one process, carries what the publisher set.
+    pub user_id: Option<String>,
 }
 
 impl Message {

@@ -1,15 +1,19 @@
 //! The worker's own work per message, without the broker: decoding a request, finding its
 //! compiled policy, running the chain and encoding the decision for the runner and the audit.
 //! The request is the one `airlock bench` sends: an approval of a shell call, padded to about
-//! 1.5 KB, carrying its policy inline.
+//! 1.5 KB, carrying its policy inline. The worker is signed and the runner gives its key,
+//! so each decision also costs its reply's proof (and the request its digest); the unsigned
+//! line beside it shows what that adds.
 
 use std::hint::black_box;
 
 use airlock_contract::v1;
+use airlock_integrity::{FleetKey, PublicKeys, RunnerKeys};
 use airlock_policy::Kind;
 use airlock_transport::{Message, Topology};
 use airlock_worker::handler::{Handled, Handler};
 use airlock_worker::policies::PolicyStore;
+use airlock_worker::trust::Trust;
 use criterion::{Criterion, criterion_group, criterion_main};
 use prost::Message as _;
 
@@ -44,11 +48,21 @@ fn request(policy: &str) -> v1::Request {
 }
 
 fn handler(c: &mut Criterion) {
-    let handler = Handler::new(Topology::new("airlock-bench-1"), PolicyStore::new(None), "bench-worker-0");
-    let message = Message::new(request(POLICY).encode_to_vec());
-    assert!(matches!(handler.on_request(&message, 1), Handled::Publish(..)), "the bench's request is decided");
-    c.bench_function("on_request/1.5KB request, 4-step inline policy", |b| {
-        b.iter(|| black_box(handler.on_request(black_box(&message), 1)))
+    let fleet_key = FleetKey::generate().expect("a key");
+    let runner = RunnerKeys::new(&fleet_key.public_key().into()).expect("a runner key");
+    let trust = Trust::signed(fleet_key, PublicKeys::default());
+    let signed = Handler::new(Topology::new("airlock-bench-1"), PolicyStore::new(None), "bench-worker-0", trust);
+    let unsigned =
+        Handler::new(Topology::new("airlock-bench-1"), PolicyStore::new(None), "bench-worker-0", Trust::insecure());
+    let mut asked = request(POLICY);
+    asked.runner_key = runner.public().to_vec();
+    let message = Message::new(asked.encode_to_vec());
+    assert!(matches!(signed.on_request(&message, 1), Handled::Publish(..)), "the bench's request is decided");
+    c.bench_function("on_request/1.5KB request, 4-step inline policy, signed", |b| {
+        b.iter(|| black_box(signed.on_request(black_box(&message), 1)))
+    });
+    c.bench_function("on_request/1.5KB request, 4-step inline policy, unsigned", |b| {
+        b.iter(|| black_box(unsigned.on_request(black_box(&message), 1)))
     });
 
     // Resolving an inline policy as big as a real eval's (a long allow-list, many globs).

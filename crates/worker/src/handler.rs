@@ -5,6 +5,10 @@
 //! to the runner's reply queue and to the decisions exchange; an external step gets a
 //! `StepTask` (or a `HumanTask`) carrying the whole request and its chain state, and its
 //! `StepResult` brings both back, so any worker continues any chain.
+//!
+//! Nothing is believed on the broker's word ([`crate::trust`]): replies are proved to the
+//! runner, tasks are sealed, and an answer counts only for the external step its sealed task
+//! names, from who may give it.
 
 use std::collections::BTreeMap;
 
@@ -17,6 +21,7 @@ use airlock_transport::{Destination, Message, Topology};
 use prost::Message as _;
 
 use crate::policies::PolicyStore;
+use crate::trust::{Distrust, Trust};
 use airlock_records::code::{DeadReason, ErrorCode};
 use airlock_records::convert::{
     answer_from_wire, call_from_wire, call_to_wire, decision_to_wire, entry_to_wire, kind_to_wire, metadata_to_wire,
@@ -44,6 +49,8 @@ struct Pending<'p> {
     next_step: usize,
     step: &'p PolicyStep,
     external: &'p ExternalStep,
+    /// The digest of the request as its runner sent it, which the task carries on.
+    request_digest: [u8; 32],
 }
 
 /// The outcome of handling one delivery.
@@ -100,19 +107,33 @@ pub struct Answered {
     pub human: bool,
 }
 
+/// An external step's answer, from a `StepResult` whose task's seal held.
+struct Incoming {
+    /// The sealed task's step index.
+    step: usize,
+    /// The sealed task's step name.
+    name: String,
+    /// The answer.
+    answer: v1::StepAnswer,
+    /// The whole result, whose signature a human answer needs.
+    result: v1::StepResult,
+}
+
 /// Turns deliveries into messages, for one fleet prefix.
 #[derive(Debug)]
 pub struct Handler {
     topology: Topology,
     policies: PolicyStore,
     worker_id: String,
+    trust: Trust,
 }
 
 impl Handler {
-    /// A handler for the fleet of `topology`, resolving policies with `policies`;
-    /// `worker_id` is recorded as `decided_by` of what built-in steps decide.
-    pub fn new(topology: Topology, policies: PolicyStore, worker_id: impl Into<String>) -> Self {
-        Handler { topology, policies, worker_id: worker_id.into() }
+    /// A handler for the fleet of `topology`, resolving policies with `policies`, proving and
+    /// checking with `trust`; `worker_id` is recorded as `decided_by` of what built-in steps
+    /// decide.
+    pub fn new(topology: Topology, policies: PolicyStore, worker_id: impl Into<String>, trust: Trust) -> Self {
+        Handler { topology, policies, worker_id: worker_id.into(), trust }
     }
 
     /// Handles a `Request` from the requests queue.
@@ -123,8 +144,19 @@ impl Handler {
                 return self.dead(message, None, ErrorCode::BadMessage, format!("not an airlock.v1.Request: {e}"));
             }
         };
+        let digest = airlock_integrity::digest(&message.body);
+        let fail = |code, text: String| self.dead(message, Some((&request, &digest)), code, text);
+        if request.chain.is_some() {
+            return fail(
+                ErrorCode::Refused,
+                "a runner's request carries no chain state; only sealed step tasks do".into(),
+            );
+        }
+        if let Err(e) = self.trust.check_runner_key(&request.runner_key) {
+            return self.dead(message, None, ErrorCode::BadMessage, e.to_string());
+        }
         let trace = trace_headers(&message.headers);
-        self.advance(message, request, None, &trace, now_ms)
+        self.advance(message, request, digest, None, &trace, now_ms)
     }
 
     /// Handles a `StepResult` from the results queue.
@@ -135,17 +167,48 @@ impl Handler {
                 return self.dead(message, None, ErrorCode::BadMessage, format!("not an airlock.v1.StepResult: {e}"));
             }
         };
-        let (Some(task), Some(answer)) = (result.task, result.answer) else {
+        let (Some(task), Some(answer)) = (result.task.as_ref(), result.answer.clone()) else {
             return self.dead(message, None, ErrorCode::BadMessage, "a StepResult needs its task and an answer");
         };
-        let Some(request) = task.request else {
+        // Nothing of a result is read before its task's seal holds, and an answer refused is
+        // not answered to the runner: the chain still waits for a true answer, or its deadline.
+        if let Err(e) = self.trust.check_seal(task) {
+            return self.dead(message, None, ErrorCode::Refused, e.to_string());
+        }
+        let Some(request) = task.request.clone() else {
             return self.dead(message, None, ErrorCode::BadMessage, "the StepResult's task carries no request");
         };
+        let Ok(digest) = <[u8; 32]>::try_from(task.request_digest.as_slice()) else {
+            return self.dead(message, None, ErrorCode::BadMessage, "the StepResult's task has no request digest");
+        };
+        if let Some(step) = answer.step.filter(|step| *step != task.step) {
+            let text = format!("the answer is for step {step}, its task for step {}", task.step);
+            return self.dead(message, None, ErrorCode::Refused, text);
+        }
         let mut trace = trace_headers(&message.headers);
         if trace.is_empty() {
-            trace = task.trace_context;
+            trace = task.trace_context.clone();
         }
-        self.advance(message, request, Some((task.step as usize, answer)), &trace, now_ms)
+        let incoming = Incoming { step: task.step as usize, name: task.name.clone(), answer, result };
+        self.advance(message, request, digest, Some(incoming), &trace, now_ms)
+    }
+
+    /// Refuses an answer for a step that is not the external step its task names, or that
+    /// does not come from who must give it.
+    fn check_answer(&self, message: &Message, policy: &Policy, incoming: &Incoming) -> Result<(), String> {
+        let step = policy.steps().get(incoming.step);
+        let Some(Step::External(external)) = step.map(|step| &step.step) else {
+            return Err(format!("step {} takes no answers from outside the fleet", incoming.step));
+        };
+        let name = step.map(|step| step.name.to_string()).unwrap_or_default();
+        if name != incoming.name {
+            return Err(format!("step {} is '{name}', not '{}'", incoming.step, incoming.name));
+        }
+        self.trust.check_publisher(&name, message.user_id.as_deref()).map_err(|e| e.to_string())?;
+        if matches!(external, ExternalStep::Human(_)) {
+            self.trust.check_reviewer(&incoming.result).map_err(|e: Distrust| e.to_string())?;
+        }
+        Ok(())
     }
 
     /// Runs a request's chain from where it stands, with an external answer if one came.
@@ -153,11 +216,12 @@ impl Handler {
         &self,
         message: &Message,
         request: v1::Request,
-        answer: Option<(usize, v1::StepAnswer)>,
+        digest: [u8; 32],
+        incoming: Option<Incoming>,
         trace: &BTreeMap<String, String>,
         now_ms: i64,
     ) -> Handled {
-        let fail = |code: ErrorCode, text: String| self.dead(message, Some(&request), code, text);
+        let fail = |code: ErrorCode, text: String| self.dead(message, Some((&request, &digest)), code, text);
         let Some(kind) = request_kind(&request) else {
             return fail(ErrorCode::BadMessage, "the request has neither an approval nor a review body".into());
         };
@@ -168,6 +232,11 @@ impl Handler {
             Ok(policy) => policy,
             Err(e) => return fail(e.code(), e.to_string()),
         };
+        if let Some(incoming) = &incoming
+            && let Err(text) = self.check_answer(message, &policy, incoming)
+        {
+            return self.dead(message, None, ErrorCode::Refused, text);
+        }
         let (message_text, call, output) = match &request.body {
             Some(v1::request::Body::Approval(a)) => (a.message.as_str(), a.call.as_ref(), None),
             Some(v1::request::Body::Review(r)) => (r.message.as_str(), r.call.as_ref(), Some(r.output.as_str())),
@@ -185,11 +254,14 @@ impl Handler {
         };
         let state = ChainState { next_step: chain.next_step as usize, trail };
         let input = Input { call: &call, message: message_text, output };
-        let answer_step = answer.as_ref().map(|(step, _)| *step);
-        let (verdict, external) = match answer {
+        let answer_step = incoming.as_ref().map(|incoming| incoming.step);
+        let (verdict, external) = match incoming {
             None => (policy.evaluate(&input, state), None),
-            Some((step, wire_answer)) => match answer_from_wire(&wire_answer) {
-                Ok(answer) => (policy.resume(&input, state, step, answer), Some(wire_answer)),
+            Some(Incoming { step, answer: wire_answer, .. }) => match answer_from_wire(&wire_answer) {
+                Ok(answer) => {
+                    let published_by = message.user_id.clone().unwrap_or_default();
+                    (policy.resume(&input, state, step, answer), Some(v1::StepAnswer { published_by, ..wire_answer }))
+                }
                 Err(e) => return fail(ErrorCode::InvalidAnswer, e.to_string()),
             },
         };
@@ -217,7 +289,7 @@ impl Handler {
                 report.decided = Some(Decided { decision: outcome.decision, approver, latency_ms });
                 let trail = wire_trail(&outcome.trail);
                 let decision = self.decision(&request, kind, &policy, outcome, trail, now_ms);
-                Handled::Publish(self.publish_decision(&request, kind, decision), report)
+                Handled::Publish(self.publish_decision(&request, &digest, kind, decision), report)
             }
             Verdict::Pending { step, state } => {
                 let policy_step = &policy.steps()[step];
@@ -228,8 +300,15 @@ impl Handler {
                 let mut report = report(&state.trail);
                 report.forwarded = Some(policy_step.name.to_string());
                 let trail = wire_trail(&state.trail);
-                let pending = Pending { index: step, next_step: state.next_step, step: policy_step, external };
-                Handled::Publish(vec![self.step_task(&request, policy.kind(), pending, trail, trace, now_ms)], report)
+                let pending = Pending {
+                    index: step,
+                    next_step: state.next_step,
+                    step: policy_step,
+                    external,
+                    request_digest: digest,
+                };
+                let task = self.step_task(&request, policy.kind(), pending, trail, trace, now_ms);
+                Handled::Publish(vec![task], report)
             }
             Verdict::Failed(error) => fail(ErrorCode::StepFailed, error.to_string()),
         }
@@ -249,9 +328,10 @@ impl Handler {
             .enumerate()
             .map(|(index, entry)| match (recorded.get(index), external) {
                 (Some(kept), _) => kept.clone(),
-                (None, Some(answer)) if index == recorded.len() => {
-                    entry_to_wire(entry, &answer.decided_by, answer.started_at_unix_ms, answer.answered_at_unix_ms)
-                }
+                (None, Some(answer)) if index == recorded.len() => v1::StepAnswer {
+                    published_by: answer.published_by.clone(),
+                    ..entry_to_wire(entry, &answer.decided_by, answer.started_at_unix_ms, answer.answered_at_unix_ms)
+                },
                 _ => entry_to_wire(entry, &self.worker_id, now_ms, now_ms),
             })
             .collect()
@@ -294,7 +374,13 @@ impl Handler {
         }
     }
 
-    fn publish_decision(&self, request: &v1::Request, kind: Kind, decision: v1::Decision) -> Vec<Outgoing> {
+    fn publish_decision(
+        &self,
+        request: &v1::Request,
+        digest: &[u8; 32],
+        kind: Kind,
+        decision: v1::Decision,
+    ) -> Vec<Outgoing> {
         let correlation = correlation(request, kind);
         let routing_key = format!("{kind}.{}", decision_name(decision.decision));
         let mut out = Vec::with_capacity(2);
@@ -302,7 +388,10 @@ impl Handler {
         if !request.reply_to.is_empty() {
             out.push(Outgoing {
                 destination: Destination::queue(request.reply_to.clone()),
-                message: Message::new(reply_with_decision(&encoded)).with_correlation_id(correlation.clone()),
+                message: Message::new(
+                    self.trust.reply(reply_with_decision(&encoded), &request.runner_key, digest).encode_to_vec(),
+                )
+                .with_correlation_id(correlation.clone()),
                 declare: None,
             });
         }
@@ -324,13 +413,13 @@ impl Handler {
         trace_context: &BTreeMap<String, String>,
         now_ms: i64,
     ) -> Outgoing {
-        let Pending { index, next_step, step: policy_step, external } = pending;
+        let Pending { index, next_step, step: policy_step, external, request_digest } = pending;
         let mut forwarded = request.clone();
         forwarded.chain = Some(v1::ChainState { next_step: next_step as u32, trail });
         let timeout = external.timeout();
         let step_deadline = timeout.after.map(|after| Deadline::after(now_ms, after));
         let deadline = Deadline::earliest(step_deadline, Deadline::from_wire(request.deadline_unix_ms));
-        let task = v1::StepTask {
+        let mut task = v1::StepTask {
             request: Some(forwarded),
             step: index as u32,
             name: policy_step.name.to_string(),
@@ -338,7 +427,10 @@ impl Handler {
             deadline_unix_ms: Deadline::to_wire(deadline),
             on_timeout: decision_to_wire(timeout.on_timeout).into(),
             trace_context: trace_context.clone(),
+            request_digest: request_digest.to_vec(),
+            seal: Vec::new(),
         };
+        self.trust.seal(&mut task);
         let message = |body: Vec<u8>| {
             Message::new(body)
                 .with_correlation_id(correlation(request, kind))
@@ -365,23 +457,31 @@ impl Handler {
         }
     }
 
+    /// Dead-letters `message`; with the request it carried (and that request's digest), the
+    /// runner gets a proved `Error`, without it the reply is addressed by the message's
+    /// properties and unproved.
     fn dead(
         &self,
         message: &Message,
-        request: Option<&v1::Request>,
+        request: Option<(&v1::Request, &[u8; 32])>,
         code: ErrorCode,
         text: impl Into<String>,
     ) -> Handled {
         let reason = DeadReason::new(code, text);
-        let reply_to = request.map(|r| r.reply_to.as_str()).filter(|q| !q.is_empty()).or(message.reply_to.as_deref());
+        let reply_to =
+            request.map(|(r, _)| r.reply_to.as_str()).filter(|q| !q.is_empty()).or(message.reply_to.as_deref());
         let correlation = message.correlation_id.clone();
         let reply = reply_to.map(|queue| {
             let error = v1::Error {
-                key: request.and_then(|r| r.key.clone()),
+                key: request.and_then(|(r, _)| r.key.clone()),
                 code: reason.code.as_str().to_owned(),
                 message: reason.text.clone(),
             };
-            let reply = v1::Reply { body: Some(v1::reply::Body::Error(error)) };
+            let body = v1::ReplyBody { body: Some(v1::reply_body::Body::Error(error)) }.encode_to_vec();
+            let reply = match request {
+                Some((request, digest)) => self.trust.reply(body, &request.runner_key, digest),
+                None => v1::Reply { body, ..Default::default() },
+            };
             let mut message = Message::new(reply.encode_to_vec());
             message.correlation_id = correlation;
             Box::new(Outgoing { destination: Destination::queue(queue.to_owned()), message, declare: None })
@@ -390,12 +490,12 @@ impl Handler {
     }
 }
 
-/// A `Reply` carrying the decision whose encoding is `decision`, byte for byte what encoding
-/// `Reply { body: Decision(..) }` gives, without encoding the decision a second time (the
-/// audit message carries the same bytes): the field's key, the length, the bytes.
+/// A `ReplyBody` carrying the decision whose encoding is `decision`, byte for byte what
+/// encoding `ReplyBody { body: Decision(..) }` gives, without encoding the decision a second
+/// time (the audit message carries the same bytes): the field's key, the length, the bytes.
 fn reply_with_decision(decision: &[u8]) -> Vec<u8> {
     use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
-    /// `Reply.decision`'s field number in `airlock.proto`.
+    /// `ReplyBody.decision`'s field number in `airlock.proto`.
     const REPLY_DECISION: u32 = 1;
     let mut reply = Vec::with_capacity(1 + encoded_len_varint(decision.len() as u64) + decision.len());
     encode_key(REPLY_DECISION, WireType::LengthDelimited, &mut reply);

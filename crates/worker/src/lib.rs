@@ -9,6 +9,7 @@
 //!
 //! Layout:
 //! - [`handler`]: what to publish for a request or a step result (pure, no I/O).
+//! - [`trust`]: reply proofs, task seals, and who may answer a step.
 //! - [`policies`]: inline and named policies, compiled once and reloaded on change.
 //! - [`offline`]: the engine on a policy file and calls, without a fleet (`airlock policy`).
 //! - [`run`]: the worker's handling of each delivery (publish, then acknowledge), served by
@@ -19,6 +20,7 @@
 pub mod handler;
 pub mod offline;
 pub mod policies;
+pub mod trust;
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -34,9 +36,10 @@ use tracing::{Instrument, debug, debug_span, info, warn};
 
 use crate::handler::{Handled, Handler, Outgoing, Report};
 use crate::policies::PolicyStore;
+use crate::trust::Trust;
 
 /// How a worker runs.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct WorkerConfig {
     /// The fleet's prefix: every queue and exchange name starts with it.
     pub prefix: String,
@@ -48,6 +51,8 @@ pub struct WorkerConfig {
     pub worker_id: String,
     /// Where the worker counts what it does (shared with whoever serves the metrics).
     pub metrics: Arc<Metrics>,
+    /// The fleet key it proves and seals with, and who may answer its steps.
+    pub trust: Trust,
 }
 
 /// The worker could not start or keep running.
@@ -69,7 +74,12 @@ pub async fn run<T: Transport>(
     transport.declare(&topology).await?;
     let metrics = config.metrics.clone();
     let worker = Arc::new(Worker {
-        handler: Handler::new(topology.clone(), PolicyStore::new(config.policy_dir.clone()), config.worker_id.clone()),
+        handler: Handler::new(
+            topology.clone(),
+            PolicyStore::new(config.policy_dir.clone()),
+            config.worker_id.clone(),
+            config.trust,
+        ),
         transport: transport.clone(),
         topology: topology.clone(),
         declared: Mutex::new(HashSet::new()),

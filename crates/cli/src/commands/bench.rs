@@ -21,9 +21,12 @@ mod report;
 mod traffic;
 
 use std::collections::HashSet;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use airlock_client::ClientConfig;
+use airlock_integrity::FleetKey;
 use airlock_transport::{Topology, Transport};
 use clap::Args;
 
@@ -33,7 +36,7 @@ pub use self::echo::{EchoArgs, serve as serve_echo};
 use self::fleet::FleetLoad;
 use self::report::{Report, Side};
 use self::traffic::Phase;
-use super::{Failure, FleetArgs, connect, shutdown_signal};
+use super::{Failure, FleetArgs, connect, fleet_keys, shutdown_signal};
 
 /// Arguments of `airlock bench`.
 #[derive(Debug, Args)]
@@ -44,6 +47,13 @@ pub struct BenchArgs {
     /// The fleet's prefix (default: a fresh one, removed at the end).
     #[arg(long)]
     prefix: Option<String>,
+    /// With --workers 0: the running fleet's public key file (`fleet.pub`) its decisions are
+    /// verified with. The bench's own workers run with a key made for the run.
+    #[arg(long, env = "AIRLOCK_VERIFY_KEY", value_delimiter = ',')]
+    verify_key: Vec<PathBuf>,
+    /// The CA certificates (PEM) an amqps:// broker's certificate is verified against.
+    #[arg(long, env = "AIRLOCK_CA_FILE")]
+    ca_file: Option<PathBuf>,
     /// Policy workers to start; 0 uses the workers already running on --prefix.
     #[arg(long, default_value_t = 1)]
     workers: u16,
@@ -148,10 +158,14 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
     let created = args.prefix.is_none();
     let unique = format!("{}-{}", std::process::id(), &uuid::Uuid::now_v7().simple().to_string()[24..]);
     let prefix = args.prefix.clone().unwrap_or_else(|| format!("airlock-bench-{unique}"));
-    let names = Names { runner: format!("bench-{unique}"), echo_owner: format!("bench-echo-{unique}") };
+    let names = Names {
+        runner: format!("bench-{unique}"),
+        echo_owner: format!("bench-echo-{unique}"),
+        keys: std::env::temp_dir().join(format!("airlock-bench-{unique}")),
+    };
 
     // Fail fast, before starting anything, if the broker is not there.
-    let fleet = FleetArgs { amqp: args.amqp.clone(), prefix: prefix.clone() };
+    let fleet = FleetArgs { amqp: args.amqp.clone(), prefix: prefix.clone(), ca_file: args.ca_file.clone() };
     let cleanup = connect(&fleet, "bench cleanup").await?;
     let mut children = Children::default();
     let guard = Duration::from_secs_f64(args.max_seconds);
@@ -163,6 +177,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
         () = shutdown_signal() => Err("the bench was interrupted".to_owned()),
     };
     children.stop_all().await;
+    let _ = std::fs::remove_dir_all(&names.keys);
     let mut topology = echo::topology(&prefix, ECHO, Some(&names.echo_owner)).with_reply_queue(&names.runner);
     if created {
         topology = topology_with_core(topology);
@@ -181,10 +196,11 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The names of the bench's private queues' owners.
+/// The names of the bench's private queues' owners, and where its workers' key is made.
 struct Names {
     runner: String,
     echo_owner: String,
+    keys: PathBuf,
 }
 
 /// `topology` plus the core of a fleet on the same prefix.
@@ -215,10 +231,24 @@ async fn bench(
     // each idles while the other side is measured.
     let runner = connect(fleet, "bench runner").await?;
     runner.declare(&Topology::new(prefix)).await.map_err(|e| Failure::other(format!("declare: {e}")))?;
+    // Signed, as a fleet runs: the bench's workers prove every reply, its runner checks them.
+    let fleet_keys = match args.workers {
+        0 => fleet_keys(&args.verify_key)?,
+        _ => Some(
+            FleetKey::generate_files(&names.keys, "fleet")
+                .map_err(|e| Failure::other(e.to_string()))?
+                .public_key()
+                .into(),
+        ),
+    };
+    let signing_key = names.keys.join("fleet.key");
+    let signing_key =
+        signing_key.to_str().ok_or_else(|| Failure::config("the temporary directory's path is not UTF-8"))?;
     let mut workers = Vec::new();
     for index in 0..args.workers {
         let id = format!("bench-worker-{index}");
-        let worker_args = ["worker", "--prefix", prefix, "--concurrency", &concurrency, "--id", &id];
+        let worker_args =
+            ["worker", "--prefix", prefix, "--concurrency", &concurrency, "--id", &id, "--signing-key", signing_key];
         children.spawn(&id, &args.amqp, &worker_args)?;
         workers.push(id);
     }
@@ -227,8 +257,13 @@ async fn bench(
     let requester = connect(fleet, "bench echo requester").await?;
 
     let shared = Shared::default();
-    let mut fleet_load =
-        FleetLoad::start(runner.clone(), prefix, &names.runner, settings, &workers, children, &shared).await?;
+    let config = ClientConfig {
+        prefix: prefix.to_owned(),
+        runner_id: names.runner.clone(),
+        default_timeout: settings.timeout,
+        fleet_keys,
+    };
+    let mut fleet_load = FleetLoad::start(runner.clone(), config, settings, &workers, children, &shared).await?;
     let mut echo_load = EchoLoad::start(requester.clone(), prefix, &names.echo_owner, settings, children).await?;
 
     // Rounds alternate the two sides (and which goes first), so a load that comes and goes

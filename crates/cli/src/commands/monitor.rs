@@ -62,6 +62,9 @@ pub struct RunArgs {
     /// The fleet's prefix: every queue and exchange name starts with it.
     #[arg(long, env = "AIRLOCK_PREFIX", default_value = "airlock")]
     prefix: String,
+    /// The CA certificates (PEM) an amqps:// broker's certificate is verified against.
+    #[arg(long, env = "AIRLOCK_CA_FILE")]
+    ca_file: Option<PathBuf>,
     /// The external step served: tasks come from `<prefix>.step.<step>`.
     #[arg(long)]
     step: Option<String>,
@@ -138,7 +141,8 @@ pub fn run(args: MonitorArgs) -> ExitCode {
 async fn serve(args: RunArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
     let missing = |what: &str| Failure::config(format!("--{what} is required"));
     // Optional in clap, so that `airlock monitor calibrate` needs none of them.
-    let fleet = FleetArgs { amqp: args.amqp.ok_or_else(|| missing("amqp"))?, prefix: args.prefix };
+    let fleet =
+        FleetArgs { amqp: args.amqp.ok_or_else(|| missing("amqp"))?, prefix: args.prefix, ca_file: args.ca_file };
     let step = args.step.ok_or_else(|| missing("step"))?;
     let kind = ProviderKind::from(args.provider.ok_or_else(|| missing("provider"))?);
     let model = args.model.ok_or_else(|| missing("model"))?;

@@ -15,7 +15,7 @@ use airlock_records::view::{DecisionView, Refusal, RefusedView};
 use clap::Args;
 use serde_json::Value;
 
-use super::{Failure, FleetArgs, KindArg, connect, print_json};
+use super::{Failure, FleetArgs, KindArg, connect, fleet_keys, print_json};
 
 /// Arguments of `airlock request`.
 #[derive(Debug, Args)]
@@ -40,6 +40,10 @@ pub struct RequestArgs {
     /// Seconds to wait before failing closed.
     #[arg(long, default_value_t = 30.0)]
     timeout: f64,
+    /// The fleet's public key file (`fleet.pub`): the decision is taken only when proved by
+    /// it (repeat for several). Without it, the reply is taken unproved.
+    #[arg(long, env = "AIRLOCK_VERIFY_KEY", value_delimiter = ',')]
+    verify_key: Vec<PathBuf>,
 }
 
 /// Sends the request and prints the decision.
@@ -60,6 +64,7 @@ pub async fn run(args: RequestArgs) -> Result<(), Failure> {
         call,
         output: args.output,
         timeout: Duration::from_secs_f64(args.timeout),
+        fleet_keys: fleet_keys(&args.verify_key)?,
     };
     let transport = connect(&args.fleet, "request").await?;
     match airlock_client::request::send(transport, request).await {

@@ -9,6 +9,7 @@
 //! invisible characters appear as `‹U+XXXX›` instead of acting on the terminal.
 
 use std::io::BufRead as _;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use airlock_policy::Kind;
@@ -20,7 +21,7 @@ use airlock_reviewer::{ReviewerConfig, Service, instance_for_store};
 use clap::Args;
 use tokio::sync::mpsc;
 
-use super::{Failure, FleetArgs, connect};
+use super::{Failure, FleetArgs, connect, reviewer_signing_key};
 
 /// How often an empty queue is looked at again.
 const POLL: Duration = Duration::from_secs(1);
@@ -43,6 +44,12 @@ pub struct ReviewArgs {
     /// The fleet's prefix (with --amqp).
     #[arg(long, env = "AIRLOCK_PREFIX", default_value = "airlock")]
     prefix: String,
+    /// The CA certificates (PEM) an amqps:// broker's certificate is verified against (with --amqp).
+    #[arg(long, env = "AIRLOCK_CA_FILE")]
+    ca_file: Option<PathBuf>,
+    /// The key your answers are signed with, as a reviewer service's (with --amqp).
+    #[arg(long, env = "AIRLOCK_REVIEWER_SIGNING_KEY")]
+    signing_key: Option<PathBuf>,
     /// The pools to serve (with --amqp), comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "default")]
     pools: Vec<String>,
@@ -79,9 +86,14 @@ pub async fn run(args: ReviewArgs) -> Result<(), Failure> {
                 store: args.store.clone(),
                 listen: "127.0.0.1:0".parse().expect("a loopback address"),
                 reviewers,
+                signing_key: reviewer_signing_key(args.signing_key.as_deref())?,
             };
             config.validate().map_err(|e| Failure::config(e.to_string()))?;
-            let transport = connect(&FleetArgs { amqp: amqp.clone(), prefix: args.prefix.clone() }, "review").await?;
+            let transport = connect(
+                &FleetArgs { amqp: amqp.clone(), prefix: args.prefix.clone(), ca_file: args.ca_file.clone() },
+                "review",
+            )
+            .await?;
             let service = Service::start(transport.clone(), config).await.map_err(|e| Failure::other(e.to_string()))?;
             let api = Api::new(&format!("http://{}", service.local_addr()), &token);
             let outcome = console(api).await;

@@ -13,7 +13,10 @@ use airlock_telemetry::metrics::Metrics;
 
 use clap::{Args, Subcommand};
 
-use super::{Failure, FleetArgs, LOG_TOOL, TelemetryArgs, block_on, block_on_role, connect, shutdown_signal};
+use super::{
+    Failure, FleetArgs, LOG_TOOL, TelemetryArgs, block_on, block_on_role, connect, reviewer_signing_key,
+    shutdown_signal,
+};
 
 /// Arguments of `airlock reviewer`.
 #[derive(Debug, Args)]
@@ -41,6 +44,13 @@ pub struct ServeArgs {
     /// The fleet's prefix: every queue and exchange name starts with it.
     #[arg(long, env = "AIRLOCK_PREFIX", default_value = "airlock")]
     prefix: String,
+    /// The CA certificates (PEM) an amqps:// broker's certificate is verified against.
+    #[arg(long, env = "AIRLOCK_CA_FILE")]
+    ca_file: Option<PathBuf>,
+    /// The key this service signs the answers it records with (`reviewer.key` of `airlock
+    /// keys generate`); signed workers take human answers only signed by a key they hold.
+    #[arg(long, env = "AIRLOCK_REVIEWER_SIGNING_KEY")]
+    signing_key: Option<PathBuf>,
     /// Where tasks are stored: sqlite:PATH or postgres://user@host/db.
     #[arg(long, env = "AIRLOCK_REVIEWER_STORE", default_value = "sqlite:airlock-reviewer.db")]
     store: String,
@@ -118,8 +128,9 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
         store: args.store,
         listen: args.listen,
         reviewers,
+        signing_key: reviewer_signing_key(args.signing_key.as_deref())?,
     };
     config.validate().map_err(|e| Failure::config(e.to_string()))?;
-    let transport = connect(&FleetArgs { amqp, prefix: args.prefix }, "reviewer").await?;
+    let transport = connect(&FleetArgs { amqp, prefix: args.prefix, ca_file: args.ca_file }, "reviewer").await?;
     airlock_reviewer::run(transport, config, shutdown_signal()).await.map_err(|e| Failure::other(e.to_string()))
 }

@@ -33,7 +33,7 @@ async fn suite(store: Store) {
 
     // The first decision wins, with its answer leased in the outbox; a second changes nothing.
     let Decided::Recorded(entry) =
-        store.decide(&task, &verdict(Decision::Approve, "alice", 2_000), 2_000 + 30_000).await.unwrap()
+        store.decide(&task, &verdict(Decision::Approve, "alice", 2_000), &[], 2_000 + 30_000).await.unwrap()
     else {
         panic!("not recorded")
     };
@@ -42,13 +42,13 @@ async fn suite(store: Store) {
     assert_eq!((answer.decided_by.as_str(), answer.step, answer.approver.as_str()), ("alice", Some(2), "human"));
     assert_eq!(answer.decision, i32::from(v1::DecisionKind::Approve));
     assert_eq!(result.task, a.human.task);
-    let Decided::NotPending(now) = store.decide(&task, &verdict(Decision::Reject, "bob", 2_001), 0).await.unwrap()
+    let Decided::NotPending(now) = store.decide(&task, &verdict(Decision::Reject, "bob", 2_001), &[], 0).await.unwrap()
     else {
         panic!("decided twice")
     };
     assert_eq!(now.state, State::Decided(verdict(Decision::Approve, "alice", 2_000)));
     let missing = Task { id: "nope".into(), ..task.clone() };
-    assert_eq!(store.decide(&missing, &verdict(Decision::Approve, "x", 1), 0).await.unwrap(), Decided::NotFound);
+    assert_eq!(store.decide(&missing, &verdict(Decision::Approve, "x", 1), &[], 0).await.unwrap(), Decided::NotFound);
 
     // The outbox: leased rows wait for their lease; a released or expired one is claimed once.
     assert_eq!(store.unsent().await.unwrap(), 1);
@@ -145,7 +145,7 @@ async fn first_answer_wins(url: String) {
             races.spawn(async move {
                 let task = store.task(&id).await.unwrap().unwrap();
                 matches!(
-                    store.decide(&task, &verdict(Decision::Approve, who, 1), 1).await.unwrap(),
+                    store.decide(&task, &verdict(Decision::Approve, who, 1), &[], 1).await.unwrap(),
                     Decided::Recorded(_)
                 )
             });

@@ -113,7 +113,13 @@ impl Inner {
         let options = BasicPublishOptions { mandatory, immediate: false };
         let what = || format!("exchange {exchange}");
         let confirm = channel
-            .basic_publish(exchange.into(), routing_key.into(), options, &message.body, wire::properties(message))
+            .basic_publish(
+                exchange.into(),
+                routing_key.into(),
+                options,
+                &message.body,
+                wire::properties(message, &self.uri.authority.userinfo.username),
+            )
             .await
             .map_err(|e| wire::error(e, what))?;
         confirm.await.map_err(|e| wire::error(e, what))

@@ -63,10 +63,10 @@ pub(super) fn exchange_kind(kind: ExchangeKind) -> lapin::ExchangeKind {
     }
 }
 
-/// The AMQP properties of `message`: persistent, with its ids and string headers. Lengths
-/// were checked by [`Message::validate`].
-pub(super) fn properties(message: &Message) -> BasicProperties {
-    let mut properties = BasicProperties::default().with_delivery_mode(PERSISTENT);
+/// The AMQP properties of `message`, published as `user`: persistent, with its ids and string
+/// headers. Lengths were checked by [`Message::validate`].
+pub(super) fn properties(message: &Message, user: &str) -> BasicProperties {
+    let mut properties = BasicProperties::default().with_delivery_mode(PERSISTENT).with_user_id(short(user));
     if let Some(id) = &message.correlation_id {
         properties = properties.with_correlation_id(short(id));
     }
@@ -119,6 +119,7 @@ pub(super) fn delivery(delivery: lapin::message::Delivery, queue: &Arc<str>) -> 
         reply_to: owned(properties.reply_to()),
         headers,
         message_id: owned(properties.message_id()),
+        user_id: owned(properties.user_id()),
     };
     let acker = AmqpAcker { acker, queue: queue.clone() };
     Delivery::new(message, redelivered, delivery_count, Acker(AckerInner::Amqp(acker)))
@@ -240,7 +241,8 @@ mod tests {
             .with_reply_to("q")
             .with_message_id("m")
             .with_header("traceparent", "00-ab-cd-01");
-        let properties = properties(&message);
+        let properties = properties(&message, "runner-7");
+        assert_eq!(properties.user_id().as_ref().map(|s| s.as_str()), Some("runner-7"));
         assert_eq!(properties.correlation_id().as_ref().map(|s| s.as_str()), Some("c"));
         assert_eq!(properties.reply_to().as_ref().map(|s| s.as_str()), Some("q"));
         assert_eq!(properties.message_id().as_ref().map(|s| s.as_str()), Some("m"));

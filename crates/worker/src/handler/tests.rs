@@ -1,4 +1,6 @@
 use airlock_contract::v1;
+use airlock_integrity::{FleetKey, PublicKeys, RunnerKeys, SigningKey, VerifyError};
+use airlock_records::signed::{ReplyError, open_reply, sign_human_answer};
 use airlock_transport::{Destination, Message, Topology};
 use prost::Message as _;
 
@@ -6,8 +8,29 @@ use super::*;
 
 const POLICY: &str = "approvers:\n  - name: auto\n    tools: ls\n  - name: monitor\n    tools: rm\n    timeout: 5\n  - name: human\n    tools: \"*\"\n    pool: security\n";
 
+/// The broker user the monitor step answers as.
+const MONITOR_USER: &str = "step-monitor";
+
+fn fleet_key() -> FleetKey {
+    FleetKey::from_seed([7; 32])
+}
+
+fn reviewer_key() -> SigningKey {
+    SigningKey::from_seed([9; 32])
+}
+
+/// A worker of the fleet of [`fleet_key`] that trusts [`reviewer_key`], whose monitor step
+/// answers as [`MONITOR_USER`].
 fn handler() -> Handler {
-    Handler::new(Topology::new("t"), PolicyStore::new(None), "worker-1")
+    let trust = Trust::signed(fleet_key(), reviewer_key().public_key().into())
+        .with_step_users("monitor", [MONITOR_USER.to_owned()]);
+    Handler::new(Topology::new("t"), PolicyStore::new(None), "worker-1", trust)
+}
+
+/// The runner every request comes from, holding the fleet's public key.
+fn runner() -> &'static RunnerKeys {
+    static RUNNER: std::sync::OnceLock<RunnerKeys> = std::sync::OnceLock::new();
+    RUNNER.get_or_init(|| RunnerKeys::new(&fleet_key().public_key().into()).unwrap())
 }
 
 fn request(function: &str, deadline: i64) -> v1::Request {
@@ -28,7 +51,20 @@ fn request(function: &str, deadline: i64) -> v1::Request {
         deadline_unix_ms: deadline,
         requested_at_unix_ms: 1,
         reply_to: "t.reply.runner".into(),
+        runner_key: runner().public().to_vec(),
     }
+}
+
+/// A result as a step publishes it, answering as `user`.
+fn result_message(result: &v1::StepResult, user: &str) -> Message {
+    Message { user_id: Some(user.to_owned()), ..Message::new(result.encode_to_vec()) }
+}
+
+/// A human answer as a reviewer service holding `key` sends it.
+fn signed(key: &SigningKey, task: v1::StepTask, answer: v1::StepAnswer) -> v1::StepResult {
+    let mut result = v1::StepResult { task: Some(task), answer: Some(answer), ..Default::default() };
+    sign_human_answer(key, &mut result);
+    result
 }
 
 fn published(handled: Handled) -> Vec<Outgoing> {
@@ -38,8 +74,13 @@ fn published(handled: Handled) -> Vec<Outgoing> {
     }
 }
 
-fn reply(out: &Outgoing) -> v1::reply::Body {
-    v1::Reply::decode(out.message.body.as_ref()).unwrap().body.unwrap()
+/// What a reply to the request encoded as `request` says, once the runner's proof holds.
+fn opened(out: &Outgoing, request: &[u8]) -> Result<v1::reply_body::Body, ReplyError> {
+    open_reply(&out.message.body, Some(runner()), &airlock_integrity::digest(request))
+}
+
+fn reply(out: &Outgoing) -> v1::reply_body::Body {
+    opened(out, &request("ls", 0).encode_to_vec()).unwrap()
 }
 
 #[test]
@@ -48,7 +89,7 @@ fn a_built_in_decision_goes_to_the_runner_and_the_audit_exchange() {
     assert_eq!(out.len(), 2);
     assert_eq!(out[0].destination, Destination::queue("t.reply.runner"));
     assert_eq!(out[0].message.correlation_id.as_deref(), Some("approval/r/s/1/c"));
-    let v1::reply::Body::Decision(decision) = reply(&out[0]) else { panic!() };
+    let v1::reply_body::Body::Decision(decision) = reply(&out[0]) else { panic!() };
     assert_eq!(decision.decision(), v1::DecisionKind::Approve);
     assert_eq!(
         (decision.approver.as_str(), decision.step, decision.decided_by.as_str()),
@@ -76,8 +117,8 @@ fn a_handled_message_reports_its_decision_and_the_answer_that_came_in() {
         answered_at_unix_ms: 1_250,
         ..Default::default()
     };
-    let result = v1::StepResult { task: Some(task), answer: Some(answer) };
-    let Handled::Publish(_, report) = handler.on_result(&Message::new(result.encode_to_vec()), 1_300) else {
+    let result = v1::StepResult { task: Some(task), answer: Some(answer), ..Default::default() };
+    let Handled::Publish(_, report) = handler.on_result(&result_message(&result, MONITOR_USER), 1_300) else {
         panic!("decided")
     };
     assert_eq!(report.answered, Some(Answered { step: "monitor".into(), took_ms: 250, human: false }));
@@ -110,21 +151,27 @@ fn an_external_step_gets_the_request_and_its_chain_and_its_result_continues_it()
         decided_by: "monitor-7".into(),
         ..Default::default()
     };
-    let result = v1::StepResult { task: Some(task), answer: Some(answer) };
-    let out = published(handler.on_result(&Message::new(result.encode_to_vec()), 2_000));
+    let result = v1::StepResult { task: Some(task), answer: Some(answer), ..Default::default() };
+    let out = published(handler.on_result(&result_message(&result, MONITOR_USER), 2_000));
     assert_eq!(out[0].destination, Destination::queue("t.human.security"));
     let human = v1::HumanTask::decode(out[0].message.body.as_ref()).unwrap();
     assert_eq!(human.choices.len(), 3);
     let task = human.task.unwrap();
     let trail = &task.request.as_ref().unwrap().chain.as_ref().unwrap().trail;
-    assert_eq!((trail[0].approver.as_str(), trail[0].decided_by.as_str()), ("monitor", "monitor-7"));
+    assert_eq!(
+        (trail[0].approver.as_str(), trail[0].decided_by.as_str(), trail[0].published_by.as_str()),
+        ("monitor", "monitor-7", MONITOR_USER)
+    );
 
     // The human approves: the decision names the reviewer.
     let answer =
         v1::StepAnswer { decision: v1::DecisionKind::Approve.into(), decided_by: "alice".into(), ..Default::default() };
-    let result = v1::StepResult { task: Some(task), answer: Some(answer) };
-    let out = published(handler.on_result(&Message::new(result.encode_to_vec()), 3_000));
-    let v1::reply::Body::Decision(decision) = reply(&out[0]) else { panic!() };
+    let result = signed(&reviewer_key(), task, answer);
+    let out = published(handler.on_result(&result_message(&result, "reviewer"), 3_000));
+    let v1::reply_body::Body::Decision(decision) = opened(&out[0], &request("rm", 50_000).encode_to_vec()).unwrap()
+    else {
+        panic!()
+    };
     assert_eq!(
         (decision.decision(), decision.approver.as_str(), decision.decided_by.as_str()),
         (v1::DecisionKind::Approve, "human", "alice")
@@ -140,7 +187,10 @@ fn garbage_is_dead_lettered_with_an_error_to_whoever_sent_it() {
     assert_eq!(reason.code, ErrorCode::BadMessage, "{reason}");
     assert_eq!(reply_out.destination, Destination::queue("t.reply.x"));
     assert_eq!(reply_out.message.correlation_id.as_deref(), Some("approval/a/b/1/c"));
-    let v1::reply::Body::Error(error) = reply(&reply_out) else { panic!() };
+    // Nothing tells whose request it was, so nothing can prove the error to its runner.
+    let unproved = open_reply(&reply_out.message.body, Some(runner()), &[0; 32]);
+    assert!(matches!(unproved, Err(ReplyError::Unproved(VerifyError::Unsigned))), "{unproved:?}");
+    let Ok(v1::reply_body::Body::Error(error)) = open_reply(&reply_out.message.body, None, &[0; 32]) else { panic!() };
     assert_eq!(error.code, "bad_message");
 }
 
@@ -151,7 +201,7 @@ fn policy_problems_are_reported_with_their_code() {
     let Handled::Dead { reply: Some(out), .. } = handler().on_request(&Message::new(unknown.encode_to_vec()), 0) else {
         panic!()
     };
-    let v1::reply::Body::Error(error) = reply(&out) else { panic!() };
+    let v1::reply_body::Body::Error(error) = opened(&out, &unknown.encode_to_vec()).unwrap() else { panic!() };
     assert_eq!(error.code, "unknown_policy");
     assert_eq!(error.key.unwrap().tool_call_id, "c");
 
@@ -173,14 +223,194 @@ fn a_request_past_its_deadline_is_dropped() {
 #[test]
 fn a_reply_wraps_the_encoded_decision_exactly_as_prost_would() {
     let out = published(handler().on_request(&Message::new(request("ls", 0).encode_to_vec()), 10));
-    let v1::reply::Body::Decision(decision) = reply(&out[0]) else { panic!() };
+    let v1::reply_body::Body::Decision(decision) = reply(&out[0]) else { panic!() };
     assert_eq!(out[1].message.body.as_ref(), decision.encode_to_vec().as_slice(), "the audit carries the decision");
-    let wrapped = v1::Reply { body: Some(v1::reply::Body::Decision(decision.clone())) }.encode_to_vec();
-    assert_eq!(out[0].message.body.as_ref(), wrapped.as_slice());
+    let wrapped = v1::ReplyBody { body: Some(v1::reply_body::Body::Decision(decision.clone())) }.encode_to_vec();
+    assert_eq!(v1::Reply::decode(out[0].message.body.as_ref()).unwrap().body, wrapped);
     // Past 127 bytes the length takes two bytes, past 16383 three.
     for size in [0, 100, 200, 20_000] {
         let big = v1::Decision { explanation: Some("x".repeat(size)), ..decision.clone() };
-        let wrapped = v1::Reply { body: Some(v1::reply::Body::Decision(big.clone())) }.encode_to_vec();
+        let wrapped = v1::ReplyBody { body: Some(v1::reply_body::Body::Decision(big.clone())) }.encode_to_vec();
         assert_eq!(super::reply_with_decision(&big.encode_to_vec()), wrapped, "explanation of {size} bytes");
     }
+}
+
+// === integrity: what an attacker on the broker can send ===
+
+/// The monitor task of a fresh `rm` request (deadline 50 s), as the worker sealed it.
+fn monitor_task(handler: &Handler) -> v1::StepTask {
+    monitor_task_of(handler, request("rm", 50_000))
+}
+
+fn monitor_task_of(handler: &Handler, request: v1::Request) -> v1::StepTask {
+    let out = published(handler.on_request(&Message::new(request.encode_to_vec()), 1_000));
+    v1::StepTask::decode(out[0].message.body.as_ref()).unwrap()
+}
+
+fn answer(decision: v1::DecisionKind) -> v1::StepAnswer {
+    v1::StepAnswer { decision: decision.into(), decided_by: "someone".into(), ..Default::default() }
+}
+
+fn refused(handled: Handled) -> String {
+    match handled {
+        Handled::Dead { reason, reply } => {
+            assert_eq!(reason.code, ErrorCode::Refused, "{reason}");
+            assert!(reply.is_none(), "a refused answer is not answered to the runner");
+            reason.text
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_reply_is_proved_for_its_runner_and_its_request_only() {
+    let asked = request("ls", 0).encode_to_vec();
+    let out = published(handler().on_request(&Message::new(asked.clone()), 10));
+    assert!(opened(&out[0], &asked).is_ok());
+    // Replayed onto another call: the runner's digest of that request differs.
+    let other = request("cat", 0).encode_to_vec();
+    assert!(matches!(opened(&out[0], &other), Err(ReplyError::Unproved(VerifyError::Invalid))));
+    // Another runner cannot take it either, nor can a runner of another fleet.
+    let stranger = RunnerKeys::new(&fleet_key().public_key().into()).unwrap();
+    let digest = airlock_integrity::digest(&asked);
+    assert!(open_reply(&out[0].message.body, Some(&stranger), &digest).is_err());
+    let elsewhere = RunnerKeys::new(&FleetKey::from_seed([8; 32]).public_key().into()).unwrap();
+    let unknown = open_reply(&out[0].message.body, Some(&elsewhere), &digest);
+    assert!(matches!(unknown, Err(ReplyError::Unproved(VerifyError::UnknownKey(_)))), "{unknown:?}");
+    // A forged body under the genuine proof.
+    let mut forged = v1::Reply::decode(out[0].message.body.as_ref()).unwrap();
+    let last = forged.body.len() - 1;
+    forged.body[last] ^= 1;
+    assert!(open_reply(&forged.encode_to_vec(), Some(runner()), &digest).is_err());
+}
+
+#[test]
+fn a_runner_request_carrying_chain_state_is_dead_lettered_with_a_proved_error() {
+    let mut skipping = request("rm", 0);
+    skipping.chain = Some(v1::ChainState { next_step: 2, trail: Vec::new() });
+    let encoded = skipping.encode_to_vec();
+    let Handled::Dead { reason, reply: Some(out) } = handler().on_request(&Message::new(encoded.clone()), 0) else {
+        panic!()
+    };
+    assert_eq!(reason.code, ErrorCode::Refused, "{reason}");
+    let v1::reply_body::Body::Error(error) = opened(&out, &encoded).unwrap() else { panic!() };
+    assert_eq!(error.code, "refused");
+}
+
+#[test]
+fn a_runner_key_no_reply_can_be_proved_for_is_a_bad_message() {
+    for key in [vec![1; 31], vec![0; 32]] {
+        let mut bad = request("ls", 0);
+        bad.runner_key = key;
+        let Handled::Dead { reason, .. } = handler().on_request(&Message::new(bad.encode_to_vec()), 0) else {
+            panic!()
+        };
+        assert_eq!(reason.code, ErrorCode::BadMessage, "{reason}");
+    }
+}
+
+#[test]
+fn a_task_not_as_the_fleet_sealed_it_is_refused() {
+    let handler = handler();
+    let task = monitor_task(&handler);
+    let mut skipping = task.clone();
+    skipping.request.as_mut().unwrap().chain.as_mut().unwrap().next_step = 3;
+    let mut unsealed = task.clone();
+    unsealed.seal.clear();
+    let mut replayed = task.clone();
+    replayed.request_digest = airlock_integrity::digest(b"another request").to_vec();
+    let other_fleet = Trust::signed(FleetKey::from_seed([8; 32]), PublicKeys::default());
+    let mut foreign = task.clone();
+    other_fleet.seal(&mut foreign);
+    for (what, task) in [("skipping", skipping), ("unsealed", unsealed), ("replayed", replayed), ("foreign", foreign)] {
+        let result =
+            v1::StepResult { task: Some(task), answer: Some(answer(v1::DecisionKind::Approve)), ..Default::default() };
+        let text = refused(handler.on_result(&result_message(&result, MONITOR_USER), 2_000));
+        assert!(text.contains("not sealed"), "{what}: {text}");
+    }
+}
+
+#[test]
+fn an_answer_for_another_step_or_a_built_in_step_is_refused() {
+    let handler = handler();
+    let task = monitor_task(&handler);
+    let mut elsewhere = answer(v1::DecisionKind::Approve);
+    elsewhere.step = Some(0);
+    let result = v1::StepResult { task: Some(task.clone()), answer: Some(elsewhere), ..Default::default() };
+    assert!(refused(handler.on_result(&result_message(&result, MONITOR_USER), 2_000)).contains("for step 0"));
+
+    // Even a task sealed with the fleet's key is not answered for a built-in step.
+    let mut built_in = task;
+    built_in.step = 0;
+    built_in.name = "auto".into();
+    handler.trust.seal(&mut built_in);
+    let result =
+        v1::StepResult { task: Some(built_in), answer: Some(answer(v1::DecisionKind::Approve)), ..Default::default() };
+    assert!(
+        refused(handler.on_result(&result_message(&result, MONITOR_USER), 2_000)).contains("no answers from outside")
+    );
+}
+
+#[test]
+fn an_answer_from_a_broker_user_the_step_does_not_list_is_refused() {
+    let handler = handler();
+    let result = v1::StepResult {
+        task: Some(monitor_task(&handler)),
+        answer: Some(answer(v1::DecisionKind::Approve)),
+        ..Default::default()
+    };
+    let text = refused(handler.on_result(&result_message(&result, "step-other"), 2_000));
+    assert!(text.contains("step-other"), "{text}");
+    refused(handler.on_result(&Message::new(result.encode_to_vec()), 2_000));
+    assert!(matches!(handler.on_result(&result_message(&result, MONITOR_USER), 2_000), Handled::Publish(..)));
+}
+
+#[test]
+fn a_human_answer_counts_only_signed_by_a_trusted_reviewer_service_for_its_task() {
+    let handler = handler();
+    let escalate = v1::StepResult {
+        task: Some(monitor_task(&handler)),
+        answer: Some(answer(v1::DecisionKind::Escalate)),
+        ..Default::default()
+    };
+    let out = published(handler.on_result(&result_message(&escalate, MONITOR_USER), 2_000));
+    let human = v1::HumanTask::decode(out[0].message.body.as_ref()).unwrap().task.unwrap();
+    let alice = v1::StepAnswer { decided_by: "alice".into(), ..answer(v1::DecisionKind::Approve) };
+
+    let unsigned = v1::StepResult { task: Some(human.clone()), answer: Some(alice.clone()), ..Default::default() };
+    assert!(refused(handler.on_result(&result_message(&unsigned, "reviewer"), 3_000)).contains("not signed"));
+    let stranger = signed(&SigningKey::from_seed([10; 32]), human.clone(), alice.clone());
+    assert!(refused(handler.on_result(&result_message(&stranger, "reviewer"), 3_000)).contains("unknown key"));
+    let mut renamed = signed(&reviewer_key(), human.clone(), alice.clone());
+    renamed.answer.as_mut().unwrap().decided_by = "mallory".into();
+    assert!(refused(handler.on_result(&result_message(&renamed, "reviewer"), 3_000)).contains("does not match"));
+    // A genuine signature for another task (another call's human step) does not carry over.
+    let mut another_call = request("rm", 50_000);
+    another_call.key.as_mut().unwrap().tool_call_id = "c2".into();
+    let other = v1::StepResult {
+        task: Some(monitor_task_of(&handler, another_call)),
+        answer: Some(answer(v1::DecisionKind::Escalate)),
+        ..Default::default()
+    };
+    let out = published(handler.on_result(&result_message(&other, MONITOR_USER), 2_500));
+    let other_human = v1::HumanTask::decode(out[0].message.body.as_ref()).unwrap().task.unwrap();
+    let mut moved = signed(&reviewer_key(), other_human, alice.clone());
+    moved.task = Some(human.clone());
+    assert!(refused(handler.on_result(&result_message(&moved, "reviewer"), 3_000)).contains("does not match"));
+
+    let genuine = signed(&reviewer_key(), human, alice);
+    assert!(matches!(handler.on_result(&result_message(&genuine, "reviewer"), 3_000), Handled::Publish(..)));
+}
+
+#[test]
+fn an_insecure_worker_proves_nothing_and_takes_what_it_is_given() {
+    let handler = Handler::new(Topology::new("t"), PolicyStore::new(None), "worker-1", Trust::insecure());
+    let out = published(handler.on_request(&Message::new(request("ls", 0).encode_to_vec()), 10));
+    let reply = v1::Reply::decode(out[0].message.body.as_ref()).unwrap();
+    assert!(reply.key_id.is_empty() && reply.proof.is_empty());
+    let task = monitor_task(&handler);
+    assert!(task.seal.is_empty());
+    let result =
+        v1::StepResult { task: Some(task), answer: Some(answer(v1::DecisionKind::Approve)), ..Default::default() };
+    assert!(matches!(handler.on_result(&Message::new(result.encode_to_vec()), 2_000), Handled::Publish(..)));
 }

@@ -39,22 +39,17 @@ pub struct FleetLoad {
 }
 
 impl FleetLoad {
-    /// Connects a client and warms the fleet up until every worker in `workers` (their
-    /// `--id`s; none: any worker) has decided.
+    /// Connects a client as `config` says and warms the fleet up until every worker in
+    /// `workers` (their `--id`s; none: any worker) has decided.
     pub async fn start(
         transport: AmqpTransport,
-        prefix: &str,
-        runner_id: &str,
+        config: ClientConfig,
         settings: &Settings,
         workers: &[String],
         children: &mut Children,
         shared: &Shared,
     ) -> Result<Self, Failure> {
-        let config = ClientConfig {
-            prefix: prefix.to_owned(),
-            runner_id: runner_id.to_owned(),
-            default_timeout: settings.timeout,
-        };
+        let prefix = config.prefix.clone();
         let client = Client::connect(transport, config).await.map_err(|e| Failure::other(format!("client: {e}")))?;
         let (template, request_bytes) = template(settings.size, client.reply_queue(), settings.timeout);
         let asker = Asker { client, template: Arc::new(template), timeout: settings.timeout, shared: shared.clone() };
