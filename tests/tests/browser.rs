@@ -48,6 +48,7 @@ async fn scenario() {
         pools: vec!["ops".into()],
         store: "sqlite::memory:".into(),
         listen: "127.0.0.1:0".parse().unwrap(),
+        public_url: None,
         reviewers,
         instance: "reviewer".into(),
         metrics: Default::default(),

@@ -78,6 +78,7 @@ pub async fn run(args: ReviewArgs) -> Result<(), Failure> {
                 metrics: Default::default(),
                 store: args.store.clone(),
                 listen: "127.0.0.1:0".parse().expect("a loopback address"),
+                public_url: None,
                 reviewers,
             };
             config.validate().map_err(|e| Failure::config(e.to_string()))?;
