@@ -49,6 +49,7 @@ async fn scenario() {
         pools: vec!["ops".into()],
         store: "sqlite::memory:".into(),
         listen: "127.0.0.1:0".parse().unwrap(),
+        public_url: None,
         reviewers,
         instance: "reviewer".into(),
         signing_key: Some(TestKeys::get().reviewer_key()),

@@ -46,6 +46,7 @@ fn config(prefix: &str, store: &str) -> ReviewerConfig {
         pools: vec!["ops".into()],
         store: store.into(),
         listen: "127.0.0.1:0".parse().unwrap(),
+        public_url: None,
         reviewers: Reviewers::from_list(vec![Reviewer {
             name: "alice".into(),
             token_sha256: sha256_hex(TOKEN),

@@ -233,6 +233,7 @@ async fn start_reviewer<T: Transport>(
         pools: vec!["default".into()],
         store: "sqlite::memory:".into(),
         listen,
+        public_url: None,
         reviewers: reviewers.clone(),
         instance: REVIEWER.into(),
         metrics: Default::default(),

@@ -9,16 +9,21 @@
 //! The API takes `Authorization: Bearer <token>`. The web UI trades a token for a session
 //! cookie (`HttpOnly`, `SameSite=Strict`); every state-changing UI request must also carry the
 //! session's CSRF token (a form field or the `X-CSRF-Token` header) and, when the browser sends
-//! one, an `Origin` naming this very host.
+//! one, an `Origin` naming this very host (see [`crate::site`]). A session ends at logout or
+//! expiry, and whatever follows it (the event stream) ends with it. A client address that
+//! fails to sign in [`LOGIN_FAILURES`] times within [`LOGIN_WINDOW`] waits for the window's end.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::net::{IpAddr, Ipv6Addr};
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// The pool pattern that stands for every pool the service serves.
 pub const ALL_POOLS: &str = "*";
@@ -26,7 +31,7 @@ pub const ALL_POOLS: &str = "*";
 pub const SESSION_COOKIE: &str = "airlock_session";
 /// The header a script sends the CSRF token in.
 pub const CSRF_HEADER: &str = "x-csrf-token";
-/// How long a browser session lasts.
+/// How long a browser session lasts, unless the service is told otherwise.
 pub const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
 
 /// One reviewer of the tokens file.
@@ -232,34 +237,69 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 // === impl Sessions ===
 
 /// A logged-in browser, as [`Sessions`] keeps it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct SessionEntry {
     /// The reviewer's name.
     pub reviewer: String,
     /// The token forms and scripts must echo.
     pub csrf: String,
+    /// When the session ends.
+    pub end: SessionEnd,
+}
+
+/// The end of a session: its logout or its expiry, whichever comes first.
+#[derive(Debug, Clone)]
+pub struct SessionEnd {
+    closed: CancellationToken,
     expires: Instant,
+}
+
+impl SessionEnd {
+    /// Whether the session has ended.
+    pub fn is_over(&self) -> bool {
+        self.closed.is_cancelled() || Instant::now() >= self.expires
+    }
+
+    /// Resolves when the session ends.
+    pub async fn wait(&self) {
+        tokio::select! {
+            () = self.closed.cancelled() => {}
+            () = tokio::time::sleep_until(self.expires) => {}
+        }
+    }
 }
 
 /// Browser sessions, in memory: a restart of the service logs browsers out (a token logs in
 /// again), and several processes behind one address need sticky routing.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Sessions {
+    ttl: Duration,
     map: Mutex<HashMap<String, SessionEntry>>,
 }
 
+impl Default for Sessions {
+    fn default() -> Self {
+        Sessions::new(SESSION_TTL)
+    }
+}
+
 impl Sessions {
+    /// No sessions yet; each will last `ttl`.
+    pub fn new(ttl: Duration) -> Self {
+        Sessions { ttl, map: Mutex::default() }
+    }
+
     /// Opens a session for `reviewer`; returns its id (the cookie's value).
     pub fn open(&self, reviewer: &str) -> String {
         let id = random_hex::<32>();
+        let now = Instant::now();
         let session = SessionEntry {
             reviewer: reviewer.to_owned(),
             csrf: random_hex::<32>(),
-            expires: Instant::now() + SESSION_TTL,
+            end: SessionEnd { closed: CancellationToken::new(), expires: now + self.ttl },
         };
         let mut map = self.map.lock().expect("sessions lock");
-        let now = Instant::now();
-        map.retain(|_, s| s.expires > now);
+        map.retain(|_, s| !s.end.is_over());
         map.insert(id.clone(), session);
         id
     }
@@ -267,12 +307,104 @@ impl Sessions {
     /// The live session with this id.
     pub fn get(&self, id: &str) -> Option<SessionEntry> {
         let map = self.map.lock().expect("sessions lock");
-        map.get(id).filter(|s| s.expires > Instant::now()).cloned()
+        map.get(id).filter(|s| !s.end.is_over()).cloned()
     }
 
-    /// Ends a session.
+    /// Ends a session; whatever waits for its end (an event stream) stops.
     pub fn close(&self, id: &str) {
-        self.map.lock().expect("sessions lock").remove(id);
+        if let Some(session) = self.map.lock().expect("sessions lock").remove(id) {
+            session.end.closed.cancel();
+        }
+    }
+}
+
+// === impl LoginLimiter ===
+
+/// How many sign-ins a client address may fail within a window before it has to wait for the
+/// window's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoginLimit {
+    /// Failures allowed per window.
+    pub failures: u32,
+    /// The window, counted from an address's first failure in it.
+    pub window: Duration,
+}
+
+/// Failed sign-ins an address may make per [`LOGIN_WINDOW`].
+pub const LOGIN_FAILURES: u32 = 5;
+/// The window of [`LOGIN_FAILURES`].
+pub const LOGIN_WINDOW: Duration = Duration::from_secs(60);
+/// Addresses whose failures are remembered at most; past it, the oldest window is forgotten.
+pub const LOGIN_TRACKED: usize = 10_000;
+
+impl Default for LoginLimit {
+    fn default() -> Self {
+        LoginLimit { failures: LOGIN_FAILURES, window: LOGIN_WINDOW }
+    }
+}
+
+/// The failed sign-ins of one client address in its current window.
+#[derive(Debug, Clone, Copy)]
+struct Failures {
+    since: Instant,
+    count: u32,
+}
+
+/// Failed sign-ins per client address, in memory and bounded by [`LOGIN_TRACKED`]. A client is
+/// an IPv4 address or an IPv6 /64 (what one host usually holds).
+#[derive(Debug, Default)]
+pub struct LoginLimiter {
+    limit: LoginLimit,
+    map: Mutex<HashMap<IpAddr, Failures>>,
+}
+
+impl LoginLimiter {
+    /// No failures yet, limited by `limit`.
+    pub fn new(limit: LoginLimit) -> Self {
+        LoginLimiter { limit, map: Mutex::default() }
+    }
+
+    /// Whether `addr` may try to sign in at `now`; if not, how long until it may.
+    pub fn check(&self, addr: IpAddr, now: Instant) -> Result<(), Duration> {
+        let map = self.map.lock().expect("logins lock");
+        match map.get(&client(addr)) {
+            Some(f) if f.count >= self.limit.failures && now < f.since + self.limit.window => {
+                Err(f.since + self.limit.window - now)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Counts a failed sign-in of `addr` at `now`.
+    pub fn failed(&self, addr: IpAddr, now: Instant) {
+        let window = self.limit.window;
+        let mut map = self.map.lock().expect("logins lock");
+        if map.len() >= LOGIN_TRACKED {
+            map.retain(|_, f| now < f.since + window);
+            if map.len() >= LOGIN_TRACKED
+                && let Some(oldest) = map.iter().min_by_key(|(_, f)| f.since).map(|(addr, _)| *addr)
+            {
+                map.remove(&oldest);
+            }
+        }
+        let failures = map.entry(client(addr)).or_insert(Failures { since: now, count: 0 });
+        if now >= failures.since + window {
+            *failures = Failures { since: now, count: 0 };
+        }
+        failures.count += 1;
+    }
+
+    /// Forgets the failures of `addr`, which just signed in.
+    pub fn succeeded(&self, addr: IpAddr) {
+        self.map.lock().expect("logins lock").remove(&client(addr));
+    }
+}
+
+/// The client an address stands for: an IPv4 address (also mapped into IPv6), or an IPv6 /64.
+fn client(addr: IpAddr) -> IpAddr {
+    match addr.to_canonical() {
+        IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from_bits(v6.to_bits() & !u128::from(u64::MAX))),
+        v4 => v4,
     }
 }
 
@@ -341,5 +473,70 @@ mod tests {
         assert!(same_origin("http://127.0.0.1:8080", "127.0.0.1:8080"));
         assert!(!same_origin("http://evil.example", "127.0.0.1:8080"));
         assert!(!same_origin("null", "127.0.0.1:8080"));
+    }
+
+    #[test]
+    fn failed_sign_ins_are_limited_per_client_for_a_window() {
+        let limit = LoginLimit { failures: 3, window: Duration::from_secs(60) };
+        let limiter = LoginLimiter::new(limit);
+        let start = Instant::now();
+        let one: IpAddr = "192.0.2.1".parse().unwrap();
+        let other: IpAddr = "192.0.2.2".parse().unwrap();
+        for _ in 0..3 {
+            assert_eq!(limiter.check(one, start), Ok(()));
+            limiter.failed(one, start);
+        }
+        assert_eq!(limiter.check(one, start + Duration::from_secs(20)), Err(Duration::from_secs(40)));
+        assert_eq!(limiter.check(other, start), Ok(()), "another address is not held back");
+        // The same host over IPv4-mapped IPv6 is the same client.
+        assert!(limiter.check("::ffff:192.0.2.1".parse().unwrap(), start).is_err());
+        assert_eq!(limiter.check(one, start + limit.window), Ok(()), "the window passed");
+        limiter.failed(one, start + limit.window);
+        assert_eq!(limiter.check(one, start + limit.window), Ok(()), "a new window counts from one");
+
+        // An IPv6 /64 is one client; success forgets only the address that signed in.
+        let v6 = |s: &str| s.parse::<IpAddr>().unwrap();
+        for _ in 0..3 {
+            limiter.failed(v6("2001:db8:0:1::1"), start);
+            limiter.failed(other, start);
+        }
+        assert!(limiter.check(v6("2001:db8:0:1::ffff"), start).is_err());
+        assert_eq!(limiter.check(v6("2001:db8:0:2::1"), start), Ok(()));
+        limiter.succeeded(v6("2001:db8:0:1::2"));
+        assert_eq!(limiter.check(v6("2001:db8:0:1::1"), start), Ok(()));
+        assert!(limiter.check(other, start).is_err());
+    }
+
+    #[test]
+    fn the_limiter_remembers_a_bounded_number_of_addresses() {
+        let limiter = LoginLimiter::default();
+        let start = Instant::now();
+        let addr = |n: usize| IpAddr::from(std::net::Ipv4Addr::from_bits(0x0a00_0000 + n as u32));
+        for n in 0..LOGIN_TRACKED {
+            limiter.failed(addr(n), start);
+        }
+        // Full: past windows go first, else the oldest.
+        limiter.failed(addr(LOGIN_TRACKED), start + Duration::from_secs(1));
+        assert_eq!(limiter.map.lock().unwrap().len(), LOGIN_TRACKED);
+        let later = start + LOGIN_WINDOW + Duration::from_millis(500);
+        limiter.failed(addr(LOGIN_TRACKED + 1), later);
+        assert_eq!(limiter.map.lock().unwrap().len(), 2, "expired windows were dropped");
+    }
+
+    #[tokio::test]
+    async fn sessions_end_at_logout_and_at_expiry() {
+        let sessions = Sessions::new(Duration::from_millis(50));
+        let expiring = sessions.open("alice");
+        let end = sessions.get(&expiring).unwrap().end;
+        tokio::time::timeout(Duration::from_secs(5), end.wait()).await.expect("the session expired");
+        assert!(end.is_over() && sessions.get(&expiring).is_none());
+
+        let sessions = Sessions::default();
+        let id = sessions.open("alice");
+        let end = sessions.get(&id).unwrap().end;
+        assert!(!end.is_over());
+        sessions.close(&id);
+        tokio::time::timeout(Duration::from_secs(1), end.wait()).await.expect("logout ended it");
+        assert!(sessions.get(&id).is_none());
     }
 }

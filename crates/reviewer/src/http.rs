@@ -25,7 +25,7 @@
 //! - [`api`]: the JSON API, the task view it shows, and the decision path the UI shares.
 //! - [`ui`]: the pages, the card, login and logout, the UI's decisions.
 //! - [`events`]: the UI's live event stream.
-//! - [`security`]: the headers every response carries.
+//! - [`security`]: the headers every response carries; the `Host` a public URL fixes.
 
 pub mod api;
 pub mod events;
@@ -69,7 +69,8 @@ pub fn app(shared: Arc<Shared>) -> Router {
             "/assets/app.js",
             get(|| async { ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], pages::JS) }),
         )
-        .route("/healthz", get(|| async { "ok" }))
+        .route(security::HEALTH, get(|| async { "ok" }))
+        .layer(axum::middleware::from_fn_with_state(shared.clone(), security::host))
         .layer(axum::middleware::map_response(security::headers))
         .with_state(shared)
 }
@@ -81,6 +82,8 @@ pub enum ApiError {
     Unauthorized,
     /// A UI request without the session's CSRF token or from another origin.
     Forbidden(&'static str),
+    /// A request for another host than the public URL's.
+    Misdirected,
     /// No such task among the caller's pools.
     NotFound,
     /// The request cannot be read.
@@ -111,6 +114,7 @@ impl IntoResponse for ApiError {
                 return response;
             }
             ApiError::Forbidden(why) => error(StatusCode::FORBIDDEN, why),
+            ApiError::Misdirected => error(StatusCode::MISDIRECTED_REQUEST, "this service does not serve that host"),
             ApiError::NotFound => error(StatusCode::NOT_FOUND, "no such task among your pools"),
             ApiError::BadRequest(why) => error(StatusCode::BAD_REQUEST, &why),
             ApiError::Unprocessable(why) => error(StatusCode::UNPROCESSABLE_ENTITY, &why),

@@ -18,7 +18,8 @@
 //!   same origin, CSRF-checked forms as extractors), [`http::api`] (the JSON API, whose views
 //!   are `airlock_records::review`'s), [`http::ui`] (pages, login, decisions from forms),
 //!   [`http::events`] (server-sent events), [`http::security`] (headers of every response).
-//! - [`auth`]: tokens file, token hashes, sessions, cookie and origin checks.
+//! - [`auth`]: tokens file, token hashes, sessions, failed sign-ins, cookie and origin checks.
+//! - [`site`]: the public URL, and the cookies, `Host` and origin it fixes.
 //! - [`ui`]: display-safe text, escaping, markdown, the pages.
 //! - [`client`]: a small plain-HTTP client of the API, typed by the API's views, for the
 //!   console and tests.
@@ -35,6 +36,7 @@ pub mod http;
 pub mod intake;
 pub mod outbox;
 pub mod shared;
+pub mod site;
 pub mod store;
 pub mod task;
 pub mod testing;
@@ -53,6 +55,7 @@ use tracing::{info, warn};
 
 use crate::auth::Reviewers;
 use crate::shared::Shared;
+use crate::site::{PublicUrl, Site};
 use crate::store::{Store, StoreError};
 
 /// Deliveries of a human queue taken at once.
@@ -69,6 +72,10 @@ pub struct ReviewerConfig {
     pub store: String,
     /// The address the UI and the API listen on (port 0: any free port).
     pub listen: SocketAddr,
+    /// The URL browsers reach the service at, when it is fixed (behind a proxy): only its
+    /// `Host` is served, only its origin may post, and `https` makes the session cookie
+    /// `Secure` and `__Host-`. Without it, any `Host` is served over plain HTTP.
+    pub public_url: Option<PublicUrl>,
     /// Who may review.
     pub reviewers: Reviewers,
     /// Names this service's queue on the cancels exchange (`<p>.reply.<id>`). Processes that
@@ -135,8 +142,10 @@ pub async fn run<T: Transport>(
     config: ReviewerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ReviewerError> {
+    let public_url = config.public_url.clone();
     let service = Service::start(transport.clone(), config).await?;
-    info!(url = %format!("http://{}", service.local_addr()), "Reviewer service ready.");
+    let url = public_url.map_or_else(|| format!("http://{}", service.local_addr()), |url| url.to_string());
+    info!(%url, "Reviewer service ready.");
     shutdown.await;
     service.stop().await;
     transport.close().await;
@@ -173,10 +182,12 @@ impl Service {
         let topology = topology.with_binding(cancels_exchange, cancels_queue.clone(), "");
         transport.declare(&topology).await?;
 
+        let site = Site { public_url: config.public_url.clone(), ..Site::default() };
         let (shared, answers) = Shared::observed(
             store,
             config.reviewers.clone(),
             config.pools.clone(),
+            site,
             config.metrics.clone(),
             config.signing_key.clone(),
         );
@@ -198,6 +209,7 @@ impl Service {
         let app = http::app(shared.clone());
         let stop = shared.stop.clone();
         let server = tokio::spawn(async move {
+            let app = app.into_make_service_with_connect_info::<SocketAddr>();
             let serve = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned());
             if let Err(e) = serve.await {
                 warn!(error = %e, "The HTTP server failed.");

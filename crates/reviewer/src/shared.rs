@@ -16,7 +16,8 @@ use tokio::sync::{Notify, broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use crate::auth::{Reviewers, Sessions};
+use crate::auth::{LoginLimiter, Reviewers, Sessions};
+use crate::site::Site;
 use crate::store::{Decided, OutboxEntry, Store, StoreError};
 use crate::task::{Task, Verdict};
 
@@ -65,8 +66,12 @@ pub struct Shared {
     pub reviewers: Reviewers,
     /// The pools this service consumes and shows.
     pub pools: Vec<String>,
+    /// Where browsers reach the UI, how long their sessions last, how sign-ins are limited.
+    pub site: Site,
     /// Browser sessions.
     pub sessions: Sessions,
+    /// Failed sign-ins per client address.
+    pub logins: LoginLimiter,
     /// Changes of the pending list.
     pub changes: broadcast::Sender<Change>,
     /// Resolves when the service stops (ends the UI's event streams).
@@ -90,14 +95,16 @@ impl Shared {
         reviewers: Reviewers,
         pools: Vec<String>,
     ) -> (Arc<Self>, mpsc::UnboundedReceiver<OutboxEntry>) {
-        Shared::observed(store, reviewers, pools, Arc::default(), None)
+        Shared::observed(store, reviewers, pools, Site::default(), Arc::default(), None)
     }
 
-    /// [`Shared::new`], counting in `metrics` and signing answers with `signer`.
+    /// [`Shared::new`], serving browsers as `site` says, counting in `metrics` and signing
+    /// answers with `signer`.
     pub fn observed(
         store: Store,
         reviewers: Reviewers,
         pools: Vec<String>,
+        site: Site,
         metrics: Arc<Metrics>,
         signer: Option<Arc<SigningKey>>,
     ) -> (Arc<Self>, mpsc::UnboundedReceiver<OutboxEntry>) {
@@ -106,7 +113,9 @@ impl Shared {
             store,
             reviewers,
             pools,
-            sessions: Sessions::default(),
+            sessions: Sessions::new(site.session_ttl),
+            logins: LoginLimiter::new(site.login_limit),
+            site,
             changes: broadcast::channel(1024).0,
             stop: CancellationToken::new(),
             changed: Notify::new(),

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use airlock_reviewer::auth::{self, Reviewers};
+use airlock_reviewer::site::PublicUrl;
 use airlock_reviewer::{ReviewerConfig, instance_for_store};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -57,6 +58,10 @@ pub struct ServeArgs {
     /// The address of the web UI and the API.
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
+    /// The URL browsers reach the UI at, e.g. https://review.example.com behind a TLS proxy:
+    /// only its host is served, only its origin may post, and https makes cookies Secure.
+    #[arg(long, env = "AIRLOCK_REVIEWER_PUBLIC_URL")]
+    public_url: Option<PublicUrl>,
     /// The human pools served, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "default")]
     pools: Vec<String>,
@@ -127,6 +132,7 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
         pools,
         store: args.store,
         listen: args.listen,
+        public_url: args.public_url,
         reviewers,
         signing_key: reviewer_signing_key(args.signing_key.as_deref())?,
     };

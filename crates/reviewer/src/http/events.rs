@@ -1,5 +1,6 @@
 //! The UI's live event stream: `added` and `removed` task ids of the caller's pools as they
-//! happen, `resync` when the stream fell behind; it ends when the service stops.
+//! happen, `resync` when the stream fell behind. It ends when its session ends (logout or
+//! expiry; the browser's reconnection then finds no session) and when the service stops.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -17,10 +18,13 @@ pub async fn stream(State(shared): State<Arc<Shared>>, session: Session) -> Resp
     let pools = session.pools(&shared);
     let receiver = shared.changes.subscribe();
     let stop = shared.stop.clone();
-    let stream = futures_util::stream::unfold((receiver, stop, pools), |(mut receiver, stop, pools)| async move {
+    let end = session.end;
+    let state = (receiver, stop, end, pools);
+    let stream = futures_util::stream::unfold(state, |(mut receiver, stop, end, pools)| async move {
         loop {
             let event = tokio::select! {
                 () = stop.cancelled() => return None,
+                () = end.wait() => return None,
                 change = receiver.recv() => match change {
                     Ok(change) if pools.iter().any(|p| p == change.pool()) => match change {
                         Change::Added { id, .. } => Event::default().event("added").data(id),
@@ -31,7 +35,7 @@ pub async fn stream(State(shared): State<Arc<Shared>>, session: Session) -> Resp
                     Err(RecvError::Closed) => return None,
                 },
             };
-            return Some((Ok::<_, Infallible>(event), (receiver, stop, pools)));
+            return Some((Ok::<_, Infallible>(event), (receiver, stop, end, pools)));
         }
     });
     Sse::new(stream).keep_alive(KeepAlive::default()).into_response()

@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::ApiError;
-use crate::auth::{self, CSRF_HEADER, Reviewer, SESSION_COOKIE};
+use crate::auth::{self, CSRF_HEADER, Reviewer, SessionEnd};
 use crate::shared::Shared;
 
 /// The API's caller: the reviewer whose token the `Authorization: Bearer` header carries.
@@ -49,16 +49,19 @@ pub struct Session {
     pub csrf: String,
     /// Who signed in.
     pub reviewer: Reviewer,
+    /// When the session ends.
+    pub end: SessionEnd,
 }
 
 impl Session {
     /// The session of the request's cookie, if it is live and its reviewer still listed.
     fn of(headers: &HeaderMap, shared: &Shared) -> Option<Self> {
         let cookies = headers.get_all(header::COOKIE);
-        let id = cookies.iter().filter_map(|v| v.to_str().ok()).find_map(|h| auth::cookie(h, SESSION_COOKIE))?;
+        let name = shared.site.session_cookie();
+        let id = cookies.iter().filter_map(|v| v.to_str().ok()).find_map(|h| auth::cookie(h, name))?;
         let entry = shared.sessions.get(id)?;
         let reviewer = shared.reviewers.by_name(&entry.reviewer)?.clone();
-        Some(Session { id: id.to_owned(), csrf: entry.csrf, reviewer })
+        Some(Session { id: id.to_owned(), csrf: entry.csrf, reviewer, end: entry.end })
     }
 
     /// The session's reviewer's pools among those the service serves.
@@ -85,17 +88,18 @@ impl OptionalFromRequestParts<Arc<Shared>> for Session {
 
 // === impl SameOrigin ===
 
-/// A request from this very origin: its `Origin` names the host it was sent to or, when the
-/// browser sends no `Origin`, its `Sec-Fetch-Site` (if any) says `same-origin` or `none`.
+/// A request from this very origin: its `Origin` names the UI's origin (the public URL's, else
+/// the host it was sent to) or, when the browser sends no `Origin`, its `Sec-Fetch-Site` (if
+/// any) says `same-origin` or `none`.
 #[derive(Debug, Clone, Copy)]
 pub struct SameOrigin;
 
 impl SameOrigin {
-    fn check(headers: &HeaderMap) -> Result<Self, ApiError> {
+    fn check(headers: &HeaderMap, shared: &Shared) -> Result<Self, ApiError> {
         let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or_default();
         if let Some(origin) = headers.get(header::ORIGIN) {
             let origin = origin.to_str().unwrap_or_default();
-            if !auth::same_origin(origin, host) {
+            if !shared.site.same_origin(origin, host) {
                 return Err(ApiError::Forbidden("cross-origin request refused"));
             }
         } else if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok())
@@ -107,11 +111,11 @@ impl SameOrigin {
     }
 }
 
-impl<S: Send + Sync> FromRequestParts<S> for SameOrigin {
+impl FromRequestParts<Arc<Shared>> for SameOrigin {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        SameOrigin::check(&parts.headers)
+    async fn from_request_parts(parts: &mut Parts, shared: &Arc<Shared>) -> Result<Self, Self::Rejection> {
+        SameOrigin::check(&parts.headers, shared)
     }
 }
 
@@ -141,9 +145,9 @@ struct CsrfField {
 
 impl<T: DeserializeOwned> CsrfForm<T> {
     /// Reads and checks the post of `session`.
-    async fn read(session: Session, parts: Parts, body: axum::body::Body) -> Result<Self, Response> {
+    async fn read(session: Session, shared: &Shared, parts: Parts, body: axum::body::Body) -> Result<Self, Response> {
         let sent_header = parts.headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let origin = SameOrigin::check(&parts.headers);
+        let origin = SameOrigin::check(&parts.headers, shared);
         let body =
             Bytes::from_request(Request::from_parts(parts, body), &()).await.map_err(IntoResponse::into_response)?;
         let form: T = form(&body).map_err(IntoResponse::into_response)?;
@@ -163,7 +167,7 @@ impl<T: DeserializeOwned + Send> FromRequest<Arc<Shared>> for CsrfForm<T> {
     async fn from_request(request: Request, shared: &Arc<Shared>) -> Result<Self, Self::Rejection> {
         let (parts, body) = request.into_parts();
         let session = Session::of(&parts.headers, shared).ok_or_else(|| ApiError::Unauthorized.into_response())?;
-        CsrfForm::read(session, parts, body).await
+        CsrfForm::read(session, shared, parts, body).await
     }
 }
 
@@ -173,7 +177,7 @@ impl<T: DeserializeOwned + Send> OptionalFromRequest<Arc<Shared>> for CsrfForm<T
     async fn from_request(request: Request, shared: &Arc<Shared>) -> Result<Option<Self>, Self::Rejection> {
         let (parts, body) = request.into_parts();
         match Session::of(&parts.headers, shared) {
-            Some(session) => CsrfForm::read(session, parts, body).await.map(Some),
+            Some(session) => CsrfForm::read(session, shared, parts, body).await.map(Some),
             None => Ok(None),
         }
     }

@@ -1,9 +1,20 @@
 //! The headers every response carries: a strict Content-Security-Policy (scripts and styles
 //! from this origin only, nothing inline, no frames), `nosniff`, no referrer to other sites,
-//! and no caching unless a route says otherwise.
+//! and no caching unless a route says otherwise. With a public URL, requests for any other
+//! `Host` are refused.
 
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, header};
-use axum::response::Response;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::ApiError;
+use crate::shared::Shared;
+
+/// The route that answers whatever the `Host` (probes address the service by its own address).
+pub const HEALTH: &str = "/healthz";
 
 /// The Content-Security-Policy of every response.
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
@@ -20,4 +31,14 @@ pub async fn headers(mut response: Response) -> Response {
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     headers.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
     response
+}
+
+/// Refuses with `421 Misdirected Request` (the service does not answer for that authority) a
+/// request whose `Host` is not the public URL's, when one is set; [`HEALTH`] is exempt.
+pub async fn host(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    let host = request.headers().get(header::HOST).and_then(|v| v.to_str().ok());
+    if request.uri().path() == HEALTH || shared.site.serves_host(host) {
+        return next.run(request).await;
+    }
+    ApiError::Misdirected.into_response()
 }

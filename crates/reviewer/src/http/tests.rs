@@ -1,10 +1,13 @@
 //! The router through `oneshot`: API authorisation, choices, conflicts; the UI's login,
-//! CSRF and escaping.
+//! CSRF and escaping; sessions ending their event streams; the public URL; failed sign-ins.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use airlock_records::time::now_ms;
 use axum::body::Body;
+use axum::extract::ConnectInfo;
 use axum::http::{HeaderMap, HeaderValue, Request, StatusCode, header};
 use prost::Message as _;
 use serde_json::{Value, json};
@@ -14,18 +17,38 @@ use super::*;
 use crate::auth::{CSRF_HEADER, Reviewer, Reviewers, SESSION_COOKIE, sha256_hex};
 use crate::fixtures::{human, memory_store};
 use crate::shared::Shared;
+use crate::site::Site;
 use crate::store::Inserted;
 use crate::task::DISMISSED_EXPLANATION;
 
 const ALICE: &str = "alice-token";
 const BOB: &str = "bob-token";
 
-async fn setup() -> (Arc<Shared>, tokio::sync::mpsc::UnboundedReceiver<crate::store::OutboxEntry>, Vec<String>) {
-    let reviewers = Reviewers::from_list(vec![
+/// The address requests come from unless a test says otherwise.
+const PEER: &str = "192.0.2.1:50000";
+
+type Outbox = tokio::sync::mpsc::UnboundedReceiver<crate::store::OutboxEntry>;
+
+async fn setup() -> (Arc<Shared>, Outbox, Vec<String>) {
+    with_tasks(Shared::new(memory_store().await, reviewers(), pools())).await
+}
+
+async fn setup_site(site: Site) -> (Arc<Shared>, Outbox, Vec<String>) {
+    with_tasks(Shared::observed(memory_store().await, reviewers(), pools(), site, Arc::default(), None)).await
+}
+
+fn reviewers() -> Reviewers {
+    Reviewers::from_list(vec![
         Reviewer { name: "alice".into(), token_sha256: sha256_hex(ALICE), pools: vec!["ops".into()] },
         Reviewer { name: "bob".into(), token_sha256: sha256_hex(BOB), pools: vec!["security".into()] },
-    ]);
-    let (shared, outbox) = Shared::new(memory_store().await, reviewers, vec!["ops".into(), "security".into()]);
+    ])
+}
+
+fn pools() -> Vec<String> {
+    vec!["ops".into(), "security".into()]
+}
+
+async fn with_tasks((shared, outbox): (Arc<Shared>, Outbox)) -> (Arc<Shared>, Outbox, Vec<String>) {
     let mut ids = Vec::new();
     for incoming in
         [human("ops", "s1", "c1", false, 0), human("ops", "s1", "c2", true, 0), human("security", "s2", "c1", false, 0)]
@@ -36,9 +59,16 @@ async fn setup() -> (Arc<Shared>, tokio::sync::mpsc::UnboundedReceiver<crate::st
     (shared, outbox, ids)
 }
 
+/// The router's response, its body not read yet; from [`PEER`] unless the request says.
+async fn respond(shared: &Arc<Shared>, mut request: Request<Body>) -> axum::response::Response {
+    if request.extensions().get::<ConnectInfo<SocketAddr>>().is_none() {
+        request.extensions_mut().insert(ConnectInfo(PEER.parse::<SocketAddr>().unwrap()));
+    }
+    app(shared.clone()).oneshot(request).await.unwrap()
+}
+
 async fn send(shared: &Arc<Shared>, request: Request<Body>) -> (StatusCode, HeaderMap, String) {
-    let response = app(shared.clone()).oneshot(request).await.unwrap();
-    let (parts, body) = response.into_parts();
+    let (parts, body) = respond(shared, request).await.into_parts();
     let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
     (parts.status, parts.headers, String::from_utf8_lossy(&bytes).into_owned())
 }
@@ -386,4 +416,183 @@ async fn logout_needs_the_token_and_ends_the_session() {
     let (status, headers, _) = send(&shared, request).await;
     assert_eq!(status, StatusCode::SEE_OTHER);
     assert!(headers[header::SET_COOKIE].to_str().unwrap().starts_with("airlock_session=;"));
+}
+
+/// Opens the event stream of session `cookie`; the task ends when the stream does.
+async fn open_events(shared: &Arc<Shared>, cookie: &str) -> tokio::task::JoinHandle<()> {
+    let response =
+        respond(shared, browser("GET", "/events", Some(cookie), None, "").body(Body::empty()).unwrap()).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()[header::CONTENT_TYPE], "text/event-stream");
+    tokio::spawn(async move {
+        axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+    })
+}
+
+/// How long a stream may take to notice its session ended.
+const PROMPTLY: Duration = Duration::from_secs(5);
+
+#[tokio::test]
+async fn logout_ends_the_sessions_event_stream() {
+    let (shared, _outbox, _) = setup().await;
+    let cookie = login(&shared, ALICE).await;
+    let other = login(&shared, ALICE).await;
+    let stream = open_events(&shared, &cookie).await;
+    let other_stream = open_events(&shared, &other).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!stream.is_finished(), "the stream stays open while the session lasts");
+
+    // As the page's sign-out button posts it.
+    let csrf = csrf_of(&shared, &cookie).await;
+    let logout = browser("POST", "/logout", Some(&cookie), Some("http://127.0.0.1:8080"), "x")
+        .body(Body::from(format!("csrf={csrf}")))
+        .unwrap();
+    assert_eq!(send(&shared, logout).await.0, StatusCode::SEE_OTHER);
+    tokio::time::timeout(PROMPTLY, stream).await.expect("the stream ended with its session").unwrap();
+    let reconnect = browser("GET", "/events", Some(&cookie), None, "").body(Body::empty()).unwrap();
+    assert_eq!(send(&shared, reconnect).await.0, StatusCode::UNAUTHORIZED, "the browser cannot reconnect");
+
+    // Another session of the same reviewer goes on.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!other_stream.is_finished());
+    shared.stop.cancel();
+    tokio::time::timeout(PROMPTLY, other_stream).await.expect("the service stopped").unwrap();
+}
+
+#[tokio::test]
+async fn expiry_ends_the_sessions_event_stream() {
+    let ttl = Duration::from_millis(300);
+    let (shared, _outbox, _) = setup_site(Site { session_ttl: ttl, ..Site::default() }).await;
+    let cookie = login(&shared, ALICE).await;
+    let opened = tokio::time::Instant::now();
+    let stream = open_events(&shared, &cookie).await;
+    tokio::time::timeout(PROMPTLY, stream).await.expect("the stream ended at expiry").unwrap();
+    assert!(opened.elapsed() >= ttl - Duration::from_millis(50), "not before the session expired");
+    let reconnect = browser("GET", "/events", Some(&cookie), None, "").body(Body::empty()).unwrap();
+    assert_eq!(send(&shared, reconnect).await.0, StatusCode::UNAUTHORIZED);
+}
+
+/// A browser's request for `uri` sent to `host`, with `cookie` as its `Cookie` header.
+fn public(method: &str, uri: &str, host: &str, cookie: Option<&str>) -> axum::http::request::Builder {
+    let mut request = Request::builder().method(method).uri(uri).header(header::HOST, host);
+    if let Some(cookie) = cookie {
+        request = request.header(header::COOKIE, cookie);
+    }
+    request
+}
+
+#[tokio::test]
+async fn an_https_public_url_fixes_cookies_host_and_origin() {
+    let site = Site { public_url: Some("https://review.example.com".parse().unwrap()), ..Site::default() };
+    let (shared, _outbox, ids) = setup_site(site).await;
+    let host = "review.example.com";
+    let sign_in = |origin: &str| {
+        public("POST", "/login", host, None)
+            .header(header::ORIGIN, origin)
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(Body::from(format!("token={ALICE}")))
+            .unwrap()
+    };
+
+    // The origin is the public URL's, scheme included.
+    assert_eq!(send(&shared, sign_in("http://review.example.com")).await.0, StatusCode::FORBIDDEN);
+    let (status, headers, _) = send(&shared, sign_in("https://review.example.com")).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let set = headers[header::SET_COOKIE].to_str().unwrap();
+    assert!(set.starts_with("__Host-airlock_session="), "{set}");
+    let attributes: Vec<&str> = set.split("; ").skip(1).collect();
+    assert_eq!(attributes, ["Path=/", "Secure", "HttpOnly", "SameSite=Strict", "Max-Age=43200"]);
+    let id = set.split(';').next().unwrap().trim_start_matches("__Host-airlock_session=");
+
+    // Only the prefixed cookie names the session.
+    let page = |cookie: String| public("GET", "/", host, Some(&cookie)).body(Body::empty()).unwrap();
+    let (status, _, signed_in) = send(&shared, page(format!("__Host-airlock_session={id}"))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(signed_in.contains(&format!("id=\"task-{}\"", ids[0])), "{signed_in}");
+    let (_, _, plain) = send(&shared, page(format!("{SESSION_COOKIE}={id}"))).await;
+    assert!(plain.contains("Sign in"), "{plain}");
+
+    // Any other Host is refused, for the UI and the API alike; the health check answers.
+    for (uri, other) in [("/", "127.0.0.1:8080"), ("/api/me", "evil.example"), ("/", "review.example.com:8443")] {
+        let request = public("GET", uri, other, None)
+            .header(header::AUTHORIZATION, format!("Bearer {ALICE}"))
+            .body(Body::empty())
+            .unwrap();
+        let (status, headers, body) = send(&shared, request).await;
+        assert_eq!(status, StatusCode::MISDIRECTED_REQUEST, "{uri} for {other}: {body}");
+        assert_eq!(headers[header::CONTENT_SECURITY_POLICY], CSP);
+    }
+    let no_host = Request::builder().uri("/api/me").body(Body::empty()).unwrap();
+    assert_eq!(send(&shared, no_host).await.0, StatusCode::MISDIRECTED_REQUEST);
+    let probe = public("GET", "/healthz", "10.0.0.7:8080", None).body(Body::empty()).unwrap();
+    assert_eq!(send(&shared, probe).await.0, StatusCode::OK);
+    let explicit_port = public("GET", "/api/me", "review.example.com:443", None)
+        .header(header::AUTHORIZATION, format!("Bearer {ALICE}"))
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(send(&shared, explicit_port).await.0, StatusCode::OK);
+
+    // Logout clears the prefixed cookie (a browser ignores a `__Host-` cookie without Secure).
+    let csrf = csrf_token(&signed_in);
+    let logout = public("POST", "/logout", host, Some(&format!("__Host-airlock_session={id}")))
+        .header(header::ORIGIN, "https://review.example.com")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from(format!("csrf={csrf}")))
+        .unwrap();
+    let (status, headers, _) = send(&shared, logout).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let cleared = headers[header::SET_COOKIE].to_str().unwrap();
+    assert!(cleared.starts_with("__Host-airlock_session=; Path=/; Secure;") && cleared.ends_with("Max-Age=0"));
+    assert!(shared.sessions.get(id).is_none());
+}
+
+#[tokio::test]
+async fn without_a_public_url_any_host_is_served_over_plain_http() {
+    let (shared, _outbox, _) = setup().await;
+    let host = "10.0.0.5:8080";
+    let request = public("POST", "/login", host, None)
+        .header(header::ORIGIN, "http://10.0.0.5:8080")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from(format!("token={ALICE}")))
+        .unwrap();
+    let (status, headers, _) = send(&shared, request).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let set = headers[header::SET_COOKIE].to_str().unwrap();
+    assert!(set.starts_with("airlock_session=") && !set.contains("Secure"), "{set}");
+    let id = set.split(';').next().unwrap().trim_start_matches("airlock_session=");
+    let page = public("GET", "/", "anything.example", Some(&format!("airlock_session={id}"))).body(Body::empty());
+    let (status, _, page) = send(&shared, page.unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("Pending tasks"), "{page}");
+}
+
+#[tokio::test]
+async fn failed_sign_ins_are_limited_per_address() {
+    let (shared, _outbox, _) = setup().await;
+    let sign_in = |token: &str, peer: &str| {
+        let mut request = browser("POST", "/login", None, Some("http://127.0.0.1:8080"), "x")
+            .body(Body::from(format!("token={token}")))
+            .unwrap();
+        request.extensions_mut().insert(ConnectInfo(peer.parse::<SocketAddr>().unwrap()));
+        request
+    };
+    let other = "198.51.100.7:40000";
+    for _ in 0..crate::auth::LOGIN_FAILURES {
+        assert_eq!(send(&shared, sign_in("guess", PEER)).await.0, StatusCode::UNAUTHORIZED);
+    }
+    assert_eq!(send(&shared, sign_in("guess", other)).await.0, StatusCode::UNAUTHORIZED);
+
+    // Past the limit even the right token waits, from any port of that address.
+    for peer in [PEER, "192.0.2.1:50001"] {
+        let (status, headers, page) = send(&shared, sign_in(ALICE, peer)).await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{page}");
+        let wait: u64 = headers[header::RETRY_AFTER].to_str().unwrap().parse().unwrap();
+        assert!((1..=60).contains(&wait), "{wait}");
+        assert!(page.contains("Too many failed sign-ins"), "{page}");
+        assert!(!headers.contains_key(header::SET_COOKIE));
+    }
+
+    // Another address signs in, and that frees nobody else.
+    assert_eq!(send(&shared, sign_in(ALICE, other)).await.0, StatusCode::SEE_OTHER);
+    assert_eq!(send(&shared, sign_in(ALICE, PEER)).await.0, StatusCode::TOO_MANY_REQUESTS);
 }

@@ -1,13 +1,15 @@
 //! The web UI's routes: the pending list (or the login page), the history, one task's card
 //! and the pending ids for the page's script, decisions from a form or the script, login and
 //! logout. Pages need a [`Session`]; every post that changes something is a [`CsrfForm`] (or,
-//! for login, [`SameOrigin`]).
+//! for login, [`SameOrigin`]). Sign-ins are limited per client address (the connection's
+//! peer): past the limit `/login` answers `429` with `Retry-After`, whatever the token.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use airlock_records::time::now_ms;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
@@ -16,7 +18,6 @@ use serde::de::IgnoredAny;
 use super::ApiError;
 use super::api::{self, HISTORY_DEFAULT};
 use super::extract::{CsrfForm, SameOrigin, Session, form};
-use crate::auth::{SESSION_COOKIE, SESSION_TTL};
 use crate::shared::Shared;
 use crate::ui::pages;
 
@@ -115,28 +116,41 @@ struct LoginForm {
     token: String,
 }
 
-/// `POST /login`: trades a token for a session cookie.
-pub async fn login(State(shared): State<Arc<Shared>>, _: SameOrigin, body: Bytes) -> Result<Response, ApiError> {
+/// `POST /login`: trades a token for a session cookie, unless the caller's address failed too
+/// often lately.
+pub async fn login(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    _: SameOrigin,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let now = tokio::time::Instant::now();
+    if let Err(wait) = shared.logins.check(peer.ip(), now) {
+        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let message = format!("Too many failed sign-ins from your address; try again in {seconds} s.");
+        let mut response = (StatusCode::TOO_MANY_REQUESTS, Html(pages::login(Some(&message)))).into_response();
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        return Ok(response);
+    }
     let login: LoginForm = form(&body)?;
     let Some(reviewer) = shared.reviewers.authenticate(&login.token) else {
+        shared.logins.failed(peer.ip(), now);
         return Ok((StatusCode::UNAUTHORIZED, Html(pages::login(Some("That token is not valid.")))).into_response());
     };
+    shared.logins.succeeded(peer.ip());
     let id = shared.sessions.open(&reviewer.name);
-    let cookie = format!("{SESSION_COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}", SESSION_TTL.as_secs());
     let mut response = Redirect::to("/").into_response();
-    response.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(&cookie).expect("a cookie is ASCII"));
+    response.headers_mut().insert(header::SET_COOKIE, shared.site.set_session(&id));
     Ok(response)
 }
 
-/// `POST /logout`: ends the session (if any) and clears the cookie.
+/// `POST /logout`: ends the session (if any), and with it its event stream, and clears the
+/// cookie.
 pub async fn logout(State(shared): State<Arc<Shared>>, signed: Option<CsrfForm<IgnoredAny>>) -> Response {
     if let Some(CsrfForm { session, .. }) = signed {
         shared.sessions.close(&session.id);
     }
     let mut response = Redirect::to("/").into_response();
-    response.headers_mut().insert(
-        header::SET_COOKIE,
-        HeaderValue::from_static("airlock_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
-    );
+    response.headers_mut().insert(header::SET_COOKIE, shared.site.clear_session());
     response
 }
