@@ -1,5 +1,6 @@
 """What the tests share: the broker gate, an Airlock fleet on a unique prefix (`airlock
-worker` processes started here), and external steps served by the test itself.
+worker` processes started here, with keys made once per session), and external steps served
+by the test itself (a person's answers signed as a reviewer service signs them).
 
 Tests that need the broker or the `airlock` binary skip without them, except under `CI`,
 where they fail. The binary is `AIRLOCK_BIN` (the Rust test that runs this suite sets it) or
@@ -9,6 +10,8 @@ the workspace's `target/debug/airlock`.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import inspect
 import os
 import signal
@@ -22,8 +25,15 @@ from typing import Any
 
 import aio_pika
 import pytest
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from airlock import FleetClient, client_for
 from airlock._proto import airlock_pb2 as pb
+from airlock.config import load_verify_key
+from airlock.proof import key_id
 
 REPO = Path(__file__).resolve().parents[3]
 URL = os.environ.get("AIRLOCK_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2f")
@@ -62,6 +72,52 @@ def airlock_bin() -> Path:
     return binary
 
 
+@pytest.fixture(scope="session")
+def keys(airlock_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory with a fleet key and a reviewer key (`airlock keys generate`)."""
+    directory = tmp_path_factory.mktemp("keys") / "keys"
+    subprocess.run(
+        [str(airlock_bin), "keys", "generate", "--out", str(directory)], check=True, capture_output=True, timeout=60
+    )
+    return directory
+
+
+HUMAN_ANSWER_DOMAIN = b"airlock/v1/human-answer"
+"""The tag that starts the text a reviewer service signs."""
+
+
+def read_secret(path: Path, tag: str) -> bytes:
+    """The 32-byte seed of the one `tag` line of the secret key file at `path`."""
+    [line] = [line.split() for line in path.read_text().splitlines() if line.startswith(f"{tag} ")]
+    return bytes.fromhex(line[2])
+
+
+def sign_human_answer(reviewer_key: Path, result: pb.StepResult) -> None:
+    """Signs `result`'s answer as the reviewer service holding `reviewer_key` does: Ed25519
+    over the domain tag, a zero byte, the SHA-256 of the task's seal and the encoded answer."""
+    secret = Ed25519PrivateKey.from_private_bytes(read_secret(reviewer_key, "airlock-ed25519-secret"))
+    text = HUMAN_ANSWER_DOMAIN + b"\x00" + hashlib.sha256(result.task.seal).digest() + result.answer.SerializeToString()
+    result.signer_key_id = key_id(secret.public_key().public_bytes_raw())
+    result.signature = secret.sign(text)
+
+
+def fleet_secret(fleet_key: Path) -> X25519PrivateKey:
+    """The fleet's secret key in the key file `fleet_key` (what only workers hold)."""
+    return X25519PrivateKey.from_private_bytes(read_secret(fleet_key, "airlock-fleet-secret"))
+
+
+def prove_reply(fleet: X25519PrivateKey, runner_public: bytes, request: bytes, body: bytes) -> pb.Reply:
+    """`body` (an encoded ReplyBody) as the holder of the fleet key `fleet` proves it to the
+    runner whose public key is `runner_public`, about `request` (its bytes as published),
+    computed from the definition."""
+    fleet_public = fleet.public_key().public_bytes_raw()
+    shared = fleet.exchange(X25519PublicKey.from_public_bytes(runner_public))
+    info = fleet_public + runner_public
+    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=b"airlock/v1/reply-key", info=info).derive(shared)
+    text = b"airlock/v1/reply\x00" + hashlib.sha256(request).digest() + body
+    return pb.Reply(body=body, key_id=key_id(fleet_public), proof=hmac.new(key, text, hashlib.sha256).digest())
+
+
 def unique_prefix() -> str:
     """A fleet prefix no other test uses."""
     return f"test-py-{uuid.uuid4().hex[:12]}"
@@ -73,18 +129,29 @@ async."""
 
 
 class Fleet:
-    """A fleet on its own prefix: `airlock worker` processes, the queues of the external
-    steps the test serves, and everything deleted at the end."""
+    """A fleet on its own prefix: `airlock worker` processes signing with the keys in `keys`,
+    the queues of the external steps the test serves, and everything deleted at the end."""
 
-    def __init__(self, binary: Path, url: str, policy_dir: Path) -> None:
+    def __init__(self, binary: Path, url: str, policy_dir: Path, keys: Path) -> None:
         self.binary = binary
         self.url = url
         self.prefix = unique_prefix()
         self.policy_dir = policy_dir
+        self.keys = keys
+        self.verify_key = str(keys / "fleet.pub")
+        """What runners verify this fleet's replies with."""
         self.steps: list[str] = []
         self.pools: list[str] = []
         self.workers: list[subprocess.Popen[bytes]] = []
         self.servers: list[StepServer] = []
+
+    def settings(self) -> dict[str, Any]:
+        """The approver's and reviewer's parameters that reach this fleet, its replies verified."""
+        return {"url": self.url, "prefix": self.prefix, "verify_key": self.verify_key}
+
+    def client(self) -> FleetClient:
+        """The running event loop's client of this fleet (the one its approvers use)."""
+        return client_for(self.url, self.prefix, verify_key=load_verify_key(self.verify_key))
 
     def airlock(self, *args: str) -> None:
         """Runs an `airlock` command on this fleet's broker and prefix."""
@@ -107,6 +174,10 @@ class Fleet:
                 str(concurrency),
                 "--policy-dir",
                 str(self.policy_dir),
+                "--signing-key",
+                str(self.keys / "fleet.key"),
+                "--reviewer-keys",
+                str(self.keys / "reviewer.pub"),
             ],
             stdout=subprocess.DEVNULL,
         )
@@ -117,15 +188,17 @@ class Fleet:
         """Serves the external step `name` with `answer`, from a thread of its own."""
         self.steps.append(name)
         self.airlock("topology", "apply", "--steps", name)
-        server = StepServer(self.url, self.prefix, f"{self.prefix}.step.{name}", answer, human=False)
+        server = StepServer(self.url, self.prefix, f"{self.prefix}.step.{name}", answer)
         server.start()
         self.servers.append(server)
 
     def serve_human(self, pool: str, answer: StepAnswerer) -> None:
-        """Answers the human tasks of `pool` with `answer` (a reviewer service's part)."""
+        """Answers the human tasks of `pool` with `answer`, signed with the fleet's reviewer key
+        (a reviewer service's part)."""
         self.pools.append(pool)
         self.airlock("topology", "apply", "--pools", pool)
-        server = StepServer(self.url, self.prefix, f"{self.prefix}.human.{pool}", answer, human=True)
+        queue = f"{self.prefix}.human.{pool}"
+        server = StepServer(self.url, self.prefix, queue, answer, reviewer_key=self.keys / "reviewer.key")
         server.start()
         self.servers.append(server)
 
@@ -146,11 +219,11 @@ class Fleet:
 
 
 @pytest.fixture
-def fleet(broker: str, airlock_bin: Path, tmp_path: Path) -> Iterator[Fleet]:
+def fleet(broker: str, airlock_bin: Path, keys: Path, tmp_path: Path) -> Iterator[Fleet]:
     """A fleet with one worker; named policies live in `tmp_path / "policies"`."""
     policy_dir = tmp_path / "policies"
     policy_dir.mkdir()
-    fleet = Fleet(airlock_bin, broker, policy_dir)
+    fleet = Fleet(airlock_bin, broker, policy_dir, keys)
     try:
         fleet.start_worker()
         yield fleet
@@ -180,11 +253,14 @@ def wait_for_consumers(url: str, queue: str, count: int) -> None:
 
 class StepServer:
     """An external step: consumes its queue (`<prefix>.step.<name>`, or `<prefix>.human.<pool>`
-    with `human`) and answers each task with a `StepResult` on `<prefix>.results`, as a plugin
-    or a reviewer service would."""
+    with a `reviewer_key` to sign with) and answers each task with a `StepResult` on
+    `<prefix>.results`, as a plugin or a reviewer service would."""
 
-    def __init__(self, url: str, prefix: str, queue: str, answer: StepAnswerer, human: bool) -> None:
-        self.url, self.prefix, self.queue, self.answer, self.human = url, prefix, queue, answer, human
+    def __init__(
+        self, url: str, prefix: str, queue: str, answer: StepAnswerer, reviewer_key: Path | None = None
+    ) -> None:
+        self.url, self.prefix, self.queue, self.answer = url, prefix, queue, answer
+        self.reviewer_key = reviewer_key
         self.tasks: list[pb.StepTask] = []
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
@@ -207,7 +283,7 @@ class StepServer:
         queue = await channel.declare_queue(self.queue, passive=True)
 
         async def on_task(message: aio_pika.abc.AbstractIncomingMessage) -> None:
-            if self.human:
+            if self.reviewer_key is not None:
                 human = pb.HumanTask.FromString(message.body)
                 task, asked = human.task, human
             else:
@@ -219,6 +295,8 @@ class StepServer:
                 answer = await answer
             answer.started_at_unix_ms, answer.answered_at_unix_ms = started, int(time.time() * 1000)
             result = pb.StepResult(task=task, answer=answer)
+            if self.reviewer_key is not None:
+                sign_human_answer(self.reviewer_key, result)
             await channel.default_exchange.publish(
                 aio_pika.Message(result.SerializeToString(), correlation_id=message.correlation_id),
                 routing_key=f"{self.prefix}.results",

@@ -1,6 +1,7 @@
 """The approver and reviewer against a real broker, outside an eval: fail-closed decisions
-when the fleet is down, absent or silent (with the `Cancel` it is sent), refusals, named
-policies, many requests at once on one connection, and the clean shutdown."""
+when the fleet is down, absent or silent (with the `Cancel` it is sent), replies taken only
+with the fleet's proof, refusals, named policies, many requests at once on one connection,
+and the clean shutdown."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from pathlib import Path
 
 import aio_pika
 import pytest
-from conftest import Fleet, close_connections, unique_prefix
+from conftest import Fleet, close_connections, fleet_secret, prove_reply, unique_prefix
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from inspect_ai.model import ChatMessageAssistant, ChatMessageTool
 from inspect_ai.tool import ToolCall
 
-from airlock import FleetClient, client_for, fleet_approver, fleet_reviewer, shutdown
+from airlock import FleetClient, fleet_approver, fleet_reviewer, shutdown
 from airlock._proto import airlock_pb2 as pb
+from airlock.wire import correlation_id
 
 POLICY = """
 approvers:
@@ -100,7 +103,7 @@ def test_a_silent_fleet_fails_closed_and_the_request_is_withdrawn(fleet: Fleet, 
         channel = await connection.channel()
         cancels = await channel.declare_queue(exclusive=True)
         await cancels.bind(f"{fleet.prefix}.cancels")
-        approve = fleet_approver(url=fleet.url, prefix=fleet.prefix, policy=policy, timeout=0.5, on_timeout="approve")
+        approve = fleet_approver(**fleet.settings(), policy=policy, timeout=0.5, on_timeout="approve")
         c = call("silent-1")
         approval = await approve("m", c, None, history(c))
         assert approval.decision == "approve"
@@ -113,24 +116,26 @@ def test_a_silent_fleet_fails_closed_and_the_request_is_withdrawn(fleet: Fleet, 
         assert (cancel.key.tool_call_id, cancel.kind) == ("silent-1", pb.KIND_APPROVAL)
         assert cancel.reason == "the runner stopped waiting: deadline passed"
         assert message.correlation_id is not None and message.correlation_id.endswith("/silent-1")
-        assert client_for(fleet.url, fleet.prefix).stats().timed_out == 1
+        assert fleet.client().stats().timed_out == 1
 
         # A sample that ends while its request waits withdraws it too.
         c = call("silent-2")
         asking = asyncio.ensure_future(
-            fleet_approver(url=fleet.url, prefix=fleet.prefix, policy=policy, timeout=60)("m", c, None, history(c))
+            fleet_approver(**fleet.settings(), policy=policy, timeout=60)("m", c, None, history(c))
         )
-        client = client_for(fleet.url, fleet.prefix)
+        client = fleet.client()
         await sent(client, 1)
-        # A decision about an earlier request for the same call is not this one's answer.
-        stale = pb.Reply(decision=pb.Decision(decision=pb.DECISION_KIND_APPROVE, requested_at_unix_ms=1))
-        correlation = f"approval/{cancel.key.run_id}/{cancel.key.sample_id}/0/silent-2"
-        await channel.default_exchange.publish(
-            aio_pika.Message(stale.SerializeToString(), correlation_id=correlation), routing_key=client.reply_queue
-        )
+        # A decision about an earlier request for the same call is not this one's answer, even
+        # with the fleet's proof.
+        request = await published_request(channel, fleet.prefix, "silent-2")
+        stale = pb.ReplyBody(
+            decision=pb.Decision(decision=pb.DECISION_KIND_APPROVE, requested_at_unix_ms=1)
+        ).SerializeToString()
+        proved = prove_reply(fleet_secret(fleet.keys / "fleet.key"), client_key(request), request, stale)
+        await reply_to(channel, client, request, proved)
         while client.stats().ignored_replies == 0:
             await asyncio.sleep(0.01)
-        assert not asking.done()
+        assert not asking.done() and client.stats().rejected_replies == 0
         asking.cancel()
         cancel = pb.Cancel.FromString((await anext_message(cancels)).body)
         assert (cancel.key.tool_call_id, cancel.reason) == ("silent-2", "the sample ended before a decision")
@@ -138,6 +143,83 @@ def test_a_silent_fleet_fails_closed_and_the_request_is_withdrawn(fleet: Fleet, 
         await connection.close()
 
     asyncio.run(run())
+
+
+def test_a_reply_counts_only_with_the_fleets_proof_for_this_runner(fleet: Fleet, policy: str) -> None:
+    """A runner with the fleet's public key takes the signed worker's decision. A reply forged
+    on its queue, unsigned or proved for another runner, is dropped and counted; the request
+    waits on and fails closed at its deadline."""
+
+    async def run() -> None:
+        approve = fleet_approver(**fleet.settings(), policy=policy, timeout=30)
+        c = call("c1", "bash", cmd="rm -rf /")
+        approval = await approve("m", c, None, history(c))
+        assert (approval.decision, approval.explanation) == ("reject", "Matched /rm -rf/ in the call.")
+        assert approval.metadata is not None and approval.metadata["airlock"]["decided_by"] == "py-worker-0"
+        client = fleet.client()
+        assert (client.stats().rejected_replies, client.stats().ignored_replies) == (0, 0)
+
+        for worker in fleet.workers:
+            worker.terminate()
+            worker.wait()
+        fleet.workers.clear()
+        connection = await aio_pika.connect(fleet.url)
+        channel = await connection.channel()
+        approve = fleet_approver(**fleet.settings(), policy=policy, timeout=3, on_timeout="reject")
+        c = call("forged", "ls")
+        asking = asyncio.ensure_future(approve("m", c, None, history(c)))
+        await sent(client, 1)
+        request = await published_request(channel, fleet.prefix, "forged")
+        asked = pb.Request.FromString(request)
+        assert len(asked.runner_key) == 32
+        forged = pb.ReplyBody(
+            decision=pb.Decision(
+                decision=pb.DECISION_KIND_APPROVE, key=asked.key, requested_at_unix_ms=asked.requested_at_unix_ms
+            )
+        ).SerializeToString()
+        another_runner = X25519PrivateKey.generate().public_key().public_bytes_raw()
+        await reply_to(channel, client, request, pb.Reply(body=forged))
+        secret = fleet_secret(fleet.keys / "fleet.key")
+        await reply_to(channel, client, request, prove_reply(secret, another_runner, request, forged))
+        while client.stats().rejected_replies < 2:
+            await asyncio.sleep(0.01)
+        assert not asking.done()
+        approval = await asking
+        assert (approval.decision, approval.explanation) == (
+            "reject",
+            "The Airlock fleet did not answer within 3.0s. It fails closed: 'reject' (on_timeout).",
+        )
+        stats = client.stats()
+        assert (stats.rejected_replies, stats.ignored_replies, stats.timed_out) == (2, 0, 1)
+        await shutdown()
+        await connection.close()
+
+    asyncio.run(run())
+
+
+async def published_request(channel: aio_pika.abc.AbstractChannel, prefix: str, tool_call_id: str) -> bytes:
+    """The request about `tool_call_id` exactly as the runner published it, taken from the
+    requests queue (no worker reads it)."""
+    queue = await channel.declare_queue(f"{prefix}.requests", passive=True)
+    for _ in range(600):
+        message = await queue.get(no_ack=True, fail=False)
+        if message is None:
+            await asyncio.sleep(0.05)
+        elif pb.Request.FromString(message.body).key.tool_call_id == tool_call_id:
+            return message.body
+    raise AssertionError(f"no request about {tool_call_id} on {queue.name}")
+
+
+def client_key(request: bytes) -> bytes:
+    """The runner's public key a request carries."""
+    return pb.Request.FromString(request).runner_key
+
+
+async def reply_to(channel: aio_pika.abc.AbstractChannel, client: FleetClient, request: bytes, reply: pb.Reply) -> None:
+    """Publishes `reply` to `client`'s reply queue as the reply to `request`."""
+    asked = pb.Request.FromString(request)
+    message = aio_pika.Message(reply.SerializeToString(), correlation_id=correlation_id(pb.KIND_APPROVAL, asked.key))
+    await channel.default_exchange.publish(message, routing_key=client.reply_queue)
 
 
 async def sent(client: FleetClient, count: int) -> None:
@@ -164,7 +246,7 @@ def test_refusals_fail_closed_with_the_fleets_reason(fleet: Fleet, tmp_path: Pat
     bad.write_text("approvers:\n  - name: auto\n    tools: x\n    decision: maybe\n")
 
     async def run() -> None:
-        approve = fleet_approver(url=fleet.url, prefix=fleet.prefix, policy=str(bad), timeout=30)
+        approve = fleet_approver(**fleet.settings(), policy=str(bad), timeout=30)
         c = call("c1", "x")
         approval = await approve("m", c, None, history(c))
         assert approval.decision == "reject"
@@ -174,7 +256,7 @@ def test_refusals_fail_closed_with_the_fleets_reason(fleet: Fleet, tmp_path: Pat
         )
         assert "<inline>:4:15" in approval.explanation and approval.explanation.endswith("It fails closed: 'reject'.")
         assert approval.metadata is not None and approval.metadata["airlock"]["code"] == "invalid_policy"
-        review = fleet_reviewer(url=fleet.url, prefix=fleet.prefix, policy="nowhere", timeout=30)
+        review = fleet_reviewer(**fleet.settings(), policy="nowhere", timeout=30)
         reviewed = await review("m", c, ChatMessageTool(content="", tool_call_id="c1"), "", None, history(c))
         assert reviewed.decision == "terminate" and "(unknown_policy): no policy named 'nowhere'" in (
             reviewed.explanation or ""
@@ -188,7 +270,7 @@ def test_named_policies_are_the_workers(fleet: Fleet) -> None:
     (fleet.policy_dir / "strict.yaml").write_text(POLICY)
 
     async def run() -> None:
-        approve = fleet_approver(url=fleet.url, prefix=fleet.prefix, policy="strict", timeout=30)
+        approve = fleet_approver(**fleet.settings(), policy="strict", timeout=30)
         c = call("c1", "bash", cmd="rm -rf /")
         approval = await approve("m", c, None, history(c))
         assert (approval.decision, approval.explanation) == ("reject", "Matched /rm -rf/ in the call.")
@@ -202,8 +284,8 @@ def test_thousands_of_concurrent_calls_share_one_connection(fleet: Fleet, policy
     fleet.start_worker()
 
     async def run() -> None:
-        approve = fleet_approver(url=fleet.url, prefix=fleet.prefix, policy=policy, timeout=60)
-        review = fleet_reviewer(url=fleet.url, prefix=fleet.prefix, policy=policy, timeout=60)
+        approve = fleet_approver(**fleet.settings(), policy=policy, timeout=60)
+        review = fleet_reviewer(**fleet.settings(), policy=policy, timeout=60)
         calls = [call(f"c{i}", "ls" if i % 2 else "bash", cmd=f"rm -rf /{i}") for i in range(2000)]
         approvals = await asyncio.gather(*(approve("m", c, None, history(c)) for c in calls))
         assert [a.decision for a in approvals] == ["approve" if i % 2 else "reject" for i in range(2000)]
@@ -214,7 +296,7 @@ def test_thousands_of_concurrent_calls_share_one_connection(fleet: Fleet, policy
         )
         expected = ["terminate" if i % 3 == 0 and i % 2 == 0 else "continue" for i in range(500)]
         assert [r.decision for r in reviews] == expected
-        client = client_for(fleet.url, fleet.prefix)
+        client = fleet.client()
         assert client.stats().pending == 0
         reply_queue = client.reply_queue
         await shutdown()
@@ -238,10 +320,10 @@ def test_requests_survive_a_lost_connection(fleet: Fleet, policy: str) -> None:
     fleet.workers.clear()
 
     async def run() -> None:
-        approve = fleet_approver(url=fleet.url, prefix=fleet.prefix, policy=policy, timeout=60)
+        approve = fleet_approver(**fleet.settings(), policy=policy, timeout=60)
         calls = [call(f"c{i}", "ls" if i % 2 else "bash", cmd=f"rm -rf /{i}") for i in range(300)]
         asking = asyncio.gather(*(approve("m", c, None, history(c)) for c in calls))
-        client = client_for(fleet.url, fleet.prefix)
+        client = fleet.client()
         await sent(client, len(calls))
         assert await asyncio.to_thread(close_connections, f"{fleet.prefix} inspect (") == 1
         await asyncio.to_thread(fleet.start_worker)

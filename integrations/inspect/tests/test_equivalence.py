@@ -99,7 +99,7 @@ def test_the_same_policy_decides_the_same_in_process_and_through_airlock(fleet: 
             return await decide_corpus("local")
 
     async def through_airlock() -> tuple[list[Any], list[Any]]:
-        settings = dict(url=fleet.url, prefix=fleet.prefix, policy=str(policy), timeout=30)
+        settings = dict(**fleet.settings(), policy=str(policy), timeout=30)
         approver, reviewer = fleet_approver(**settings), fleet_reviewer(**settings)
         with approval([ApprovalPolicy(approver, "*")]), review([ReviewPolicy(reviewer, "*")]):
             decided = await decide_corpus("fleet")

@@ -104,6 +104,7 @@ def wrapper_policy(tmp_path: Path, fleet: Fleet, policy: Path) -> Path:
     path = tmp_path / "airlock.yaml"
     entry = (
         f'    tools: "*"\n    url: "{fleet.url}"\n    prefix: {fleet.prefix}\n    policy: {policy}\n    timeout: 60\n'
+        f"    verify_key: {fleet.verify_key}\n"
     )
     path.write_text(f"approvers:\n  - name: airlock/fleet\n{entry}reviewers:\n  - name: airlock/fleet\n{entry}")
     return path
@@ -209,7 +210,7 @@ def test_an_eval_decided_and_reviewed_by_the_fleet(served: Fleet, policy: Path, 
 def test_a_step_that_changes_the_function_fails_the_sample_as_inspect_does(
     served: Fleet, policy: Path, tmp_path: Path
 ) -> None:
-    approver = fleet_approver(url=served.url, prefix=served.prefix, policy=str(policy), timeout=60)
+    approver = fleet_approver(**served.settings(), policy=str(policy), timeout=60)
     log = run_eval(tmp_path, tasks=airlock_script(scripts="swap"), approval=[ApprovalPolicy(approver, "*")])
     assert log.status == "error"
     [sample] = log.samples or []
@@ -224,7 +225,7 @@ def test_a_step_that_changes_the_function_fails_the_sample_as_inspect_does(
 
 def test_many_samples_at_once_share_one_connection(fleet: Fleet, policy: Path, tmp_path: Path) -> None:
     fleet.start_worker()
-    settings = dict(url=fleet.url, prefix=fleet.prefix, policy=str(policy), timeout=60)
+    settings = dict(**fleet.settings(), policy=str(policy), timeout=60)
     log = run_eval(
         tmp_path,
         tasks=airlock_script(scripts="approve,reject,review_continue", copies=20),
@@ -251,6 +252,7 @@ def test_the_inspect_command_with_the_three_line_setup(served: Fleet, policy: Pa
         "AIRLOCK_AMQP_URL": served.url,
         "AIRLOCK_PREFIX": served.prefix,
         "AIRLOCK_POLICY": str(policy),
+        "AIRLOCK_VERIFY_KEY": served.verify_key,
         "INSPECT_DISPLAY": "none",
     }
     command = [
@@ -305,7 +307,7 @@ def test_a_bridged_agent_is_approved_by_the_fleet(served: Fleet, policy: Path, t
     """Inspect approves a bridged agent's model responses (reviews do not apply to them): a
     rejected response is discarded and generated again, a modified one reaches the agent
     with the fleet's arguments."""
-    approver = fleet_approver(url=served.url, prefix=served.prefix, policy=str(policy), timeout=60)
+    approver = fleet_approver(**served.settings(), policy=str(policy), timeout=60)
     log = run_eval(tmp_path, tasks=airlock_bridge(), approval=[ApprovalPolicy(approver, "*")])
     assert log.status == "success", log.error
     samples = {sample.id: sample for sample in log.samples or []}
@@ -372,6 +374,8 @@ def reviewer(fleet: Fleet, tmp_path: Path) -> Iterator[tuple[str, str]]:
             str(tokens),
             "--id",
             REVIEWER_ID,
+            "--signing-key",
+            str(fleet.keys / "reviewer.key"),
         ],
         stdout=subprocess.DEVNULL,
     )
@@ -444,7 +448,7 @@ def test_a_person_decides_through_the_reviewer_api(fleet: Fleet, reviewer: tuple
     policy = tmp_path / "human.yaml"
     policy.write_text(HUMAN_POLICY)
     answers = {"deploy prod": ("approve", "deploy window is open"), "rm -rf /": ("reject", "not on this host")}
-    approver = fleet_approver(url=fleet.url, prefix=fleet.prefix, policy=str(policy), timeout=HANG_GUARD)
+    approver = fleet_approver(**fleet.settings(), policy=str(policy), timeout=HANG_GUARD)
     stop = threading.Event()
     with ThreadPoolExecutor(1) as person:
         alice_at_work = person.submit(decide_as_alice, api, token, answers, stop)

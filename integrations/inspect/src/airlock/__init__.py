@@ -23,6 +23,7 @@ Layout:
 - `approver`, `reviewer`: the two registered objects.
 - `request`: building a request for the active sample and asking the fleet.
 - `client`: the shared AMQP connection, reply queue, deadlines and cancels.
+- `proof`: the fleet's proof over each reply, checked with its public keys (`verify_key`).
 - `wire`, `decisions`: between Inspect's types and the wire contract (`_proto`).
 - `config`: parameters and their environment defaults.
 - `hooks`: the shutdown at the end of a run (registered on first use).

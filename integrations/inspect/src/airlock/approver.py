@@ -25,6 +25,7 @@ def fleet_approver(
     on_timeout: str = "reject",
     history_bytes: int = DEFAULT_HISTORY_BYTES,
     ca_file: str | None = None,
+    verify_key: str | None = None,
 ) -> Approver:
     """Approver whose decisions come from an Airlock fleet.
 
@@ -41,6 +42,10 @@ def fleet_approver(
             messages are left out and their number is sent.
         ca_file: CA certificates (PEM) an `amqps://` broker's certificate is verified
             against, besides the system's (default: `AIRLOCK_CA_FILE`).
+        verify_key: The fleet's public key file (`fleet.pub` of `airlock keys generate`;
+            default: `AIRLOCK_VERIFY_KEY`). A reply is taken only with the fleet's proof
+            (one without is dropped and the request waits on); without it, replies are not
+            checked.
 
     Returns:
         Approver: an approver to list in a policy, e.g. with `tools: "*"`.
@@ -49,7 +54,7 @@ def fleet_approver(
         raise ValueError(
             f"airlock/fleet: on_timeout must be one of {', '.join(APPROVAL_ON_TIMEOUT)}, got '{on_timeout}'"
         )
-    settings = FleetSettings.resolve(url, prefix, policy, timeout, history_bytes, ca_file)
+    settings = FleetSettings.resolve(url, prefix, policy, timeout, history_bytes, ca_file, verify_key)
 
     async def approve(message: str, call: ToolCall, view: ToolCallView, history: list[ChatMessage]) -> Approval:
         request = new_request(settings, pb.ApprovalRequest(), message, call, view, history)

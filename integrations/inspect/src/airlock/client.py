@@ -16,6 +16,11 @@ pending request is published again, since the broker may have lost what was not 
 A reply that matches nothing pending (a duplicate, or one that came too late), or a decision
 about an earlier request for the same call (it carries that request's time), is ignored and
 counted.
+
+With the fleet's public keys (`verify_key`), every request carries this client's ephemeral
+public key and a reply is taken only with the fleet's proof over it and the exact request
+(see `proof`); one without is dropped with a warning and counted, and its request keeps
+waiting, so that it fails closed at its deadline unless the fleet's own reply comes.
 """
 
 from __future__ import annotations
@@ -38,11 +43,11 @@ from aio_pika.abc import (
     AbstractRobustQueue,
 )
 from aio_pika.exceptions import PublishError
-from google.protobuf.message import DecodeError
 
 from ._proto import airlock_pb2 as pb
 from .config import redact
 from .errors import AlreadyPending, FleetError, FleetUnanswered
+from .proof import FleetPublicKeys, MalformedReply, RunnerKeys, UnprovedReply, open_reply
 from .wire import correlation_id
 
 log = logging.getLogger(__name__)
@@ -70,7 +75,9 @@ class ClientStats:
     unsent: int
     """Of those, the ones the broker has not accepted yet (it is down, or no fleet is there)."""
     ignored_replies: int
-    """Replies that matched nothing pending (duplicates or late ones)."""
+    """Replies that matched nothing pending (duplicates or late ones) or said nothing."""
+    rejected_replies: int
+    """Replies dropped because the fleet's proof did not hold for them."""
     timed_out: int
     """Requests that ran out of time."""
     resent: int
@@ -81,7 +88,7 @@ class ClientStats:
 class _Pending:
     """A request waiting for its reply, with what it takes to send it again."""
 
-    future: asyncio.Future[pb.Reply]
+    future: asyncio.Future[pb.ReplyBody]
     body: bytes
     key: pb.CallKey
     kind: int
@@ -92,12 +99,17 @@ class _Pending:
 
 class FleetClient:
     """A runner's link to one fleet (broker URL and prefix). Use `client_for()` to get the
-    one shared by the running event loop."""
+    one shared by the running event loop. With `verify_key`, replies are taken only with the
+    proof of one of its fleet keys."""
 
-    def __init__(self, url: str, prefix: str, ca_file: str | None = None) -> None:
+    def __init__(
+        self, url: str, prefix: str, ca_file: str | None = None, verify_key: FleetPublicKeys | None = None
+    ) -> None:
         self.url = url
         self.prefix = prefix
         self.ca_file = ca_file
+        self.verify_key = verify_key
+        self._runner_keys = RunnerKeys(verify_key) if verify_key is not None else None
         self.runner_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.reply_queue = f"{prefix}.reply.{self.runner_id}"
         self.requests_queue = f"{prefix}.requests"
@@ -112,12 +124,13 @@ class FleetClient:
         self._pending: dict[str, _Pending] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._ignored_replies = 0
+        self._rejected_replies = 0
         self._timed_out = 0
         self._resent = 0
 
     # === requests ===
 
-    async def decide(self, request: pb.Request, timeout: float) -> pb.Reply:
+    async def decide(self, request: pb.Request, timeout: float) -> pb.ReplyBody:
         """Sends `request` and waits at most `timeout` seconds for its reply.
 
         Raises:
@@ -134,6 +147,8 @@ class FleetClient:
         request.deadline_unix_ms = now_ms + int(timeout * 1000)
         if not request.origin.runner_id:
             request.origin.runner_id = self.runner_id
+        if self._runner_keys is not None:
+            request.runner_key = self._runner_keys.public
         pending = _Pending(
             future=asyncio.get_running_loop().create_future(),
             body=request.SerializeToString(),
@@ -157,7 +172,7 @@ class FleetClient:
             if self._pending.get(correlation) is pending:
                 del self._pending[correlation]
 
-    async def _exchange(self, correlation: str, pending: _Pending) -> pb.Reply:
+    async def _exchange(self, correlation: str, pending: _Pending) -> pb.ReplyBody:
         """Publishes until the broker routed the request, then waits for the reply."""
         delay = RETRY_FIRST
         while not pending.future.done():
@@ -279,11 +294,13 @@ class FleetClient:
             self._ignored_replies += 1
             return
         try:
-            reply = pb.Reply.FromString(message.body)
-        except DecodeError:
-            reply = pb.Reply()
-        if reply.WhichOneof("body") is None:
-            log.warning("A reply that is not an airlock.v1.Reply was ignored (%s).", message.correlation_id)
+            reply = open_reply(message.body, self._runner_keys, pending.body)
+        except UnprovedReply as error:
+            log.warning("A reply to %s was dropped: %s.", message.correlation_id, error)
+            self._rejected_replies += 1
+            return
+        except MalformedReply as error:
+            log.warning("A reply to %s was ignored: %s.", message.correlation_id, error)
             self._ignored_replies += 1
             return
         if reply.HasField("decision") and reply.decision.requested_at_unix_ms != pending.requested_at_unix_ms:
@@ -305,6 +322,7 @@ class FleetClient:
             pending=len(self._pending),
             unsent=sum(not pending.published for pending in self._pending.values()),
             ignored_replies=self._ignored_replies,
+            rejected_replies=self._rejected_replies,
             timed_out=self._timed_out,
             resent=self._resent,
         )
@@ -342,15 +360,17 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
 
 # === one client per event loop and fleet ===
 
-_clients: dict[tuple[str, str, str | None], FleetClient] = {}
+_clients: dict[tuple[str, str, str | None, FleetPublicKeys | None], FleetClient] = {}
 _clients_loop: asyncio.AbstractEventLoop | None = None
 
 
-def client_for(url: str, prefix: str, ca_file: str | None = None) -> FleetClient:
+def client_for(
+    url: str, prefix: str, ca_file: str | None = None, verify_key: FleetPublicKeys | None = None
+) -> FleetClient:
     """The client of the running event loop for the fleet at `url` / `prefix` (verified with
-    `ca_file` over TLS), created on
-    first use. Each `inspect_ai.eval()` runs its own event loop; clients of an earlier loop
-    are forgotten (their loop is gone)."""
+    `ca_file` over TLS, its replies with `verify_key`), created on first use. Each
+    `inspect_ai.eval()` runs its own event loop; clients of an earlier loop are forgotten
+    (their loop is gone)."""
     global _clients_loop
     from . import hooks  # imports this module: loaded late
 
@@ -359,9 +379,10 @@ def client_for(url: str, prefix: str, ca_file: str | None = None) -> FleetClient
     if _clients_loop is not loop:
         _clients.clear()
         _clients_loop = loop
-    client = _clients.get((url, prefix, ca_file))
+    key = (url, prefix, ca_file, verify_key)
+    client = _clients.get(key)
     if client is None or client.closed:
-        client = _clients[(url, prefix, ca_file)] = FleetClient(url, prefix, ca_file)
+        client = _clients[key] = FleetClient(url, prefix, ca_file, verify_key)
     return client
 
 

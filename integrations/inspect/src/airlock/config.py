@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from inspect_ai._util.package import get_installed_package_name
 
 from ._proto import airlock_pb2 as pb
+from .proof import FleetPublicKeys
 
 ENV_URL = "AIRLOCK_AMQP_URL"
 """The broker, e.g. `amqp://guest:guest@127.0.0.1:5672/%2f`."""
@@ -24,6 +25,8 @@ ENV_TIMEOUT = "AIRLOCK_TIMEOUT"
 """Seconds a request may wait for its decision."""
 ENV_CA_FILE = "AIRLOCK_CA_FILE"
 """A PEM file of CA certificates an `amqps://` broker's certificate is verified against."""
+ENV_VERIFY_KEY = "AIRLOCK_VERIFY_KEY"
+"""The fleet's public key file (`fleet.pub`): replies are taken only with its proof."""
 
 
 def _registered_name(name: str) -> str:
@@ -65,6 +68,8 @@ class FleetSettings:
     ca_file: str | None = None
     """CA certificates (PEM) an `amqps://` broker's certificate is verified against, besides
     the system's."""
+    verify_key: FleetPublicKeys | None = None
+    """The fleet keys every reply must be proved by; `None`: replies are taken unchecked."""
 
     @classmethod
     def resolve(
@@ -75,13 +80,15 @@ class FleetSettings:
         timeout: float | None,
         history_bytes: int,
         ca_file: str | None = None,
+        verify_key: str | None = None,
     ) -> FleetSettings:
         """Fills what was not given from the environment and checks everything.
 
         Raises:
-            ValueError: a parameter is missing or out of range.
+            ValueError: a parameter is missing or out of range, or `verify_key` is not a
+                readable fleet public key file.
             FileNotFoundError: `policy` names a file (it has a `/`) that does not exist, or
-                `ca_file` does not exist.
+                `ca_file` or `verify_key` does not exist.
         """
         url = url or os.environ.get(ENV_URL)
         if not url:
@@ -101,6 +108,7 @@ class FleetSettings:
                 raise ValueError(f"airlock/fleet: a CA file ({ca_file}) is given but the broker URL is not amqps://")
             if not Path(ca_file).is_file():
                 raise FileNotFoundError(f"airlock/fleet: CA file {ca_file} does not exist")
+        verify_key = verify_key or os.environ.get(ENV_VERIFY_KEY) or None
         return cls(
             url=url,
             prefix=prefix or os.environ.get(ENV_PREFIX) or DEFAULT_PREFIX,
@@ -108,7 +116,25 @@ class FleetSettings:
             timeout=float(timeout),
             history_bytes=history_bytes,
             ca_file=ca_file,
+            verify_key=load_verify_key(verify_key) if verify_key is not None else None,
         )
+
+
+def load_verify_key(path: str) -> FleetPublicKeys:
+    """The fleet public keys in the file at `path`.
+
+    Raises:
+        FileNotFoundError: there is no file at `path`.
+        ValueError: it cannot be read or is not a valid fleet public key file.
+    """
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"airlock/fleet: verify key file {path} does not exist")
+    try:
+        return FleetPublicKeys.load(path)
+    except OSError as error:
+        raise ValueError(f"airlock/fleet: verify key file {path} cannot be read: {error.strerror}") from None
+    except ValueError as error:
+        raise ValueError(f"airlock/fleet: verify key file {error}") from None
 
 
 def load_policy(policy: str) -> pb.Policy:

@@ -57,7 +57,8 @@ async def ask(settings: FleetSettings, request: pb.Request) -> pb.Decision:
         FleetError: anything else kept the request from being decided.
     """
     try:
-        reply = await client_for(settings.url, settings.prefix, settings.ca_file).decide(request, settings.timeout)
+        client = client_for(settings.url, settings.prefix, settings.ca_file, settings.verify_key)
+        reply = await client.decide(request, settings.timeout)
     except FleetError:
         raise
     except Exception as error:

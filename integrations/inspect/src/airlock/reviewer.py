@@ -26,6 +26,7 @@ def fleet_reviewer(
     on_timeout: str = "terminate",
     history_bytes: int = DEFAULT_HISTORY_BYTES,
     ca_file: str | None = None,
+    verify_key: str | None = None,
 ) -> Reviewer:
     """Reviewer whose decisions come from an Airlock fleet.
 
@@ -42,13 +43,17 @@ def fleet_reviewer(
             messages are left out and their number is sent.
         ca_file: CA certificates (PEM) an `amqps://` broker's certificate is verified
             against, besides the system's (default: `AIRLOCK_CA_FILE`).
+        verify_key: The fleet's public key file (`fleet.pub` of `airlock keys generate`;
+            default: `AIRLOCK_VERIFY_KEY`). A reply is taken only with the fleet's proof
+            (one without is dropped and the request waits on); without it, replies are not
+            checked.
 
     Returns:
         Reviewer: a reviewer to list in a policy, e.g. with `tools: "*"`.
     """
     if on_timeout not in REVIEW_ON_TIMEOUT:
         raise ValueError(f"airlock/fleet: on_timeout must be one of {', '.join(REVIEW_ON_TIMEOUT)}, got '{on_timeout}'")
-    settings = FleetSettings.resolve(url, prefix, policy, timeout, history_bytes, ca_file)
+    settings = FleetSettings.resolve(url, prefix, policy, timeout, history_bytes, ca_file, verify_key)
 
     async def review(
         message: str,

@@ -168,7 +168,7 @@ class Policy(_message.Message):
     def __init__(self, inline: _Optional[str] = ..., name: _Optional[str] = ..., digest: _Optional[str] = ...) -> None: ...
 
 class StepAnswer(_message.Message):
-    __slots__ = ("step", "approver", "decision", "modified", "explanation", "metadata_json", "decided_by", "started_at_unix_ms", "answered_at_unix_ms")
+    __slots__ = ("step", "approver", "decision", "modified", "explanation", "metadata_json", "decided_by", "started_at_unix_ms", "answered_at_unix_ms", "published_by")
     STEP_FIELD_NUMBER: _ClassVar[int]
     APPROVER_FIELD_NUMBER: _ClassVar[int]
     DECISION_FIELD_NUMBER: _ClassVar[int]
@@ -178,6 +178,7 @@ class StepAnswer(_message.Message):
     DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     ANSWERED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHED_BY_FIELD_NUMBER: _ClassVar[int]
     step: int
     approver: str
     decision: DecisionKind
@@ -187,7 +188,8 @@ class StepAnswer(_message.Message):
     decided_by: str
     started_at_unix_ms: int
     answered_at_unix_ms: int
-    def __init__(self, step: _Optional[int] = ..., approver: _Optional[str] = ..., decision: _Optional[_Union[DecisionKind, str]] = ..., modified: _Optional[_Union[ToolCall, _Mapping]] = ..., explanation: _Optional[str] = ..., metadata_json: _Optional[str] = ..., decided_by: _Optional[str] = ..., started_at_unix_ms: _Optional[int] = ..., answered_at_unix_ms: _Optional[int] = ...) -> None: ...
+    published_by: str
+    def __init__(self, step: _Optional[int] = ..., approver: _Optional[str] = ..., decision: _Optional[_Union[DecisionKind, str]] = ..., modified: _Optional[_Union[ToolCall, _Mapping]] = ..., explanation: _Optional[str] = ..., metadata_json: _Optional[str] = ..., decided_by: _Optional[str] = ..., started_at_unix_ms: _Optional[int] = ..., answered_at_unix_ms: _Optional[int] = ..., published_by: _Optional[str] = ...) -> None: ...
 
 class ChainState(_message.Message):
     __slots__ = ("next_step", "trail")
@@ -198,7 +200,7 @@ class ChainState(_message.Message):
     def __init__(self, next_step: _Optional[int] = ..., trail: _Optional[_Iterable[_Union[StepAnswer, _Mapping]]] = ...) -> None: ...
 
 class Request(_message.Message):
-    __slots__ = ("key", "origin", "approval", "review", "policy", "chain", "deadline_unix_ms", "requested_at_unix_ms", "reply_to")
+    __slots__ = ("key", "origin", "approval", "review", "policy", "chain", "deadline_unix_ms", "requested_at_unix_ms", "reply_to", "runner_key")
     KEY_FIELD_NUMBER: _ClassVar[int]
     ORIGIN_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_FIELD_NUMBER: _ClassVar[int]
@@ -208,6 +210,7 @@ class Request(_message.Message):
     DEADLINE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     REQUESTED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     REPLY_TO_FIELD_NUMBER: _ClassVar[int]
+    RUNNER_KEY_FIELD_NUMBER: _ClassVar[int]
     key: CallKey
     origin: Origin
     approval: ApprovalRequest
@@ -217,10 +220,11 @@ class Request(_message.Message):
     deadline_unix_ms: int
     requested_at_unix_ms: int
     reply_to: str
-    def __init__(self, key: _Optional[_Union[CallKey, _Mapping]] = ..., origin: _Optional[_Union[Origin, _Mapping]] = ..., approval: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., review: _Optional[_Union[ReviewRequest, _Mapping]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., chain: _Optional[_Union[ChainState, _Mapping]] = ..., deadline_unix_ms: _Optional[int] = ..., requested_at_unix_ms: _Optional[int] = ..., reply_to: _Optional[str] = ...) -> None: ...
+    runner_key: bytes
+    def __init__(self, key: _Optional[_Union[CallKey, _Mapping]] = ..., origin: _Optional[_Union[Origin, _Mapping]] = ..., approval: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., review: _Optional[_Union[ReviewRequest, _Mapping]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., chain: _Optional[_Union[ChainState, _Mapping]] = ..., deadline_unix_ms: _Optional[int] = ..., requested_at_unix_ms: _Optional[int] = ..., reply_to: _Optional[str] = ..., runner_key: _Optional[bytes] = ...) -> None: ...
 
 class StepTask(_message.Message):
-    __slots__ = ("request", "step", "name", "params_json", "deadline_unix_ms", "on_timeout", "trace_context")
+    __slots__ = ("request", "step", "name", "params_json", "deadline_unix_ms", "on_timeout", "trace_context", "request_digest", "seal")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -235,6 +239,8 @@ class StepTask(_message.Message):
     DEADLINE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     ON_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    SEAL_FIELD_NUMBER: _ClassVar[int]
     request: Request
     step: int
     name: str
@@ -242,7 +248,9 @@ class StepTask(_message.Message):
     deadline_unix_ms: int
     on_timeout: DecisionKind
     trace_context: _containers.ScalarMap[str, str]
-    def __init__(self, request: _Optional[_Union[Request, _Mapping]] = ..., step: _Optional[int] = ..., name: _Optional[str] = ..., params_json: _Optional[str] = ..., deadline_unix_ms: _Optional[int] = ..., on_timeout: _Optional[_Union[DecisionKind, str]] = ..., trace_context: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    request_digest: bytes
+    seal: bytes
+    def __init__(self, request: _Optional[_Union[Request, _Mapping]] = ..., step: _Optional[int] = ..., name: _Optional[str] = ..., params_json: _Optional[str] = ..., deadline_unix_ms: _Optional[int] = ..., on_timeout: _Optional[_Union[DecisionKind, str]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., request_digest: _Optional[bytes] = ..., seal: _Optional[bytes] = ...) -> None: ...
 
 class HumanTask(_message.Message):
     __slots__ = ("task", "choices", "pool")
@@ -255,12 +263,16 @@ class HumanTask(_message.Message):
     def __init__(self, task: _Optional[_Union[StepTask, _Mapping]] = ..., choices: _Optional[_Iterable[_Union[DecisionKind, str]]] = ..., pool: _Optional[str] = ...) -> None: ...
 
 class StepResult(_message.Message):
-    __slots__ = ("task", "answer")
+    __slots__ = ("task", "answer", "signer_key_id", "signature")
     TASK_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
+    SIGNER_KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     task: StepTask
     answer: StepAnswer
-    def __init__(self, task: _Optional[_Union[StepTask, _Mapping]] = ..., answer: _Optional[_Union[StepAnswer, _Mapping]] = ...) -> None: ...
+    signer_key_id: str
+    signature: bytes
+    def __init__(self, task: _Optional[_Union[StepTask, _Mapping]] = ..., answer: _Optional[_Union[StepAnswer, _Mapping]] = ..., signer_key_id: _Optional[str] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class Decision(_message.Message):
     __slots__ = ("decision_id", "key", "kind", "decision", "modified", "explanation", "metadata_json", "approver", "step", "trail", "policy_digest", "decided_by", "requested_at_unix_ms", "decided_at_unix_ms", "origin")
@@ -306,13 +318,23 @@ class Error(_message.Message):
     message: str
     def __init__(self, key: _Optional[_Union[CallKey, _Mapping]] = ..., code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
-class Reply(_message.Message):
+class ReplyBody(_message.Message):
     __slots__ = ("decision", "error")
     DECISION_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     decision: Decision
     error: Error
     def __init__(self, decision: _Optional[_Union[Decision, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
+
+class Reply(_message.Message):
+    __slots__ = ("body", "key_id", "proof")
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    PROOF_FIELD_NUMBER: _ClassVar[int]
+    body: bytes
+    key_id: str
+    proof: bytes
+    def __init__(self, body: _Optional[bytes] = ..., key_id: _Optional[str] = ..., proof: _Optional[bytes] = ...) -> None: ...
 
 class Cancel(_message.Message):
     __slots__ = ("key", "kind", "reason")
