@@ -32,7 +32,7 @@ pub use crate::log::DecisionLog;
 use crate::log::LogError;
 
 /// The queue the auditor reads, after the prefix.
-pub const AUDIT_QUEUE: &str = "audit";
+pub const AUDIT_QUEUE: &str = airlock_transport::topology::AUDIT;
 
 /// Deliveries the auditor holds unacknowledged at once; lines are written one at a time.
 const PREFETCH: u16 = 256;
@@ -65,7 +65,7 @@ pub enum AuditError {
 
 /// The auditor's queue and its binding to every decision of the fleet of `prefix`.
 pub fn topology(prefix: &str) -> Topology {
-    let fleet = Topology::new(prefix);
+    let fleet = Topology::empty(prefix);
     let queue = fleet.name(AUDIT_QUEUE);
     fleet.clone().with_work_queue(AUDIT_QUEUE).with_binding(fleet.decisions_exchange(), queue, "#")
 }
@@ -83,7 +83,10 @@ pub async fn run<T: Transport>(
         let context = context.to_owned();
         move |source| AuditError::Transport { context, source }
     };
-    transport.declare(&topology).await.map_err(transport_error(&format!("declaring {queue}")))?;
+    transport
+        .declare_own(&Topology::new(config.prefix.clone()), &topology)
+        .await
+        .map_err(transport_error(&format!("declaring {queue}")))?;
     let decisions =
         transport.consume(&queue, PREFETCH).await.map_err(transport_error(&format!("consuming {queue}")))?;
     info!(prefix = %config.prefix, out = %config.log.path().display(), "Auditor writing the decision log.");

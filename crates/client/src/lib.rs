@@ -138,10 +138,14 @@ struct Pending {
 
 impl<T: Transport> Client<T> {
     /// Declares the fleet's topology and this runner's reply queue, and starts reading replies.
+    /// A runner whose broker user may not declare the fleet's core (a role user of `airlock
+    /// topology definitions`) declares its reply queue only; the fleet's workers declare the
+    /// core.
     pub async fn connect(transport: T, config: ClientConfig) -> Result<Self, ClientError> {
         let runner_keys = config.fleet_keys.as_ref().map(RunnerKeys::new).transpose()?;
         let topology = Topology::new(config.prefix.clone()).with_reply_queue(&config.runner_id);
-        transport.declare(&topology).await?;
+        let own = Topology::empty(config.prefix.clone()).with_reply_queue(&config.runner_id);
+        transport.declare_own(&topology, &own).await?;
         let reply_queue = topology.reply_queue(&config.runner_id);
         let mut replies = transport.consume(&reply_queue, 0).await?;
         let (stop_reader, mut stopped) = oneshot::channel();
@@ -252,7 +256,7 @@ impl<T: Transport> Client<T> {
             }
             pending.insert(correlation.clone(), Pending { reply: tx, message: message.clone(), digest });
         }
-        let requests = Destination::queue(self.inner.topology.requests_queue());
+        let requests = self.inner.topology.requests_route();
         let published = {
             let _permit = self.inner.publishing.acquire().await.map_err(|_| ClientError::Closed)?;
             // Boxed: a publish's state is large and short-lived, and would otherwise stay
@@ -283,7 +287,7 @@ impl<T: Transport> Client<T> {
     pub async fn resend_pending(&self) -> Result<usize, ClientError> {
         let messages: Vec<Message> =
             self.inner.pending.lock().expect("pending lock").values().map(|p| p.message.clone()).collect();
-        let requests = Destination::queue(self.inner.topology.requests_queue());
+        let requests = self.inner.topology.requests_route();
         for message in &messages {
             self.inner.transport.publish(&requests, message.clone()).await?;
         }

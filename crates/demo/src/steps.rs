@@ -27,7 +27,7 @@ pub async fn spawn<T: Transport>(
 ) -> Result<JoinSet<()>, TransportError> {
     let topology = Topology::empty(prefix).with_step(APPEND_TIMEOUT).with_human_pool("default");
     transport.declare(&topology).await?;
-    let results = Destination::queue(Topology::new(prefix).results_queue());
+    let results = Topology::new(prefix).results_route();
     let mut servers = JoinSet::new();
 
     let mut plugin = transport.consume(&topology.step_queue(APPEND_TIMEOUT), 16).await?;

@@ -43,7 +43,7 @@ use airlock_records::convert::{decision_from_wire, request_kind};
 use airlock_records::time::{Deadline, now_ms};
 use airlock_telemetry::metrics::{ReasonLabels, SourceLabels, StepLabels};
 use airlock_telemetry::propagation;
-use airlock_transport::{Delivery, Destination, Message, Serve, Topology, Transport, TransportError};
+use airlock_transport::{Delivery, Message, Serve, Topology, Transport, TransportError};
 use prost::Message as _;
 use tokio::time::Instant;
 use tracing::{Instrument, debug, debug_span, info, warn};
@@ -87,7 +87,7 @@ pub async fn run<T: Transport>(
     config.validate()?;
     let provider = Provider::new(config.provider.clone())?;
     let topology = Topology::new(config.prefix.clone()).with_step(&config.step);
-    transport.declare(&topology).await?;
+    transport.declare_own(&topology, &Topology::empty(config.prefix.clone()).with_step(&config.step)).await?;
     let queue = topology.step_queue(&config.step);
     let tasks = transport.consume(&queue, config.concurrency).await?;
     info!(
@@ -174,10 +174,7 @@ impl<T: Transport> Monitor<T> {
         }
         let answer = answer::step_answer(&self.identity, &outcome, started, answered);
         let result = v1::StepResult { task: Some(task), answer: Some(answer), ..Default::default() };
-        let destination = match delivery.message.reply_to.as_deref() {
-            Some(queue) if !queue.is_empty() => Destination::queue(queue),
-            _ => Destination::queue(self.topology.results_queue()),
-        };
+        let destination = self.topology.results_route();
         let mut message = Message::new(result.encode_to_vec());
         message.correlation_id = delivery.message.correlation_id.clone();
         propagation::inject(&tracing::Span::current(), &mut message.headers);

@@ -48,7 +48,7 @@ use std::sync::Arc;
 
 use airlock_integrity::SigningKey;
 use airlock_telemetry::metrics::Metrics;
-use airlock_transport::{Destination, Topology, Transport, TransportError};
+use airlock_transport::{Topology, Transport, TransportError};
 use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
@@ -173,14 +173,14 @@ impl Service {
             .map_err(|source| ReviewerError::Listen { addr: config.listen, source })?;
         let addr = listener.local_addr().map_err(|source| ReviewerError::Listen { addr: config.listen, source })?;
 
-        let mut topology = Topology::new(config.prefix.clone()).with_reply_queue(&config.instance);
+        let mut own = Topology::empty(config.prefix.clone()).with_reply_queue(&config.instance);
         for pool in &config.pools {
-            topology = topology.with_human_pool(pool);
+            own = own.with_human_pool(pool);
         }
-        let cancels_queue = topology.reply_queue(&config.instance);
-        let cancels_exchange = topology.cancels_exchange();
-        let topology = topology.with_binding(cancels_exchange, cancels_queue.clone(), "");
-        transport.declare(&topology).await?;
+        let (cancels_exchange, cancels_queue) = (own.cancels_exchange(), own.reply_queue(&config.instance));
+        let own = own.with_binding(cancels_exchange, cancels_queue.clone(), "");
+        let topology = Topology::new(config.prefix.clone());
+        transport.declare_own(&topology, &own).await?;
 
         let site = Site { public_url: config.public_url.clone(), ..Site::default() };
         let (shared, answers) = Shared::observed(
@@ -192,7 +192,7 @@ impl Service {
             config.signing_key.clone(),
         );
         let background = TaskTracker::new();
-        let results = Destination::queue(topology.results_queue());
+        let results = topology.results_route();
         background.spawn(outbox::run(shared.clone(), transport.clone(), results, answers));
         background.spawn(deadlines::run(shared.clone()));
         background.spawn(shared::watch(shared.clone()));

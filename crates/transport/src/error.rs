@@ -44,6 +44,15 @@ pub enum TransportError {
         /// The queue or exchange.
         what: String,
     },
+    /// The broker user may not do this (its permissions refuse it).
+    #[error("access to {what} refused")]
+    AccessRefused {
+        /// What was refused.
+        what: String,
+        /// The broker's error.
+        #[source]
+        source: Source,
+    },
     /// A name or property is not valid (too long for AMQP, a bad URL).
     #[error("invalid: {0}")]
     Invalid(String),

@@ -29,6 +29,7 @@ pub mod delivery;
 pub mod error;
 pub mod memory;
 pub mod message;
+pub mod roles;
 pub mod serve;
 pub mod topology;
 
@@ -58,6 +59,20 @@ pub trait Transport: Clone + Send + Sync + 'static {
     /// with different settings fails with [`TransportError::Precondition`]. The transport
     /// remembers what it declared and declares it again after a reconnect.
     fn declare(&self, topology: &Topology) -> impl Future<Output = Result<(), TransportError>> + Send;
+
+    /// Declares the fleet's `core` and a role's `own` part of the topology. A broker user of a
+    /// role (see `airlock topology definitions`) may not declare the core, which the workers
+    /// declare; refused it, this declares `own` alone.
+    fn declare_own(&self, core: &Topology, own: &Topology) -> impl Future<Output = Result<(), TransportError>> + Send {
+        async move {
+            let mut both = core.clone();
+            both.merge(own);
+            match self.declare(&both).await {
+                Err(TransportError::AccessRefused { .. }) => self.declare(own).await,
+                declared => declared,
+            }
+        }
+    }
 
     /// Deletes the queues and exchanges of `topology`, best effort (missing ones are skipped).
     ///

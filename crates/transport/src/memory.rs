@@ -182,7 +182,11 @@ impl Transport for MemoryTransport {
                 }
                 None => Err(TransportError::Unroutable { destination: destination.to_string() }),
             },
-            Destination::Exchange { exchange, routing_key } => state.route(exchange, routing_key, message),
+            Destination::Exchange { exchange, routing_key } => state.route(exchange, routing_key, message).map(drop),
+            Destination::Route { exchange, routing_key } => match state.route(exchange, routing_key, message)? {
+                0 => Err(TransportError::Unroutable { destination: destination.to_string() }),
+                _ => Ok(()),
+            },
         }
     }
 
@@ -238,14 +242,14 @@ impl State {
         if self.closed { Err(TransportError::Closed) } else { Ok(()) }
     }
 
-    /// Routes `message` through `exchange`, copying it to every matching bound queue.
-    fn route(&mut self, exchange: &str, routing_key: &str, message: Message) -> Result<(), TransportError> {
+    /// Routes `message` through `exchange`, copying it to every matching bound queue; returns
+    /// how many queues got it.
+    fn route(&mut self, exchange: &str, routing_key: &str, message: Message) -> Result<usize, TransportError> {
         if exchange.is_empty() {
             // The default exchange: straight to the queue named by the key, if any.
-            if let Some(queue) = self.queues.get_mut(routing_key) {
-                queue.push_back(Stored::new(message));
-            }
-            return Ok(());
+            let Some(queue) = self.queues.get_mut(routing_key) else { return Ok(0) };
+            queue.push_back(Stored::new(message));
+            return Ok(1);
         }
         let Some(found) = self.exchanges.get(exchange) else {
             return Err(TransportError::NotFound { what: format!("exchange {exchange}") });
@@ -263,12 +267,14 @@ impl State {
         targets.sort_unstable();
         targets.dedup();
         let targets: Vec<String> = targets.into_iter().map(str::to_owned).collect();
+        let mut reached = 0;
         for queue in targets {
             if let Some(queue) = self.queues.get_mut(&queue) {
                 queue.push_back(Stored::new(message.clone()));
+                reached += 1;
             }
         }
-        Ok(())
+        Ok(reached)
     }
 
     /// Returns an unsettled message to the front of `queue`, or dead-letters it once it was

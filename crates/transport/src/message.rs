@@ -122,6 +122,14 @@ pub enum Destination {
         /// The routing key (ignored by fanout exchanges).
         routing_key: String,
     },
+    /// A route of the fleet's routing exchange: an exchange and a routing key that must
+    /// reach a queue (published mandatory, as a queue is).
+    Route {
+        /// The exchange's name.
+        exchange: String,
+        /// The routing key.
+        routing_key: String,
+    },
 }
 
 impl Destination {
@@ -135,12 +143,22 @@ impl Destination {
         Self::Exchange { exchange: exchange.into(), routing_key: routing_key.into() }
     }
 
+    /// A route: `exchange` with `routing_key`, which must reach a queue.
+    pub fn route(exchange: impl Into<String>, routing_key: impl Into<String>) -> Self {
+        Self::Route { exchange: exchange.into(), routing_key: routing_key.into() }
+    }
+
     /// The exchange and routing key as AMQP sees them (the default exchange is `""`).
     pub fn parts(&self) -> (&str, &str) {
         match self {
             Self::Queue(queue) => ("", queue),
-            Self::Exchange { exchange, routing_key } => (exchange, routing_key),
+            Self::Exchange { exchange, routing_key } | Self::Route { exchange, routing_key } => (exchange, routing_key),
         }
+    }
+
+    /// Whether the message must reach a queue: published mandatory, and unroutable otherwise.
+    pub fn must_reach_a_queue(&self) -> bool {
+        matches!(self, Self::Queue(_) | Self::Route { .. })
     }
 }
 
@@ -148,7 +166,9 @@ impl fmt::Display for Destination {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Queue(queue) => write!(f, "queue {queue}"),
-            Self::Exchange { exchange, routing_key } => write!(f, "exchange {exchange} (routing key {routing_key:?})"),
+            Self::Exchange { exchange, routing_key } | Self::Route { exchange, routing_key } => {
+                write!(f, "exchange {exchange} (routing key {routing_key:?})")
+            }
         }
     }
 }

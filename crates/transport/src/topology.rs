@@ -11,6 +11,13 @@
 //! | `<p>.decisions` | topic exchange: every final decision, for the audit trail |
 //! | `<p>.cancels` | fanout exchange: withdrawn requests |
 //! | `<p>.reply.<owner>` | a runner's (or a service instance's) private queue |
+//! | `<p>.route` | topic exchange every message between roles is published to |
+//!
+//! Nothing is published through the broker's default exchange: write access to it is write
+//! access to every queue. Each queue above that takes messages from another role is bound to
+//! `<p>.route` under one exact key — `requests`, `results`, `step.<name>`, `human.<pool>`,
+//! `reply.<owner>` — so the broker's topic permissions can say, per user, which keys it may
+//! publish and which it may bind (see `airlock topology definitions`).
 //!
 //! Work queues are durable quorum queues that dead-letter to `<p>.dlx` once a message was
 //! returned more than [`DELIVERY_LIMIT`] times, so a message that crashes every worker ends in
@@ -19,6 +26,8 @@
 //! exclusive or auto-delete queues, and still go away when their owner does.
 
 use std::time::Duration;
+
+use crate::Destination;
 
 /// The prefix of a fleet that does not choose one.
 pub const DEFAULT_PREFIX: &str = "airlock";
@@ -40,6 +49,10 @@ pub const DEAD: &str = "dead";
 pub const DECISIONS: &str = "decisions";
 /// Suffix of the cancels exchange.
 pub const CANCELS: &str = "cancels";
+/// Suffix of the routing exchange.
+pub const ROUTE: &str = "route";
+/// Suffix of the auditor's queue.
+pub const AUDIT: &str = "audit";
 
 /// How many times a message may be returned to a work queue (by a requeue or a consumer
 /// that went away) before it is dead-lettered.
@@ -124,14 +137,16 @@ impl Topology {
         let dead = topology.dead_queue();
         let decisions = topology.decisions_exchange();
         let cancels = topology.cancels_exchange();
+        let route = topology.route_exchange();
         topology
             .with_exchange(dlx.clone(), ExchangeKind::Fanout)
             .with_queue(dead.clone(), QueueKind::Dead)
             .with_binding(dlx, dead, "")
             .with_exchange(decisions, ExchangeKind::Topic)
             .with_exchange(cancels, ExchangeKind::Fanout)
-            .with_work_queue(REQUESTS)
-            .with_work_queue(RESULTS)
+            .with_exchange(route, ExchangeKind::Topic)
+            .with_routed_work_queue(REQUESTS)
+            .with_routed_work_queue(RESULTS)
     }
 
     /// Nothing yet, with the names of `prefix`: the start of a fragment, such as one more
@@ -140,26 +155,35 @@ impl Topology {
         Self { prefix: prefix.into(), exchanges: Vec::new(), queues: Vec::new(), bindings: Vec::new() }
     }
 
-    /// Adds the queue of the external step `name`.
+    /// Adds the queue of the external step `name`, routed as `step.<name>`.
     #[must_use]
     pub fn with_step(self, name: &str) -> Self {
-        let suffix = format!("{STEP}.{name}");
-        self.with_work_queue(&suffix)
+        self.with_routed_work_queue(&format!("{STEP}.{name}"))
     }
 
-    /// Adds the queue of the human pool `pool`.
+    /// Adds the queue of the human pool `pool`, routed as `human.<pool>`.
     #[must_use]
     pub fn with_human_pool(self, pool: &str) -> Self {
-        let suffix = format!("{HUMAN}.{pool}");
-        self.with_work_queue(&suffix)
+        self.with_routed_work_queue(&format!("{HUMAN}.{pool}"))
     }
 
     /// Adds the private reply queue of `owner` (a runner, or a service instance that
-    /// subscribes to an exchange).
+    /// subscribes to an exchange), routed as `reply.<owner>`.
     #[must_use]
     pub fn with_reply_queue(self, owner: &str) -> Self {
         let name = self.reply_queue(owner);
-        self.with_queue(name, QueueKind::Private { expires: PRIVATE_QUEUE_EXPIRES })
+        let route = self.route_exchange();
+        self.with_queue(name.clone(), QueueKind::Private { expires: PRIVATE_QUEUE_EXPIRES }).with_binding(
+            route,
+            name,
+            format!("{REPLY}.{owner}"),
+        )
+    }
+
+    /// Adds the work queue `<p>.<suffix>`, bound to the routing exchange under `<suffix>`.
+    fn with_routed_work_queue(self, suffix: &str) -> Self {
+        let (route, queue) = (self.route_exchange(), self.name(suffix));
+        self.with_work_queue(suffix).with_binding(route, queue, suffix)
     }
 
     /// Adds a work queue `<p>.<suffix>` (quorum, dead-lettering to `<p>.dlx`).
@@ -259,6 +283,38 @@ impl Topology {
     /// The cancels exchange (fanout).
     pub fn cancels_exchange(&self) -> String {
         self.name(CANCELS)
+    }
+
+    /// The routing exchange (topic).
+    pub fn route_exchange(&self) -> String {
+        self.name(ROUTE)
+    }
+
+    /// Where runners publish requests.
+    pub fn requests_route(&self) -> Destination {
+        Destination::route(self.route_exchange(), REQUESTS)
+    }
+
+    /// Where external steps and reviewer services publish their answers.
+    pub fn results_route(&self) -> Destination {
+        Destination::route(self.route_exchange(), RESULTS)
+    }
+
+    /// Where the tasks of the external step `name` are published.
+    pub fn step_route(&self, name: &str) -> Destination {
+        Destination::route(self.route_exchange(), format!("{STEP}.{name}"))
+    }
+
+    /// Where the tasks of the human pool `pool` are published.
+    pub fn human_route(&self, pool: &str) -> Destination {
+        Destination::route(self.route_exchange(), format!("{HUMAN}.{pool}"))
+    }
+
+    /// Where a reply to the private queue named `queue` (`<p>.reply.<owner>`) is published;
+    /// `None` for a name that is not a reply queue of this fleet.
+    pub fn reply_route(&self, queue: &str) -> Option<Destination> {
+        let owner = queue.strip_prefix(&self.prefix)?.strip_prefix('.')?.strip_prefix(REPLY)?.strip_prefix('.')?;
+        (!owner.is_empty()).then(|| Destination::route(self.route_exchange(), format!("{REPLY}.{owner}")))
     }
 
     /// The exchanges, in declaration order.

@@ -385,9 +385,9 @@ impl Handler {
         let routing_key = format!("{kind}.{}", decision_name(decision.decision));
         let mut out = Vec::with_capacity(2);
         let encoded = decision.encode_to_vec();
-        if !request.reply_to.is_empty() {
+        if let Some(destination) = self.topology.reply_route(&request.reply_to) {
             out.push(Outgoing {
-                destination: Destination::queue(request.reply_to.clone()),
+                destination,
                 message: Message::new(
                     self.trust.reply(reply_with_decision(&encoded), &request.runner_key, digest).encode_to_vec(),
                 )
@@ -444,13 +444,13 @@ impl Handler {
                     pool: pool.clone(),
                 };
                 Outgoing {
-                    destination: Destination::queue(self.topology.human_queue(&pool)),
+                    destination: self.topology.human_route(&pool),
                     message: message(task.encode_to_vec()),
                     declare: Some(Topology::empty(self.topology.prefix()).with_human_pool(&pool)),
                 }
             }
             Route::Step { name } => Outgoing {
-                destination: Destination::queue(self.topology.step_queue(&name)),
+                destination: self.topology.step_route(&name),
                 message: message(task.encode_to_vec()),
                 declare: Some(Topology::empty(self.topology.prefix()).with_step(&name)),
             },
@@ -471,7 +471,7 @@ impl Handler {
         let reply_to =
             request.map(|(r, _)| r.reply_to.as_str()).filter(|q| !q.is_empty()).or(message.reply_to.as_deref());
         let correlation = message.correlation_id.clone();
-        let reply = reply_to.map(|queue| {
+        let reply = reply_to.and_then(|queue| self.topology.reply_route(queue)).map(|destination| {
             let error = v1::Error {
                 key: request.and_then(|(r, _)| r.key.clone()),
                 code: reason.code.as_str().to_owned(),
@@ -484,7 +484,7 @@ impl Handler {
             };
             let mut message = Message::new(reply.encode_to_vec());
             message.correlation_id = correlation;
-            Box::new(Outgoing { destination: Destination::queue(queue.to_owned()), message, declare: None })
+            Box::new(Outgoing { destination, message, declare: None })
         });
         Handled::Dead { reason, reply }
     }

@@ -1,9 +1,14 @@
-//! `airlock topology apply`: declares the fleet's queues and exchanges.
+//! `airlock topology apply` / `delete`: the fleet's queues and exchanges; `airlock topology
+//! definitions`: its broker users by role, as RabbitMQ definitions
+//! ([`airlock_transport::roles`]).
 
+use std::path::{Path, PathBuf};
+
+use airlock_transport::roles::RolesFile;
 use airlock_transport::{Topology, Transport};
 use clap::{Args, Subcommand};
 
-use super::{Failure, FleetArgs, connect};
+use super::{Failure, FleetArgs, connect, print_json};
 
 /// Topology tools.
 #[derive(Debug, Subcommand)]
@@ -12,6 +17,15 @@ pub enum TopologyCommand {
     Apply(TopologyArgs),
     /// Delete the fleet's queues and exchanges, with every message still in them.
     Delete(TopologyArgs),
+    /// Print RabbitMQ definitions (users, vhost, permissions) that give each broker user of a
+    /// roles file the least its role needs; load them with `rabbitmqctl import_definitions`.
+    Definitions {
+        /// The roles file (YAML): `prefix`, `vhost`, and `users` with `name`, `role`
+        /// (runner, worker, step:<name>, reviewer, auditor), `password`, and for a reviewer
+        /// `instance` and `pools`.
+        #[arg(long)]
+        roles: PathBuf,
+    },
 }
 
 /// Which fleet, and which of its run-time queues besides the core ones.
@@ -32,6 +46,7 @@ pub async fn run(command: TopologyCommand) -> Result<(), Failure> {
     let (TopologyArgs { fleet, steps, pools }, apply) = match command {
         TopologyCommand::Apply(args) => (args, true),
         TopologyCommand::Delete(args) => (args, false),
+        TopologyCommand::Definitions { roles } => return definitions(&roles),
     };
     let mut topology = Topology::new(fleet.prefix.clone());
     for step in &steps {
@@ -56,4 +71,12 @@ pub async fn run(command: TopologyCommand) -> Result<(), Failure> {
         println!("queue    {}", queue.name);
     }
     Ok(())
+}
+
+fn definitions(path: &Path) -> Result<(), Failure> {
+    let text = std::fs::read_to_string(path).map_err(|e| Failure::config(format!("{}: {e}", path.display())))?;
+    let roles: RolesFile =
+        serde_saphyr::from_str(&text).map_err(|e| Failure::config(format!("{}: {e}", path.display())))?;
+    let definitions = roles.definitions().map_err(|e| Failure::config(format!("{}: {e}", path.display())))?;
+    print_json(&definitions)
 }

@@ -32,9 +32,9 @@ async fn suite(store: Store) {
     assert_eq!(store.task(&review_id).await.unwrap().unwrap().deadline, Some(5_000));
 
     // The first decision wins, with its answer leased in the outbox; a second changes nothing.
-    let Decided::Recorded(entry) =
-        store.decide(&task, &verdict(Decision::Approve, "alice", 2_000), &[], 2_000 + 30_000).await.unwrap()
-    else {
+    let approve = verdict(Decision::Approve, "alice", 2_000);
+    let answer = task.step_result(&approve).encode_to_vec();
+    let Decided::Recorded(entry) = store.decide(&task, &approve, &answer, 2_000 + 30_000).await.unwrap() else {
         panic!("not recorded")
     };
     let result = v1::StepResult::decode(entry.body.as_slice()).unwrap();

@@ -71,7 +71,7 @@ impl Inner {
         check_short("routing key", routing_key)?;
         // Publishing straight to a queue must reach it: the broker returns the message if the
         // queue is missing. An exchange with no bindings may drop it (nobody listens).
-        let mandatory = matches!(destination, Destination::Queue(_));
+        let mandatory = destination.must_reach_a_queue();
         let mut backoff = self.backoff();
         let mut attempt = 1;
         loop {
@@ -135,7 +135,10 @@ impl Inner {
 fn worth_retrying(error: &TransportError, destination: &Destination, attempt: u32) -> bool {
     match error {
         TransportError::Unavailable(_) | TransportError::ChannelClosed => true,
-        TransportError::NotFound { .. } | TransportError::Precondition { .. } | TransportError::Broker(_) => {
+        TransportError::NotFound { .. }
+        | TransportError::Precondition { .. }
+        | TransportError::AccessRefused { .. }
+        | TransportError::Broker(_) => {
             // The default exchange (publishing to a queue) never fails this way itself.
             matches!(destination, Destination::Queue(_)) || attempt == 1
         }

@@ -194,6 +194,7 @@ pub(super) fn error(error: lapin::Error, what: impl FnOnce() -> String) -> Trans
             TransportError::Precondition { what: what(), source: Some(Box::new(error)) }
         }
         Some(AMQPSoftError::NOTFOUND) => TransportError::NotFound { what: what() },
+        Some(AMQPSoftError::ACCESSREFUSED) => TransportError::AccessRefused { what: what(), source: Box::new(error) },
         Some(_) => TransportError::Broker(Box::new(error)),
         None if is_connection_error(&error) => TransportError::Unavailable(Box::new(error)),
         None => TransportError::Broker(Box::new(error)),

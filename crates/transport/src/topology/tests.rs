@@ -14,10 +14,42 @@ fn core_names_carry_the_prefix() {
     assert_eq!(topology.cancels_exchange(), "fleet-a.cancels");
     let queues: Vec<_> = topology.queues().iter().map(|q| q.name.as_str()).collect();
     assert_eq!(queues, ["fleet-a.dead", "fleet-a.requests", "fleet-a.results"]);
+    let binding = |exchange: &str, queue: &str, key: &str| Binding {
+        exchange: exchange.into(),
+        queue: queue.into(),
+        routing_key: key.into(),
+    };
     assert_eq!(
         topology.bindings(),
-        [Binding { exchange: "fleet-a.dlx".into(), queue: "fleet-a.dead".into(), routing_key: String::new() }]
+        [
+            binding("fleet-a.dlx", "fleet-a.dead", ""),
+            binding("fleet-a.route", "fleet-a.requests", "requests"),
+            binding("fleet-a.route", "fleet-a.results", "results"),
+        ]
     );
+}
+
+#[test]
+fn every_queue_another_role_feeds_has_one_exact_route() {
+    let topology = Topology::new("p").with_step("scan").with_human_pool("ops").with_reply_queue("alice.r1");
+    for (route, queue) in [
+        (topology.requests_route(), "p.requests"),
+        (topology.results_route(), "p.results"),
+        (topology.step_route("scan"), "p.step.scan"),
+        (topology.human_route("ops"), "p.human.ops"),
+        (topology.reply_route("p.reply.alice.r1").unwrap(), "p.reply.alice.r1"),
+    ] {
+        let (exchange, key) = route.parts();
+        assert!(route.must_reach_a_queue());
+        let bound: Vec<_> =
+            topology.bindings().iter().filter(|b| b.exchange == exchange && b.routing_key == key).collect();
+        assert_eq!(bound.len(), 1, "{key}");
+        assert_eq!(bound[0].queue, queue);
+    }
+    // Only this fleet's reply queues have a route.
+    for queue in ["p.requests", "q.reply.alice", "p.reply.", "p.replyx.a", "p.reply"] {
+        assert_eq!(topology.reply_route(queue), None, "{queue}");
+    }
 }
 
 #[test]
@@ -41,7 +73,8 @@ fn adding_twice_keeps_one() {
         .with_binding("p.cancels", "p.reply.r", "")
         .with_binding("p.cancels", "p.reply.r", "");
     assert_eq!(topology.queues().iter().filter(|q| q.name == "p.step.x").count(), 1);
-    assert_eq!(topology.bindings().len(), 2);
+    // The dead-letter binding, three routes and the cancels binding.
+    assert_eq!(topology.bindings().len(), 5);
 }
 
 #[test]
@@ -51,7 +84,7 @@ fn merge_and_remove() {
     known.merge(&extra);
     known.merge(&extra);
     assert_eq!(known.queues().len(), 5);
-    assert_eq!(known.bindings().len(), 2);
+    assert_eq!(known.bindings().len(), 6);
     known.remove(&extra);
     assert_eq!(known, Topology::new("p"));
 }

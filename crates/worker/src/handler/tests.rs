@@ -87,7 +87,7 @@ fn reply(out: &Outgoing) -> v1::reply_body::Body {
 fn a_built_in_decision_goes_to_the_runner_and_the_audit_exchange() {
     let out = published(handler().on_request(&Message::new(request("ls", 0).encode_to_vec()), 10));
     assert_eq!(out.len(), 2);
-    assert_eq!(out[0].destination, Destination::queue("t.reply.runner"));
+    assert_eq!(out[0].destination, Destination::route("t.route", "reply.runner"));
     assert_eq!(out[0].message.correlation_id.as_deref(), Some("approval/r/s/1/c"));
     let v1::reply_body::Body::Decision(decision) = reply(&out[0]) else { panic!() };
     assert_eq!(decision.decision(), v1::DecisionKind::Approve);
@@ -137,7 +137,7 @@ fn an_external_step_gets_the_request_and_its_chain_and_its_result_continues_it()
     let handler = handler();
     let out = published(handler.on_request(&Message::new(request("rm", 50_000).encode_to_vec()), 1_000));
     assert_eq!(out.len(), 1);
-    assert_eq!(out[0].destination, Destination::queue("t.step.monitor"));
+    assert_eq!(out[0].destination, Destination::route("t.route", "step.monitor"));
     assert_eq!(out[0].message.reply_to.as_deref(), Some("t.results"));
     assert!(out[0].declare.is_some());
     let task = v1::StepTask::decode(out[0].message.body.as_ref()).unwrap();
@@ -153,7 +153,7 @@ fn an_external_step_gets_the_request_and_its_chain_and_its_result_continues_it()
     };
     let result = v1::StepResult { task: Some(task), answer: Some(answer), ..Default::default() };
     let out = published(handler.on_result(&result_message(&result, MONITOR_USER), 2_000));
-    assert_eq!(out[0].destination, Destination::queue("t.human.security"));
+    assert_eq!(out[0].destination, Destination::route("t.route", "human.security"));
     let human = v1::HumanTask::decode(out[0].message.body.as_ref()).unwrap();
     assert_eq!(human.choices.len(), 3);
     let task = human.task.unwrap();
@@ -185,7 +185,7 @@ fn garbage_is_dead_lettered_with_an_error_to_whoever_sent_it() {
         Message::new(&b"\xff\xffnot protobuf"[..]).with_reply_to("t.reply.x").with_correlation_id("approval/a/b/1/c");
     let Handled::Dead { reason, reply: Some(reply_out) } = handler().on_request(&message, 0) else { panic!() };
     assert_eq!(reason.code, ErrorCode::BadMessage, "{reason}");
-    assert_eq!(reply_out.destination, Destination::queue("t.reply.x"));
+    assert_eq!(reply_out.destination, Destination::route("t.route", "reply.x"));
     assert_eq!(reply_out.message.correlation_id.as_deref(), Some("approval/a/b/1/c"));
     // Nothing tells whose request it was, so nothing can prove the error to its runner.
     let unproved = open_reply(&reply_out.message.body, Some(runner()), &[0; 32]);
@@ -413,4 +413,16 @@ fn an_insecure_worker_proves_nothing_and_takes_what_it_is_given() {
     let result =
         v1::StepResult { task: Some(task), answer: Some(answer(v1::DecisionKind::Approve)), ..Default::default() };
     assert!(matches!(handler.on_result(&Message::new(result.encode_to_vec()), 2_000), Handled::Publish(..)));
+}
+
+#[test]
+fn a_reply_goes_only_to_a_reply_queue_of_the_fleet() {
+    // A request naming a work queue as its reply queue would have its decision land there.
+    for reply_to in ["t.requests", "t.results", "other.reply.runner"] {
+        let mut misdirected = request("ls", 0);
+        misdirected.reply_to = reply_to.into();
+        let out = published(handler().on_request(&Message::new(misdirected.encode_to_vec()), 10));
+        assert_eq!(out.len(), 1, "{reply_to}: the audit copy only");
+        assert_eq!(out[0].destination, Destination::exchange("t.decisions", "approval.approve"));
+    }
 }

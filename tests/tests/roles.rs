@@ -1,0 +1,133 @@
+//! The broker users of `airlock topology definitions`, loaded into the test broker (in a
+//! vhost of their own), each tried at what its role must not do: RabbitMQ refuses it.
+
+use airlock_testkit::{amqp_url, rabbitmqctl, unique_prefix};
+use airlock_tests::{airlock_bin, broker};
+use airlock_transport::{AmqpOptions, AmqpTransport, Destination, Message, Topology, Transport, TransportError};
+
+const PASSWORD: &str = "s3cret-for-tests";
+
+/// The test broker's `host:port`, from `AIRLOCK_AMQP_URL`.
+fn authority() -> String {
+    let url = amqp_url();
+    let after_scheme = url.split_once("://").map_or(url.as_str(), |(_, rest)| rest);
+    let host = after_scheme.rsplit_once('@').map_or(after_scheme, |(_, host)| host);
+    host.split('/').next().unwrap_or(host).to_owned()
+}
+
+/// The vhost, its users and their definitions; deleted when dropped.
+struct Loaded {
+    vhost: String,
+    users: Vec<String>,
+}
+
+impl Drop for Loaded {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("rabbitmqctl").args(["delete_vhost", &self.vhost]).output();
+        for user in &self.users {
+            let _ = std::process::Command::new("rabbitmqctl").args(["delete_user", user]).output();
+        }
+    }
+}
+
+async fn connect_as(loaded: &Loaded, user: &str) -> AmqpTransport {
+    let url = format!("amqp://{user}:{PASSWORD}@{}/{}", authority(), loaded.vhost);
+    AmqpTransport::connect_with(AmqpOptions::new(url).with_connection_name(format!("roles {user}")))
+        .await
+        .unwrap_or_else(|e| panic!("{user} signs in: {e}"))
+}
+
+fn refused<T: std::fmt::Debug>(what: &str, result: Result<T, TransportError>) {
+    assert!(
+        matches!(result, Err(TransportError::AccessRefused { .. })),
+        "{what}: expected ACCESS_REFUSED, got {result:?}"
+    );
+}
+
+#[tokio::test]
+async fn each_role_user_is_refused_what_its_role_must_not_do() {
+    // A reachable broker (or a skip, outside CI) before anything is loaded into it.
+    let Some(guest) = broker("roles").await else { return };
+    guest.close().await;
+    let id = unique_prefix();
+    let prefix = "fleet";
+    let user = |role: &str| format!("{id}-{role}");
+    let (runner_a, runner_b, worker, scan, reviewer) =
+        (user("runner-a"), user("runner-b"), user("worker"), user("scan"), user("reviewer"));
+    let roles = format!(
+        "prefix: {prefix}\nvhost: {id}\nusers:\n\
+         - {{name: {runner_a}, role: runner, password: {PASSWORD}}}\n\
+         - {{name: {runner_b}, role: runner, password: {PASSWORD}}}\n\
+         - {{name: {worker}, role: worker, password: {PASSWORD}}}\n\
+         - {{name: {scan}, role: 'step:scan', password: {PASSWORD}}}\n\
+         - {{name: {reviewer}, role: reviewer, instance: rv, pools: [ops], password: {PASSWORD}}}\n"
+    );
+    let dir = std::env::temp_dir().join(&id);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("roles.yaml"), roles).unwrap();
+    let output = std::process::Command::new(airlock_bin())
+        .args(["topology", "definitions", "--roles"])
+        .arg(dir.join("roles.yaml"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    std::fs::write(dir.join("definitions.json"), &output.stdout).unwrap();
+    let loaded = Loaded {
+        vhost: id.clone(),
+        users: vec![runner_a.clone(), runner_b.clone(), worker.clone(), scan.clone(), reviewer.clone()],
+    };
+    rabbitmqctl(&["import_definitions", &dir.join("definitions.json").display().to_string()]).await;
+
+    // The worker declares the whole fleet.
+    let topology = Topology::new(prefix).with_step("scan").with_human_pool("ops");
+    let as_worker = connect_as(&loaded, &worker).await;
+    as_worker.declare(&topology).await.expect("the worker declares the fleet");
+
+    // A runner declares its own reply queue only, publishes requests, and nothing else.
+    let as_a = connect_as(&loaded, &runner_a).await;
+    let own = Topology::empty(prefix).with_reply_queue(&format!("{runner_a}.r1"));
+    refused("runner declares the core", as_a.declare(&Topology::new(prefix)).await);
+    as_a.declare_own(&Topology::new(prefix), &own).await.expect("the runner declares its reply queue");
+    as_a.publish(&topology.requests_route(), Message::new("request")).await.expect("the runner asks");
+    refused("runner answers a step", as_a.publish(&topology.results_route(), Message::new("forged")).await);
+    refused(
+        "runner publishes through the default exchange",
+        as_a.publish(&Destination::queue(topology.results_queue()), Message::new("forged")).await,
+    );
+    let as_b = connect_as(&loaded, &runner_b).await;
+    as_b.declare_own(&Topology::new(prefix), &Topology::empty(prefix).with_reply_queue(&format!("{runner_b}.r1")))
+        .await
+        .unwrap();
+    refused("runner reads another's replies", as_a.consume(&topology.reply_queue(&format!("{runner_b}.r1")), 1).await);
+    let stealing = Topology::empty(prefix).with_reply_queue(&format!("{runner_b}.stolen"));
+    refused("runner binds another's reply key", as_a.declare(&stealing).await);
+    refused("runner reads a human queue", as_a.consume(&topology.human_queue("ops"), 1).await);
+
+    // A step answers its own tasks and reads nothing else.
+    let as_scan = connect_as(&loaded, &scan).await;
+    let mut tasks = as_scan.consume(&topology.step_queue("scan"), 1).await.expect("the step reads its queue");
+    refused("step publishes a request", as_scan.publish(&topology.requests_route(), Message::new("forged")).await);
+    refused("step reads a human queue", as_scan.consume(&topology.human_queue("ops"), 1).await);
+    refused(
+        "step sends a reply",
+        as_scan.publish(&topology.reply_route(&own.queues()[0].name).unwrap(), Message::new("forged")).await,
+    );
+    as_scan.publish(&topology.results_route(), Message::new("answer")).await.expect("the step answers");
+
+    // The worker routes a task to the step, which sees who published it, as the broker says.
+    as_worker.publish(&topology.step_route("scan"), Message::new("task")).await.unwrap();
+    let task = tasks.next().await.expect("the task arrives");
+    assert_eq!(task.message.user_id.as_deref(), Some(worker.as_str()));
+    task.ack().await.unwrap();
+
+    // A reviewer reads its pools and answers; it cannot take a step's tasks.
+    let as_reviewer = connect_as(&loaded, &reviewer).await;
+    as_reviewer.consume(&topology.human_queue("ops"), 1).await.expect("the reviewer reads its pool");
+    refused("reviewer reads a step queue", as_reviewer.consume(&topology.step_queue("scan"), 1).await);
+    refused("reviewer publishes a request", as_reviewer.publish(&topology.requests_route(), Message::new("x")).await);
+
+    for transport in [as_worker, as_a, as_b, as_scan, as_reviewer] {
+        transport.close().await;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
