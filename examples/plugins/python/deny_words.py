@@ -11,10 +11,14 @@ any other step; its parameters travel with each task:
         tools: "bash"
 
 A call containing a word is rejected (terminated, in a review chain); any other call is
-escalated to the next step. Run it with the fleet's broker and prefix:
+escalated to the next step. Run it with the fleet's broker and prefix (`--amqp`, `--prefix`,
+or `AIRLOCK_AMQP_URL`, `AIRLOCK_PREFIX`; the prefix defaults to `airlock`):
 
     pip install -r examples/plugins/python/requirements.txt
     python examples/plugins/python/deny_words.py --amqp amqp://guest:guest@127.0.0.1:5672/%2f
+
+It takes tasks from the queue `<prefix>.step.<step>` and publishes each answer to the fleet's
+exchange `<prefix>.route` with the routing key `results` (never through the default exchange).
 
 The protocol is described in docs/plugins.md.
 """
@@ -108,8 +112,8 @@ def serve(amqp: str, prefix: str, step: str, decided_by: str) -> None:
             answer = decide(task, decided_by)
         result = pb.StepResult(task=task, answer=answer)
         ch.basic_publish(
-            exchange="",
-            routing_key=properties.reply_to or f"{prefix}.results",
+            exchange=f"{prefix}.route",
+            routing_key="results",
             body=result.SerializeToString(),
             properties=pika.BasicProperties(correlation_id=properties.correlation_id, delivery_mode=2),
             mandatory=True,

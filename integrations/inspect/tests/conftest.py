@@ -253,8 +253,8 @@ def wait_for_consumers(url: str, queue: str, count: int) -> None:
 
 class StepServer:
     """An external step: consumes its queue (`<prefix>.step.<name>`, or `<prefix>.human.<pool>`
-    with a `reviewer_key` to sign with) and answers each task with a `StepResult` on
-    `<prefix>.results`, as a plugin or a reviewer service would."""
+    with a `reviewer_key` to sign with) and answers each task with a `StepResult` published to
+    `<prefix>.route` under `results`, as a plugin or a reviewer service would."""
 
     def __init__(
         self, url: str, prefix: str, queue: str, answer: StepAnswerer, reviewer_key: Path | None = None
@@ -279,8 +279,9 @@ class StepServer:
     async def _serve(self) -> None:
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
         connection = await aio_pika.connect(self.url)
-        channel = await connection.channel()
+        channel = await connection.channel(on_return_raises=True)
         queue = await channel.declare_queue(self.queue, passive=True)
+        route = await channel.get_exchange(f"{self.prefix}.route")
 
         async def on_task(message: aio_pika.abc.AbstractIncomingMessage) -> None:
             if self.reviewer_key is not None:
@@ -297,9 +298,10 @@ class StepServer:
             result = pb.StepResult(task=task, answer=answer)
             if self.reviewer_key is not None:
                 sign_human_answer(self.reviewer_key, result)
-            await channel.default_exchange.publish(
+            await route.publish(
                 aio_pika.Message(result.SerializeToString(), correlation_id=message.correlation_id),
-                routing_key=f"{self.prefix}.results",
+                routing_key="results",
+                mandatory=True,
             )
             await message.ack()
 

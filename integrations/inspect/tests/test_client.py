@@ -1,7 +1,7 @@
 """The approver and reviewer against a real broker, outside an eval: fail-closed decisions
-when the fleet is down, absent or silent (with the `Cancel` it is sent), replies taken only
-with the fleet's proof, refusals, named policies, many requests at once on one connection,
-and the clean shutdown."""
+when the fleet is down, absent or silent (with the `Cancel` it is sent), a fleet that comes
+after the runner or goes and comes back, replies taken only with the fleet's proof, refusals,
+named policies, many requests at once on one connection, and the clean shutdown."""
 
 from __future__ import annotations
 
@@ -83,11 +83,56 @@ def test_a_prefix_without_a_fleet_fails_closed_and_says_so(broker: str, policy: 
         c = call("c1")
         approval = await approve("m", c, None, history(c))
         assert approval.decision == "terminate"
-        assert f"no queue {prefix}.requests" in (approval.explanation or "")
+        assert f"no exchange {prefix}.route on the broker" in (approval.explanation or "")
         assert f"no Airlock fleet runs on prefix '{prefix}'" in (approval.explanation or "")
         await shutdown()
 
     asyncio.run(run())
+
+
+def test_a_fleet_may_come_after_the_runner_and_go_and_come_back(
+    broker: str, airlock_bin: Path, keys: Path, tmp_path: Path, policy: str
+) -> None:
+    """No `<prefix>.route` yet: a request fails closed saying so, and the next one retries
+    until a worker declares it, then the runner binds its reply queue and is answered. The
+    fleet's topology deleted, a request finds no exchange (the broker closes the publishing
+    channel) and fails closed; the fleet back, the same client is answered again."""
+    (tmp_path / "policies").mkdir()
+    fleet = Fleet(airlock_bin, broker, tmp_path / "policies", keys)
+
+    async def ask(call_id: str, timeout: float) -> tuple[str, str]:
+        approve = fleet_approver(**fleet.settings(), policy=policy, timeout=timeout)
+        c = call(call_id, "bash", cmd="rm -rf /")
+        approval = await approve("m", c, None, history(c))
+        return approval.decision, approval.explanation or ""
+
+    async def run() -> None:
+        decision, explanation = await ask("none", 1)
+        assert decision == "reject" and f"no exchange {fleet.prefix}.route on the broker" in explanation
+        asking = asyncio.ensure_future(ask("early", 60))
+        client = fleet.client()
+        await asyncio.sleep(0.5)
+        assert (client.stats().pending, client.stats().unsent) == (1, 1)
+        await asyncio.to_thread(fleet.start_worker)
+        assert await asyncio.wait_for(asking, 60) == ("reject", "Matched /rm -rf/ in the call.")
+
+        for worker in fleet.workers:
+            worker.terminate()
+            worker.wait()
+        fleet.workers.clear()
+        await asyncio.to_thread(fleet.airlock, "topology", "delete")
+        decision, explanation = await ask("gone", 1)
+        assert decision == "reject" and f"no exchange {fleet.prefix}.route on the broker" in explanation
+
+        await asyncio.to_thread(fleet.start_worker)
+        assert await ask("back", 60) == ("reject", "Matched /rm -rf/ in the call.")
+        assert fleet.client() is client
+        await shutdown()
+
+    try:
+        asyncio.run(run())
+    finally:
+        fleet.close()
 
 
 def test_a_silent_fleet_fails_closed_and_the_request_is_withdrawn(fleet: Fleet, policy: str) -> None:
@@ -100,7 +145,7 @@ def test_a_silent_fleet_fails_closed_and_the_request_is_withdrawn(fleet: Fleet, 
 
     async def run() -> None:
         connection = await aio_pika.connect(fleet.url)
-        channel = await connection.channel()
+        channel = await connection.channel(on_return_raises=True)
         cancels = await channel.declare_queue(exclusive=True)
         await cancels.bind(f"{fleet.prefix}.cancels")
         approve = fleet_approver(**fleet.settings(), policy=policy, timeout=0.5, on_timeout="approve")
@@ -164,7 +209,7 @@ def test_a_reply_counts_only_with_the_fleets_proof_for_this_runner(fleet: Fleet,
             worker.wait()
         fleet.workers.clear()
         connection = await aio_pika.connect(fleet.url)
-        channel = await connection.channel()
+        channel = await connection.channel(on_return_raises=True)
         approve = fleet_approver(**fleet.settings(), policy=policy, timeout=3, on_timeout="reject")
         c = call("forged", "ls")
         asking = asyncio.ensure_future(approve("m", c, None, history(c)))
@@ -216,10 +261,13 @@ def client_key(request: bytes) -> bytes:
 
 
 async def reply_to(channel: aio_pika.abc.AbstractChannel, client: FleetClient, request: bytes, reply: pb.Reply) -> None:
-    """Publishes `reply` to `client`'s reply queue as the reply to `request`."""
+    """Publishes `reply` as the reply to `request` the way workers reply: to `<prefix>.route`
+    under `reply.<runner id>`, mandatory (on a channel whose returns raise), so it is known to
+    reach `client`'s reply queue."""
     asked = pb.Request.FromString(request)
     message = aio_pika.Message(reply.SerializeToString(), correlation_id=correlation_id(pb.KIND_APPROVAL, asked.key))
-    await channel.default_exchange.publish(message, routing_key=client.reply_queue)
+    route = await channel.get_exchange(f"{client.prefix}.route")
+    await route.publish(message, routing_key=client.reply_key, mandatory=True)
 
 
 async def sent(client: FleetClient, count: int) -> None:

@@ -14,7 +14,7 @@ from inspect_ai._util.registry import registry_info, registry_lookup
 from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser
 from inspect_ai.tool import ToolCall, ToolCallContent, ToolCallView
 
-from airlock import fleet_approver, fleet_reviewer
+from airlock import FleetClient, fleet_approver, fleet_reviewer
 from airlock._proto import airlock_pb2 as pb
 from airlock.config import load_policy, redact
 from airlock.decisions import approval_from_decision, review_from_decision
@@ -178,6 +178,15 @@ def test_bad_parameters_fail_at_creation(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_urls_lose_their_credentials_in_explanations() -> None:
     assert redact("amqp://guest:secret@broker:5672/%2f") == "amqp://broker:5672/%2f"
+
+
+def test_runner_ids_start_with_the_broker_user() -> None:
+    """A least-privilege broker user `U` may only own reply queues `<p>.reply.U.…`."""
+    client = FleetClient("amqp://run%2Ener:secret@broker/%2f", "p")
+    assert client.runner_id.startswith("run.ner.") and len(client.runner_id) > len("run.ner.")
+    assert client.reply_queue == f"p.reply.{client.runner_id}"
+    assert client.reply_key == f"reply.{client.runner_id}"
+    assert FleetClient("amqp://broker", "p").runner_id.startswith("guest.")
 
 
 def test_requests_carry_the_runners_trace_context() -> None:

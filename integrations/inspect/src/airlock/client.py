@@ -1,21 +1,28 @@
 """The runner side of the fleet: one AMQP connection per event loop and fleet, shared by
 every sample of the process.
 
-A request is published to `<prefix>.requests` with `reply_to` = this runner's reply queue and
-the correlation id `kind/run/sample/epoch/call`; its `Reply` comes back on the reply queue and
-is handed to the waiting request by that id. The reply queue (`<prefix>.reply.<runner>`) is a
-durable classic queue that expires 30 minutes after its last consumer left, declared with
-exactly the arguments the Rust transport uses, so it outlives a reconnect.
+Nothing is published through the broker's default exchange. A request is published, mandatory,
+to the fleet's topic exchange `<prefix>.route` with the routing key `requests`, `reply_to` =
+this runner's reply queue and the correlation id `kind/run/sample/epoch/call`; its `Reply`
+comes back on the reply queue and is handed to the waiting request by that id. The runner id is
+`<broker user>.<host>-<pid>-<random>`, so a least-privilege broker user `U` (see `airlock
+topology definitions`) may own its reply queue `<prefix>.reply.<runner id>` and bind it to
+`<prefix>.route` under `reply.<runner id>`, the key the workers reply with. The reply queue is
+a durable classic queue that expires 30 minutes after its last consumer left, declared with
+exactly the arguments the Rust transport uses, so it outlives a reconnect. The runner declares
+nothing else: the workers declare `<prefix>.route` and the rest of the fleet.
 
 Nothing waits past a request's deadline: meanwhile an unreachable broker, or a prefix with no
-fleet (the publish comes back unroutable), is retried with backoff; at the deadline the
-request fails with `FleetUnanswered` (the caller makes the fail-closed decision) and, if it
-was sent, is withdrawn with a `Cancel` on the `<prefix>.cancels` exchange. The connection is
-robust (aio-pika reconnects it and restores the reply consumer); after each reconnect every
-pending request is published again, since the broker may have lost what was not confirmed.
-A reply that matches nothing pending (a duplicate, or one that came too late), or a decision
-about an earlier request for the same call (it carries that request's time), is ignored and
-counted.
+fleet (no `<prefix>.route` yet, or the publish comes back unroutable), is retried with
+backoff; at the deadline the request fails with `FleetUnanswered` (the caller makes the
+fail-closed decision) and, if it was sent, is withdrawn with a `Cancel` on the
+`<prefix>.cancels` exchange. Whether `<prefix>.route` exists is checked on a channel of its
+own before the reply queue is bound, since the broker closes a channel that uses a missing
+exchange. The connection is robust (aio-pika reconnects it and restores the reply consumer and
+binding); after each reconnect every pending request is published again, since the broker may
+have lost what was not confirmed. A reply that matches nothing pending (a duplicate, or one
+that came too late), or a decision about an earlier request for the same call (it carries that
+request's time), is ignored and counted.
 
 With the fleet's public keys (`verify_key`), every request carries this client's ephemeral
 public key and a reply is taken only with the fleet's proof over it and the exact request
@@ -34,15 +41,17 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import aio_pika
 from aio_pika.abc import (
+    AbstractExchange,
     AbstractIncomingMessage,
     AbstractRobustChannel,
     AbstractRobustConnection,
     AbstractRobustQueue,
 )
-from aio_pika.exceptions import PublishError
+from aio_pika.exceptions import ChannelNotFoundEntity, PublishError
 
 from ._proto import airlock_pb2 as pb
 from .config import redact
@@ -110,14 +119,19 @@ class FleetClient:
         self.ca_file = ca_file
         self.verify_key = verify_key
         self._runner_keys = RunnerKeys(verify_key) if verify_key is not None else None
-        self.runner_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.runner_id = f"{broker_user(url)}.{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.reply_queue = f"{prefix}.reply.{self.runner_id}"
+        self.reply_key = f"reply.{self.runner_id}"
+        self.route_exchange = f"{prefix}.route"
         self.requests_queue = f"{prefix}.requests"
         self.cancels_exchange = f"{prefix}.cancels"
         self.closed = False
         self._connection: AbstractRobustConnection | None = None
         self._channel: AbstractRobustChannel | None = None
+        self._route: AbstractExchange | None = None
         self._replies: AbstractRobustQueue | None = None
+        self._bound = False
+        self._binding = asyncio.Lock()
         self._consumer_tag: str | None = None
         self._cancel_channel: aio_pika.abc.AbstractChannel | None = None
         self._connecting: asyncio.Task[None] | None = None
@@ -183,10 +197,10 @@ class FleetClient:
                 pending.published = True
                 break
             except PublishError:
-                pending.problem = (
-                    f"no queue {self.requests_queue} on the broker at {redact(self.url)}: "
-                    f"no Airlock fleet runs on prefix '{self.prefix}'"
-                )
+                pending.problem = self._no_fleet(f"no queue {self.requests_queue}")
+            except ChannelNotFoundEntity:
+                self._bound = False  # the exchange went away, and the binding with it
+                pending.problem = self._no_fleet(f"no exchange {self.route_exchange}")
             except FleetError:
                 raise
             except Exception as error:  # the broker is down, the connection went away, …
@@ -198,8 +212,13 @@ class FleetClient:
             delay = min(delay * 2, RETRY_MAX)
         return await pending.future
 
+    def _no_fleet(self, missing: str) -> str:
+        """The problem of a request that found `missing` instead of a fleet."""
+        return f"{missing} on the broker at {redact(self.url)}: no Airlock fleet runs on prefix '{self.prefix}'"
+
     async def _publish(self, correlation: str, body: bytes) -> None:
-        channel = await self._ready()
+        route = await self._ready()
+        await self._bind()
         message = aio_pika.Message(
             body,
             correlation_id=correlation,
@@ -207,7 +226,25 @@ class FleetClient:
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
             headers=trace_headers(),
         )
-        await channel.default_exchange.publish(message, routing_key=self.requests_queue, mandatory=True)
+        await route.publish(message, routing_key="requests", mandatory=True)
+
+    async def _bind(self) -> None:
+        """Binds the reply queue to `<prefix>.route` under `reply.<runner id>`, once the
+        exchange exists (the workers declare it). It is checked on a throwaway channel: using
+        a missing exchange makes the broker close the channel.
+
+        Raises:
+            ChannelNotFoundEntity: no `<prefix>.route` on the broker.
+        """
+        async with self._binding:
+            if self._bound:
+                return
+            assert self._connection is not None and self._replies is not None
+            async with aio_pika.Channel(self._connection, publisher_confirms=False) as probe:
+                await probe.declare_exchange(self.route_exchange, passive=True)
+            # Through the robust queue: restored with it after a reconnect.
+            await self._replies.bind(self.route_exchange, routing_key=self.reply_key)
+            self._bound = True
 
     def _withdraw(self, pending: _Pending, reason: str) -> None:
         """Publishes a `Cancel` for `pending` in the background (best effort)."""
@@ -233,9 +270,10 @@ class FleetClient:
 
     # === connection ===
 
-    async def _ready(self) -> AbstractRobustChannel:
-        """The channel, once connected. One connection attempt at a time is shared by every
-        request that needs it; a request's own deadline bounds its wait."""
+    async def _ready(self) -> AbstractExchange:
+        """`<prefix>.route` on the publishing channel, once connected. One connection attempt
+        at a time is shared by every request that needs it; a request's own deadline bounds
+        its wait."""
         if self.closed:
             raise FleetError("the Airlock client was closed")
         if self._channel is None:
@@ -243,9 +281,9 @@ class FleetClient:
                 self._connecting = asyncio.get_running_loop().create_task(self._connect())
                 self._connecting.add_done_callback(_retrieve)
             await asyncio.shield(self._connecting)
-        assert self._channel is not None
-        await self._channel.ready()  # waits out a reconnect in progress
-        return self._channel
+        assert self._channel is not None and self._route is not None
+        await self._channel.ready()  # waits out a reconnect or a reopening in progress
+        return self._route
 
     async def _connect(self) -> None:
         name = f"{self.prefix} inspect ({self.runner_id})"
@@ -257,14 +295,18 @@ class FleetClient:
         )
         try:
             await connection.connect(timeout=CONNECT_TIMEOUT)
+            # Publishes have a channel of their own, with no queue to restore: one the broker
+            # closes (a missing exchange) is reopened as it is.
             channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
-            queue = await channel.declare_queue(self.reply_queue, durable=True, arguments=REPLY_QUEUE_ARGUMENTS)
+            route = await channel.get_exchange(self.route_exchange, ensure=False)
+            replies = await connection.channel(publisher_confirms=False)
+            queue = await replies.declare_queue(self.reply_queue, durable=True, arguments=REPLY_QUEUE_ARGUMENTS)
             consumer_tag = await queue.consume(self._on_reply, no_ack=True)
         except BaseException:
             await asyncio.shield(connection.close())
             raise
         connection.reconnect_callbacks.add(self._on_reconnect)
-        self._connection, self._channel = connection, channel
+        self._connection, self._channel, self._route = connection, channel, route
         self._replies, self._consumer_tag = queue, consumer_tag
         log.info(
             "Connected to the Airlock fleet '%s' at %s; replies on %s.", self.prefix, redact(self.url), self.reply_queue
@@ -342,7 +384,7 @@ class FleetClient:
         except Exception as error:
             log.warning("The Airlock connection did not close cleanly (%s); the reply queue expires on its own.", error)
         finally:
-            self._connection = self._channel = self._cancel_channel = self._replies = None
+            self._connection = self._channel = self._route = self._cancel_channel = self._replies = None
 
     async def _teardown(self) -> None:
         """Stops consuming, deletes the reply queue, closes the connection, in that order."""
@@ -350,6 +392,11 @@ class FleetClient:
         await self._replies.cancel(self._consumer_tag)
         await self._replies.delete(if_unused=False, if_empty=False)
         await self._connection.close()
+
+
+def broker_user(url: str) -> str:
+    """The broker user name in `url` (`guest` when it names none, as for aio-pika)."""
+    return unquote(urlsplit(url).username or "") or "guest"
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:
