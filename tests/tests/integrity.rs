@@ -196,3 +196,58 @@ async fn chain_state_from_a_runner_and_tampered_or_unsigned_answers_are_refused(
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_step_answers_only_as_its_listed_broker_user_and_built_in_steps_take_no_answer() {
+    let prefix = unique_prefix();
+    let Some(transport) = broker(&prefix).await else { return };
+    guarded(fleet(&prefix), async move {
+        // This worker takes `scan`'s answers only from the broker user `scanner`.
+        let _worker = tokio::process::Command::new(airlock_tests::airlock_bin())
+            .args(["worker", "--amqp", &airlock_testkit::amqp_url(), "--prefix", &prefix, "--id", "listed"])
+            .args(["--step-user", "scan=scanner"])
+            .args(TestKeys::get().worker_args())
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("airlock worker starts");
+        let topology = fleet(&prefix);
+        transport.declare(&topology).await.unwrap();
+        wait_for_consumers(&topology.requests_queue(), 1).await;
+        let mut dead = transport.consume(&topology.dead_queue(), 0).await.unwrap();
+        let mut scan = transport.consume(&topology.step_queue("scan"), 0).await.unwrap();
+        let client = client(&transport, &prefix, Duration::from_secs(60)).await;
+        let _asking = tokio::spawn({
+            let client = client.clone();
+            async move { client.approve(approval("s", "c3", json!({"function": "rm", "arguments": {}}), POLICY)).await }
+        });
+        let delivered = next(&mut scan).await;
+        let task = v1::StepTask::decode(delivered.message.body.as_ref()).unwrap();
+        delivered.ack().await.unwrap();
+        let approve = v1::StepAnswer { decision: v1::DecisionKind::Approve.into(), ..Default::default() };
+
+        // Published as `guest`, which the broker stamps on the message: not `scan`'s user.
+        let result = v1::StepResult { task: Some(task.clone()), answer: Some(approve.clone()), ..Default::default() };
+        transport.publish(&topology.results_route(), Message::new(result.encode_to_vec())).await.unwrap();
+        let corpse = next(&mut dead).await;
+        let reason = &corpse.message.headers[HEADER_REASON];
+        assert!(reason.starts_with("refused") && reason.contains("not from 'guest'"), "{reason}");
+        corpse.ack().await.unwrap();
+
+        // A task for the built-in `auto` step, even sealed with the fleet's own key.
+        let mut built_in = task;
+        built_in.step = 2;
+        built_in.name = "auto".into();
+        built_in.seal.clear();
+        let seal = TestKeys::get().fleet_key().seal_key().seal(&[&built_in.encode_to_vec()]);
+        built_in.seal = seal.0.to_vec();
+        let result = v1::StepResult { task: Some(built_in), answer: Some(approve), ..Default::default() };
+        transport.publish(&topology.results_route(), Message::new(result.encode_to_vec())).await.unwrap();
+        let corpse = next(&mut dead).await;
+        let reason = &corpse.message.headers[HEADER_REASON];
+        assert!(reason.starts_with("refused") && reason.contains("no answers from outside"), "{reason}");
+        corpse.ack().await.unwrap();
+        client.close().await;
+    })
+    .await;
+}

@@ -50,7 +50,10 @@ pub enum Distrust {
     #[error("the human answer is not signed by a trusted reviewer service ({0})")]
     Reviewer(VerifyError),
     /// An answer from a broker user the step does not take answers from.
-    #[error("step '{step}' takes answers only from broker users {allowed:?}, not from {user:?}")]
+    #[error(
+        "step '{step}' takes answers only from broker users {allowed:?}, not from {}",
+        user.as_deref().map_or("a publisher that named no user".to_owned(), |user| format!("'{user}'"))
+    )]
     Publisher {
         /// The step.
         step: String,
