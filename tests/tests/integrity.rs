@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig};
+use airlock_client::{Client, ClientConfig, ClientError};
 use airlock_contract::v1;
 use airlock_integrity::{FleetKey, SigningKey};
 use airlock_records::signed::{open_reply, sign_human_answer};
@@ -14,9 +14,10 @@ use airlock_tests::{
     HANG_GUARD, TestKeys, WorkerProcess, approval, broker, decision_name, guarded, wait_for_consumers,
 };
 use airlock_transport::message::HEADER_REASON;
-use airlock_transport::{AmqpTransport, Consumer, Message, Topology, Transport};
+use airlock_transport::{AmqpTransport, Consumer, Destination, Message, Topology, Transport};
 use prost::Message as _;
 use serde_json::json;
+use tokio::task::JoinHandle;
 
 /// `rm` goes to the plugin step `scan`, then to a person in `ops`; the rest is approved.
 const POLICY: &str = "approvers:\n  - name: scan\n    tools: \"rm\"\n  - name: human\n    tools: \"rm\"\n    pool: ops\n  - name: auto\n    tools: \"*\"\n";
@@ -41,6 +42,39 @@ async fn client(transport: &AmqpTransport, prefix: &str, timeout: Duration) -> C
 
 async fn next(consumer: &mut Consumer) -> airlock_transport::Delivery {
     tokio::time::timeout(HANG_GUARD, consumer.next()).await.expect("a delivery in time").expect("a delivery")
+}
+
+/// Asks for an `rm` call in the background, and takes the task `scan` gets for it.
+async fn ask_rm(
+    client: &Client<AmqpTransport>,
+    scan: &mut Consumer,
+    call_id: &str,
+) -> (JoinHandle<Result<v1::Decision, ClientError>>, v1::StepTask) {
+    let asking = tokio::spawn({
+        let (client, request) =
+            (client.clone(), approval("s", call_id, json!({"function": "rm", "arguments": {}}), POLICY));
+        async move { client.approve(request).await }
+    });
+    let delivered = next(scan).await;
+    let task = v1::StepTask::decode(delivered.message.body.as_ref()).unwrap();
+    delivered.ack().await.unwrap();
+    (asking, task)
+}
+
+/// Publishes `result` as a step would, and checks that the worker dead-letters it as refused,
+/// saying `why`.
+async fn assert_refused(
+    transport: &AmqpTransport,
+    dead: &mut Consumer,
+    route: &Destination,
+    result: v1::StepResult,
+    why: &str,
+) {
+    transport.publish(route, Message::new(result.encode_to_vec())).await.unwrap();
+    let corpse = next(dead).await;
+    let reason = &corpse.message.headers[HEADER_REASON];
+    assert!(reason.starts_with("refused") && reason.contains(why), "{reason}");
+    corpse.ack().await.unwrap();
 }
 
 /// A reply whose proof is made with `key` for the request whose digest is `digest`.
@@ -132,13 +166,7 @@ async fn chain_state_from_a_runner_and_tampered_or_unsigned_answers_are_refused(
         let mut scan = transport.consume(&topology.step_queue("scan"), 0).await.unwrap();
         let mut ops = transport.consume(&topology.human_queue("ops"), 0).await.unwrap();
         let client = client(&transport, &prefix, Duration::from_secs(60)).await;
-        let asking = tokio::spawn({
-            let client = client.clone();
-            async move { client.approve(approval("s", "c2", json!({"function": "rm", "arguments": {}}), POLICY)).await }
-        });
-        let delivered = next(&mut scan).await;
-        let task = v1::StepTask::decode(delivered.message.body.as_ref()).unwrap();
-        delivered.ack().await.unwrap();
+        let (asking, task) = ask_rm(&client, &mut scan, "c2").await;
         let approve = v1::StepAnswer {
             decision: v1::DecisionKind::Approve.into(),
             decided_by: "scanner".into(),
@@ -157,11 +185,7 @@ async fn chain_state_from_a_runner_and_tampered_or_unsigned_answers_are_refused(
             ),
         ];
         for (result, why) in refusals {
-            transport.publish(&topology.results_route(), Message::new(result.encode_to_vec())).await.unwrap();
-            let corpse = next(&mut dead).await;
-            let reason = &corpse.message.headers[HEADER_REASON];
-            assert!(reason.starts_with("refused") && reason.contains(why), "{reason}");
-            corpse.ack().await.unwrap();
+            assert_refused(&transport, &mut dead, &topology.results_route(), result, why).await;
         }
 
         // The genuine step escalates; the person's answer needs the reviewer service's key.
@@ -181,11 +205,7 @@ async fn chain_state_from_a_runner_and_tampered_or_unsigned_answers_are_refused(
         let mut by_stranger = unsigned.clone();
         sign_human_answer(&SigningKey::from_seed([5; 32]), &mut by_stranger);
         for (result, why) in [(unsigned.clone(), "not signed"), (by_stranger, "unknown key")] {
-            transport.publish(&topology.results_route(), Message::new(result.encode_to_vec())).await.unwrap();
-            let corpse = next(&mut dead).await;
-            let reason = &corpse.message.headers[HEADER_REASON];
-            assert!(reason.starts_with("refused") && reason.contains(why), "{reason}");
-            corpse.ack().await.unwrap();
+            assert_refused(&transport, &mut dead, &topology.results_route(), result, why).await;
         }
         sign_human_answer(&TestKeys::get().reviewer_key(), &mut unsigned);
         transport.publish(&topology.results_route(), Message::new(unsigned.encode_to_vec())).await.unwrap();
@@ -217,22 +237,12 @@ async fn a_step_answers_only_as_its_listed_broker_user_and_built_in_steps_take_n
         let mut dead = transport.consume(&topology.dead_queue(), 0).await.unwrap();
         let mut scan = transport.consume(&topology.step_queue("scan"), 0).await.unwrap();
         let client = client(&transport, &prefix, Duration::from_secs(60)).await;
-        let _asking = tokio::spawn({
-            let client = client.clone();
-            async move { client.approve(approval("s", "c3", json!({"function": "rm", "arguments": {}}), POLICY)).await }
-        });
-        let delivered = next(&mut scan).await;
-        let task = v1::StepTask::decode(delivered.message.body.as_ref()).unwrap();
-        delivered.ack().await.unwrap();
+        let (_asking, task) = ask_rm(&client, &mut scan, "c3").await;
         let approve = v1::StepAnswer { decision: v1::DecisionKind::Approve.into(), ..Default::default() };
 
         // Published as `guest`, which the broker stamps on the message: not `scan`'s user.
         let result = v1::StepResult { task: Some(task.clone()), answer: Some(approve.clone()), ..Default::default() };
-        transport.publish(&topology.results_route(), Message::new(result.encode_to_vec())).await.unwrap();
-        let corpse = next(&mut dead).await;
-        let reason = &corpse.message.headers[HEADER_REASON];
-        assert!(reason.starts_with("refused") && reason.contains("not from 'guest'"), "{reason}");
-        corpse.ack().await.unwrap();
+        assert_refused(&transport, &mut dead, &topology.results_route(), result, "not from 'guest'").await;
 
         // A task for the built-in `auto` step, even sealed with the fleet's own key.
         let mut built_in = task;
@@ -242,11 +252,7 @@ async fn a_step_answers_only_as_its_listed_broker_user_and_built_in_steps_take_n
         let seal = TestKeys::get().fleet_key().seal_key().seal(&[&built_in.encode_to_vec()]);
         built_in.seal = seal.0.to_vec();
         let result = v1::StepResult { task: Some(built_in), answer: Some(approve), ..Default::default() };
-        transport.publish(&topology.results_route(), Message::new(result.encode_to_vec())).await.unwrap();
-        let corpse = next(&mut dead).await;
-        let reason = &corpse.message.headers[HEADER_REASON];
-        assert!(reason.starts_with("refused") && reason.contains("no answers from outside"), "{reason}");
-        corpse.ack().await.unwrap();
+        assert_refused(&transport, &mut dead, &topology.results_route(), result, "no answers from outside").await;
         client.close().await;
     })
     .await;
