@@ -203,7 +203,7 @@ impl RolesFile {
             topic_permissions: Vec::new(),
         };
         for user in &self.users {
-            let (permission, topic) = grants(&self.prefix, &user.name, &user.role()?);
+            let (permission, topic) = grants(&self.prefix, &self.vhost, &user.name, &user.role()?);
             let password_hash = user.password.as_deref().map(password_hash).transpose()?.unwrap_or_default();
             definitions.users.push(User {
                 name: user.name.clone(),
@@ -211,23 +211,16 @@ impl RolesFile {
                 hashing_algorithm: "rabbit_password_hashing_sha256",
                 tags: Vec::new(),
             });
-            let route = format!("{}.{ROUTE}", self.prefix);
-            let vhost = self.vhost.clone();
-            definitions.permissions.push(Permission { user: user.name.clone(), vhost: vhost.clone(), ..permission });
-            definitions.topic_permissions.push(TopicPermission {
-                user: user.name.clone(),
-                vhost,
-                exchange: route,
-                ..topic
-            });
+            definitions.permissions.push(permission);
+            definitions.topic_permissions.push(topic);
         }
         Ok(definitions)
     }
 }
 
-/// What `role` may do in the fleet of `prefix`, as user `user`: its permission and its topic
-/// permission on `<p>.route` (user, vhost and exchange left empty).
-pub fn grants(prefix: &str, user: &str, role: &Role) -> (Permission, TopicPermission) {
+/// What `user`, in `role`, may do in the fleet of `prefix` on `vhost`: its permission and its
+/// topic permission on `<p>.route`.
+pub fn grants(prefix: &str, vhost: &str, user: &str, role: &Role) -> (Permission, TopicPermission) {
     let p = regex_escape(prefix);
     let name = |suffix: &str| format!("{p}\\.{suffix}");
     let any_of = |names: &[String]| format!("^({})$", names.join("|"));
@@ -284,11 +277,11 @@ pub fn grants(prefix: &str, user: &str, role: &Role) -> (Permission, TopicPermis
             NOTHING.to_owned(),
         ),
     };
-    let permission = Permission { user: String::new(), vhost: String::new(), configure, write, read };
+    let permission = Permission { user: user.to_owned(), vhost: vhost.to_owned(), configure, write, read };
     let topic = TopicPermission {
-        user: String::new(),
-        vhost: String::new(),
-        exchange: String::new(),
+        user: user.to_owned(),
+        vhost: vhost.to_owned(),
+        exchange: format!("{prefix}.{ROUTE}"),
         write: topic_write,
         read: topic_read,
     };
@@ -358,7 +351,7 @@ mod tests {
 
     #[test]
     fn names_are_escaped_so_a_user_cannot_widen_its_own_grant() {
-        let (permission, topic) = grants("p.x", "a.*", &Role::Runner);
+        let (permission, topic) = grants("p.x", "/", "a.*", &Role::Runner);
         assert_eq!(permission.read, r"^(p\.x\.route|p\.x\.reply\.a\.\*\..+)$");
         assert_eq!(topic.read, r"^reply\.a\.\*\..+$");
     }

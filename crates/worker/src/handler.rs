@@ -164,26 +164,26 @@ impl Handler {
         let result = match v1::StepResult::decode(message.body.as_ref()) {
             Ok(result) => result,
             Err(e) => {
-                return self.dead(message, None, ErrorCode::BadMessage, format!("not an airlock.v1.StepResult: {e}"));
+                return Self::refuse(ErrorCode::BadMessage, format!("not an airlock.v1.StepResult: {e}"));
             }
         };
         let (Some(task), Some(answer)) = (result.task.as_ref(), result.answer.clone()) else {
-            return self.dead(message, None, ErrorCode::BadMessage, "a StepResult needs its task and an answer");
+            return Self::refuse(ErrorCode::BadMessage, "a StepResult needs its task and an answer");
         };
         // Nothing of a result is read before its task's seal holds, and an answer refused is
         // not answered to the runner: the chain still waits for a true answer, or its deadline.
         if let Err(e) = self.trust.check_seal(task) {
-            return self.dead(message, None, ErrorCode::Refused, e.to_string());
+            return Self::refuse(ErrorCode::Refused, e.to_string());
         }
         let Some(request) = task.request.clone() else {
-            return self.dead(message, None, ErrorCode::BadMessage, "the StepResult's task carries no request");
+            return Self::refuse(ErrorCode::BadMessage, "the StepResult's task carries no request");
         };
         let Ok(digest) = <[u8; 32]>::try_from(task.request_digest.as_slice()) else {
-            return self.dead(message, None, ErrorCode::BadMessage, "the StepResult's task has no request digest");
+            return Self::refuse(ErrorCode::BadMessage, "the StepResult's task has no request digest");
         };
         if let Some(step) = answer.step.filter(|step| *step != task.step) {
             let text = format!("the answer is for step {step}, its task for step {}", task.step);
-            return self.dead(message, None, ErrorCode::Refused, text);
+            return Self::refuse(ErrorCode::Refused, text);
         }
         let mut trace = trace_headers(&message.headers);
         if trace.is_empty() {
@@ -235,7 +235,7 @@ impl Handler {
         if let Some(incoming) = &incoming
             && let Err(text) = self.check_answer(message, &policy, incoming)
         {
-            return self.dead(message, None, ErrorCode::Refused, text);
+            return Self::refuse(ErrorCode::Refused, text);
         }
         let (message_text, call, output) = match &request.body {
             Some(v1::request::Body::Approval(a)) => (a.message.as_str(), a.call.as_ref(), None),
@@ -455,6 +455,12 @@ impl Handler {
                 declare: Some(Topology::empty(self.topology.prefix()).with_step(&name)),
             },
         }
+    }
+
+    /// Dead-letters a step result with no reply: its sender is a step, which reads none, and
+    /// where a reply would go is the sender's to say.
+    fn refuse(code: ErrorCode, text: impl Into<String>) -> Handled {
+        Handled::Dead { reason: DeadReason::new(code, text), reply: None }
     }
 
     /// Dead-letters `message`; with the request it carried (and that request's digest), the

@@ -55,9 +55,11 @@ fn request(function: &str, deadline: i64) -> v1::Request {
     }
 }
 
-/// A result as a step publishes it, answering as `user`.
+/// A result as a step publishes it, answering as `user`, and naming the runner's queue as
+/// where a refusal should go (it goes nowhere).
 fn result_message(result: &v1::StepResult, user: &str) -> Message {
-    Message { user_id: Some(user.to_owned()), ..Message::new(result.encode_to_vec()) }
+    let message = Message::new(result.encode_to_vec()).with_reply_to("t.reply.runner");
+    Message { user_id: Some(user.to_owned()), ..message }
 }
 
 /// A human answer as a reviewer service holding `key` sends it.
