@@ -25,7 +25,8 @@ pub async fn spawn<T: Transport>(
     human: Option<AutoHuman>,
     reviewer_key: Arc<SigningKey>,
 ) -> Result<JoinSet<()>, TransportError> {
-    let topology = Topology::empty(prefix).with_step(APPEND_TIMEOUT).with_human_pool("default");
+    // The core too: the step queues are bound to the fleet's routing exchange.
+    let topology = Topology::new(prefix).with_step(APPEND_TIMEOUT).with_human_pool("default");
     transport.declare(&topology).await?;
     let results = Topology::new(prefix).results_route();
     let mut servers = JoinSet::new();
