@@ -321,7 +321,8 @@ async fn serve_humans(transport: AmqpTransport, prefix: &str) {
             let choice = if call.arguments_json.contains("human-rejects") { 1 } else { 0 };
             let answer =
                 v1::StepAnswer { decision: human.choices[choice], decided_by: "alice".into(), ..Default::default() };
-            let result = v1::StepResult { task: Some(task), answer: Some(answer), ..Default::default() };
+            let mut result = v1::StepResult { task: Some(task), answer: Some(answer), ..Default::default() };
+            airlock_records::signed::sign_human_answer(&TestKeys::get().reviewer_key(), &mut result);
             transport.publish(&results, Message::new(result.encode_to_vec())).await.unwrap();
             delivery.ack().await.unwrap();
         }
@@ -345,8 +346,15 @@ async fn expired_tasks_are_dropped(admin: &AmqpTransport, prefix: &str) {
             on_timeout: v1::DecisionKind::Reject.into(),
             ..Default::default()
         };
-        Message::new(task.encode_to_vec()).with_reply_to(probe.clone()).with_correlation_id(id)
+        Message::new(task.encode_to_vec()).with_correlation_id(id)
     };
+    // A copy of every answer on the routing exchange's `results` key comes to the probe too.
+    let watching = Topology::empty(prefix).with_reply_queue("probe").with_binding(
+        topology.route_exchange(),
+        probe.clone(),
+        "results",
+    );
+    admin.declare(&watching).await.unwrap();
     let step = Destination::queue(topology.step_queue("monitor"));
     admin.publish(&step, task("gone", 1)).await.unwrap();
     admin.publish(&step, task("live", 0)).await.unwrap();
