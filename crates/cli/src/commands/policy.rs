@@ -2,7 +2,7 @@
 //! [`airlock_worker::offline`], the policy engine from the shell.
 
 use std::fs;
-use std::io::{self, BufRead, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -75,28 +75,32 @@ fn eval(args: &EvalArgs) -> ExitCode {
         Ok(policy) => policy,
         Err(message) => return config_error(&message),
     };
-    let lines: Vec<String> = match (&args.call, &args.calls) {
-        (Some(file), _) => match read(file) {
-            Ok(text) => vec![text],
-            Err(message) => return config_error(&message),
-        },
-        (None, Some(file)) => match fs::File::open(file) {
-            Ok(f) => {
-                io::BufReader::new(f).lines().map_while(Result::ok).filter(|line| !line.trim().is_empty()).collect()
-            }
-            Err(e) => return config_error(&format!("{}: {e}", file.display())),
-        },
+    // One read of the file, lines borrowed from it; one buffered writer for every result.
+    let (file, one_call) = match (&args.call, &args.calls) {
+        (Some(file), _) => (file, true),
+        (None, Some(file)) => (file, false),
         (None, None) => unreachable!("clap requires --call or --calls"),
     };
-    let mut stdout = io::stdout().lock();
+    let text = match read(file) {
+        Ok(text) => text,
+        Err(message) => return config_error(&message),
+    };
+    let lines: Vec<&str> = match one_call {
+        true => vec![text.as_str()],
+        false => text.lines().filter(|line| !line.trim().is_empty()).collect(),
+    };
+    let mut out = io::BufWriter::with_capacity(64 * 1024, io::stdout().lock());
     let mut failures = 0;
-    for line in &lines {
+    for line in lines {
         let view = offline::eval_line(&policy, line, args.output.as_deref());
         failures += usize::from(view.is_failure());
-        let printed = serde_json::to_string(&view).map_err(io::Error::from).and_then(|json| writeln!(stdout, "{json}"));
+        let printed = serde_json::to_writer(&mut out, &view).map_err(io::Error::from).and_then(|()| out.write_all(b"\n"));
         if printed.is_err() {
             return ExitCode::FAILURE;
         }
+    }
+    if out.flush().is_err() {
+        return ExitCode::FAILURE;
     }
     if failures > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }
