@@ -21,7 +21,7 @@ use airlock_transport::{Destination, Message, Topology};
 use prost::Message as _;
 
 use crate::policies::PolicyStore;
-use crate::trust::{Distrust, Trust};
+use crate::trust::Trust;
 use airlock_records::code::{DeadReason, ErrorCode};
 use airlock_records::convert::{
     answer_from_wire, call_from_wire, call_to_wire, decision_to_wire, entry_to_wire, kind_to_wire, metadata_to_wire,
@@ -206,7 +206,7 @@ impl Handler {
         }
         self.trust.check_publisher(&name, message.user_id.as_deref()).map_err(|e| e.to_string())?;
         if matches!(external, ExternalStep::Human(_)) {
-            self.trust.check_reviewer(&incoming.result).map_err(|e: Distrust| e.to_string())?;
+            self.trust.check_reviewer(&incoming.result).map_err(|e| e.to_string())?;
         }
         Ok(())
     }

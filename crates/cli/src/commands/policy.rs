@@ -94,7 +94,8 @@ fn eval(args: &EvalArgs) -> ExitCode {
     for line in lines {
         let view = offline::eval_line(&policy, line, args.output.as_deref());
         failures += usize::from(view.is_failure());
-        let printed = serde_json::to_writer(&mut out, &view).map_err(io::Error::from).and_then(|()| out.write_all(b"\n"));
+        let printed =
+            serde_json::to_writer(&mut out, &view).map_err(io::Error::from).and_then(|()| out.write_all(b"\n"));
         if printed.is_err() {
             return ExitCode::FAILURE;
         }
