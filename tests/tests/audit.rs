@@ -34,8 +34,10 @@ async fn stop(mut child: Child) {
     tokio::time::timeout(HANG_GUARD, child.wait()).await.unwrap().unwrap();
 }
 
+/// The complete records of the log so far (the auditor may be halfway through a line).
 fn records(path: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(path).unwrap_or_default().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.split_inclusive('\n').filter(|line| line.ends_with('\n')).map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
 #[tokio::test]
