@@ -84,11 +84,6 @@ impl Trust {
         self
     }
 
-    /// Whether replies are proved and answers checked.
-    pub fn is_signed(&self) -> bool {
-        self.fleet.is_some()
-    }
-
     /// Refuses a `runner_key` no reply could be proved for.
     pub(crate) fn check_runner_key(&self, runner_key: &[u8]) -> Result<(), Distrust> {
         match &self.fleet {
