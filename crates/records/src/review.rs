@@ -9,6 +9,8 @@ use airlock_policy::{Decision, Kind};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::view::{KeyView, OriginView};
+
 /// The pending list or the history: `{"tasks": [...]}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskList {
@@ -22,7 +24,7 @@ pub struct TaskView {
     /// The service's id for it, used in URLs.
     pub id: String,
     /// The call it is about.
-    pub key: CallKeyView,
+    pub key: KeyView,
     /// The call's correlation id (`kind/run/sample/epoch/call`).
     pub correlation: String,
     /// Approval or review.
@@ -86,19 +88,6 @@ pub enum TaskState {
         /// When (unix ms).
         decided_at_unix_ms: i64,
     },
-}
-
-/// The call key: which call of which sample of which run.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct CallKeyView {
-    /// The run.
-    pub run_id: String,
-    /// The sample.
-    pub sample_id: String,
-    /// The epoch.
-    pub epoch: u32,
-    /// The tool call.
-    pub tool_call_id: String,
 }
 
 /// A tool call as Inspect writes it.
@@ -169,25 +158,6 @@ pub struct ToolErrorView {
     pub kind: String,
     /// What went wrong.
     pub message: String,
-}
-
-/// Where a request comes from.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct OriginView {
-    /// The run.
-    pub run_id: String,
-    /// The eval.
-    pub eval_id: String,
-    /// The task's name.
-    pub task: String,
-    /// The sample.
-    pub sample_id: String,
-    /// The epoch.
-    pub epoch: u32,
-    /// The model.
-    pub model: String,
-    /// The runner that asked.
-    pub runner_id: String,
 }
 
 /// The caller of the API: `GET /api/me`.

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use airlock_contract::v1;
 use airlock_policy::Decision;
 use airlock_records::review::{
-    CallKeyView, CallView, DecisionBody, ErrorView, OriginView, ResultView, ReviewerView, Settled, ShownContent,
-    ShownView, TaskList, TaskState, TaskView, ToolContentView, ToolErrorView, ToolViewView,
+    CallView, DecisionBody, ErrorView, ResultView, ReviewerView, Settled, ShownContent, ShownView, TaskList, TaskState,
+    TaskView, ToolContentView, ToolErrorView, ToolViewView,
 };
+use airlock_records::view::{KeyView, OriginView};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -164,12 +165,7 @@ pub fn task_view(task: &Task) -> TaskView {
     let returned = task.result();
     TaskView {
         id: task.id.clone(),
-        key: CallKeyView {
-            run_id: key.run_id,
-            sample_id: key.sample_id,
-            epoch: key.epoch,
-            tool_call_id: key.tool_call_id,
-        },
+        key: KeyView::from(&key),
         correlation: task.correlation.clone(),
         kind: task.kind(),
         pool: task.pool.clone(),
@@ -191,15 +187,7 @@ pub fn task_view(task: &Task) -> TaskView {
             error: m.error.as_ref().map(|e| ToolErrorView { kind: e.r#type.clone(), message: e.message.clone() }),
         }),
         output: returned.map(|r| r.output.to_owned()),
-        origin: task.origin().map(|o| OriginView {
-            run_id: o.run_id.clone(),
-            eval_id: o.eval_id.clone(),
-            task: o.task.clone(),
-            sample_id: o.sample_id.clone(),
-            epoch: o.epoch,
-            model: o.model.clone(),
-            runner_id: o.runner_id.clone(),
-        }),
+        origin: task.origin().map(OriginView::from),
         received_at_unix_ms: task.received_at,
         deadline_unix_ms: task.deadline,
         on_timeout: task.on_timeout(),
