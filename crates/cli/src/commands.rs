@@ -62,6 +62,13 @@ pub struct FleetArgs {
     /// The fleet's prefix: every queue and exchange name starts with it.
     #[arg(long, env = "AIRLOCK_PREFIX", default_value = "airlock")]
     pub prefix: String,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+/// How an `amqps://` broker is trusted.
+#[derive(Debug, Clone, Default, Args)]
+pub struct TlsArgs {
     /// The CA certificates (PEM) an amqps:// broker's certificate is verified against.
     #[arg(long, env = "AIRLOCK_CA_FILE")]
     pub ca_file: Option<PathBuf>,
@@ -227,7 +234,7 @@ where
 pub async fn connect(fleet: &FleetArgs, role: &str) -> Result<AmqpTransport, Failure> {
     let options = AmqpOptions::new(fleet.amqp.clone())
         .with_connection_name(format!("{} {role}", fleet.prefix))
-        .with_ca_file(fleet.ca_file.clone());
+        .with_ca_file(fleet.tls.ca_file.clone());
     AmqpTransport::connect_with(options)
         .await
         .map_err(|e| Failure { code: EXIT_UNAVAILABLE, message: format!("cannot reach the broker: {e}") })

@@ -36,7 +36,7 @@ pub use self::echo::{EchoArgs, serve as serve_echo};
 use self::fleet::FleetLoad;
 use self::report::{Report, Side};
 use self::traffic::Phase;
-use super::{Failure, FleetArgs, connect, fleet_keys, shutdown_signal};
+use super::{Failure, FleetArgs, TlsArgs, connect, fleet_keys, shutdown_signal};
 
 /// Arguments of `airlock bench`.
 #[derive(Debug, Args)]
@@ -51,9 +51,8 @@ pub struct BenchArgs {
     /// verified with. The bench's own workers run with a key made for the run.
     #[arg(long, env = "AIRLOCK_VERIFY_KEY", value_delimiter = ',')]
     verify_key: Vec<PathBuf>,
-    /// The CA certificates (PEM) an amqps:// broker's certificate is verified against.
-    #[arg(long, env = "AIRLOCK_CA_FILE")]
-    ca_file: Option<PathBuf>,
+    #[command(flatten)]
+    tls: TlsArgs,
     /// Policy workers to start; 0 uses the workers already running on --prefix.
     #[arg(long, default_value_t = 1)]
     workers: u16,
@@ -165,7 +164,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
     };
 
     // Fail fast, before starting anything, if the broker is not there.
-    let fleet = FleetArgs { amqp: args.amqp.clone(), prefix: prefix.clone(), ca_file: args.ca_file.clone() };
+    let fleet = FleetArgs { amqp: args.amqp.clone(), prefix: prefix.clone(), tls: args.tls.clone() };
     let cleanup = connect(&fleet, "bench cleanup").await?;
     let mut children = Children::default();
     let guard = Duration::from_secs_f64(args.max_seconds);

@@ -15,7 +15,7 @@ use airlock_monitor::{MonitorConfig, MonitorError};
 use airlock_telemetry::metrics::Metrics;
 use clap::{Args, Subcommand};
 
-use super::{Failure, FleetArgs, LOG_TOOL, TelemetryArgs, block_on, block_on_role, connect, shutdown_signal};
+use super::{Failure, FleetArgs, LOG_TOOL, TelemetryArgs, TlsArgs, block_on, block_on_role, connect, shutdown_signal};
 
 /// Arguments of `airlock monitor`.
 #[derive(Debug, Args)]
@@ -62,9 +62,8 @@ pub struct RunArgs {
     /// The fleet's prefix: every queue and exchange name starts with it.
     #[arg(long, env = "AIRLOCK_PREFIX", default_value = "airlock")]
     prefix: String,
-    /// The CA certificates (PEM) an amqps:// broker's certificate is verified against.
-    #[arg(long, env = "AIRLOCK_CA_FILE")]
-    ca_file: Option<PathBuf>,
+    #[command(flatten)]
+    tls: TlsArgs,
     /// The external step served: tasks come from `<prefix>.step.<step>`.
     #[arg(long)]
     step: Option<String>,
@@ -141,8 +140,7 @@ pub fn run(args: MonitorArgs) -> ExitCode {
 async fn serve(args: RunArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
     let missing = |what: &str| Failure::config(format!("--{what} is required"));
     // Optional in clap, so that `airlock monitor calibrate` needs none of them.
-    let fleet =
-        FleetArgs { amqp: args.amqp.ok_or_else(|| missing("amqp"))?, prefix: args.prefix, ca_file: args.ca_file };
+    let fleet = FleetArgs { amqp: args.amqp.ok_or_else(|| missing("amqp"))?, prefix: args.prefix, tls: args.tls };
     let step = args.step.ok_or_else(|| missing("step"))?;
     let kind = ProviderKind::from(args.provider.ok_or_else(|| missing("provider"))?);
     let model = args.model.ok_or_else(|| missing("model"))?;

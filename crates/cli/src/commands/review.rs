@@ -21,7 +21,7 @@ use airlock_reviewer::{ReviewerConfig, Service, instance_for_store};
 use clap::Args;
 use tokio::sync::mpsc;
 
-use super::{Failure, FleetArgs, connect, reviewer_signing_key};
+use super::{Failure, FleetArgs, TlsArgs, connect, reviewer_signing_key};
 
 /// How often an empty queue is looked at again.
 const POLL: Duration = Duration::from_secs(1);
@@ -44,9 +44,8 @@ pub struct ReviewArgs {
     /// The fleet's prefix (with --amqp).
     #[arg(long, env = "AIRLOCK_PREFIX", default_value = "airlock")]
     prefix: String,
-    /// The CA certificates (PEM) an amqps:// broker's certificate is verified against (with --amqp).
-    #[arg(long, env = "AIRLOCK_CA_FILE")]
-    ca_file: Option<PathBuf>,
+    #[command(flatten)]
+    tls: TlsArgs,
     /// The key your answers are signed with, as a reviewer service's (with --amqp).
     #[arg(long, env = "AIRLOCK_REVIEWER_SIGNING_KEY")]
     signing_key: Option<PathBuf>,
@@ -91,7 +90,7 @@ pub async fn run(args: ReviewArgs) -> Result<(), Failure> {
             };
             config.validate().map_err(|e| Failure::config(e.to_string()))?;
             let transport = connect(
-                &FleetArgs { amqp: amqp.clone(), prefix: args.prefix.clone(), ca_file: args.ca_file.clone() },
+                &FleetArgs { amqp: amqp.clone(), prefix: args.prefix.clone(), tls: args.tls.clone() },
                 "review",
             )
             .await?;

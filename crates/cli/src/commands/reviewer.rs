@@ -15,7 +15,7 @@ use airlock_telemetry::metrics::Metrics;
 use clap::{Args, Subcommand};
 
 use super::{
-    Failure, FleetArgs, LOG_TOOL, TelemetryArgs, block_on, block_on_role, connect, reviewer_signing_key,
+    Failure, FleetArgs, LOG_TOOL, TelemetryArgs, TlsArgs, block_on, block_on_role, connect, reviewer_signing_key,
     shutdown_signal,
 };
 
@@ -45,9 +45,8 @@ pub struct ServeArgs {
     /// The fleet's prefix: every queue and exchange name starts with it.
     #[arg(long, env = "AIRLOCK_PREFIX", default_value = "airlock")]
     prefix: String,
-    /// The CA certificates (PEM) an amqps:// broker's certificate is verified against.
-    #[arg(long, env = "AIRLOCK_CA_FILE")]
-    ca_file: Option<PathBuf>,
+    #[command(flatten)]
+    tls: TlsArgs,
     /// The key this service signs the answers it records with (`reviewer.key` of `airlock
     /// keys generate`); signed workers take human answers only signed by a key they hold.
     #[arg(long, env = "AIRLOCK_REVIEWER_SIGNING_KEY")]
@@ -137,6 +136,6 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
         signing_key: reviewer_signing_key(args.signing_key.as_deref())?,
     };
     config.validate().map_err(|e| Failure::config(e.to_string()))?;
-    let transport = connect(&FleetArgs { amqp, prefix: args.prefix, ca_file: args.ca_file }, "reviewer").await?;
+    let transport = connect(&FleetArgs { amqp, prefix: args.prefix, tls: args.tls }, "reviewer").await?;
     airlock_reviewer::run(transport, config, shutdown_signal()).await.map_err(|e| Failure::other(e.to_string()))
 }
