@@ -348,12 +348,9 @@ async fn expired_tasks_are_dropped(admin: &AmqpTransport, prefix: &str) {
         };
         Message::new(task.encode_to_vec()).with_correlation_id(id)
     };
-    // A copy of every answer on the routing exchange's `results` key comes to the probe too.
-    let watching = Topology::empty(prefix).with_reply_queue("probe").with_binding(
-        topology.route_exchange(),
-        probe.clone(),
-        "results",
-    );
+    // A copy of every answer published to the answer exchange comes to the probe too.
+    let watching =
+        Topology::empty(prefix).with_reply_queue("probe").with_binding(topology.answer_exchange(), probe.clone(), "");
     admin.declare(&watching).await.unwrap();
     let step = Destination::queue(topology.step_queue("monitor"));
     admin.publish(&step, task("gone", 1)).await.unwrap();

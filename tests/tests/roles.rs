@@ -1,5 +1,7 @@
 //! The broker users of `airlock topology definitions`, loaded into the test broker (in a
-//! vhost of their own), each tried at what its role must not do: RabbitMQ refuses it.
+//! vhost of their own), each tried at what its role must not do: RabbitMQ refuses it, or, for
+//! routing keys smuggled in a `BCC` header (which RabbitMQ before 4.0.3 does not check against
+//! topic permissions), routes the message nowhere else.
 
 use airlock_testkit::{amqp_url, rabbitmqctl, unique_prefix};
 use airlock_tests::{airlock_bin, broker};
@@ -52,15 +54,16 @@ async fn each_role_user_is_refused_what_its_role_must_not_do() {
     let id = unique_prefix();
     let prefix = "fleet";
     let user = |role: &str| format!("{id}-{role}");
-    let (runner_a, runner_b, worker, scan, reviewer) =
-        (user("runner-a"), user("runner-b"), user("worker"), user("scan"), user("reviewer"));
+    let (runner_a, runner_b, worker, scan, reviewer, auditor) =
+        (user("runner-a"), user("runner-b"), user("worker"), user("scan"), user("reviewer"), user("auditor"));
     let roles = format!(
         "prefix: {prefix}\nvhost: {id}\nusers:\n\
          - {{name: {runner_a}, role: runner, password: {PASSWORD}}}\n\
          - {{name: {runner_b}, role: runner, password: {PASSWORD}}}\n\
          - {{name: {worker}, role: worker, password: {PASSWORD}}}\n\
          - {{name: {scan}, role: 'step:scan', password: {PASSWORD}}}\n\
-         - {{name: {reviewer}, role: reviewer, instance: rv, pools: [ops], password: {PASSWORD}}}\n"
+         - {{name: {reviewer}, role: reviewer, instance: rv, pools: [ops], password: {PASSWORD}}}\n\
+         - {{name: {auditor}, role: auditor, password: {PASSWORD}}}\n"
     );
     let dir = std::env::temp_dir().join(&id);
     std::fs::create_dir_all(&dir).unwrap();
@@ -74,7 +77,14 @@ async fn each_role_user_is_refused_what_its_role_must_not_do() {
     std::fs::write(dir.join("definitions.json"), &output.stdout).unwrap();
     let loaded = Loaded {
         vhost: id.clone(),
-        users: vec![runner_a.clone(), runner_b.clone(), worker.clone(), scan.clone(), reviewer.clone()],
+        users: vec![
+            runner_a.clone(),
+            runner_b.clone(),
+            worker.clone(),
+            scan.clone(),
+            reviewer.clone(),
+            auditor.clone(),
+        ],
     };
     rabbitmqctl(&["import_definitions", &dir.join("definitions.json").display().to_string()]).await;
 
@@ -102,6 +112,16 @@ async fn each_role_user_is_refused_what_its_role_must_not_do() {
     let stealing = Topology::empty(prefix).with_reply_queue(&format!("{runner_b}.stolen"));
     refused("runner binds another's reply key", as_a.declare(&stealing).await);
     refused("runner reads a human queue", as_a.consume(&topology.human_queue("ops"), 1).await);
+    let b_replies = format!("reply.{runner_b}.r1");
+    refused(
+        "runner publishes to the routing exchange",
+        as_a.publish(&Destination::route(topology.route_exchange(), &b_replies), Message::new("forged")).await,
+    );
+    // Keys smuggled as copies of a request reach the requests queue only.
+    let smuggled = ["results", "step.scan", "human.ops", b_replies.as_str(), "approval.approve"]
+        .into_iter()
+        .fold(topology.requests_route(), Destination::with_copy);
+    as_a.publish(&smuggled, Message::new("smuggled")).await.expect("the request itself goes through");
 
     // A step answers its own tasks and reads nothing else.
     let as_scan = connect_as(&loaded, &scan).await;
@@ -113,6 +133,10 @@ async fn each_role_user_is_refused_what_its_role_must_not_do() {
         as_scan.publish(&topology.reply_route(&own.queues()[0].name).unwrap(), Message::new("forged")).await,
     );
     as_scan.publish(&topology.results_route(), Message::new("answer")).await.expect("the step answers");
+    let smuggled = ["requests", "human.ops", b_replies.as_str()]
+        .into_iter()
+        .fold(topology.results_route(), Destination::with_copy);
+    as_scan.publish(&smuggled, Message::new("smuggled")).await.expect("the answer itself goes through");
 
     // The worker routes a task to the step, which sees who published it, as the broker says.
     as_worker.publish(&topology.step_route("scan"), Message::new("task")).await.unwrap();
@@ -120,13 +144,40 @@ async fn each_role_user_is_refused_what_its_role_must_not_do() {
     assert_eq!(task.message.user_id.as_deref(), Some(worker.as_str()));
     task.ack().await.unwrap();
 
+    let smuggled_tasks = as_worker.message_count(&topology.human_queue("ops")).await.unwrap();
+    assert_eq!(smuggled_tasks, 0, "nothing smuggled reached the human queue");
+
     // A reviewer reads its pools and answers; it cannot take a step's tasks.
     let as_reviewer = connect_as(&loaded, &reviewer).await;
     as_reviewer.consume(&topology.human_queue("ops"), 1).await.expect("the reviewer reads its pool");
     refused("reviewer reads a step queue", as_reviewer.consume(&topology.step_queue("scan"), 1).await);
     refused("reviewer publishes a request", as_reviewer.publish(&topology.requests_route(), Message::new("x")).await);
 
-    for transport in [as_worker, as_a, as_b, as_scan, as_reviewer] {
+    // The auditor binds its queue to the decisions' keys only, and gets the copy of a reply.
+    let as_auditor = connect_as(&loaded, &auditor).await;
+    let audit = Topology::empty(prefix).with_decisions_queue("audit");
+    as_auditor.declare_own(&Topology::new(prefix), &audit).await.expect("the auditor declares its queue");
+    let eavesdrop = Topology::empty(prefix).with_work_queue("audit").with_binding(
+        topology.route_exchange(),
+        topology.name("audit"),
+        "reply.#",
+    );
+    refused("auditor binds the replies' keys", as_auditor.declare(&eavesdrop).await);
+    let a_replies = topology.reply_route(&own.queues()[0].name).unwrap();
+    as_worker.publish(&a_replies.with_copy("approval.approve"), Message::new("decision")).await.unwrap();
+
+    // What each queue holds: the smuggled keys reached nothing but the queue of the exchange.
+    let count = |queue: String| {
+        let as_worker = as_worker.clone();
+        async move { as_worker.message_count(&queue).await.unwrap() }
+    };
+    assert_eq!(count(topology.requests_queue()).await, 2, "the request and the smuggled one");
+    assert_eq!(count(topology.results_queue()).await, 2, "the answer and the smuggled one");
+    assert_eq!(count(topology.reply_queue(&format!("{runner_b}.r1"))).await, 0);
+    assert_eq!(count(topology.reply_queue(&format!("{runner_a}.r1"))).await, 1, "the worker's reply");
+    assert_eq!(count(topology.name("audit")).await, 1, "its copy, and only that");
+
+    for transport in [as_worker, as_a, as_b, as_scan, as_reviewer, as_auditor] {
         transport.close().await;
     }
     let _ = std::fs::remove_dir_all(&dir);

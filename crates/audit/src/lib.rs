@@ -1,10 +1,11 @@
-//! The auditor: every final decision the workers publish to the decisions exchange, written
-//! as one JSON line ([`airlock_records::view::DecisionRecord`]) exactly once, with the
+//! The auditor: every final decision the workers publish, written as one JSON line ([`airlock_records::view::DecisionRecord`]) exactly once, with the
 //! argument and metadata keys the operator names masked; and the questions asked of the
 //! file afterwards.
 //!
-//! The log's queue `<prefix>.audit` is durable and bound to every decision, so decisions
-//! made while the auditor is down wait for it. A line is written and flushed before its
+//! The log's queue `<prefix>.audit` is durable and bound to the routing exchange under every
+//! decision's key (`approval.*`, `review.*`): the broker copies each reply that carries a
+//! decision there, so decisions made while the auditor is down wait for it. Only the workers
+//! may publish to that exchange; the reply's proof is for its runner, and not checked here. A line is written and flushed before its
 //! message is acknowledged; a redelivered decision whose id is already in the file is not
 //! written again.
 //!
@@ -63,11 +64,9 @@ pub enum AuditError {
     },
 }
 
-/// The auditor's queue and its binding to every decision of the fleet of `prefix`.
+/// The auditor's queue and its bindings to every decision of the fleet of `prefix`.
 pub fn topology(prefix: &str) -> Topology {
-    let fleet = Topology::empty(prefix);
-    let queue = fleet.name(AUDIT_QUEUE);
-    fleet.clone().with_work_queue(AUDIT_QUEUE).with_binding(fleet.decisions_exchange(), queue, "#")
+    Topology::empty(prefix).with_decisions_queue(AUDIT_QUEUE)
 }
 
 /// Runs an auditor until `shutdown` resolves or the transport closes: declares its queue,
@@ -112,11 +111,11 @@ pub struct Auditor<T> {
 
 impl<T: Transport> Auditor<T> {
     /// Writes the delivery's decision to the log (unless it is there already) and
-    /// acknowledges it; dead-letters a message that is not a decision. Fails only when the
-    /// log cannot be written, leaving the delivery unacknowledged.
+    /// acknowledges it; dead-letters a message that is not a reply carrying a decision. Fails
+    /// only when the log cannot be written, leaving the delivery unacknowledged.
     pub async fn handle(&self, delivery: Delivery) -> Result<(), AuditError> {
-        let Ok(decision) = v1::Decision::decode(delivery.message.body.as_ref()) else {
-            let reason = DeadReason::bad_message("not an airlock.v1.Decision");
+        let Some(decision) = decision_of(&delivery.message.body) else {
+            let reason = DeadReason::bad_message("not an airlock.v1.Reply carrying a Decision");
             if let Err(e) = self.transport.publish_dead(&self.topology, delivery, &reason.to_string()).await {
                 warn!(error = %e, "Dead-lettering failed; the broker will redeliver the message.");
             }
@@ -128,5 +127,14 @@ impl<T: Transport> Auditor<T> {
             warn!(error = %e, "Acknowledgement failed.");
         }
         Ok(())
+    }
+}
+
+/// The decision a worker's reply carries.
+fn decision_of(reply: &[u8]) -> Option<v1::Decision> {
+    let reply = v1::Reply::decode(reply).ok()?;
+    match v1::ReplyBody::decode(reply.body.as_slice()).ok()?.body? {
+        v1::reply_body::Body::Decision(decision) => Some(decision),
+        v1::reply_body::Body::Error(_) => None,
     }
 }

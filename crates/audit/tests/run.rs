@@ -1,5 +1,5 @@
-//! The auditor over the in-memory transport: decisions published to the fleet's decisions
-//! exchange end up in the log once each, and a message that is no decision is dead-lettered.
+//! The auditor over the in-memory transport: decisions the workers copy under their decision
+//! keys end up in the log once each, and a message that is no decision is dead-lettered.
 
 use std::time::Duration;
 
@@ -20,16 +20,23 @@ async fn writes_each_published_decision_once_until_shutdown() {
     }));
 
     let fleet = Topology::new("t");
-    let decisions = Destination::exchange(fleet.decisions_exchange(), "approval.approve");
+    let decisions = Destination::exchange(fleet.route_exchange(), "approval.approve");
     while transport.message_count(&fleet.name(AUDIT_QUEUE)).await.is_err() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    // Not a protobuf message at all: dead-lettered, and the auditor goes on.
+    // Not a protobuf message at all, and a bare decision that is no reply: dead-lettered, and
+    // the auditor goes on.
     transport.publish(&decisions, Message::new(vec![0xff, 0xff])).await.unwrap();
+    let decision = |id: &str| v1::Decision {
+        decision_id: id.into(),
+        decision: v1::DecisionKind::Approve.into(),
+        ..Default::default()
+    };
+    transport.publish(&decisions, Message::new(decision("bare").encode_to_vec())).await.unwrap();
     for id in ["d1", "d2", "d1"] {
-        let decision =
-            v1::Decision { decision_id: id.into(), decision: v1::DecisionKind::Approve.into(), ..Default::default() };
-        transport.publish(&decisions, Message::new(decision.encode_to_vec())).await.unwrap();
+        let body = v1::ReplyBody { body: Some(v1::reply_body::Body::Decision(decision(id))) };
+        let reply = v1::Reply { body: body.encode_to_vec(), ..Default::default() };
+        transport.publish(&decisions, Message::new(reply.encode_to_vec())).await.unwrap();
     }
     let lines = || std::fs::read_to_string(&path).unwrap_or_default().lines().count();
     for _ in 0..200 {
@@ -38,7 +45,7 @@ async fn writes_each_published_decision_once_until_shutdown() {
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert_eq!(transport.message_count(&fleet.dead_queue()).await.unwrap(), 1, "the bad message is dead-lettered");
+    assert_eq!(transport.message_count(&fleet.dead_queue()).await.unwrap(), 2, "the bad messages are dead-lettered");
     stop.send(()).unwrap();
     auditor.await.unwrap().unwrap();
     let text = std::fs::read_to_string(&path).unwrap();

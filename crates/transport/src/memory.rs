@@ -182,11 +182,16 @@ impl Transport for MemoryTransport {
                 }
                 None => Err(TransportError::Unroutable { destination: destination.to_string() }),
             },
-            Destination::Exchange { exchange, routing_key } => state.route(exchange, routing_key, message).map(drop),
-            Destination::Route { exchange, routing_key } => match state.route(exchange, routing_key, message)? {
-                0 => Err(TransportError::Unroutable { destination: destination.to_string() }),
-                _ => Ok(()),
-            },
+            Destination::Exchange { exchange, routing_key } => {
+                state.route(exchange, std::slice::from_ref(routing_key), message).map(drop)
+            }
+            Destination::Route { exchange, routing_key, copies } => {
+                let keys: Vec<String> = std::iter::once(routing_key).chain(copies).cloned().collect();
+                match state.route(exchange, &keys, message)? {
+                    0 => Err(TransportError::Unroutable { destination: destination.to_string() }),
+                    _ => Ok(()),
+                }
+            }
         }
     }
 
@@ -242,28 +247,27 @@ impl State {
         if self.closed { Err(TransportError::Closed) } else { Ok(()) }
     }
 
-    /// Routes `message` through `exchange`, copying it to every matching bound queue; returns
-    /// how many queues got it.
-    fn route(&mut self, exchange: &str, routing_key: &str, message: Message) -> Result<usize, TransportError> {
-        if exchange.is_empty() {
+    /// Routes `message` through `exchange` under each of `routing_keys`, copying it to every
+    /// matching bound queue; returns how many queues got it.
+    fn route(&mut self, exchange: &str, routing_keys: &[String], message: Message) -> Result<usize, TransportError> {
+        let mut targets: Vec<&str> = if exchange.is_empty() {
             // The default exchange: straight to the queue named by the key, if any.
-            let Some(queue) = self.queues.get_mut(routing_key) else { return Ok(0) };
-            queue.push_back(Stored::new(message));
-            return Ok(1);
-        }
-        let Some(found) = self.exchanges.get(exchange) else {
-            return Err(TransportError::NotFound { what: format!("exchange {exchange}") });
+            routing_keys.iter().map(String::as_str).collect()
+        } else {
+            let Some(found) = self.exchanges.get(exchange) else {
+                return Err(TransportError::NotFound { what: format!("exchange {exchange}") });
+            };
+            found
+                .bindings
+                .iter()
+                .filter(|(_, key)| match found.kind {
+                    ExchangeKind::Fanout => true,
+                    ExchangeKind::Topic => routing_keys.iter().any(|routing_key| topic_matches(key, routing_key)),
+                })
+                .map(|(queue, _)| queue.as_str())
+                .collect()
         };
-        let mut targets: Vec<&str> = found
-            .bindings
-            .iter()
-            .filter(|(_, key)| match found.kind {
-                ExchangeKind::Fanout => true,
-                ExchangeKind::Topic => topic_matches(key, routing_key),
-            })
-            .map(|(queue, _)| queue.as_str())
-            .collect();
-        // A queue bound twice (two keys) still gets one copy, as on RabbitMQ.
+        // A queue bound twice (two keys, or reached by two keys) gets one copy, as on RabbitMQ.
         targets.sort_unstable();
         targets.dedup();
         let targets: Vec<String> = targets.into_iter().map(str::to_owned).collect();
@@ -306,7 +310,7 @@ impl State {
             message.headers.insert(HEADER_FIRST_DEATH_QUEUE.to_owned(), queue.to_owned());
         }
         // A missing dead-letter exchange drops the message, as RabbitMQ does.
-        let _ = self.route(&dead_letter_exchange, queue, message);
+        let _ = self.route(&dead_letter_exchange, &[queue.to_owned()], message);
     }
 }
 

@@ -129,6 +129,9 @@ pub enum Destination {
         exchange: String,
         /// The routing key.
         routing_key: String,
+        /// More routing keys of the same exchange the one message also goes to, in the same
+        /// publish (RabbitMQ's sender-selected distribution, `BCC`: consumers do not see them).
+        copies: Vec<String>,
     },
 }
 
@@ -145,14 +148,37 @@ impl Destination {
 
     /// A route: `exchange` with `routing_key`, which must reach a queue.
     pub fn route(exchange: impl Into<String>, routing_key: impl Into<String>) -> Self {
-        Self::Route { exchange: exchange.into(), routing_key: routing_key.into() }
+        Self::Route { exchange: exchange.into(), routing_key: routing_key.into(), copies: Vec::new() }
+    }
+
+    /// This destination, and also `routing_key` of the same exchange: one publish the broker
+    /// routes to both. On a queue or a plain exchange, it becomes a route.
+    #[must_use]
+    pub fn with_copy(self, routing_key: impl Into<String>) -> Self {
+        let (exchange, key, mut copies) = match self {
+            Self::Queue(queue) => (String::new(), queue, Vec::new()),
+            Self::Exchange { exchange, routing_key } => (exchange, routing_key, Vec::new()),
+            Self::Route { exchange, routing_key, copies } => (exchange, routing_key, copies),
+        };
+        copies.push(routing_key.into());
+        Self::Route { exchange, routing_key: key, copies }
+    }
+
+    /// The routing keys the message also goes to (see [`with_copy`](Self::with_copy)).
+    pub fn copies(&self) -> &[String] {
+        match self {
+            Self::Route { copies, .. } => copies,
+            _ => &[],
+        }
     }
 
     /// The exchange and routing key as AMQP sees them (the default exchange is `""`).
     pub fn parts(&self) -> (&str, &str) {
         match self {
             Self::Queue(queue) => ("", queue),
-            Self::Exchange { exchange, routing_key } | Self::Route { exchange, routing_key } => (exchange, routing_key),
+            Self::Exchange { exchange, routing_key } | Self::Route { exchange, routing_key, .. } => {
+                (exchange, routing_key)
+            }
         }
     }
 
@@ -166,7 +192,7 @@ impl fmt::Display for Destination {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Queue(queue) => write!(f, "queue {queue}"),
-            Self::Exchange { exchange, routing_key } | Self::Route { exchange, routing_key } => {
+            Self::Exchange { exchange, routing_key } | Self::Route { exchange, routing_key, .. } => {
                 write!(f, "exchange {exchange} (routing key {routing_key:?})")
             }
         }

@@ -2,17 +2,18 @@
 //! definitions (`rabbitmqctl import_definitions`, or `load_definitions` at boot).
 //!
 //! Regular permissions say which queues and exchanges a user may configure (declare, delete),
-//! write (publish to; bind a queue) and read (consume; bind from an exchange). Topic
-//! permissions on `<p>.route` say which routing keys it may publish and bind, so one exchange
-//! carries every role's messages and each user reaches only its own keys:
+//! write (publish to; bind a queue) and read (consume; bind from an exchange). Runners, steps
+//! and reviewers publish only to exchanges that reach one queue each (`<p>.ask`, `<p>.answer`),
+//! so no routing key or `CC` header of theirs can reach another queue. Topic permissions on
+//! `<p>.route`, which only the workers publish to, say which keys each user may bind:
 //!
-//! | role | publishes (keys of `<p>.route`) | reads | declares |
+//! | role | publishes to | reads | declares |
 //! |---|---|---|---|
-//! | runner `U` | `requests`; cancels | `<p>.reply.U.*` (bound as `reply.U.*`) | its reply queues |
-//! | worker | `step.*`, `human.*`, `reply.*`; decisions, dead letters | every queue of the fleet | the whole fleet |
-//! | step `S` | `results` | `<p>.step.S` | that queue |
-//! | reviewer (`--id I`, pools) | `results` | `<p>.human.<pool>`, `<p>.reply.I` (cancels) | those queues |
-//! | auditor | — | `<p>.audit`, bound to `<p>.decisions` | that queue |
+//! | runner `U` | `<p>.ask`; cancels | `<p>.reply.U.*` (bound as `reply.U.*`) | its reply queues |
+//! | worker | `<p>.route` (`step.*`, `human.*`, `reply.*`, decisions); dead letters | every queue of the fleet | the whole fleet |
+//! | step `S` | `<p>.answer` | `<p>.step.S` | that queue |
+//! | reviewer (`--id I`, pools) | `<p>.answer` | `<p>.human.<pool>`, `<p>.reply.I` (cancels) | those queues |
+//! | auditor | — | `<p>.audit`, bound as `approval.*` and `review.*` | that queue |
 //!
 //! So a step cannot publish requests or read human tasks, a runner cannot read another
 //! runner's replies or answer a step, and nobody but a worker can reach a runner's reply
@@ -24,7 +25,7 @@ use ring::digest::{SHA256, digest};
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
 
-use crate::topology::{AUDIT, CANCELS, DECISIONS, DLX, HUMAN, REPLY, REQUESTS, RESULTS, ROUTE, STEP};
+use crate::topology::{ANSWER, ASK, AUDIT, CANCELS, DECISION_KINDS, DLX, HUMAN, REPLY, REQUESTS, RESULTS, ROUTE, STEP};
 
 /// A roles file: the fleet, its vhost, and its users.
 #[derive(Debug, Clone, Deserialize)]
@@ -225,33 +226,34 @@ pub fn grants(prefix: &str, vhost: &str, user: &str, role: &Role) -> (Permission
     let name = |suffix: &str| format!("{p}\\.{suffix}");
     let any_of = |names: &[String]| format!("^({})$", names.join("|"));
     let route = name(ROUTE);
-    let (dlx, cancels, decisions, audit) = (name(DLX), name(CANCELS), name(DECISIONS), name(AUDIT));
+    let (dlx, cancels, audit, ask, answer) = (name(DLX), name(CANCELS), name(AUDIT), name(ASK), name(ANSWER));
+    let decisions = format!("({})\\..+", DECISION_KINDS.join("|"));
     let (configure, write, read, topic_write, topic_read) = match role {
         Role::Runner => {
             let u = regex_escape(user);
             let own = name(&format!("{REPLY}\\.{u}\\..+"));
             (
                 format!("^{own}$"),
-                any_of(&[route.clone(), cancels, own.clone()]),
+                any_of(&[ask, cancels, own.clone()]),
                 any_of(&[route, own]),
-                format!("^{REQUESTS}$"),
+                NOTHING.to_owned(),
                 format!("^{REPLY}\\.{u}\\..+$"),
             )
         }
         Role::Worker => {
             let all = format!("^{p}\\..*$");
-            let tasks = format!("^({STEP}|{HUMAN}|{REPLY})\\..+$");
+            let published = format!("^(({STEP}|{HUMAN}|{REPLY})\\..+|{decisions})$");
             let bound = format!("^({REQUESTS}|{RESULTS}|{STEP}\\..+|{HUMAN}\\..+)$");
-            (all.clone(), all.clone(), all, tasks, bound)
+            (all.clone(), all.clone(), all, published, bound)
         }
         Role::Step(step) => {
             let queue = name(&format!("{STEP}\\.{}", regex_escape(step)));
             let key = format!("^{STEP}\\.{}$", regex_escape(step));
             (
                 format!("^{queue}$"),
-                any_of(&[route.clone(), dlx, queue.clone()]),
+                any_of(&[answer, dlx, queue.clone()]),
                 any_of(&[route, queue]),
-                format!("^{RESULTS}$"),
+                NOTHING.to_owned(),
                 key,
             )
         }
@@ -263,18 +265,18 @@ pub fn grants(prefix: &str, vhost: &str, user: &str, role: &Role) -> (Permission
             let keys = format!("^({REPLY}\\.{instance}|{HUMAN}\\.({}))$", pools.join("|"));
             (
                 any_of(&[own.clone(), humans.clone()]),
-                any_of(&[route.clone(), dlx, own.clone(), humans.clone()]),
+                any_of(&[answer, dlx, own.clone(), humans.clone()]),
                 any_of(&[route, cancels, own, humans]),
-                format!("^{RESULTS}$"),
+                NOTHING.to_owned(),
                 keys,
             )
         }
         Role::Auditor => (
             format!("^{audit}$"),
             any_of(&[audit.clone(), dlx]),
-            any_of(&[decisions, audit]),
+            any_of(&[route, audit]),
             NOTHING.to_owned(),
-            NOTHING.to_owned(),
+            format!("^{decisions}$"),
         ),
     };
     let permission = Permission { user: user.to_owned(), vhost: vhost.to_owned(), configure, write, read };

@@ -8,16 +8,21 @@
 //! | `<p>.step.<name>` | work queue per external step |
 //! | `<p>.human.<pool>` | work queue per human pool |
 //! | `<p>.dlx` → `<p>.dead` | dead-letter exchange (fanout) and its queue |
-//! | `<p>.decisions` | topic exchange: every final decision, for the audit trail |
 //! | `<p>.cancels` | fanout exchange: withdrawn requests |
 //! | `<p>.reply.<owner>` | a runner's (or a service instance's) private queue |
-//! | `<p>.route` | topic exchange every message between roles is published to |
+//! | `<p>.ask` → `<p>.requests` | fanout exchange runners publish requests to |
+//! | `<p>.answer` → `<p>.results` | fanout exchange steps and reviewers publish answers to |
+//! | `<p>.route` | topic exchange the workers publish tasks, replies and decisions to |
 //!
 //! Nothing is published through the broker's default exchange: write access to it is write
-//! access to every queue. Each queue above that takes messages from another role is bound to
-//! `<p>.route` under one exact key — `requests`, `results`, `step.<name>`, `human.<pool>`,
-//! `reply.<owner>` — so the broker's topic permissions can say, per user, which keys it may
-//! publish and which it may bind (see `airlock topology definitions`).
+//! access to every queue. Runners, steps and reviewers each publish to an exchange that
+//! reaches one queue, so no routing key or `CC` header of theirs can reach another (RabbitMQ
+//! before 4.0.3 does not check `CC` and `BCC` keys against topic permissions). Only the
+//! workers publish to `<p>.route`, under one exact key per queue — `step.<name>`,
+//! `human.<pool>`, `reply.<owner>` — and each decision once, to the runner's reply key with a
+//! copy under `<kind>.<decision>` for whoever records decisions (the auditor). The broker's
+//! topic permissions say, per user, which keys of `<p>.route` it may bind (see `airlock
+//! topology definitions`).
 //!
 //! Work queues are durable quorum queues that dead-letter to `<p>.dlx` once a message was
 //! returned more than [`DELIVERY_LIMIT`] times, so a message that crashes every worker ends in
@@ -45,8 +50,12 @@ pub const REPLY: &str = "reply";
 pub const DLX: &str = "dlx";
 /// Suffix of the dead-letter queue.
 pub const DEAD: &str = "dead";
-/// Suffix of the decisions exchange.
-pub const DECISIONS: &str = "decisions";
+/// Suffix of the exchange runners publish requests to.
+pub const ASK: &str = "ask";
+/// Suffix of the exchange steps and reviewers publish answers to.
+pub const ANSWER: &str = "answer";
+/// The first word of a decision's routing key on `<p>.route`, per kind.
+pub const DECISION_KINDS: [&str; 2] = ["approval", "review"];
 /// Suffix of the cancels exchange.
 pub const CANCELS: &str = "cancels";
 /// Suffix of the routing exchange.
@@ -129,24 +138,28 @@ pub struct Topology {
 }
 
 impl Topology {
-    /// The core of a fleet: requests and results queues, the dead-letter exchange and queue,
-    /// and the decisions and cancels exchanges.
+    /// The core of a fleet: the requests and results queues with the exchanges that feed
+    /// them, the dead-letter exchange and queue, and the routing and cancels exchanges.
     pub fn new(prefix: impl Into<String>) -> Self {
         let topology = Self::empty(prefix);
         let dlx = topology.dead_letter_exchange();
         let dead = topology.dead_queue();
-        let decisions = topology.decisions_exchange();
         let cancels = topology.cancels_exchange();
         let route = topology.route_exchange();
+        let (ask, answer) = (topology.ask_exchange(), topology.answer_exchange());
+        let (requests, results) = (topology.requests_queue(), topology.results_queue());
         topology
             .with_exchange(dlx.clone(), ExchangeKind::Fanout)
             .with_queue(dead.clone(), QueueKind::Dead)
             .with_binding(dlx, dead, "")
-            .with_exchange(decisions, ExchangeKind::Topic)
             .with_exchange(cancels, ExchangeKind::Fanout)
             .with_exchange(route, ExchangeKind::Topic)
-            .with_routed_work_queue(REQUESTS)
-            .with_routed_work_queue(RESULTS)
+            .with_exchange(ask.clone(), ExchangeKind::Fanout)
+            .with_exchange(answer.clone(), ExchangeKind::Fanout)
+            .with_work_queue(REQUESTS)
+            .with_work_queue(RESULTS)
+            .with_binding(ask, requests, REQUESTS)
+            .with_binding(answer, results, RESULTS)
     }
 
     /// Nothing yet, with the names of `prefix`: the start of a fragment, such as one more
@@ -165,6 +178,16 @@ impl Topology {
     #[must_use]
     pub fn with_human_pool(self, pool: &str) -> Self {
         self.with_routed_work_queue(&format!("{HUMAN}.{pool}"))
+    }
+
+    /// Adds the work queue `<p>.<suffix>` that gets a copy of every decision, bound to the
+    /// routing exchange under `<kind>.*` for each kind.
+    #[must_use]
+    pub fn with_decisions_queue(self, suffix: &str) -> Self {
+        let (route, queue) = (self.route_exchange(), self.name(suffix));
+        DECISION_KINDS.iter().fold(self.with_work_queue(suffix), |topology, kind| {
+            topology.with_binding(route.clone(), queue.clone(), format!("{kind}.*"))
+        })
     }
 
     /// Adds the private reply queue of `owner` (a runner, or a service instance that
@@ -275,11 +298,6 @@ impl Topology {
         self.name(DEAD)
     }
 
-    /// The decisions exchange (topic).
-    pub fn decisions_exchange(&self) -> String {
-        self.name(DECISIONS)
-    }
-
     /// The cancels exchange (fanout).
     pub fn cancels_exchange(&self) -> String {
         self.name(CANCELS)
@@ -290,14 +308,31 @@ impl Topology {
         self.name(ROUTE)
     }
 
+    /// The exchange runners publish requests to (fanout to the requests queue only).
+    pub fn ask_exchange(&self) -> String {
+        self.name(ASK)
+    }
+
+    /// The exchange steps and reviewer services publish answers to (fanout to the results
+    /// queue only).
+    pub fn answer_exchange(&self) -> String {
+        self.name(ANSWER)
+    }
+
     /// Where runners publish requests.
     pub fn requests_route(&self) -> Destination {
-        Destination::route(self.route_exchange(), REQUESTS)
+        Destination::route(self.ask_exchange(), REQUESTS)
     }
 
     /// Where external steps and reviewer services publish their answers.
     pub fn results_route(&self) -> Destination {
-        Destination::route(self.route_exchange(), RESULTS)
+        Destination::route(self.answer_exchange(), RESULTS)
+    }
+
+    /// The routing key of a decision of `kind` (`approval` or `review`), e.g.
+    /// `approval.reject`, under which the workers copy it to `<p>.route`.
+    pub fn decision_key(kind: impl std::fmt::Display, decision: impl std::fmt::Display) -> String {
+        format!("{kind}.{decision}")
     }
 
     /// Where the tasks of the external step `name` are published.

@@ -2,7 +2,7 @@
 //! into the messages to publish, with no I/O of its own.
 //!
 //! A request runs its chain until it is decided or reaches an external step. A decision goes
-//! to the runner's reply queue and to the decisions exchange; an external step gets a
+//! to the runner's reply queue, with a copy the broker routes to whoever records decisions; an external step gets a
 //! `StepTask` (or a `HumanTask`) carrying the whole request and its chain state, and its
 //! `StepResult` brings both back, so any worker continues any chain.
 //!
@@ -289,7 +289,7 @@ impl Handler {
                 report.decided = Some(Decided { decision: outcome.decision, approver, latency_ms });
                 let trail = wire_trail(&outcome.trail);
                 let decision = self.decision(&request, kind, &policy, outcome, trail, now_ms);
-                Handled::Publish(self.publish_decision(&request, &digest, kind, decision), report)
+                Handled::Publish(vec![self.publish_decision(&request, &digest, kind, decision)], report)
             }
             Verdict::Pending { step, state } => {
                 let policy_step = &policy.steps()[step];
@@ -374,34 +374,27 @@ impl Handler {
         }
     }
 
+    /// The decision as one message: the proved reply to the runner's queue, copied by the
+    /// broker under `<kind>.<decision>` to whoever records decisions.
     fn publish_decision(
         &self,
         request: &v1::Request,
         digest: &[u8; 32],
         kind: Kind,
         decision: v1::Decision,
-    ) -> Vec<Outgoing> {
-        let correlation = correlation(request, kind);
-        let routing_key = format!("{kind}.{}", decision_name(decision.decision));
-        let mut out = Vec::with_capacity(2);
-        let encoded = decision.encode_to_vec();
-        if let Some(destination) = self.topology.reply_route(&request.reply_to) {
-            out.push(Outgoing {
-                destination,
-                message: Message::new(
-                    self.trust.reply(reply_with_decision(&encoded), &request.runner_key, digest).encode_to_vec(),
-                )
-                .with_correlation_id(correlation.clone()),
-                declare: None,
-            });
-        }
-        let audit = Message::new(encoded).with_correlation_id(correlation);
-        out.push(Outgoing {
-            destination: Destination::exchange(self.topology.decisions_exchange(), routing_key),
-            message: audit,
+    ) -> Outgoing {
+        let key = Topology::decision_key(kind, decision_name(decision.decision));
+        let destination = match self.topology.reply_route(&request.reply_to) {
+            Some(reply) => reply.with_copy(key),
+            None => Destination::exchange(self.topology.route_exchange(), key),
+        };
+        let body = v1::ReplyBody { body: Some(v1::reply_body::Body::Decision(decision)) }.encode_to_vec();
+        let reply = self.trust.reply(body, &request.runner_key, digest);
+        Outgoing {
+            destination,
+            message: Message::new(reply.encode_to_vec()).with_correlation_id(correlation(request, kind)),
             declare: None,
-        });
-        out
+        }
     }
 
     fn step_task(
@@ -494,20 +487,6 @@ impl Handler {
         });
         Handled::Dead { reason, reply }
     }
-}
-
-/// A `ReplyBody` carrying the decision whose encoding is `decision`, byte for byte what
-/// encoding `ReplyBody { body: Decision(..) }` gives, without encoding the decision a second
-/// time (the audit message carries the same bytes): the field's key, the length, the bytes.
-fn reply_with_decision(decision: &[u8]) -> Vec<u8> {
-    use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
-    /// `ReplyBody.decision`'s field number in `airlock.proto`.
-    const REPLY_DECISION: u32 = 1;
-    let mut reply = Vec::with_capacity(1 + encoded_len_varint(decision.len() as u64) + decision.len());
-    encode_key(REPLY_DECISION, WireType::LengthDelimited, &mut reply);
-    encode_varint(decision.len() as u64, &mut reply);
-    reply.extend_from_slice(decision);
-    reply
 }
 
 /// The W3C trace context among a message's headers.

@@ -1,8 +1,8 @@
 //! The stateless policy worker.
 //!
 //! It consumes the fleet's `requests` and `results` queues, runs each request's chain with
-//! the policy engine, and publishes what follows: the decision (to the runner's reply queue
-//! and the decisions exchange) or the task of the next external step. A delivery is
+//! the policy engine, and publishes what follows: the decision (to the runner's reply queue,
+//! copied by the broker to the auditor's) or the task of the next external step. A delivery is
 //! acknowledged only after everything it caused is confirmed by the broker, so a worker can
 //! die at any moment: the broker delivers the message again, and the runner recognises a
 //! decision it already has.

@@ -18,7 +18,8 @@ or `AIRLOCK_AMQP_URL`, `AIRLOCK_PREFIX`; the prefix defaults to `airlock`):
     python examples/plugins/python/deny_words.py --amqp amqp://guest:guest@127.0.0.1:5672/%2f
 
 It takes tasks from the queue `<prefix>.step.<step>` and publishes each answer to the fleet's
-exchange `<prefix>.route` with the routing key `results` (never through the default exchange).
+exchange `<prefix>.answer`, which reaches the fleet's results queue only (never through the
+default exchange).
 
 The protocol is described in docs/plugins.md.
 """
@@ -112,7 +113,7 @@ def serve(amqp: str, prefix: str, step: str, decided_by: str) -> None:
             answer = decide(task, decided_by)
         result = pb.StepResult(task=task, answer=answer)
         ch.basic_publish(
-            exchange=f"{prefix}.route",
+            exchange=f"{prefix}.answer",
             routing_key="results",
             body=result.SerializeToString(),
             properties=pika.BasicProperties(correlation_id=properties.correlation_id, delivery_mode=2),

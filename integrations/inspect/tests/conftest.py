@@ -281,7 +281,7 @@ class StepServer:
         connection = await aio_pika.connect(self.url)
         channel = await connection.channel(on_return_raises=True)
         queue = await channel.declare_queue(self.queue, passive=True)
-        route = await channel.get_exchange(f"{self.prefix}.route")
+        answers = await channel.get_exchange(f"{self.prefix}.answer")
 
         async def on_task(message: aio_pika.abc.AbstractIncomingMessage) -> None:
             if self.reviewer_key is not None:
@@ -298,7 +298,7 @@ class StepServer:
             result = pb.StepResult(task=task, answer=answer)
             if self.reviewer_key is not None:
                 sign_human_answer(self.reviewer_key, result)
-            await route.publish(
+            await answers.publish(
                 aio_pika.Message(result.SerializeToString(), correlation_id=message.correlation_id),
                 routing_key="results",
                 mandatory=True,

@@ -69,6 +69,9 @@ impl Inner {
         let (exchange, routing_key) = destination.parts();
         check_short("exchange name", exchange)?;
         check_short("routing key", routing_key)?;
+        for copy in destination.copies() {
+            check_short("routing key", copy)?;
+        }
         // Publishing straight to a queue must reach it: the broker returns the message if the
         // queue is missing. An exchange with no bindings may drop it (nobody listens).
         let mandatory = destination.must_reach_a_queue();
@@ -78,7 +81,7 @@ impl Inner {
             if self.is_closed() {
                 return Err(TransportError::Closed);
             }
-            let error = match self.publish_once(exchange, routing_key, mandatory, &message).await {
+            let error = match self.publish_once(destination, mandatory, &message).await {
                 Ok(Confirmation::Ack(None)) => return Ok(()),
                 Ok(Confirmation::Ack(Some(_)) | Confirmation::Nack(Some(_))) => {
                     return Err(TransportError::Unroutable { destination: destination.to_string() });
@@ -104,11 +107,11 @@ impl Inner {
 
     async fn publish_once(
         &self,
-        exchange: &str,
-        routing_key: &str,
+        destination: &Destination,
         mandatory: bool,
         message: &Message,
     ) -> Result<Confirmation, TransportError> {
+        let (exchange, routing_key) = destination.parts();
         let channel = self.publisher.channel(self).await?;
         let options = BasicPublishOptions { mandatory, immediate: false };
         let what = || format!("exchange {exchange}");
@@ -118,7 +121,7 @@ impl Inner {
                 routing_key.into(),
                 options,
                 &message.body,
-                wire::properties(message, &self.uri.authority.userinfo.username),
+                wire::properties(message, &self.uri.authority.userinfo.username, destination.copies()),
             )
             .await
             .map_err(|e| wire::error(e, what))?;

@@ -64,8 +64,9 @@ pub(super) fn exchange_kind(kind: ExchangeKind) -> lapin::ExchangeKind {
 }
 
 /// The AMQP properties of `message`, published as `user`: persistent, with its ids and string
-/// headers. Lengths were checked by [`Message::validate`].
-pub(super) fn properties(message: &Message, user: &str) -> BasicProperties {
+/// headers, and the routing keys it is copied to as `BCC` (which the broker removes before
+/// delivery). Lengths were checked by [`Message::validate`].
+pub(super) fn properties(message: &Message, user: &str, copies: &[String]) -> BasicProperties {
     let mut properties = BasicProperties::default().with_delivery_mode(PERSISTENT).with_user_id(short(user));
     if let Some(id) = &message.correlation_id {
         properties = properties.with_correlation_id(short(id));
@@ -76,15 +77,22 @@ pub(super) fn properties(message: &Message, user: &str) -> BasicProperties {
     if let Some(id) = &message.message_id {
         properties = properties.with_message_id(short(id));
     }
-    if !message.headers.is_empty() {
+    if !message.headers.is_empty() || !copies.is_empty() {
         let mut headers = FieldTable::default();
         for (key, value) in &message.headers {
             headers.insert(short(key), long_string(value));
+        }
+        if !copies.is_empty() {
+            let keys = copies.iter().map(|key| long_string(key)).collect::<Vec<_>>();
+            headers.insert(short(HEADER_BCC), AMQPValue::FieldArray(keys.into()));
         }
         properties = properties.with_headers(headers);
     }
     properties
 }
+
+/// RabbitMQ's sender-selected distribution header whose routing keys are not delivered.
+const HEADER_BCC: &str = "BCC";
 
 fn short(value: &str) -> ShortString {
     ShortString::from(value)
@@ -242,7 +250,7 @@ mod tests {
             .with_reply_to("q")
             .with_message_id("m")
             .with_header("traceparent", "00-ab-cd-01");
-        let properties = properties(&message, "runner-7");
+        let properties = properties(&message, "runner-7", &["approval.approve".to_owned()]);
         assert_eq!(properties.user_id().as_ref().map(|s| s.as_str()), Some("runner-7"));
         assert_eq!(properties.correlation_id().as_ref().map(|s| s.as_str()), Some("c"));
         assert_eq!(properties.reply_to().as_ref().map(|s| s.as_str()), Some("q"));
@@ -250,5 +258,7 @@ mod tests {
         assert_eq!(properties.delivery_mode(), &Some(PERSISTENT));
         let headers = properties.headers().as_ref().expect("headers");
         assert_eq!(headers.inner().get("traceparent"), Some(&long_string("00-ab-cd-01")));
+        let bcc = AMQPValue::FieldArray(vec![long_string("approval.approve")].into());
+        assert_eq!(headers.inner().get(HEADER_BCC), Some(&bcc));
     }
 }

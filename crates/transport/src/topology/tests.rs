@@ -10,7 +10,6 @@ fn core_names_carry_the_prefix() {
     assert_eq!(topology.reply_queue("runner-1"), "fleet-a.reply.runner-1");
     assert_eq!(topology.dead_letter_exchange(), "fleet-a.dlx");
     assert_eq!(topology.dead_queue(), "fleet-a.dead");
-    assert_eq!(topology.decisions_exchange(), "fleet-a.decisions");
     assert_eq!(topology.cancels_exchange(), "fleet-a.cancels");
     let queues: Vec<_> = topology.queues().iter().map(|q| q.name.as_str()).collect();
     assert_eq!(queues, ["fleet-a.dead", "fleet-a.requests", "fleet-a.results"]);
@@ -23,8 +22,8 @@ fn core_names_carry_the_prefix() {
         topology.bindings(),
         [
             binding("fleet-a.dlx", "fleet-a.dead", ""),
-            binding("fleet-a.route", "fleet-a.requests", "requests"),
-            binding("fleet-a.route", "fleet-a.results", "results"),
+            binding("fleet-a.ask", "fleet-a.requests", "requests"),
+            binding("fleet-a.answer", "fleet-a.results", "results"),
         ]
     );
 }
@@ -45,6 +44,17 @@ fn every_queue_another_role_feeds_has_one_exact_route() {
             topology.bindings().iter().filter(|b| b.exchange == exchange && b.routing_key == key).collect();
         assert_eq!(bound.len(), 1, "{key}");
         assert_eq!(bound[0].queue, queue);
+    }
+    // Runners, steps and reviewers publish to exchanges that reach one queue each, whatever
+    // the key or its copies; only the workers publish to the routing exchange.
+    for (route, queue) in [(topology.requests_route(), "p.requests"), (topology.results_route(), "p.results")] {
+        let (exchange, _) = route.parts();
+        assert!(exchange != topology.route_exchange());
+        let fed: Vec<_> = topology.bindings().iter().filter(|b| b.exchange == exchange).collect();
+        assert_eq!(fed.len(), 1, "{exchange}");
+        assert_eq!(fed[0].queue, queue);
+        let kind = topology.exchanges().iter().find(|e| e.name == exchange).map(|e| e.kind);
+        assert_eq!(kind, Some(ExchangeKind::Fanout), "{exchange}");
     }
     // Only this fleet's reply queues have a route.
     for queue in ["p.requests", "q.reply.alice", "p.reply.", "p.replyx.a", "p.reply"] {
@@ -73,8 +83,17 @@ fn adding_twice_keeps_one() {
         .with_binding("p.cancels", "p.reply.r", "")
         .with_binding("p.cancels", "p.reply.r", "");
     assert_eq!(topology.queues().iter().filter(|q| q.name == "p.step.x").count(), 1);
-    // The dead-letter binding, three routes and the cancels binding.
+    // The dead-letter binding, the requests and results bindings, the step's route and the
+    // cancels binding.
     assert_eq!(topology.bindings().len(), 5);
+}
+
+#[test]
+fn a_decisions_queue_takes_every_kind_of_decision_from_the_routing_exchange() {
+    let topology = Topology::empty("p").with_decisions_queue("audit");
+    let keys: Vec<_> = topology.bindings().iter().map(|b| (b.exchange.as_str(), b.routing_key.as_str())).collect();
+    assert_eq!(keys, [("p.route", "approval.*"), ("p.route", "review.*")]);
+    assert_eq!(Topology::decision_key("review", "terminate"), "review.terminate");
 }
 
 #[test]

@@ -53,6 +53,7 @@ both!(
     delivery_limit_dead_letters_poison,
     fanout_reaches_every_bound_queue,
     topic_routes_by_key,
+    one_publish_reaches_its_copies_once_each,
     prefetch_is_respected,
     publish_to_missing_queue_is_unroutable,
     publish_to_missing_exchange_is_not_found,
@@ -169,7 +170,7 @@ async fn fanout_reaches_every_bound_queue<T: Transport>(transport: T, topology: 
 }
 
 async fn topic_routes_by_key<T: Transport>(transport: T, topology: Topology) {
-    let decisions = topology.decisions_exchange();
+    let decisions = topology.route_exchange();
     let queue = topology.reply_queue("one");
     let mut consumer = transport.consume(&queue, 10).await.unwrap();
     for (key, id) in [("review.continue", "unrouted"), ("approval.reject", "routed")] {
@@ -184,6 +185,35 @@ async fn topic_routes_by_key<T: Transport>(transport: T, topology: Topology) {
     assert_eq!(id_of(&delivery), "routed");
     delivery.ack().await.unwrap();
     assert_eq!(transport.message_count(&queue).await.unwrap(), 0);
+}
+
+/// A route with copies: one publish, which each queue a key reaches gets once, without the
+/// copies' keys among its headers.
+async fn one_publish_reaches_its_copies_once_each<T: Transport>(transport: T, topology: Topology) {
+    let route = topology.route_exchange();
+    let (one, two) = (topology.reply_queue("one"), topology.reply_queue("two"));
+    let mut from_one = transport.consume(&one, 10).await.unwrap();
+    let mut from_two = transport.consume(&two, 10).await.unwrap();
+    // To two, copied to one (bound on `approval.*`); then to one, copied to one again.
+    let to_two = Destination::route(&route, "reply.two").with_copy("approval.approve");
+    transport.publish(&to_two, Message::new("a").with_message_id("to-two")).await.unwrap();
+    let to_one = Destination::route(&route, "reply.one").with_copy("approval.reject").with_copy("review.continue");
+    transport.publish(&to_one, Message::new("b").with_message_id("to-one")).await.unwrap();
+    // Unroutable only when neither the key nor a copy reaches a queue.
+    let nowhere = Destination::route(&route, "reply.nobody").with_copy("review.continue");
+    assert!(matches!(transport.publish(&nowhere, Message::new("c")).await, Err(TransportError::Unroutable { .. })));
+    let delivery = next(&mut from_two).await;
+    assert_eq!(id_of(&delivery), "to-two");
+    assert!(delivery.message.headers.is_empty(), "{:?}", delivery.message.headers);
+    delivery.ack().await.unwrap();
+    for id in ["to-two", "to-one"] {
+        let delivery = next(&mut from_one).await;
+        assert_eq!(id_of(&delivery), id);
+        assert!(delivery.message.headers.is_empty(), "{:?}", delivery.message.headers);
+        delivery.ack().await.unwrap();
+    }
+    assert_eq!(transport.message_count(&one).await.unwrap(), 0, "one copy each");
+    assert_eq!(transport.message_count(&two).await.unwrap(), 0);
 }
 
 async fn prefetch_is_respected<T: Transport>(transport: T, topology: Topology) {

@@ -29,11 +29,12 @@ pub async fn broker_with(options: AmqpOptions) -> Option<AmqpTransport> {
 }
 
 /// The fleet every suite test gets: the core topology, a step queue and two private queues,
-/// both bound to the cancels exchange, the first also to decisions on `approval.*`.
+/// both bound to the cancels exchange, the first also to the routing exchange on
+/// `approval.*`.
 pub fn fixture(prefix: &str) -> Topology {
     let topology = Topology::new(prefix);
     let (one, two) = (topology.reply_queue("one"), topology.reply_queue("two"));
-    let (cancels, decisions) = (topology.cancels_exchange(), topology.decisions_exchange());
+    let (cancels, decisions) = (topology.cancels_exchange(), topology.route_exchange());
     topology
         .with_step("a")
         .with_reply_queue("one")

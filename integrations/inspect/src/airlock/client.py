@@ -2,7 +2,7 @@
 every sample of the process.
 
 Nothing is published through the broker's default exchange. A request is published, mandatory,
-to the fleet's topic exchange `<prefix>.route` with the routing key `requests`, `reply_to` =
+to the fleet's exchange `<prefix>.ask` (which reaches the requests queue only), `reply_to` =
 this runner's reply queue and the correlation id `kind/run/sample/epoch/call`; its `Reply`
 comes back on the reply queue and is handed to the waiting request by that id. The runner id is
 `<broker user>.<host>-<pid>-<random>`, so a least-privilege broker user `U` (see `airlock
@@ -10,11 +10,11 @@ topology definitions`) may own its reply queue `<prefix>.reply.<runner id>` and 
 `<prefix>.route` under `reply.<runner id>`, the key the workers reply with. The reply queue is
 a durable classic queue that expires 30 minutes after its last consumer left, declared with
 exactly the arguments the Rust transport uses, so it outlives a reconnect. The runner declares
-nothing else: the workers declare `<prefix>.route` and the rest of the fleet.
+nothing else: the workers declare `<prefix>.ask`, `<prefix>.route` and the rest of the fleet.
 
 Nothing waits past a request's deadline: meanwhile an unreachable broker, or a prefix with no
-fleet (no `<prefix>.route` yet, or the publish comes back unroutable), is retried with
-backoff; at the deadline the request fails with `FleetUnanswered` (the caller makes the
+fleet (no `<prefix>.ask` or `<prefix>.route` yet, or the publish comes back unroutable), is
+retried with backoff; at the deadline the request fails with `FleetUnanswered` (the caller makes the
 fail-closed decision) and, if it was sent, is withdrawn with a `Cancel` on the
 `<prefix>.cancels` exchange. Whether `<prefix>.route` exists is checked on a channel of its
 own before the reply queue is bound, since the broker closes a channel that uses a missing
@@ -106,6 +106,14 @@ class _Pending:
     problem: str | None = field(default=None)
 
 
+class _MissingExchange(Exception):
+    """An exchange of the fleet is not on the broker."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no exchange {name}")
+        self.name = name
+
+
 class FleetClient:
     """A runner's link to one fleet (broker URL and prefix). Use `client_for()` to get the
     one shared by the running event loop. With `verify_key`, replies are taken only with the
@@ -123,12 +131,13 @@ class FleetClient:
         self.reply_queue = f"{prefix}.reply.{self.runner_id}"
         self.reply_key = f"reply.{self.runner_id}"
         self.route_exchange = f"{prefix}.route"
+        self.ask_exchange = f"{prefix}.ask"
         self.requests_queue = f"{prefix}.requests"
         self.cancels_exchange = f"{prefix}.cancels"
         self.closed = False
         self._connection: AbstractRobustConnection | None = None
         self._channel: AbstractRobustChannel | None = None
-        self._route: AbstractExchange | None = None
+        self._ask: AbstractExchange | None = None
         self._replies: AbstractRobustQueue | None = None
         self._bound = False
         self._binding = asyncio.Lock()
@@ -198,9 +207,12 @@ class FleetClient:
                 break
             except PublishError:
                 pending.problem = self._no_fleet(f"no queue {self.requests_queue}")
-            except ChannelNotFoundEntity:
+            except _MissingExchange as missing:
                 self._bound = False  # the exchange went away, and the binding with it
-                pending.problem = self._no_fleet(f"no exchange {self.route_exchange}")
+                pending.problem = self._no_fleet(f"no exchange {missing.name}")
+            except ChannelNotFoundEntity:  # deleted since it was checked
+                self._bound = False
+                pending.problem = self._no_fleet(f"no exchange {self.ask_exchange}")
             except FleetError:
                 raise
             except Exception as error:  # the broker is down, the connection went away, …
@@ -217,7 +229,7 @@ class FleetClient:
         return f"{missing} on the broker at {redact(self.url)}: no Airlock fleet runs on prefix '{self.prefix}'"
 
     async def _publish(self, correlation: str, body: bytes) -> None:
-        route = await self._ready()
+        ask = await self._ready()
         await self._bind()
         message = aio_pika.Message(
             body,
@@ -226,22 +238,26 @@ class FleetClient:
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
             headers=trace_headers(),
         )
-        await route.publish(message, routing_key="requests", mandatory=True)
+        await ask.publish(message, routing_key="requests", mandatory=True)
 
     async def _bind(self) -> None:
-        """Binds the reply queue to `<prefix>.route` under `reply.<runner id>`, once the
-        exchange exists (the workers declare it). It is checked on a throwaway channel: using
-        a missing exchange makes the broker close the channel.
+        """Binds the reply queue to `<prefix>.route` under `reply.<runner id>`, once it and
+        `<prefix>.ask` exist (the workers declare them). They are checked on a throwaway
+        channel: using a missing exchange makes the broker close the channel.
 
         Raises:
-            ChannelNotFoundEntity: no `<prefix>.route` on the broker.
+            _MissingExchange: no `<prefix>.route` or no `<prefix>.ask` on the broker.
         """
         async with self._binding:
             if self._bound:
                 return
             assert self._connection is not None and self._replies is not None
             async with aio_pika.Channel(self._connection, publisher_confirms=False) as probe:
-                await probe.declare_exchange(self.route_exchange, passive=True)
+                for name in (self.route_exchange, self.ask_exchange):
+                    try:
+                        await probe.declare_exchange(name, passive=True)
+                    except ChannelNotFoundEntity as missing:
+                        raise _MissingExchange(name) from missing
             # Through the robust queue: restored with it after a reconnect.
             await self._replies.bind(self.route_exchange, routing_key=self.reply_key)
             self._bound = True
@@ -271,7 +287,7 @@ class FleetClient:
     # === connection ===
 
     async def _ready(self) -> AbstractExchange:
-        """`<prefix>.route` on the publishing channel, once connected. One connection attempt
+        """`<prefix>.ask` on the publishing channel, once connected. One connection attempt
         at a time is shared by every request that needs it; a request's own deadline bounds
         its wait."""
         if self.closed:
@@ -281,9 +297,9 @@ class FleetClient:
                 self._connecting = asyncio.get_running_loop().create_task(self._connect())
                 self._connecting.add_done_callback(_retrieve)
             await asyncio.shield(self._connecting)
-        assert self._channel is not None and self._route is not None
+        assert self._channel is not None and self._ask is not None
         await self._channel.ready()  # waits out a reconnect or a reopening in progress
-        return self._route
+        return self._ask
 
     async def _connect(self) -> None:
         name = f"{self.prefix} inspect ({self.runner_id})"
@@ -298,7 +314,7 @@ class FleetClient:
             # Publishes have a channel of their own, with no queue to restore: one the broker
             # closes (a missing exchange) is reopened as it is.
             channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
-            route = await channel.get_exchange(self.route_exchange, ensure=False)
+            ask = await channel.get_exchange(self.ask_exchange, ensure=False)
             replies = await connection.channel(publisher_confirms=False)
             queue = await replies.declare_queue(self.reply_queue, durable=True, arguments=REPLY_QUEUE_ARGUMENTS)
             consumer_tag = await queue.consume(self._on_reply, no_ack=True)
@@ -306,7 +322,7 @@ class FleetClient:
             await asyncio.shield(connection.close())
             raise
         connection.reconnect_callbacks.add(self._on_reconnect)
-        self._connection, self._channel, self._route = connection, channel, route
+        self._connection, self._channel, self._ask = connection, channel, ask
         self._replies, self._consumer_tag = queue, consumer_tag
         log.info(
             "Connected to the Airlock fleet '%s' at %s; replies on %s.", self.prefix, redact(self.url), self.reply_queue
@@ -384,7 +400,7 @@ class FleetClient:
         except Exception as error:
             log.warning("The Airlock connection did not close cleanly (%s); the reply queue expires on its own.", error)
         finally:
-            self._connection = self._channel = self._route = self._cancel_channel = self._replies = None
+            self._connection = self._channel = self._ask = self._cancel_channel = self._replies = None
 
     async def _teardown(self) -> None:
         """Stops consuming, deletes the reply queue, closes the connection, in that order."""
