@@ -49,9 +49,12 @@ enum Command {
     Keys(commands::keys::KeysCommand),
     /// Measure the fleet's round trip over RabbitMQ against a bare AMQP echo.
     Bench(commands::bench::BenchArgs),
-    /// The echo responder `airlock bench` starts for its baseline.
+    /// The echo responder on Airlock's transport that `airlock bench` starts.
     #[command(hide = true)]
     BenchEcho(commands::bench::EchoArgs),
+    /// The bare lapin echo responder that `airlock bench` starts for its denominator.
+    #[command(hide = true)]
+    BenchBareEcho(commands::bench::BareEchoArgs),
 }
 
 fn main() -> ExitCode {
@@ -72,5 +75,6 @@ fn main() -> ExitCode {
         Command::Keys(command) => commands::report(commands::keys::run(command)),
         Command::Bench(args) => commands::block_on(commands::LOG_TOOL, commands::bench::run(args)),
         Command::BenchEcho(args) => commands::block_on(commands::LOG_ROLE, commands::bench::serve_echo(args)),
+        Command::BenchBareEcho(args) => commands::block_on(commands::LOG_ROLE, commands::bench::serve_bare_echo(args)),
     }
 }

@@ -2,19 +2,28 @@
 //!
 //! It starts its own policy workers (this program, `airlock worker`) and sends approval
 //! requests through the runner's client, then sends the same traffic (same size, same number
-//! in flight, same durability) through a bare request/reply echo served by another child
-//! (`airlock bench-echo`). The report puts the two side by side with the targets of the
-//! design: the fleet at 80% of the echo's throughput or better, at most 0.3 ms added to the
-//! median latency, a worker under 50 MB. Targets are reported, never enforced.
+//! in flight, same durability) through two request/reply echoes: a bare one on lapin alone,
+//! with none of Airlock's code (`airlock bench-bare-echo`), the denominator; and one on
+//! Airlock's own transport (`airlock bench-echo`), which tells the transport's share. The
+//! report puts the three side by side, with each side's CPU time per round trip in the
+//! runner, the responder and the broker (from `/proc`), against the targets of the design:
+//! the fleet at 80% of the bare echo's throughput or better, at most 0.3 ms added to the
+//! median latency, a worker under 50 MB, at most 15 µs more worker CPU per message than the
+//! bare responder, at most 30 µs runner CPU per round trip. Targets are reported, never
+//! enforced.
 //!
 //! Layout:
 //! - `traffic`: the closed-loop load driver and its latency percentiles.
 //! - `fleet`: requests through the client to the workers, with the bench's policy.
-//! - `echo`: the echo responder (`airlock bench-echo`) and its requester.
+//! - `echo`: the echo on Airlock's transport (`airlock bench-echo`) and its requester.
+//! - `bare`: the echo on lapin alone (`airlock bench-bare-echo`) and its requester.
 //! - `children`: starting, measuring and stopping the child processes.
+//! - `cpu`: CPU time of processes, from `/proc`.
 //! - `report`: the text and JSON reports.
 
+mod bare;
 mod children;
+mod cpu;
 mod echo;
 mod fleet;
 mod report;
@@ -30,12 +39,14 @@ use airlock_integrity::FleetKey;
 use airlock_transport::{Topology, Transport};
 use clap::Args;
 
+use self::bare::BareLoad;
+pub use self::bare::{BareEchoArgs, serve as serve_bare_echo};
 use self::children::Children;
+use self::cpu::Pids;
 use self::echo::{ECHO, EchoLoad};
 pub use self::echo::{EchoArgs, serve as serve_echo};
-use self::fleet::FleetLoad;
+use self::fleet::{FleetLoad, echo_body};
 use self::report::{Report, Side};
-use self::traffic::Phase;
 use super::{Failure, FleetArgs, TlsArgs, connect, fleet_keys, shutdown_signal};
 
 /// Arguments of `airlock bench`.
@@ -59,13 +70,13 @@ pub struct BenchArgs {
     /// Requests in flight at once.
     #[arg(long, default_value_t = 64)]
     inflight: usize,
-    /// Requests measured (after the warm-up), for the fleet and again for the echo.
+    /// Requests measured (after the warm-up), for the fleet and again for each echo.
     #[arg(long, default_value_t = 20_000)]
     requests: u64,
     /// The encoded size of each request, in bytes (padded with the assistant's message).
     #[arg(long, default_value_t = 1500)]
     size: usize,
-    /// Rounds the measured requests are split into, alternating the fleet and the echo.
+    /// Rounds the measured requests are split into, rotating the fleet and the echoes.
     #[arg(long, default_value_t = 4)]
     rounds: u64,
     /// Requests sent before measuring, not counted.
@@ -130,6 +141,10 @@ impl Shared {
 
 /// The echo responder's name among the children.
 const ECHO_RESPONDER: &str = "echo responder";
+/// The bare echo's responder's name among the children.
+const BARE_RESPONDER: &str = "bare echo responder";
+/// The bare echo's queue suffix.
+const BARE: &str = "bare-echo";
 
 /// Runs the bench and prints its report.
 pub async fn run(args: BenchArgs) -> Result<(), Failure> {
@@ -160,6 +175,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
     let names = Names {
         runner: format!("bench-{unique}"),
         echo_owner: format!("bench-echo-{unique}"),
+        bare_owner: format!("bench-bare-{unique}"),
         keys: std::env::temp_dir().join(format!("airlock-bench-{unique}")),
     };
 
@@ -177,7 +193,10 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
     };
     children.stop_all().await;
     let _ = std::fs::remove_dir_all(&names.keys);
-    let mut topology = echo::topology(&prefix, ECHO, Some(&names.echo_owner)).with_reply_queue(&names.runner);
+    let mut topology = echo::topology(&prefix, ECHO, Some(&names.echo_owner))
+        .with_reply_queue(&names.runner)
+        .with_reply_queue(&names.bare_owner)
+        .with_work_queue(BARE);
     if created {
         topology = topology_with_core(topology);
     }
@@ -199,6 +218,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
 struct Names {
     runner: String,
     echo_owner: String,
+    bare_owner: String,
     keys: PathBuf,
 }
 
@@ -264,25 +284,38 @@ async fn bench(
     };
     let mut fleet_load = FleetLoad::start(runner.clone(), config, settings, &workers, children, &shared).await?;
     let mut echo_load = EchoLoad::start(requester.clone(), prefix, &names.echo_owner, settings, children).await?;
+    let bare_queue = format!("{prefix}.{BARE}");
+    let bare_replies = Topology::empty(prefix).reply_queue(&names.bare_owner);
+    let bare_body = echo_body(settings.size, &bare_replies, settings.timeout).body.to_vec();
+    let mut bare_load = BareLoad::start(&args.amqp, &bare_queue, &bare_replies, bare_body, settings, children).await?;
 
-    // Rounds alternate the two sides (and which goes first), so a load that comes and goes
-    // on the machine weighs on both alike.
-    let (mut measured, mut baseline) = (Phase::default(), Phase::default());
+    // Rounds rotate the three sides (and which goes first), so a load that comes and goes on
+    // the machine weighs on all alike. Each side's CPU is read around its own rounds.
+    let broker = cpu::broker_pid();
+    let pids = |names: &[&str]| Pids {
+        responders: children.pids(&names.iter().map(|&n| n.to_owned()).collect::<Vec<_>>()),
+        broker,
+    };
+    let (fleet_pids, echo_pids, bare_pids) =
+        (Pids { responders: children.pids(&workers), broker }, pids(&[ECHO_RESPONDER]), pids(&[BARE_RESPONDER]));
+    let (mut fleet_side, mut echo_side, mut bare_side) = (Side::default(), Side::default(), Side::default());
     for round in 0..settings.rounds {
         let requests = settings.requests / settings.rounds + u64::from(round < settings.requests % settings.rounds);
-        if round % 2 == 0 {
-            measured.merge(fleet_load.run(requests, settings.inflight).await);
-            baseline.merge(echo_load.run(requests, settings.inflight).await);
-        } else {
-            baseline.merge(echo_load.run(requests, settings.inflight).await);
-            measured.merge(fleet_load.run(requests, settings.inflight).await);
+        for turn in 0..3 {
+            match (round + turn) % 3 {
+                0 => fleet_side.add(fleet_pids.measure(fleet_load.run(requests, settings.inflight)).await),
+                1 => echo_side.add(echo_pids.measure(echo_load.run(requests, settings.inflight)).await),
+                _ => bare_side.add(bare_pids.measure(bare_load.run(requests, settings.inflight)).await),
+            }
         }
         children.check_alive()?;
     }
     let worker_rss = children.peak_rss(&workers);
     let request_bytes = fleet_load.request_bytes();
-    let baseline_duplicates = echo_load.duplicates();
-    let duplicates = fleet_load.finish().await;
+    echo_side.duplicates = echo_load.duplicates();
+    bare_side.duplicates = bare_load.duplicates();
+    fleet_side.duplicates = fleet_load.finish().await;
+    bare_load.finish().await;
     runner.close().await;
     requester.close().await;
     children.stop_all().await;
@@ -292,8 +325,9 @@ async fn bench(
         settings: settings.clone(),
         workers: args.workers,
         request_bytes,
-        fleet: Side { phase: measured, duplicates },
-        echo: Side { phase: baseline, duplicates: baseline_duplicates },
+        fleet: fleet_side,
+        echo: echo_side,
+        bare: bare_side,
         worker_rss,
         first_error: shared.first_error(),
     })

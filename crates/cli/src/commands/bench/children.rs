@@ -60,6 +60,11 @@ impl Children {
         Ok(())
     }
 
+    /// The process ids of the running children named `names`.
+    pub fn pids(&self, names: &[String]) -> Vec<u32> {
+        self.running.iter().filter(|running| names.contains(&running.name)).map(|running| running.pid).collect()
+    }
+
     /// The peak resident memory (`VmHWM`) of the running children named `names`, in bytes;
     /// `None` where `/proc` does not tell.
     pub fn peak_rss(&self, names: &[String]) -> Vec<Option<u64>> {

@@ -157,8 +157,7 @@ struct Inner {
     transport: AmqpTransport,
     queue: Destination,
     reply_queue: String,
-    pending: Mutex<HashMap<String, oneshot::Sender<()>>>,
-    ignored_replies: AtomicU64,
+    waiters: Waiters,
 }
 
 impl EchoClient {
@@ -174,14 +173,13 @@ impl EchoClient {
             transport,
             queue: Destination::queue(topology.name(ECHO)),
             reply_queue,
-            pending: Mutex::new(HashMap::new()),
-            ignored_replies: AtomicU64::new(0),
+            waiters: Waiters::default(),
         });
         let reader = Arc::downgrade(&inner);
         tokio::spawn(async move {
             while let Some(delivery) = replies.next().await {
                 let Some(inner) = reader.upgrade() else { break };
-                inner.deliver(&delivery.message);
+                inner.waiters.answer(delivery.message.correlation_id.as_deref());
                 if let Err(e) = delivery.ack().await {
                     debug!(error = %e, "Echo reply acknowledgement failed.");
                 }
@@ -193,8 +191,7 @@ impl EchoClient {
     /// Sends the body of `request` (shared, not copied) as request `id` and waits up to
     /// `timeout` for it to come back.
     pub async fn call(&self, id: String, request: &Message, timeout: Duration) -> Outcome {
-        let (tx, rx) = oneshot::channel();
-        self.inner.pending().insert(id.clone(), tx);
+        let answered = self.inner.waiters.wait(id.clone());
         let message = Message {
             body: request.body.clone(),
             correlation_id: Some(id.clone()),
@@ -203,38 +200,68 @@ impl EchoClient {
         };
         if let Err(e) = self.inner.transport.publish(&self.inner.queue, message).await {
             debug!(error = %e, "Echo request not published.");
-            self.inner.pending().remove(&id);
+            self.inner.waiters.forget(&id);
             return Outcome::Lost;
         }
-        match tokio::time::timeout(timeout, rx).await {
+        self.inner.waiters.outcome(&id, answered, timeout).await
+    }
+
+    /// Replies that matched nothing pending (duplicates or late ones).
+    pub fn ignored_replies(&self) -> u64 {
+        self.inner.waiters.ignored()
+    }
+}
+
+/// The requests an echo's requester waits for, by correlation id, and the replies that
+/// matched none.
+#[derive(Debug, Default)]
+pub struct Waiters {
+    pending: Mutex<HashMap<String, oneshot::Sender<()>>>,
+    ignored: AtomicU64,
+}
+
+impl Waiters {
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<()>>> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits for request `id`: resolved by its reply.
+    pub fn wait(&self, id: String) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        self.pending().insert(id, tx);
+        rx
+    }
+
+    /// A reply with correlation id `id` came: wakes its request, or counts it as ignored.
+    pub fn answer(&self, id: Option<&str>) {
+        match id.and_then(|id| self.pending().remove(id)) {
+            Some(waiting) => {
+                let _ = waiting.send(());
+            }
+            None => {
+                self.ignored.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Stops waiting for request `id`.
+    pub fn forget(&self, id: &str) {
+        self.pending().remove(id);
+    }
+
+    /// How request `id` ends: answered, or lost after `timeout`.
+    pub async fn outcome(&self, id: &str, answered: oneshot::Receiver<()>, timeout: Duration) -> Outcome {
+        match tokio::time::timeout(timeout, answered).await {
             Ok(Ok(())) => Outcome::Answered,
             _ => {
-                self.inner.pending().remove(&id);
+                self.forget(id);
                 Outcome::Lost
             }
         }
     }
 
     /// Replies that matched nothing pending (duplicates or late ones).
-    pub fn ignored_replies(&self) -> u64 {
-        self.inner.ignored_replies.load(Ordering::Relaxed)
-    }
-}
-
-impl Inner {
-    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<()>>> {
-        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn deliver(&self, message: &Message) {
-        let waiting = message.correlation_id.as_deref().and_then(|id| self.pending().remove(id));
-        match waiting {
-            Some(waiting) => {
-                let _ = waiting.send(());
-            }
-            None => {
-                self.ignored_replies.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+    pub fn ignored(&self) -> u64 {
+        self.ignored.load(Ordering::Relaxed)
     }
 }
