@@ -5,7 +5,6 @@ use airlock_policy::chain::{ChainState, Input, Policy};
 use airlock_policy::document::{Document, PolicyError};
 use airlock_policy::{Call, Kind, render};
 use airlock_records::view::EvalView;
-use serde_json::Value;
 
 /// Why a policy file does not check.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -37,12 +36,9 @@ pub fn check(source_name: &str, text: &str) -> Result<Vec<Policy>, CheckError> {
 /// What the built-in steps of `policy` make of one line of Inspect ToolCall JSON: a decision,
 /// the external step the chain would wait for, or an error.
 pub fn eval_line(policy: &Policy, line: &str, output: Option<&str>) -> EvalView {
-    let call = match serde_json::from_str::<Value>(line)
-        .map_err(|e| e.to_string())
-        .and_then(|v| Call::from_json(&v).map_err(|e| e.to_string()))
-    {
+    let call = match Call::from_json_str(line) {
         Ok(call) => call,
-        Err(message) => return EvalView::bad_call(message),
+        Err(e) => return EvalView::bad_call(e),
     };
     let rendered = render::format_function_call(&call);
     let input = Input { call: &call, message: "", output };
