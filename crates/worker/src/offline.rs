@@ -42,7 +42,8 @@ pub fn eval_line(policy: &Policy, line: &str, output: Option<&str>) -> EvalView 
     };
     let rendered = render::format_function_call(&call);
     let input = Input { call: &call, message: "", output };
-    EvalView::from_verdict(policy, policy.evaluate(&input, ChainState::default()), rendered)
+    let verdict = policy.evaluate_rendered(&input, &rendered, ChainState::default());
+    EvalView::from_verdict(policy, verdict, rendered)
 }
 
 #[cfg(test)]
