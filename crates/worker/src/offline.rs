@@ -35,7 +35,7 @@ pub fn check(source_name: &str, text: &str) -> Result<Vec<Policy>, CheckError> {
 
 /// What the built-in steps of `policy` make of one line of Inspect ToolCall JSON: a decision,
 /// the external step the chain would wait for, or an error.
-pub fn eval_line(policy: &Policy, line: &str, output: Option<&str>) -> EvalView {
+pub fn eval_line<'a>(policy: &'a Policy, line: &str, output: Option<&str>) -> EvalView<'a> {
     let call = match Call::from_json_str(line) {
         Ok(call) => call,
         Err(e) => return EvalView::bad_call(e),
@@ -48,6 +48,8 @@ pub fn eval_line(policy: &Policy, line: &str, output: Option<&str>) -> EvalView 
 
 #[cfg(test)]
 mod tests {
+    use std::borrow::Cow;
+
     use airlock_records::view::PendingView;
 
     use super::*;
@@ -70,6 +72,9 @@ mod tests {
             panic!("decided by auto")
         };
         assert_eq!((decided.decision, decided.approver.as_deref()), (airlock_policy::Decision::Approve, Some("auto")));
+        // Names are the policy's, not copies.
+        assert!(matches!(decided.approver, Some(Cow::Borrowed(_))));
+        assert!(matches!(decided.trail[0].approver, Cow::Borrowed(_)));
         let EvalView::Pending { pending, .. } = eval_line(&policy, r#"{"function": "rm"}"#, None) else {
             panic!("waits for the human")
         };
