@@ -4,6 +4,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 
+use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::{Map, Value};
 
 /// A tool call as Inspect's `ToolCall` carries it: `arguments` keeps the order the model gave.
@@ -62,23 +63,18 @@ impl Call {
     /// Reads Inspect's ToolCall JSON (`{"id", "function", "arguments"}`), keeping argument order.
     pub fn from_json(value: &Value) -> Result<Self, CallError> {
         let object = value.as_object().ok_or(CallError::NotAnObject)?;
-        let text = |key: &'static str| -> Result<String, CallError> {
-            match object.get(key) {
-                Some(Value::String(s)) => Ok(s.clone()),
-                Some(_) => Err(CallError::WrongType { key, expected: "a string" }),
-                None => Err(CallError::Missing(key)),
-            }
-        };
-        let arguments = match object.get("arguments") {
-            Some(Value::Object(args)) => args.clone(),
-            Some(Value::Null) | None => Map::new(),
-            Some(_) => return Err(CallError::WrongType { key: "arguments", expected: "an object" }),
-        };
-        Ok(Call {
-            id: object.get("id").map_or(Ok(String::new()), |_| text("id"))?,
-            function: text("function")?,
-            arguments,
-        })
+        let field = |key| object.get(key).cloned();
+        Fields { id: field("id"), function: field("function"), arguments: field("arguments") }.into_call()
+    }
+
+    /// Reads the text of Inspect's ToolCall JSON: the call and the error [`Call::from_json`]
+    /// gives for the text's JSON value, without building that value.
+    pub fn from_json_str(text: &str) -> Result<Self, ReadError> {
+        match serde_json::from_str::<Fields>(text) {
+            Ok(fields) => Ok(fields.into_call()?),
+            // Not an object, or not JSON: the value's reading has the words for it.
+            Err(_) => Ok(Call::from_json(&serde_json::from_str(text)?)?),
+        }
     }
 
     /// Inspect's ToolCall JSON for this call.
@@ -109,6 +105,120 @@ pub enum CallError {
         /// What it must be.
         expected: &'static str,
     },
+}
+
+/// Why the text of a ToolCall JSON document could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The text is not JSON.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// The JSON is not a call.
+    #[error(transparent)]
+    Call(#[from] CallError),
+}
+
+/// The keys of a ToolCall object that make the call, each as its last occurrence gave it
+/// (as a JSON value keeps it); other keys are read and dropped.
+#[derive(Debug, Default)]
+struct Fields {
+    id: Option<Value>,
+    function: Option<Value>,
+    arguments: Option<Value>,
+}
+
+impl Fields {
+    /// The call, checked in [`Call::from_json`]'s order: arguments, id, function.
+    fn into_call(self) -> Result<Call, CallError> {
+        let text = |value: Option<Value>, key: &'static str| match value {
+            Some(Value::String(s)) => Ok(s),
+            Some(_) => Err(CallError::WrongType { key, expected: "a string" }),
+            None => Err(CallError::Missing(key)),
+        };
+        let arguments = match self.arguments {
+            Some(Value::Object(args)) => args,
+            Some(Value::Null) | None => Map::new(),
+            Some(_) => return Err(CallError::WrongType { key: "arguments", expected: "an object" }),
+        };
+        Ok(Call {
+            id: self.id.map_or(Ok(String::new()), |id| text(Some(id), "id"))?,
+            function: text(self.function, "function")?,
+            arguments,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Fields {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(FieldsVisitor)
+    }
+}
+
+struct FieldsVisitor;
+
+impl<'de> Visitor<'de> for FieldsVisitor {
+    type Value = Fields;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a tool call object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Fields, A::Error> {
+        let mut fields = Fields::default();
+        while let Some(key) = map.next_key::<Key>()? {
+            let slot = match key {
+                Key::Id => &mut fields.id,
+                Key::Function => &mut fields.function,
+                Key::Arguments => &mut fields.arguments,
+                // Read as a value, so that what the value's reading refuses is refused here too.
+                Key::Other => {
+                    map.next_value::<Value>()?;
+                    continue;
+                }
+                // serde_json reads an object whose first key is its private number marker as
+                // a number (`arbitrary_precision`); leave such text to the value's reading.
+                Key::Private => return Err(de::Error::custom("a serde_json private key")),
+            };
+            *slot = Some(map.next_value()?);
+        }
+        Ok(fields)
+    }
+}
+
+/// A key of a ToolCall object, matched without allocating.
+enum Key {
+    Id,
+    Function,
+    Arguments,
+    Other,
+    /// serde_json's own markers (`$serde_json::private::…`).
+    Private,
+}
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_identifier(KeyVisitor)
+    }
+}
+
+struct KeyVisitor;
+
+impl Visitor<'_> for KeyVisitor {
+    type Value = Key;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<Key, E> {
+        Ok(match key {
+            "id" => Key::Id,
+            "function" => Key::Function,
+            "arguments" => Key::Arguments,
+            key if key.starts_with("$serde_json::private::") => Key::Private,
+            _ => Key::Other,
+        })
+    }
 }
 
 // === impl Kind ===
@@ -212,3 +322,6 @@ impl Answer {
         Answer::new(Decision::Escalate, explanation)
     }
 }
+
+#[cfg(test)]
+mod tests;

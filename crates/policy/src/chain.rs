@@ -225,9 +225,13 @@ impl Policy {
 
     /// Runs the chain from `state` as far as built-in steps take it.
     pub fn evaluate(&self, input: &Input<'_>, state: ChainState) -> Verdict {
-        let rendered = format_function_call(input.call);
-        let subject = self.subject(input, &rendered);
-        self.run(&subject, state)
+        self.evaluate_rendered(input, &format_function_call(input.call), state)
+    }
+
+    /// [`Policy::evaluate`] for a caller that rendered the call already, with
+    /// [`format_function_call`], to show it.
+    pub fn evaluate_rendered(&self, input: &Input<'_>, rendered: &str, state: ChainState) -> Verdict {
+        self.run(&self.subject(input, rendered), state)
     }
 
     /// Continues the chain with the answer of the external step at `step`.

@@ -23,4 +23,4 @@ pub mod render;
 pub mod shell;
 pub mod steps;
 
-pub use call::{Answer, Call, CallError, Decision, Kind};
+pub use call::{Answer, Call, CallError, Decision, Kind, ReadError};

@@ -13,7 +13,11 @@ use crate::call::Call;
 
 /// `name(k1=v1, k2=v2)`, as Inspect renders the call for matching.
 pub fn format_function_call(call: &Call) -> String {
-    let mut out = String::with_capacity(call.function.len() + 2 + 24 * call.arguments.len());
+    // Top-level strings are copied as they are: room for them up front saves regrowing the
+    // text of long ones (code, file contents) several times.
+    let arguments: usize =
+        call.arguments.iter().map(|(key, value)| key.len() + 5 + value.as_str().map_or(24, str::len)).sum();
+    let mut out = String::with_capacity(call.function.len() + 2 + arguments);
     out.push_str(&call.function);
     out.push('(');
     for (index, (key, value)) in call.arguments.iter().enumerate() {

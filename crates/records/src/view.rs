@@ -7,8 +7,10 @@
 //! is lenient where older or hand-written logs leave fields out: every field but a
 //! decision's `trail` has a default.
 
+use std::borrow::Cow;
+
 use airlock_contract::v1;
-use airlock_policy::chain::{Outcome, Policy, TrailEntry, Verdict};
+use airlock_policy::chain::{Outcome, POLICY, Policy, TrailEntry, Verdict};
 use airlock_policy::{Decision, Kind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -31,7 +33,7 @@ pub struct DecisionView {
     #[serde(default)]
     pub step: Option<u32>,
     /// Every answer, in order.
-    pub trail: Vec<TrailView>,
+    pub trail: Vec<TrailView<'static>>,
     /// Who decided: a worker, a plugin, a monitor, a person.
     #[serde(default)]
     pub decided_by: String,
@@ -55,17 +57,17 @@ pub struct DecisionView {
     pub metadata: Option<Value>,
 }
 
-/// One answer of a trail.
+/// One answer of a trail; `policy eval` borrows its names from the policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TrailView {
+pub struct TrailView<'a> {
     /// The step's name, or `policy`.
-    pub approver: String,
+    pub approver: Cow<'a, str>,
     /// What it answered.
     #[serde(with = "decision_or_unspecified", default)]
     pub decision: Option<Decision>,
     /// Why.
     #[serde(default)]
-    pub explanation: Option<String>,
+    pub explanation: Option<Cow<'a, str>>,
     /// Who answered; recorded on the wire, so absent from `policy eval`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<String>,
@@ -147,18 +149,18 @@ pub struct OriginView {
     pub runner_id: String,
 }
 
-/// What `airlock policy eval` prints for one call.
+/// What `airlock policy eval` prints for one call, with names borrowed from the policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
-pub enum EvalView {
+pub enum EvalView<'a> {
     /// The built-in steps decided.
-    Decided(EvalDecided),
+    Decided(EvalDecided<'a>),
     /// The chain waits for an external step.
     Pending {
         /// The step it waits for.
-        pending: PendingView,
+        pending: PendingView<'a>,
         /// The answers so far.
-        trail: Vec<TrailView>,
+        trail: Vec<TrailView<'a>>,
         /// The call as Inspect's globs see it.
         rendered: String,
     },
@@ -174,16 +176,16 @@ pub enum EvalView {
 
 /// A decision of `airlock policy eval`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EvalDecided {
+pub struct EvalDecided<'a> {
     /// The decision.
     #[serde(with = "decision_name")]
     pub decision: Decision,
     /// Why.
-    pub explanation: Option<String>,
+    pub explanation: Option<Cow<'a, str>>,
     /// The deciding step's name, `policy`, or none when nothing matched a review.
-    pub approver: Option<String>,
+    pub approver: Option<Cow<'a, str>>,
     /// Every answer, in order.
-    pub trail: Vec<TrailView>,
+    pub trail: Vec<TrailView<'a>>,
     /// The call as Inspect's globs see it.
     pub rendered: String,
     /// For `modify`: Inspect's ToolCall JSON of the call to run.
@@ -193,11 +195,11 @@ pub struct EvalDecided {
 
 /// The external step a chain waits for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PendingView {
+pub struct PendingView<'a> {
     /// The step's index.
     pub step: usize,
     /// The step's name.
-    pub approver: String,
+    pub approver: Cow<'a, str>,
 }
 
 // === impl DecisionView ===
@@ -232,24 +234,27 @@ impl DecisionView {
 
 // === impl TrailView ===
 
-impl TrailView {
+impl TrailView<'static> {
     /// The view of a wire trail entry.
     pub fn from_wire(entry: &v1::StepAnswer) -> Self {
         TrailView {
-            approver: entry.approver.clone(),
+            approver: entry.approver.clone().into(),
             decision: decision_from_wire(entry.decision),
-            explanation: entry.explanation.clone(),
+            explanation: entry.explanation.clone().map(Cow::Owned),
             decided_by: Some(entry.decided_by.clone()),
             metadata: (!entry.metadata_json.is_empty()).then(|| json_or_null(&entry.metadata_json)),
         }
     }
+}
 
-    /// The view of an engine trail entry, as `policy eval` shows it (no decider, no metadata).
-    pub fn from_engine(entry: &TrailEntry) -> Self {
+impl<'a> TrailView<'a> {
+    /// The view of an engine trail entry of `policy`, as `policy eval` shows it (no decider,
+    /// no metadata).
+    pub fn from_engine(policy: &'a Policy, entry: TrailEntry) -> Self {
         TrailView {
-            approver: entry.approver.to_string(),
+            approver: name_in(policy, entry.step, &entry.approver),
             decision: Some(entry.answer.decision),
-            explanation: entry.answer.explanation.as_deref().map(str::to_owned),
+            explanation: entry.answer.explanation,
             decided_by: None,
             metadata: None,
         }
@@ -298,24 +303,25 @@ impl From<&v1::Origin> for OriginView {
 
 // === impl EvalView ===
 
-impl EvalView {
-    /// The view of what a chain did with a call, `rendered` as Inspect's globs see it.
-    pub fn from_verdict(policy: &Policy, verdict: Verdict, rendered: String) -> Self {
-        let trail = |trail: &[TrailEntry]| trail.iter().map(TrailView::from_engine).collect();
+impl<'a> EvalView<'a> {
+    /// The view of what `policy`'s chain did with a call, `rendered` as Inspect's globs see it.
+    pub fn from_verdict(policy: &'a Policy, verdict: Verdict, rendered: String) -> Self {
+        let trail =
+            |trail: Vec<TrailEntry>| trail.into_iter().map(|entry| TrailView::from_engine(policy, entry)).collect();
         match verdict {
-            Verdict::Decided(Outcome { decision, modified, explanation, approver, trail: answers, .. }) => {
+            Verdict::Decided(Outcome { decision, modified, explanation, approver, step, trail: answers, .. }) => {
                 EvalView::Decided(EvalDecided {
                     decision,
-                    explanation: explanation.map(|e| e.into_owned()),
-                    approver: approver.map(|a| a.to_string()),
-                    trail: trail(&answers),
+                    explanation,
+                    approver: approver.map(|name| name_in(policy, step, &name)),
+                    trail: trail(answers),
                     rendered,
                     modified: modified.map(|call| call.to_json()),
                 })
             }
             Verdict::Pending { step, state } => EvalView::Pending {
-                pending: PendingView { step, approver: policy.steps()[step].name.to_string() },
-                trail: trail(&state.trail),
+                pending: PendingView { step, approver: Cow::Borrowed(&policy.steps()[step].name) },
+                trail: trail(state.trail),
                 rendered,
             },
             Verdict::Failed(error) => EvalView::Failed { error: error.to_string(), rendered: Some(rendered) },
@@ -330,6 +336,15 @@ impl EvalView {
     /// Whether the call failed (and `policy eval` exits non-zero).
     pub fn is_failure(&self) -> bool {
         matches!(self, EvalView::Failed { .. })
+    }
+}
+
+/// `name`, borrowed from `policy` when it is the name of its step `step` or the chain's own.
+fn name_in<'a>(policy: &'a Policy, step: Option<usize>, name: &str) -> Cow<'a, str> {
+    match step.and_then(|index| policy.steps().get(index)) {
+        Some(policy_step) if *policy_step.name == *name => Cow::Borrowed(&policy_step.name),
+        _ if name == POLICY => Cow::Borrowed(POLICY),
+        _ => Cow::Owned(name.to_owned()),
     }
 }
 

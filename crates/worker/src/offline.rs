@@ -5,7 +5,6 @@ use airlock_policy::chain::{ChainState, Input, Policy};
 use airlock_policy::document::{Document, PolicyError};
 use airlock_policy::{Call, Kind, render};
 use airlock_records::view::EvalView;
-use serde_json::Value;
 
 /// Why a policy file does not check.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -36,21 +35,21 @@ pub fn check(source_name: &str, text: &str) -> Result<Vec<Policy>, CheckError> {
 
 /// What the built-in steps of `policy` make of one line of Inspect ToolCall JSON: a decision,
 /// the external step the chain would wait for, or an error.
-pub fn eval_line(policy: &Policy, line: &str, output: Option<&str>) -> EvalView {
-    let call = match serde_json::from_str::<Value>(line)
-        .map_err(|e| e.to_string())
-        .and_then(|v| Call::from_json(&v).map_err(|e| e.to_string()))
-    {
+pub fn eval_line<'a>(policy: &'a Policy, line: &str, output: Option<&str>) -> EvalView<'a> {
+    let call = match Call::from_json_str(line) {
         Ok(call) => call,
-        Err(message) => return EvalView::bad_call(message),
+        Err(e) => return EvalView::bad_call(e),
     };
     let rendered = render::format_function_call(&call);
     let input = Input { call: &call, message: "", output };
-    EvalView::from_verdict(policy, policy.evaluate(&input, ChainState::default()), rendered)
+    let verdict = policy.evaluate_rendered(&input, &rendered, ChainState::default());
+    EvalView::from_verdict(policy, verdict, rendered)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::borrow::Cow;
+
     use airlock_records::view::PendingView;
 
     use super::*;
@@ -73,6 +72,9 @@ mod tests {
             panic!("decided by auto")
         };
         assert_eq!((decided.decision, decided.approver.as_deref()), (airlock_policy::Decision::Approve, Some("auto")));
+        // Names are the policy's, not copies.
+        assert!(matches!(decided.approver, Some(Cow::Borrowed(_))));
+        assert!(matches!(decided.trail[0].approver, Cow::Borrowed(_)));
         let EvalView::Pending { pending, .. } = eval_line(&policy, r#"{"function": "rm"}"#, None) else {
             panic!("waits for the human")
         };

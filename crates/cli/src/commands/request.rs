@@ -13,7 +13,6 @@ use airlock_contract::v1;
 use airlock_policy::Call;
 use airlock_records::view::{DecisionView, Refusal, RefusedView};
 use clap::Args;
-use serde_json::Value;
 
 use super::{Failure, FleetArgs, KindArg, connect, fleet_keys, print_json};
 
@@ -81,10 +80,7 @@ pub async fn run(args: RequestArgs) -> Result<(), Failure> {
 /// A call file: Inspect's ToolCall JSON.
 fn read_call(path: &std::path::Path) -> Result<Call, Failure> {
     let text = read(path)?;
-    serde_json::from_str::<Value>(&text)
-        .map_err(|e| e.to_string())
-        .and_then(|v| Call::from_json(&v).map_err(|e| e.to_string()))
-        .map_err(|e| Failure::config(format!("{}: {e}", path.display())))
+    Call::from_json_str(&text).map_err(|e| Failure::config(format!("{}: {e}", path.display())))
 }
 
 fn read(path: &std::path::Path) -> Result<String, Failure> {
