@@ -39,8 +39,8 @@ pub fn unreachable(error: impl Debug) {
     eprintln!("skipping: no broker at AIRLOCK_AMQP_URL ({error:?})");
 }
 
-/// Closes, on the broker, the connections named `name` (Airlock names each connection
-/// `<name> (<role>)`): what a network cut or a broker restart looks like to a client, limited
+/// Closes, on the broker, the connection named `name` (a transport's
+/// `AmqpOptions::connection_name`): what a network cut or a broker restart looks like to a client, limited
 /// to one test's connections so other users of a shared broker are left alone. With
 /// `AIRLOCK_TEST_KILL=all`, runs `rabbitmqctl close_all_connections` instead. Returns how many
 /// were closed.
@@ -49,9 +49,9 @@ pub async fn kill_connections(name: &str) -> usize {
         rabbitmqctl(&["close_all_connections", "test"]).await;
         return usize::MAX;
     }
-    // One line per connection: `<pid>\t[..., {"connection_name","<name> (publish)"}, ...]`.
+    // One line per connection: `<pid>\t[..., {"connection_name","<name>"}, ...]`.
     let listing = rabbitmqctl(&["list_connections", "-q", "--no-table-headers", "pid", "client_properties"]).await;
-    let ours = format!("{{\"connection_name\",\"{name} (");
+    let ours = format!("{{\"connection_name\",\"{name}\"}}");
     let mut closed = 0;
     for line in listing.lines().filter(|line| line.contains(&ours)) {
         if let Some((pid, _)) = line.split_once('\t') {

@@ -7,9 +7,14 @@
 //! - `consume`: consumers that re-subscribe after connection loss.
 //! - `wire`: messages, properties, queue arguments and errors, to and from lapin types.
 //!
-//! Two connections per transport, both opened lazily and reopened on demand: one for
-//! publishing and declaring, one for consumers. The broker blocks a publishing connection
-//! under memory pressure; on its own connection, consumers keep consuming and acking.
+//! One connection per transport, opened lazily and reopened on demand, carries the publishing
+//! channel, the consumers' channels and short-lived channels for declarations. lapin runs one
+//! I/O thread per connection and every frame crosses to it and back: a second connection for
+//! consumers cost a worker about 20 µs of CPU per message and the fleet a tenth of its
+//! throughput (`airlock bench`, see BENCHMARKS.md). The price: while the broker blocks
+//! publishers (a memory or disk alarm), a role's consumers stall with its publishes, where
+//! they would otherwise go on acknowledging; no role gets far then anyway, since a worker
+//! acknowledges only what it has published.
 //!
 //! Recovery is explicit rather than lapin's `enable_auto_recover`: that gives up after a
 //! bounded number of attempts (16 by default) and leaves publishes failing while it
@@ -54,8 +59,7 @@ pub struct AmqpOptions {
     /// `amqp://user:password@host:port/vhost` (the default vhost is `%2f`); `amqps://` for
     /// TLS. `?heartbeat=<s>` shortens how long a silently dead connection goes unnoticed.
     pub url: String,
-    /// The name the broker shows for this transport's connections (suffixed with
-    /// `publish` or `consume`), e.g. the role and host.
+    /// The name the broker shows for this transport's connection, e.g. the role and host.
     pub connection_name: String,
     /// Attempts for one publish, declaration or query across reconnects before it fails
     /// with [`TransportError::Unavailable`].
@@ -148,8 +152,7 @@ struct Inner {
     tls: OwnedTLSConfig,
     /// Everything declared through this transport: declared again on every new connection.
     known: Mutex<Topology>,
-    publishing: Link,
-    consuming: Link,
+    link: Link,
     publisher: Publisher,
     closed: watch::Sender<bool>,
     /// Connections dialled after the first, on either link.
@@ -173,14 +176,13 @@ impl AmqpTransport {
             uri,
             tls,
             known: Mutex::new(Topology::empty("")),
-            publishing: Link::new("publish"),
-            consuming: Link::new("consume"),
+            link: Link::new(),
             publisher: Publisher::default(),
             closed: watch::Sender::new(false),
             reconnects: watch::Sender::new(0),
             options,
         });
-        inner.publishing.connection(&inner).await?;
+        inner.link.connection(&inner).await?;
         Ok(Self { inner })
     }
 }
@@ -191,7 +193,7 @@ impl Transport for AmqpTransport {
         let inner = &self.inner;
         inner
             .retrying("declare", || async {
-                let connection = inner.publishing.connection(inner).await?;
+                let connection = inner.link.connection(inner).await?;
                 link::declare(&connection, topology, false).await
             })
             .await?;
@@ -244,8 +246,7 @@ impl Transport for AmqpTransport {
         if let Some(channel) = inner.publisher.take() {
             close_quietly(&channel, "closing").await;
         }
-        inner.publishing.close(inner).await;
-        inner.consuming.close(inner).await;
+        inner.link.close(inner).await;
     }
 }
 
@@ -267,7 +268,7 @@ impl Inner {
     /// A fresh channel on the publishing connection for a declaration or a query, whose
     /// failure (a 404 or 406 closes the channel) must not disturb the publishing channel.
     async fn control_channel(&self) -> Result<Channel, TransportError> {
-        let connection = self.publishing.connection(self).await?;
+        let connection = self.link.connection(self).await?;
         connection.create_channel().await.map_err(|e| wire::error(e, || "channel".to_owned()))
     }
 

@@ -1,7 +1,7 @@
 //! Consumers that outlive their connection.
 //!
 //! A consumer owns its channel (with `basic_qos(prefetch)` set before `basic_consume`) on the
-//! transport's consuming connection. When the channel or the connection dies, the lapin
+//! transport's connection. When the channel or the connection dies, the lapin
 //! consumer stream reports an error or ends; the next call to [`AmqpConsumer::next`] then
 //! waits a capped, jittered backoff, gets a live connection (dialling one, which re-declares
 //! the known topology), and subscribes again. Deliveries that were unacked on the dead
@@ -152,9 +152,9 @@ impl AmqpConsumer {
     }
 }
 
-/// Opens a channel on the consuming connection, sets the prefetch and starts consuming.
+/// Opens a channel on the transport's connection, sets the prefetch and starts consuming.
 async fn subscribe(inner: &Inner, queue: &str, prefetch: u16) -> Result<Subscription, TransportError> {
-    let connection = inner.consuming.connection(inner).await?;
+    let connection = inner.link.connection(inner).await?;
     let what = || format!("queue {queue}");
     let channel = connection.create_channel().await.map_err(|e| wire::error(e, what))?;
     // Before basic_consume: the broker applies a qos to the consumers started after it.

@@ -19,7 +19,6 @@ use crate::{Topology, TransportError};
 /// wait for it, so a lost connection is replaced once, not once per caller.
 #[derive(Debug)]
 pub(super) struct Link {
-    role: &'static str,
     current: Mutex<Option<Arc<Connection>>>,
     dialing: tokio::sync::Mutex<()>,
     /// Counts finished dial attempts: a caller that waited while someone else dialled in
@@ -31,9 +30,8 @@ pub(super) struct Link {
 }
 
 impl Link {
-    pub(super) fn new(role: &'static str) -> Self {
+    pub(super) fn new() -> Self {
         Self {
-            role,
             current: Mutex::new(None),
             dialing: tokio::sync::Mutex::new(()),
             dials: AtomicU64::new(0),
@@ -71,7 +69,7 @@ impl Link {
     }
 
     async fn dial(&self, inner: &Inner) -> Result<Arc<Connection>, TransportError> {
-        let name = format!("{} ({})", inner.options.connection_name, self.role);
+        let name = inner.options.connection_name.as_str();
         let properties = ConnectionProperties::default().with_connection_name(name.into());
         let runtime = lapin::runtime::default_runtime().map_err(|e| TransportError::Unavailable(Box::new(e)))?;
         let connect = Connection::connect_uri_with_config(inner.uri.clone(), properties, inner.tls.clone(), runtime);
@@ -82,7 +80,7 @@ impl Link {
         };
         let known = inner.known().clone();
         declare(&connection, &known, true).await?;
-        info!(role = self.role, "Connected to the broker.");
+        info!("Connected to the broker.");
         *self.slot() = Some(connection.clone());
         if self.connected_before.swap(true, Ordering::AcqRel) {
             inner.reconnects.send_modify(|count| *count += 1);
@@ -99,8 +97,8 @@ impl Link {
         };
         match tokio::time::timeout(inner.options.connect_timeout, connection.close(200, "closing".into())).await {
             Ok(Ok(())) => {}
-            Ok(Err(error)) => info!(role = self.role, error = %error, "Connection was already closed."),
-            Err(_) => warn!(role = self.role, "The broker did not answer the close; dropping the connection."),
+            Ok(Err(error)) => info!(error = %error, "Connection was already closed."),
+            Err(_) => warn!("The broker did not answer the close; dropping the connection."),
         }
     }
 }

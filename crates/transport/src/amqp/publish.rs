@@ -44,7 +44,7 @@ impl Publisher {
         if let Some(channel) = self.live() {
             return Ok(channel);
         }
-        let connection = inner.publishing.connection(inner).await?;
+        let connection = inner.link.connection(inner).await?;
         let channel = connection.create_channel().await.map_err(|e| wire::error(e, || "channel".to_owned()))?;
         channel
             .confirm_select(ConfirmSelectOptions::default())
