@@ -36,6 +36,9 @@ pub struct FleetLoad {
     asker: Asker,
     request_bytes: usize,
     runs: u32,
+    /// This process's CPU time over the measured runs, and the requests they answered.
+    cpu: Duration,
+    answered: u64,
 }
 
 impl FleetLoad {
@@ -80,13 +83,17 @@ impl FleetLoad {
                 )));
             }
         }
-        Ok(FleetLoad { asker, request_bytes, runs: 0 })
+        Ok(FleetLoad { asker, request_bytes, runs: 0, cpu: Duration::ZERO, answered: 0 })
     }
 
     /// Measures `requests` requests, `inflight` at a time.
     pub async fn run(&mut self, requests: u64, inflight: usize) -> Phase {
         self.runs += 1;
-        drive(requests, inflight, self.asker.for_run(&format!("measured-{}", self.runs))).await
+        let cpu = process_cpu();
+        let phase = drive(requests, inflight, self.asker.for_run(&format!("measured-{}", self.runs))).await;
+        self.cpu += process_cpu().saturating_sub(cpu);
+        self.answered += phase.answered;
+        phase
     }
 
     /// The encoded size of a request as sent.
@@ -97,6 +104,10 @@ impl FleetLoad {
     /// Closes the client; returns the replies it ignored over the whole run (duplicates or
     /// late ones).
     pub async fn finish(self) -> u64 {
+        if self.answered > 0 {
+            let micros = self.cpu.as_secs_f64() * 1e6 / self.answered as f64;
+            eprintln!("runner CPU over the measured fleet rounds: {micros:.1} µs per round trip");
+        }
         let duplicates = self.asker.client.stats().ignored_replies;
         self.asker.client.close().await;
         duplicates
@@ -139,7 +150,22 @@ impl Asker {
     }
 }
 
-fn key(run_id: &str, index: u64) -> v1::CallKey {
+/// The CPU time this process has used (every thread: the runtime's and lapin's I/O threads),
+/// from `utime` and `stime` in `/proc/self/stat`, in ticks of 10 ms (`USER_HZ` is 100 on
+/// Linux); zero where `/proc` does not tell.
+fn process_cpu() -> Duration {
+    cpu_of(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default())
+}
+
+fn cpu_of(stat: &str) -> Duration {
+    // The fields after the command name, which is in parentheses and may hold spaces: state
+    // first, then utime and stime as the 12th and 13th.
+    let fields = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let ticks: u64 = fields.split_whitespace().skip(11).take(2).filter_map(|field| field.parse::<u64>().ok()).sum();
+    Duration::from_millis(ticks * 10)
+}
+
+pub(super) fn key(run_id: &str, index: u64) -> v1::CallKey {
     v1::CallKey {
         run_id: run_id.to_owned(),
         sample_id: format!("sample-{:02}", index % 64),
@@ -151,7 +177,7 @@ fn key(run_id: &str, index: u64) -> v1::CallKey {
 /// The request every call of the bench sends (its key set per call), with the assistant's
 /// message padded so the request, as the client sends it, encodes to about `size` bytes;
 /// and that encoded size.
-fn template(size: usize, reply_queue: &str, timeout: Duration) -> (v1::Request, usize) {
+pub(super) fn template(size: usize, reply_queue: &str, timeout: Duration) -> (v1::Request, usize) {
     let mut arguments = Map::new();
     arguments.insert("cmd".into(), Value::String(COMMAND.into()));
     let call = Call { id: "call".into(), function: "bash".into(), arguments };
@@ -215,6 +241,13 @@ mod tests {
         assert_eq!(outcome.decision, airlock_policy::Decision::Approve);
         assert_eq!(outcome.step, Some(3));
         assert_eq!(outcome.trail.len(), 3, "pattern and allow-list escalate first");
+    }
+
+    #[test]
+    fn cpu_time_is_utime_plus_stime() {
+        let stat = "4242 (air lock) S 1 4242 4242 0 -1 4194304 900 0 0 0 123 45 0 0 20 0 3 0";
+        assert_eq!(cpu_of(stat), Duration::from_millis(1680));
+        assert_eq!(cpu_of(""), Duration::ZERO);
     }
 
     #[test]
