@@ -14,26 +14,45 @@
 //! another call) is dropped, logged and counted, and the request keeps waiting until its
 //! deadline.
 //!
-//! Layout: [`Client`] here; [`request`]: building a request for one call, and sending one
-//! as a runner of its own (`airlock request`).
+//! No task, timer or channel per call: a waiting call is one entry of one table (see
+//! `pending`), holding the request's bytes once, and its caller's future only names that
+//! entry and polls it. One publisher task publishes what callers submit, a bounded number at
+//! a time; one reader task takes replies and settles the entries they prove; one sweeper task
+//! keeps the deadlines, fails closed what runs out of time and withdraws it. A caller that
+//! stops waiting (drops its future) takes its entry out.
+//!
+//! Layout: [`Client`] here; `pending`: the table of waiting calls and their deadlines;
+//! [`request`]: building a request for one call, and sending one as a runner of its own
+//! (`airlock request`).
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
+mod pending;
 pub mod request;
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use airlock_contract::v1;
 use airlock_integrity::{Fleet, KeyError, PublicKeys, RunnerKeys};
 use airlock_records::signed::open_reply;
 use airlock_records::time::{Deadline, now_ms};
-use airlock_transport::{Destination, Message, Topology, Transport, TransportError};
+use airlock_transport::{Consumer, Destination, Message, Topology, Transport, TransportError};
+use bytes::Bytes;
+use futures_util::stream::FuturesUnordered;
+use futures_util::{StreamExt as _, TryStreamExt as _};
 use prost::Message as _;
-use tokio::sync::oneshot;
-use tracing::{Instrument, debug, warn};
+use tokio::sync::{Notify, oneshot};
+use tokio::time::Instant;
+use tracing::instrument::Instrumented;
+use tracing::{Instrument, Span, debug, warn};
+
+use pending::{Call, Refused, Table};
 
 /// The approver recorded on a decision the client made itself because time ran out.
 pub const TIMEOUT_APPROVER: &str = "timeout";
@@ -75,7 +94,7 @@ pub enum ClientError {
     /// The runner's key could not be made from the fleet's keys.
     #[error(transparent)]
     Keys(#[from] KeyError),
-    /// The client was closed while the request waited.
+    /// The client was closed while the request waited (or before it was made).
     #[error("the client was closed")]
     Closed,
 }
@@ -105,7 +124,16 @@ struct Inner<T> {
     topology: Topology,
     config: ClientConfig,
     reply_queue: String,
-    pending: Mutex<HashMap<String, Pending>>,
+    /// Where requests are published, and cancels.
+    requests: Destination,
+    cancels: Destination,
+    /// Every call, from its registration until its caller takes its outcome.
+    table: Mutex<Table>,
+    /// Wakes the sweeper: a call with an earlier deadline came, or the client closed or was
+    /// dropped. Shared with the sweeper, which waits on it without keeping the client alive.
+    sweeper: Arc<Notify>,
+    /// Wakes the publisher: calls to publish came, or the client closed or was dropped.
+    publisher: Arc<Notify>,
     /// This runner's key, when replies must be proved.
     runner_keys: Option<RunnerKeys>,
     ignored_replies: AtomicU64,
@@ -113,28 +141,24 @@ struct Inner<T> {
     timed_out: AtomicU64,
     /// Stops the reply reader, which then cancels its consumer.
     stop_reader: Mutex<Option<oneshot::Sender<()>>>,
-    /// Bounds the publishes under way ([`MAX_PUBLISHING`]).
-    publishing: tokio::sync::Semaphore,
     reader: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
-/// Publishes under way at once: a burst of requests waits here rather than piling frames up
-/// in the connection's buffers.
+/// Publishes under way at once: a burst of requests waits in the table's outbox (a
+/// correlation id each) rather than piling frames up in the connection's buffers.
 const MAX_PUBLISHING: usize = 256;
 
-/// What a fail-closed decision needs to know about the request it answers.
-struct Asked {
-    origin: Option<v1::Origin>,
-    requested_at_unix_ms: i64,
-}
+/// Reply acknowledgements under way at once.
+const MAX_ACKING: usize = 1024;
 
-/// A request waiting for its reply, with what it takes to send it again.
-struct Pending {
-    reply: oneshot::Sender<v1::reply_body::Body>,
-    message: Message,
-    /// The SHA-256 of the request as published: its reply's proof is bound to it.
-    digest: [u8; 32],
-}
+/// Calls failed closed in one go (each one's request is decoded for its decision).
+const MAX_EXPIRING: usize = 1024;
+
+/// Cancels of calls that ran out of time published at once.
+const MAX_CANCELLING: usize = 64;
+
+/// A deadline further away than any wait: where a timeout too long to add up is capped.
+const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
 
 impl<T: Transport> Client<T> {
     /// Declares the fleet's topology and this runner's reply queue, and starts reading replies.
@@ -147,167 +171,153 @@ impl<T: Transport> Client<T> {
         let own = Topology::empty(config.prefix.clone()).with_reply_queue(&config.runner_id);
         transport.declare_own(&topology, &own).await?;
         let reply_queue = topology.reply_queue(&config.runner_id);
-        let mut replies = transport.consume(&reply_queue, 0).await?;
-        let (stop_reader, mut stopped) = oneshot::channel();
+        let replies = transport.consume(&reply_queue, 0).await?;
+        let (stop_reader, stopped) = oneshot::channel();
         let inner = Arc::new(Inner {
             transport,
+            requests: topology.requests_route(),
+            cancels: Destination::exchange(topology.cancels_exchange(), ""),
             topology,
             config,
             reply_queue,
-            pending: Mutex::new(HashMap::new()),
+            table: Mutex::new(Table::default()),
+            sweeper: Arc::new(Notify::new()),
+            publisher: Arc::new(Notify::new()),
             runner_keys,
             ignored_replies: AtomicU64::new(0),
             rejected_replies: AtomicU64::new(0),
             timed_out: AtomicU64::new(0),
             stop_reader: Mutex::new(Some(stop_reader)),
-            publishing: tokio::sync::Semaphore::new(MAX_PUBLISHING),
             reader: Mutex::new(None),
         });
-        let weak = Arc::downgrade(&inner);
-        let reader = tokio::spawn(async move {
-            loop {
-                let delivery = tokio::select! {
-                    _ = &mut stopped => break,
-                    delivery = replies.next() => match delivery {
-                        Some(delivery) => delivery,
-                        None => return,
-                    },
-                };
-                let Some(inner) = weak.upgrade() else { break };
-                inner.deliver(&delivery.message);
-                if let Err(e) = delivery.ack().await {
-                    debug!(error = %e, "Reply acknowledgement failed; a duplicate may follow.");
-                }
-            }
-            replies.cancel().await;
-        });
-        *inner.reader.lock().expect("reader lock") = Some(reader);
-        let client = Client { inner };
-        tokio::spawn(resend_after_reconnects(Arc::downgrade(&client.inner)));
-        Ok(client)
+        let reader = tokio::spawn(read(Arc::downgrade(&inner), replies, stopped));
+        *lock(&inner.reader) = Some(reader);
+        tokio::spawn(sweep(Arc::downgrade(&inner), inner.sweeper.clone()));
+        tokio::spawn(publish(Arc::downgrade(&inner), inner.publisher.clone()));
+        tokio::spawn(resend_after_reconnects(Arc::downgrade(&inner)));
+        Ok(Client { inner })
     }
 
     /// Asks for approval of a call; `request.body` must be an approval.
-    pub async fn approve(&self, request: v1::Request) -> Result<v1::Decision, ClientError> {
+    pub fn approve(&self, request: v1::Request) -> impl Future<Output = Result<v1::Decision, ClientError>> + Send + '_ {
         match request.body {
-            Some(v1::request::Body::Approval(_)) => self.decide(request, None).await,
-            _ => Err(ClientError::Invalid("approve() needs an approval body")),
+            Some(v1::request::Body::Approval(_)) => self.deciding(request, None),
+            _ => self.refuse(ClientError::Invalid("approve() needs an approval body")),
         }
     }
 
     /// Asks for review of a call's result; `request.body` must be a review.
-    pub async fn review(&self, request: v1::Request) -> Result<v1::Decision, ClientError> {
+    pub fn review(&self, request: v1::Request) -> impl Future<Output = Result<v1::Decision, ClientError>> + Send + '_ {
         match request.body {
-            Some(v1::request::Body::Review(_)) => self.decide(request, None).await,
-            _ => Err(ClientError::Invalid("review() needs a review body")),
+            Some(v1::request::Body::Review(_)) => self.deciding(request, None),
+            _ => self.refuse(ClientError::Invalid("review() needs a review body")),
         }
     }
 
     /// Sends a request and waits for its decision, at most `timeout` (default: the
     /// configured one). Past it, the answer is a fail-closed decision made here.
-    pub async fn decide(
+    ///
+    /// The call is registered, its deadline starts and its request goes to the publisher
+    /// when this is called; the future only waits. Dropping it stops waiting and forgets the
+    /// call. It holds the call's name and span, no more: the call is an entry of the
+    /// client's table, which the future polls.
+    pub fn decide(
         &self,
-        mut request: v1::Request,
+        request: v1::Request,
         timeout: Option<Duration>,
-    ) -> Result<v1::Decision, ClientError> {
+    ) -> impl Future<Output = Result<v1::Decision, ClientError>> + Send + '_ {
+        self.deciding(request, timeout)
+    }
+
+    fn deciding(&self, request: v1::Request, timeout: Option<Duration>) -> Instrumented<Deciding<'_>> {
+        match self.submit(request, timeout) {
+            Ok((correlation, span)) => Deciding::new(&self.inner.table, Ok(correlation)).instrument(span),
+            Err(e) => self.refuse(e),
+        }
+    }
+
+    fn refuse(&self, error: ClientError) -> Instrumented<Deciding<'_>> {
+        Deciding::new(&self.inner.table, Err(Box::new(error))).instrument(tracing::Span::none())
+    }
+
+    /// Fills in what the client owns in `request`, encodes it and registers the call; its
+    /// correlation id and span. The request itself is not kept: only its bytes.
+    fn submit(&self, mut request: v1::Request, timeout: Option<Duration>) -> Result<(Arc<str>, Span), ClientError> {
         let kind = match request.body {
             Some(v1::request::Body::Approval(_)) => v1::Kind::Approval,
             Some(v1::request::Body::Review(_)) => v1::Kind::Review,
             None => return Err(ClientError::Invalid("the request has no body")),
         };
-        let key = request.key.clone().ok_or(ClientError::Invalid("the request has no call key"))?;
+        let key = request.key.as_ref().ok_or(ClientError::Invalid("the request has no call key"))?;
+        let correlation: Arc<str> = key.correlation_id(kind).into();
+        let span = tracing::debug_span!("airlock.client", correlation_id = %correlation);
         let timeout = timeout.unwrap_or(self.inner.config.default_timeout);
         let now = now_ms();
-        request.reply_to = self.inner.reply_queue.clone();
+        request.reply_to.clone_from(&self.inner.reply_queue);
         request.requested_at_unix_ms = now;
         request.deadline_unix_ms = Deadline::after(now, timeout).unix_ms();
-        request.runner_key = self.inner.runner_keys.as_ref().map(|keys| keys.public().to_vec()).unwrap_or_default();
+        if let Some(keys) = &self.inner.runner_keys {
+            request.runner_key = keys.public().to_vec();
+        }
         if let Some(origin) = request.origin.as_mut()
             && origin.runner_id.is_empty()
         {
-            origin.runner_id = self.inner.config.runner_id.clone();
+            origin.runner_id.clone_from(&self.inner.config.runner_id);
         }
-        let correlation = key.correlation_id(kind);
-        let span = tracing::debug_span!("airlock.client", correlation_id = %correlation);
-        self.send(request, kind, key, correlation, timeout).instrument(span).await
-    }
-
-    async fn send(
-        &self,
-        request: v1::Request,
-        kind: v1::Kind,
-        key: v1::CallKey,
-        correlation: String,
-        timeout: Duration,
-    ) -> Result<v1::Decision, ClientError> {
-        let encoded = request.encode_to_vec();
-        let digest = airlock_integrity::digest(&encoded);
-        let mut message = Message::new(encoded)
-            .with_correlation_id(correlation.clone())
-            .with_reply_to(self.inner.reply_queue.clone());
-        // Only what a fail-closed decision needs is kept while waiting, not the whole request.
-        let asked = Asked { origin: request.origin, requested_at_unix_ms: request.requested_at_unix_ms };
-        airlock_telemetry::propagation::inject(&tracing::Span::current(), &mut message.headers);
-        let (tx, rx) = oneshot::channel();
-        {
-            let mut pending = self.inner.pending.lock().expect("pending lock");
-            if pending.contains_key(&correlation) {
-                return Err(ClientError::AlreadyPending(correlation));
-            }
-            pending.insert(correlation.clone(), Pending { reply: tx, message: message.clone(), digest });
-        }
-        let requests = self.inner.topology.requests_route();
-        let published = {
-            let _permit = self.inner.publishing.acquire().await.map_err(|_| ClientError::Closed)?;
-            // Boxed: a publish's state is large and short-lived, and would otherwise stay
-            // inlined in every waiting request's future.
-            Box::pin(self.inner.transport.publish(&requests, message)).await
+        let body = Bytes::from(request.encode_to_vec());
+        drop(request);
+        // Only a reply proved for these exact bytes is taken; unproved replies need no digest.
+        let digest = match self.inner.runner_keys {
+            Some(_) => airlock_integrity::digest(&body),
+            None => [0; 32],
         };
-        if let Err(e) = published {
-            self.inner.forget(&correlation);
-            return Err(e.into());
+        // The trace context goes with the request only when a span records it.
+        let trace = (!span.is_disabled())
+            .then(|| {
+                let mut headers = BTreeMap::new();
+                airlock_telemetry::propagation::inject(&span, &mut headers);
+                headers
+            })
+            .filter(|headers| !headers.is_empty());
+        let now = Instant::now();
+        let deadline = now.checked_add(timeout).unwrap_or(now + FAR_FUTURE);
+        let call = Call::new(body, digest, deadline, trace);
+        let inserted = lock(&self.inner.table).insert(correlation.clone(), call).map_err(|refused| match refused {
+            Refused::AlreadyPending => ClientError::AlreadyPending(correlation.to_string()),
+            Refused::Closed => ClientError::Closed,
+        })?;
+        if inserted.earliest {
+            self.inner.sweeper.notify_one();
         }
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(v1::reply_body::Body::Decision(decision))) => Ok(decision),
-            Ok(Ok(v1::reply_body::Body::Error(error))) => {
-                Err(ClientError::Refused { code: error.code, message: error.message })
-            }
-            Ok(Err(_)) => Err(ClientError::Closed),
-            Err(_) => {
-                self.inner.forget(&correlation);
-                self.inner.timed_out.fetch_add(1, Ordering::Relaxed);
-                Box::pin(self.cancel(&key, kind, "the runner stopped waiting: deadline passed")).await;
-                Ok(self.fail_closed(key, asked, kind, timeout))
-            }
+        if inserted.first_to_publish {
+            self.inner.publisher.notify_one();
         }
+        Ok((correlation, span))
     }
 
     /// Publishes every pending request again (after a reconnect, the broker may have lost
     /// what was not yet confirmed). Duplicate decisions this causes are ignored.
     pub async fn resend_pending(&self) -> Result<usize, ClientError> {
-        let messages: Vec<Message> =
-            self.inner.pending.lock().expect("pending lock").values().map(|p| p.message.clone()).collect();
-        let requests = self.inner.topology.requests_route();
-        for message in &messages {
-            self.inner.transport.publish(&requests, message.clone()).await?;
-        }
-        Ok(messages.len())
+        let resends = lock(&self.inner.table).to_resend();
+        let count = resends.len();
+        futures_util::stream::iter(resends.into_iter().map(Ok))
+            .try_for_each_concurrent(MAX_PUBLISHING, |resend| {
+                let message = self.inner.message(&resend.correlation, resend.body, resend.trace);
+                self.inner.transport.publish(&self.inner.requests, message)
+            })
+            .await?;
+        Ok(count)
     }
 
     /// Withdraws a request: steps and reviewer services drop it.
     pub async fn cancel(&self, key: &v1::CallKey, kind: v1::Kind, reason: &str) {
-        let cancel = v1::Cancel { key: Some(key.clone()), kind: kind.into(), reason: reason.to_owned() };
-        let message = Message::new(cancel.encode_to_vec()).with_correlation_id(key.correlation_id(kind));
-        let cancels = Destination::exchange(self.inner.topology.cancels_exchange(), "");
-        if let Err(e) = self.inner.transport.publish(&cancels, message).await {
-            warn!(error = %e, "Could not publish a cancel.");
-        }
+        self.inner.cancel(key.clone(), kind, reason).await;
     }
 
     /// Counters for logs and tests.
     pub fn stats(&self) -> ClientStats {
         ClientStats {
-            pending: self.inner.pending.lock().expect("pending lock").len(),
+            pending: lock(&self.inner.table).waiting(),
             ignored_replies: self.inner.ignored_replies.load(Ordering::Relaxed),
             rejected_replies: self.inner.rejected_replies.load(Ordering::Relaxed),
             timed_out: self.inner.timed_out.load(Ordering::Relaxed),
@@ -315,15 +325,20 @@ impl<T: Transport> Client<T> {
     }
 
     /// Stops reading replies, fails every pending request with [`ClientError::Closed`], and
-    /// deletes the reply queue: for a runner that is done. The transport stays open.
+    /// deletes the reply queue: for a runner that is done. The transport stays open; a
+    /// request made after this fails with [`ClientError::Closed`].
     pub async fn close(&self) {
-        let stop = self.inner.stop_reader.lock().expect("reader lock").take();
-        let reader = self.inner.reader.lock().expect("reader lock").take();
+        let stop = lock(&self.inner.stop_reader).take();
+        let reader = lock(&self.inner.reader).take();
         if let (Some(stop), Some(reader)) = (stop, reader) {
             let _ = stop.send(());
             let _ = reader.await;
         }
-        self.inner.pending.lock().expect("pending lock").clear();
+        // Woken outside the lock: each caller finds its call gone, `Closed`.
+        let callers = lock(&self.inner.table).close();
+        callers.into_iter().for_each(Waker::wake);
+        self.inner.sweeper.notify_one();
+        self.inner.publisher.notify_one();
         let queue = Topology::empty(self.inner.topology.prefix()).with_reply_queue(&self.inner.config.runner_id);
         if let Err(e) = self.inner.transport.delete(&queue).await {
             warn!(error = %e, "Could not delete the reply queue; it expires on its own.");
@@ -334,34 +349,49 @@ impl<T: Transport> Client<T> {
     pub fn reply_queue(&self) -> &str {
         &self.inner.reply_queue
     }
+}
 
-    fn fail_closed(&self, key: v1::CallKey, asked: Asked, kind: v1::Kind, timeout: Duration) -> v1::Decision {
-        let (decision, what) = match kind {
-            v1::Kind::Review => (v1::DecisionKind::Terminate, "terminated the sample"),
-            _ => (v1::DecisionKind::Reject, "rejected the call"),
+/// The future of one call: polls the call's entry in the client's table until it is
+/// settled. Dropped before, it takes the entry out (the caller stopped waiting).
+struct Deciding<'a> {
+    table: &'a Mutex<Table>,
+    /// The call's name in the table, or why there is none (taken when told).
+    call: Result<Arc<str>, Option<Box<ClientError>>>,
+    /// Whether the outcome was taken: the entry is gone.
+    done: bool,
+}
+
+impl<'a> Deciding<'a> {
+    fn new(table: &'a Mutex<Table>, call: Result<Arc<str>, Box<ClientError>>) -> Self {
+        Deciding { table, call: call.map_err(Some), done: false }
+    }
+}
+
+impl Future for Deciding<'_> {
+    type Output = Result<v1::Decision, ClientError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let table = self.table;
+        let polled = match &mut self.call {
+            Ok(correlation) => lock(table).poll(correlation, cx.waker()),
+            Err(refused) => Poll::Ready(Err(refused.take().map_or(ClientError::Closed, |refused| *refused))),
         };
-        v1::Decision {
-            decision_id: uuid::Uuid::now_v7().to_string(),
-            key: Some(key),
-            kind: kind.into(),
-            decision: decision.into(),
-            explanation: Some(format!(
-                "No decision arrived within {:.1}s, so the runner failed closed and {what}.",
-                timeout.as_secs_f64()
-            )),
-            approver: TIMEOUT_APPROVER.into(),
-            decided_by: self.inner.config.runner_id.clone(),
-            requested_at_unix_ms: asked.requested_at_unix_ms,
-            decided_at_unix_ms: now_ms(),
-            origin: asked.origin,
-            ..Default::default()
+        self.done = polled.is_ready();
+        polled
+    }
+}
+
+impl Drop for Deciding<'_> {
+    fn drop(&mut self) {
+        if let (Ok(correlation), false) = (&self.call, self.done) {
+            lock(self.table).forget(correlation);
         }
     }
 }
 
 /// Publishes every pending request again after each reconnection: whatever was in flight
 /// when the connection dropped may not have reached the broker. Ends with the client.
-async fn resend_after_reconnects<T: Transport>(inner: std::sync::Weak<Inner<T>>) {
+async fn resend_after_reconnects<T: Transport>(inner: Weak<Inner<T>>) {
     let Some(mut reconnects) = inner.upgrade().map(|inner| inner.transport.reconnects()) else { return };
     while reconnects.changed().await.is_ok() {
         let Some(inner) = inner.upgrade() else { return };
@@ -372,13 +402,197 @@ async fn resend_after_reconnects<T: Transport>(inner: std::sync::Weak<Inner<T>>)
     }
 }
 
+/// Reads replies until the client closes, and acknowledges them as they are handed out,
+/// without waiting for each acknowledgement before the next reply.
+async fn read<T>(weak: Weak<Inner<T>>, mut replies: Consumer, mut stopped: oneshot::Receiver<()>) {
+    let mut acking = FuturesUnordered::new();
+    let acked = |result: Result<(), TransportError>| {
+        if let Err(e) = result {
+            debug!(error = %e, "Reply acknowledgement failed; a duplicate may follow.");
+        }
+    };
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut stopped => break,
+            Some(result) = acking.next() => acked(result),
+            delivery = replies.next(), if acking.len() < MAX_ACKING => {
+                // Ends with the consumer (the transport closed), or with the client.
+                let (Some(delivery), Some(inner)) = (delivery, weak.upgrade()) else { break };
+                let (message, acker) = delivery.into_parts();
+                inner.deliver(&message);
+                acking.push(acker.ack());
+            }
+        }
+    }
+    while let Some(result) = acking.next().await {
+        acked(result);
+    }
+    replies.cancel().await;
+}
+
+/// Publishes the calls callers submit, in order, [`MAX_PUBLISHING`] at a time; a call whose
+/// publish fails is settled with the error. Ends when the client closes or is
+/// dropped, once the publishes under way are done.
+async fn publish<T: Transport>(weak: Weak<Inner<T>>, wake: Arc<Notify>) {
+    let mut publishing = FuturesUnordered::new();
+    loop {
+        {
+            let Some(inner) = weak.upgrade() else { break };
+            let mut table = lock(&inner.table);
+            if table.is_closed() {
+                break;
+            }
+            while publishing.len() < MAX_PUBLISHING {
+                let Some(next) = table.next_to_publish() else { break };
+                let inner = inner.clone();
+                publishing.push(async move {
+                    let message = inner.message(&next.correlation, next.body, next.trace);
+                    if let Err(error) = inner.transport.publish(&inner.requests, message).await {
+                        inner.fail(&next.correlation, error);
+                    }
+                });
+            }
+        }
+        tokio::select! {
+            Some(()) = publishing.next() => {}
+            () = wake.notified() => {}
+        }
+    }
+    while publishing.next().await.is_some() {}
+}
+
+/// Keeps the deadlines: sleeps until the earliest, then fails closed every call whose time
+/// ran out and withdraws them. Ends when the client closes or is dropped.
+async fn sweep<T: Transport>(weak: Weak<Inner<T>>, wake: Arc<Notify>) {
+    loop {
+        let Some(inner) = weak.upgrade() else { return };
+        let (due, next) = {
+            let mut table = lock(&inner.table);
+            if table.is_closed() {
+                return;
+            }
+            (table.take_due(Instant::now(), MAX_EXPIRING), table.next_deadline())
+        };
+        if !due.is_empty() {
+            inner.expire(due);
+            // A mass expiry (the fleet away) goes in slices, the other tasks running between.
+            drop(inner);
+            tokio::task::yield_now().await;
+            continue;
+        }
+        drop(inner);
+        // No strong reference while it sleeps. A wake-up given since the table was read is
+        // kept as a permit by `Notify`, so none is lost.
+        match next {
+            Some(deadline) => {
+                tokio::select! {
+                    () = tokio::time::sleep_until(deadline) => {}
+                    () = wake.notified() => {}
+                }
+            }
+            None => wake.notified().await,
+        }
+    }
+}
+
+impl<T> Drop for Inner<T> {
+    fn drop(&mut self) {
+        // The sweeper and the publisher wait on these without keeping the client alive.
+        self.sweeper.notify_one();
+        self.publisher.notify_one();
+    }
+}
+
+impl<T: Transport> Inner<T> {
+    /// The request message of `correlation`, as published (and published again).
+    fn message(&self, correlation: &str, body: Bytes, trace: Option<BTreeMap<String, String>>) -> Message {
+        Message {
+            body,
+            correlation_id: Some(correlation.to_owned()),
+            reply_to: Some(self.reply_queue.clone()),
+            headers: trace.unwrap_or_default(),
+            ..Message::default()
+        }
+    }
+
+    /// Settles a call whose request could not be published: its caller is told why.
+    fn fail(&self, correlation: &Arc<str>, error: TransportError) {
+        let settled = lock(&self.table).settle(correlation, Err(error.into()));
+        if let Some(settled) = settled {
+            settled.wake();
+        }
+    }
+
+    /// Fails closed the calls whose deadline passed (unless a reply came first): each caller
+    /// gets its decision at once, and their cancels go out in the background (the broker may
+    /// be slow or away).
+    fn expire(&self, due: Vec<(Arc<str>, Bytes)>) {
+        let mut cancels = Vec::with_capacity(due.len());
+        for (correlation, body) in due {
+            // Read back from the request: its key, origin and times are all it needs.
+            let (decision, cancel) = match Asked::read(&body) {
+                Some(asked) => (Ok(self.fail_closed(&asked)), Some((asked.key, asked.kind))),
+                None => (Err(ClientError::Invalid("the request could not be read back")), None),
+            };
+            let Some(settled) = lock(&self.table).settle(&correlation, decision) else { continue };
+            settled.wake();
+            self.timed_out.fetch_add(1, Ordering::Relaxed);
+            cancels.extend(cancel);
+        }
+        let (transport, destination) = (self.transport.clone(), self.cancels.clone());
+        tokio::spawn(async move {
+            futures_util::stream::iter(cancels)
+                .for_each_concurrent(MAX_CANCELLING, |(key, kind)| {
+                    let message = cancel_message(key, kind, "the runner stopped waiting: deadline passed");
+                    let (transport, destination) = (&transport, &destination);
+                    async move {
+                        if let Err(e) = transport.publish(destination, message).await {
+                            warn!(error = %e, "Could not publish a cancel.");
+                        }
+                    }
+                })
+                .await;
+        });
+    }
+
+    async fn cancel(&self, key: v1::CallKey, kind: v1::Kind, reason: &str) {
+        if let Err(e) = self.transport.publish(&self.cancels, cancel_message(key, kind, reason)).await {
+            warn!(error = %e, "Could not publish a cancel.");
+        }
+    }
+
+    fn fail_closed(&self, asked: &Asked) -> v1::Decision {
+        let (decision, what) = match asked.kind {
+            v1::Kind::Review => (v1::DecisionKind::Terminate, "terminated the sample"),
+            _ => (v1::DecisionKind::Reject, "rejected the call"),
+        };
+        let waited = asked.deadline_unix_ms.saturating_sub(asked.requested_at_unix_ms) as f64 / 1000.0;
+        v1::Decision {
+            decision_id: uuid::Uuid::now_v7().to_string(),
+            key: Some(asked.key.clone()),
+            kind: asked.kind.into(),
+            decision: decision.into(),
+            explanation: Some(format!(
+                "No decision arrived within {waited:.1}s, so the runner failed closed and {what}."
+            )),
+            approver: TIMEOUT_APPROVER.into(),
+            decided_by: self.config.runner_id.clone(),
+            requested_at_unix_ms: asked.requested_at_unix_ms,
+            decided_at_unix_ms: now_ms(),
+            origin: asked.origin.clone(),
+            ..Default::default()
+        }
+    }
+}
+
 impl<T> Inner<T> {
-    /// Hands a reply to the request waiting for it once its proof holds; counts it as
-    /// ignored when nothing waits for it, as rejected when it does not hold.
+    /// Hands a reply to the call waiting for it once its proof holds; counts it as ignored
+    /// when nothing waits for it, as rejected when it does not hold.
     fn deliver(&self, message: &Message) {
         let correlation = message.correlation_id.as_deref().unwrap_or_default();
-        let digest = self.pending.lock().expect("pending lock").get(correlation).map(|pending| pending.digest);
-        let Some(digest) = digest else {
+        let waiting = lock(&self.table).digest(correlation);
+        let Some((id, digest)) = waiting else {
             debug!(%correlation, "Reply for nothing pending (duplicate or late) ignored.");
             self.ignored_replies.fetch_add(1, Ordering::Relaxed);
             return;
@@ -391,12 +605,56 @@ impl<T> Inner<T> {
                 return;
             }
         };
-        if let Some(pending) = self.forget(correlation) {
-            let _ = pending.reply.send(body);
+        let outcome = match body {
+            v1::reply_body::Body::Decision(decision) => Ok(decision),
+            v1::reply_body::Body::Error(error) => {
+                Err(ClientError::Refused { code: error.code, message: error.message })
+            }
+        };
+        // Proved for this very call (not one that timed out meanwhile and was asked again).
+        match lock(&self.table).settle(&id, outcome) {
+            Some(settled) => settled.wake(),
+            None => {
+                self.ignored_replies.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
+}
 
-    fn forget(&self, correlation: &str) -> Option<Pending> {
-        self.pending.lock().expect("pending lock").remove(correlation)
+/// What a fail-closed decision says about the request it answers, read back from the request
+/// as published.
+struct Asked {
+    key: v1::CallKey,
+    kind: v1::Kind,
+    origin: Option<v1::Origin>,
+    requested_at_unix_ms: i64,
+    deadline_unix_ms: i64,
+}
+
+impl Asked {
+    fn read(body: &[u8]) -> Option<Self> {
+        let request = v1::Request::decode(body).ok()?;
+        let kind = match request.body? {
+            v1::request::Body::Approval(_) => v1::Kind::Approval,
+            v1::request::Body::Review(_) => v1::Kind::Review,
+        };
+        Some(Asked {
+            key: request.key?,
+            kind,
+            origin: request.origin,
+            requested_at_unix_ms: request.requested_at_unix_ms,
+            deadline_unix_ms: request.deadline_unix_ms,
+        })
     }
+}
+
+fn cancel_message(key: v1::CallKey, kind: v1::Kind, reason: &str) -> Message {
+    let correlation = key.correlation_id(kind);
+    let cancel = v1::Cancel { key: Some(key), kind: kind.into(), reason: reason.to_owned() };
+    Message::new(cancel.encode_to_vec()).with_correlation_id(correlation)
+}
+
+/// Locks `mutex`; a panic elsewhere while it was held leaves nothing half-done here.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -19,6 +19,7 @@
 //! - `bare`: the echo on lapin alone (`airlock bench-bare-echo`) and its requester.
 //! - `children`: starting, measuring and stopping the child processes.
 //! - `cpu`: CPU time of processes, from `/proc`.
+//! - `pending`: `--pending N`, the runner's memory with N calls pending.
 //! - `report`: the text and JSON reports.
 
 mod bare;
@@ -26,6 +27,7 @@ mod children;
 mod cpu;
 mod echo;
 mod fleet;
+mod pending;
 mod report;
 mod traffic;
 
@@ -91,6 +93,10 @@ pub struct BenchArgs {
     /// Print one JSON object instead of the readable report.
     #[arg(long)]
     json: bool,
+    /// Instead: hold this many calls pending (nobody answers) and print the runner's resident
+    /// memory as one JSON object.
+    #[arg(long, value_name = "N")]
+    pending: Option<usize>,
 }
 
 /// What both sides send.
@@ -148,6 +154,9 @@ const BARE: &str = "bare-echo";
 
 /// Runs the bench and prints its report.
 pub async fn run(args: BenchArgs) -> Result<(), Failure> {
+    if let Some(count) = args.pending {
+        return pending::run(&args, count).await;
+    }
     let positive = |seconds: f64| seconds > 0.0 && seconds.is_finite();
     if args.inflight == 0 || args.requests == 0 || args.warmup == 0 || args.rounds == 0 {
         return Err(Failure::config("--inflight, --requests, --rounds and --warmup must be at least 1"));

@@ -139,7 +139,7 @@ impl Asker {
     }
 }
 
-fn key(run_id: &str, index: u64) -> v1::CallKey {
+pub(super) fn key(run_id: &str, index: u64) -> v1::CallKey {
     v1::CallKey {
         run_id: run_id.to_owned(),
         sample_id: format!("sample-{:02}", index % 64),
@@ -151,7 +151,7 @@ fn key(run_id: &str, index: u64) -> v1::CallKey {
 /// The request every call of the bench sends (its key set per call), with the assistant's
 /// message padded so the request, as the client sends it, encodes to about `size` bytes;
 /// and that encoded size.
-fn template(size: usize, reply_queue: &str, timeout: Duration) -> (v1::Request, usize) {
+pub(super) fn template(size: usize, reply_queue: &str, timeout: Duration) -> (v1::Request, usize) {
     let mut arguments = Map::new();
     arguments.insert("cmd".into(), Value::String(COMMAND.into()));
     let call = Call { id: "call".into(), function: "bash".into(), arguments };
