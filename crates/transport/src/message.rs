@@ -152,7 +152,9 @@ impl Destination {
     }
 
     /// This destination, and also `routing_key` of the same exchange: one publish the broker
-    /// routes to both. On a queue or a plain exchange, it becomes a route.
+    /// routes to both. The result is a route, published mandatory: a queue becomes a route of
+    /// the default exchange (which routes copies by queue name too), and a plain exchange's
+    /// message is returned unless it or a copy reaches a queue.
     #[must_use]
     pub fn with_copy(self, routing_key: impl Into<String>) -> Self {
         let (exchange, key, mut copies) = match self {

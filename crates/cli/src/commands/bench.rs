@@ -41,14 +41,15 @@ use airlock_integrity::FleetKey;
 use airlock_transport::{Topology, Transport};
 use clap::Args;
 
-use self::bare::BareLoad;
+use self::bare::BareRequester;
 pub use self::bare::{BareEchoArgs, serve as serve_bare_echo};
 use self::children::Children;
 use self::cpu::Pids;
-use self::echo::{ECHO, EchoLoad};
+use self::echo::{ECHO, EchoRequester};
 pub use self::echo::{EchoArgs, serve as serve_echo};
 use self::fleet::{FleetLoad, echo_body};
 use self::report::{Report, Side};
+use self::traffic::{Load, Requester};
 use super::{Failure, FleetArgs, TlsArgs, connect, fleet_keys, shutdown_signal};
 
 /// Arguments of `airlock bench`.
@@ -292,11 +293,15 @@ async fn bench(
         fleet_keys,
     };
     let mut fleet_load = FleetLoad::start(runner.clone(), config, settings, &workers, children, &shared).await?;
-    let mut echo_load = EchoLoad::start(requester.clone(), prefix, &names.echo_owner, settings, children).await?;
+    let echo = EchoRequester::connect(requester.clone(), prefix, &names.echo_owner, settings).await?;
+    let mut echo_load = Load::start(echo, settings, children, || format!("is the {ECHO_RESPONDER} running?")).await?;
     let bare_queue = format!("{prefix}.{BARE}");
     let bare_replies = Topology::empty(prefix).reply_queue(&names.bare_owner);
     let bare_body = echo_body(settings.size, &bare_replies, settings.timeout).body.to_vec();
-    let mut bare_load = BareLoad::start(&args.amqp, &bare_queue, &bare_replies, bare_body, settings, children).await?;
+    let bare = BareRequester::connect(&args.amqp, &bare_queue, &bare_replies, bare_body, settings.timeout).await?;
+    let bare_args = ["bench-bare-echo", "--queue", &bare_queue, "--concurrency", &concurrency];
+    children.spawn(BARE_RESPONDER, &args.amqp, &bare_args)?;
+    let mut bare_load = Load::start(bare, settings, children, || format!("is the {BARE_RESPONDER} running?")).await?;
 
     // Rounds rotate the three sides (and which goes first), so a load that comes and goes on
     // the machine weighs on all alike. Each side's CPU is read around its own rounds.
@@ -321,10 +326,10 @@ async fn bench(
     }
     let worker_rss = children.peak_rss(&workers);
     let request_bytes = fleet_load.request_bytes();
-    echo_side.duplicates = echo_load.duplicates();
-    bare_side.duplicates = bare_load.duplicates();
+    echo_side.duplicates = echo_load.requester().duplicates();
+    bare_side.duplicates = bare_load.requester().duplicates();
     fleet_side.duplicates = fleet_load.finish().await;
-    bare_load.finish().await;
+    bare_load.requester().finish().await;
     runner.close().await;
     requester.close().await;
     children.stop_all().await;

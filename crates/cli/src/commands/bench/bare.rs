@@ -19,10 +19,8 @@ use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use tracing::{info, warn};
 
-use super::Settings;
-use super::children::Children;
 use super::echo::Waiters;
-use super::traffic::{Outcome, Phase, drive};
+use super::traffic::{Outcome, Requester};
 use crate::commands::{Failure, shutdown_signal};
 
 /// Arguments of `airlock bench-bare-echo`.
@@ -102,32 +100,26 @@ async fn echo(channel: Channel, delivery: lapin::message::Delivery) {
     }
 }
 
-/// The requesting side of the bare echo, warmed up and ready to measure.
-pub struct BareLoad {
-    inner: Arc<Inner>,
+/// The requesting side of the bare echo: a confirm channel, and one reader of the reply
+/// queue.
+pub struct BareRequester {
     connection: Connection,
-    runs: u32,
-}
-
-struct Inner {
     channel: Channel,
     queue: String,
     reply_queue: String,
     body: Vec<u8>,
     timeout: Duration,
-    waiters: Waiters,
+    waiters: Arc<Waiters>,
 }
 
-impl BareLoad {
-    /// Connects, declares `queue` and the reply queue `reply_queue`, starts the responder as
-    /// a child, and warms the echo up.
-    pub async fn start(
+impl BareRequester {
+    /// Connects, declares `queue` and the reply queue `reply_queue`, and reads replies.
+    pub async fn connect(
         amqp: &str,
         queue: &str,
         reply_queue: &str,
         body: Vec<u8>,
-        settings: &Settings,
-        children: &mut Children,
+        timeout: Duration,
     ) -> Result<Self, Failure> {
         let properties = ConnectionProperties::default().with_connection_name("bench bare requester".into());
         let connection = Connection::connect(amqp, properties).await.map_err(failure("connect"))?;
@@ -143,94 +135,57 @@ impl BareLoad {
             .basic_consume(reply_queue.into(), "".into(), BasicConsumeOptions::default(), FieldTable::default())
             .await
             .map_err(failure("consume"))?;
-        let inner = Arc::new(Inner {
+        let waiters = Arc::new(Waiters::default());
+        let reader = Arc::downgrade(&waiters);
+        tokio::spawn(async move {
+            while let Some(Ok(delivery)) = replies.next().await {
+                let Some(waiters) = reader.upgrade() else { break };
+                waiters.answer(delivery.properties.correlation_id().as_ref().map(|id| id.as_str()));
+                let _ = delivery.acker.ack(BasicAckOptions::default()).await;
+            }
+        });
+        Ok(BareRequester {
+            connection,
             channel,
             queue: queue.to_owned(),
             reply_queue: reply_queue.to_owned(),
             body,
-            timeout: settings.timeout,
-            waiters: Waiters::default(),
-        });
-        let reader = Arc::downgrade(&inner);
-        tokio::spawn(async move {
-            while let Some(Ok(delivery)) = replies.next().await {
-                let Some(inner) = reader.upgrade() else { break };
-                inner.waiters.answer(delivery.properties.correlation_id().as_ref().map(|id| id.as_str()));
-                let _ = delivery.acker.ack(BasicAckOptions::default()).await;
-            }
-        });
-        let concurrency = u16::try_from(settings.inflight).unwrap_or(u16::MAX).to_string();
-        children.spawn(
-            "bare echo responder",
-            amqp,
-            &["bench-bare-echo", "--queue", queue, "--concurrency", &concurrency],
-        )?;
-        let load = BareLoad { inner, connection, runs: 0 };
-        let probe = load.drive("probe", 1, 1).await;
-        children.check_alive()?;
-        if probe.answered == 0 {
-            return Err(Failure::other(format!("the bare echo did not answer within {:?}", settings.timeout)));
-        }
-        load.drive("warmup", settings.warmup, settings.inflight).await;
-        Ok(load)
-    }
-
-    /// Measures `requests` requests, `inflight` at a time.
-    pub async fn run(&mut self, requests: u64, inflight: usize) -> Phase {
-        self.runs += 1;
-        let run = format!("measured-{}", self.runs);
-        self.drive(&run, requests, inflight).await
-    }
-
-    /// Replies that matched nothing pending over the whole run.
-    pub fn duplicates(&self) -> u64 {
-        self.inner.waiters.ignored()
+            timeout,
+            waiters,
+        })
     }
 
     /// Deletes the queues and closes the connection.
-    pub async fn finish(self) {
-        let channel = &self.inner.channel;
-        for queue in [&self.inner.queue, &self.inner.reply_queue] {
-            let _ = channel.queue_delete(queue.as_str().into(), Default::default()).await;
+    pub async fn finish(&self) {
+        for queue in [&self.queue, &self.reply_queue] {
+            let _ = self.channel.queue_delete(queue.as_str().into(), Default::default()).await;
         }
         let _ = self.connection.close(200, "done".into()).await;
     }
-
-    async fn drive(&self, run: &str, requests: u64, inflight: usize) -> Phase {
-        let (inner, run) = (self.inner.clone(), Arc::<str>::from(run));
-        drive(requests, inflight, move |index| {
-            let (inner, run) = (inner.clone(), run.clone());
-            async move { inner.call(format!("{run}/{index}")).await }
-        })
-        .await
-    }
 }
 
-impl Inner {
-    async fn call(&self, id: String) -> Outcome {
-        let answered = self.waiters.wait(id.clone());
+impl Requester for BareRequester {
+    async fn call(self: Arc<Self>, run: Arc<str>, index: u64) -> Outcome {
+        let id = format!("{run}/{index}");
         let properties = BasicProperties::default()
             .with_delivery_mode(PERSISTENT)
             .with_correlation_id(id.as_str().into())
             .with_reply_to(self.reply_queue.as_str().into());
-        let published = self
-            .channel
-            .basic_publish(
-                "".into(),
-                self.queue.as_str().into(),
-                BasicPublishOptions::default(),
-                &self.body,
-                properties,
-            )
-            .await;
-        let confirmed = match published {
-            Ok(confirm) => confirm.await.is_ok(),
-            Err(_) => false,
+        let sent = async {
+            let options = BasicPublishOptions::default();
+            match self
+                .channel
+                .basic_publish("".into(), self.queue.as_str().into(), options, &self.body, properties)
+                .await
+            {
+                Ok(confirm) => confirm.await.is_ok(),
+                Err(_) => false,
+            }
         };
-        if !confirmed {
-            self.waiters.forget(&id);
-            return Outcome::Lost;
-        }
-        self.waiters.outcome(&id, answered, self.timeout).await
+        self.waiters.ask(id, self.timeout, sent).await
+    }
+
+    fn duplicates(&self) -> u64 {
+        self.waiters.ignored()
     }
 }

@@ -1,12 +1,14 @@
-//! The baseline: a bare AMQP request/reply echo with the durability the fleet has (a durable
-//! quorum work queue, persistent messages, publisher confirms on both sides, the request
-//! acknowledged after its reply is confirmed) and nothing else.
+//! The echo on Airlock's own transport, with the durability the fleet has (a durable quorum
+//! work queue, persistent messages, publisher confirms on both sides, the request
+//! acknowledged after its reply is confirmed) and nothing else: its difference to the bare
+//! echo is the transport's cost.
 //!
 //! The responder runs as its own process (`airlock bench-echo`), like a worker; the
 //! requester runs in the bench, like the runner's client: one reply queue, one reader task,
 //! replies matched to requests by correlation id.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -17,9 +19,8 @@ use tokio::sync::oneshot;
 use tracing::{debug, info, warn};
 
 use super::Settings;
-use super::children::Children;
 use super::fleet::echo_body;
-use super::traffic::{Outcome, Phase, drive};
+use super::traffic::{Outcome, Requester};
 use crate::commands::{Failure, FleetArgs, connect, shutdown_signal};
 
 /// The echo queue's suffix: `<prefix>.echo`.
@@ -95,120 +96,70 @@ async fn echo(transport: AmqpTransport, delivery: Delivery) {
     }
 }
 
-/// The requesting side of the echo, warmed up and ready to measure.
-pub struct EchoLoad {
-    requester: EchoClient,
-    body: Arc<Message>,
+/// The requesting side of the echo: one reply queue, one reader task.
+pub struct EchoRequester {
+    transport: AmqpTransport,
+    queue: Destination,
+    reply_queue: String,
+    request: Message,
     timeout: Duration,
-    runs: u32,
+    waiters: Arc<Waiters>,
 }
 
-impl EchoLoad {
-    /// Connects a requester with `owner`'s reply queue and warms the echo up.
-    pub async fn start(
+impl EchoRequester {
+    /// Declares the echo queue and `owner`'s reply queue under `prefix`, and reads replies.
+    pub async fn connect(
         transport: AmqpTransport,
         prefix: &str,
         owner: &str,
         settings: &Settings,
-        children: &mut Children,
     ) -> Result<Self, Failure> {
-        let requester = EchoClient::connect(transport, prefix, owner).await?;
-        let body = Arc::new(echo_body(settings.size, &requester.inner.reply_queue, settings.timeout));
-        let load = EchoLoad { requester, body, timeout: settings.timeout, runs: 0 };
-        let probe = load.drive("probe", 1, 1).await;
-        children.check_alive()?;
-        if probe.answered == 0 {
-            return Err(Failure::other(format!("the echo responder did not answer within {:?}", settings.timeout)));
-        }
-        load.drive("warmup", settings.warmup, settings.inflight).await;
-        Ok(load)
-    }
-
-    /// Measures `requests` requests, `inflight` at a time.
-    pub async fn run(&mut self, requests: u64, inflight: usize) -> Phase {
-        self.runs += 1;
-        let run = format!("measured-{}", self.runs);
-        self.drive(&run, requests, inflight).await
-    }
-
-    /// Replies that matched nothing pending over the whole run.
-    pub fn duplicates(&self) -> u64 {
-        self.requester.ignored_replies()
-    }
-
-    async fn drive(&self, run: &str, requests: u64, inflight: usize) -> Phase {
-        let (requester, body, timeout, run) =
-            (self.requester.clone(), self.body.clone(), self.timeout, Arc::<str>::from(run));
-        drive(requests, inflight, move |index| {
-            let (requester, body, run) = (requester.clone(), body.clone(), run.clone());
-            async move { requester.call(format!("{run}/{index}"), &body, timeout).await }
-        })
-        .await
-    }
-}
-
-/// The requesting side of the echo.
-#[derive(Clone)]
-pub struct EchoClient {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    transport: AmqpTransport,
-    queue: Destination,
-    reply_queue: String,
-    waiters: Waiters,
-}
-
-impl EchoClient {
-    /// Declares the echo queue and `owner`'s reply queue under `prefix`, and reads replies.
-    pub async fn connect(transport: AmqpTransport, prefix: &str, owner: &str) -> Result<Self, Failure> {
         let fail = |e: &dyn std::fmt::Display| Failure::other(format!("echo: {e}"));
         let topology = topology(prefix, ECHO, Some(owner));
         transport.declare(&topology).await.map_err(|e| fail(&e))?;
         let reply_queue = topology.reply_queue(owner);
         // Prefetch 0 (unlimited) as the runner's client reads its replies.
         let mut replies = transport.consume(&reply_queue, 0).await.map_err(|e| fail(&e))?;
-        let inner = Arc::new(Inner {
-            transport,
-            queue: Destination::queue(topology.name(ECHO)),
-            reply_queue,
-            waiters: Waiters::default(),
-        });
-        let reader = Arc::downgrade(&inner);
+        let waiters = Arc::new(Waiters::default());
+        let reader = Arc::downgrade(&waiters);
         tokio::spawn(async move {
             while let Some(delivery) = replies.next().await {
-                let Some(inner) = reader.upgrade() else { break };
-                inner.waiters.answer(delivery.message.correlation_id.as_deref());
+                let Some(waiters) = reader.upgrade() else { break };
+                waiters.answer(delivery.message.correlation_id.as_deref());
                 if let Err(e) = delivery.ack().await {
                     debug!(error = %e, "Echo reply acknowledgement failed.");
                 }
             }
         });
-        Ok(EchoClient { inner })
+        Ok(EchoRequester {
+            transport,
+            queue: Destination::queue(topology.name(ECHO)),
+            request: echo_body(settings.size, &reply_queue, settings.timeout),
+            reply_queue,
+            timeout: settings.timeout,
+            waiters,
+        })
     }
+}
 
-    /// Sends the body of `request` (shared, not copied) as request `id` and waits up to
-    /// `timeout` for it to come back.
-    pub async fn call(&self, id: String, request: &Message, timeout: Duration) -> Outcome {
-        let answered = self.inner.waiters.wait(id.clone());
+impl Requester for EchoRequester {
+    async fn call(self: Arc<Self>, run: Arc<str>, index: u64) -> Outcome {
+        let id = format!("{run}/{index}");
         let message = Message {
-            body: request.body.clone(),
+            body: self.request.body.clone(),
             correlation_id: Some(id.clone()),
-            reply_to: Some(self.inner.reply_queue.clone()),
+            reply_to: Some(self.reply_queue.clone()),
             ..Message::default()
         };
-        if let Err(e) = self.inner.transport.publish(&self.inner.queue, message).await {
-            debug!(error = %e, "Echo request not published.");
-            self.inner.waiters.forget(&id);
-            return Outcome::Lost;
-        }
-        self.inner.waiters.outcome(&id, answered, timeout).await
+        let sent = async {
+            let published = self.transport.publish(&self.queue, message).await;
+            published.inspect_err(|e| debug!(error = %e, "Echo request not published.")).is_ok()
+        };
+        self.waiters.ask(id, self.timeout, sent).await
     }
 
-    /// Replies that matched nothing pending (duplicates or late ones).
-    pub fn ignored_replies(&self) -> u64 {
-        self.inner.waiters.ignored()
+    fn duplicates(&self) -> u64 {
+        self.waiters.ignored()
     }
 }
 
@@ -225,11 +176,22 @@ impl Waiters {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Waits for request `id`: resolved by its reply.
-    pub fn wait(&self, id: String) -> oneshot::Receiver<()> {
-        let (tx, rx) = oneshot::channel();
-        self.pending().insert(id, tx);
-        rx
+    /// Waits for request `id` once `sent` says it was sent (confirmed): answered by its
+    /// reply, or lost when it was not sent or no reply came within `timeout`.
+    pub async fn ask(&self, id: String, timeout: Duration, sent: impl Future<Output = bool>) -> Outcome {
+        let (tx, answered) = oneshot::channel();
+        self.pending().insert(id.clone(), tx);
+        let outcome = match sent.await {
+            true => match tokio::time::timeout(timeout, answered).await {
+                Ok(Ok(())) => Outcome::Answered,
+                _ => Outcome::Lost,
+            },
+            false => Outcome::Lost,
+        };
+        if outcome == Outcome::Lost {
+            self.pending().remove(&id);
+        }
+        outcome
     }
 
     /// A reply with correlation id `id` came: wakes its request, or counts it as ignored.
@@ -240,22 +202,6 @@ impl Waiters {
             }
             None => {
                 self.ignored.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-
-    /// Stops waiting for request `id`.
-    pub fn forget(&self, id: &str) {
-        self.pending().remove(id);
-    }
-
-    /// How request `id` ends: answered, or lost after `timeout`.
-    pub async fn outcome(&self, id: &str, answered: oneshot::Receiver<()>, timeout: Duration) -> Outcome {
-        match tokio::time::timeout(timeout, answered).await {
-            Ok(Ok(())) => Outcome::Answered,
-            _ => {
-                self.forget(id);
-                Outcome::Lost
             }
         }
     }

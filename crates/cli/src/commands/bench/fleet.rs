@@ -2,7 +2,6 @@
 //! policy workers, each carrying its policy inline, padded to the size asked for.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,7 +13,7 @@ use prost::Message as _;
 use serde_json::{Map, Value};
 
 use super::children::Children;
-use super::traffic::{Outcome, Phase, drive};
+use super::traffic::{Load, Outcome, Phase, Requester};
 use super::{Settings, Shared};
 use crate::commands::Failure;
 use airlock_client::request::build as build_request;
@@ -33,9 +32,8 @@ const FILLER: &str = "I will run the training script on the prepared data and th
 
 /// The runner's side of the fleet, warmed up and ready to measure.
 pub struct FleetLoad {
-    asker: Asker,
+    load: Load<Asker>,
     request_bytes: usize,
-    runs: u32,
 }
 
 impl FleetLoad {
@@ -52,23 +50,14 @@ impl FleetLoad {
         let prefix = config.prefix.clone();
         let client = Client::connect(transport, config).await.map_err(|e| Failure::other(format!("client: {e}")))?;
         let (template, request_bytes) = template(settings.size, client.reply_queue(), settings.timeout);
-        let asker = Asker { client, template: Arc::new(template), timeout: settings.timeout, shared: shared.clone() };
-
-        // One request alone first: a fleet that does not answer fails after one timeout, not
-        // after a whole warm-up of them.
-        let probe = drive(1, 1, asker.for_run("probe")).await;
-        children.check_alive()?;
-        if probe.answered == 0 {
-            return Err(Failure::other(format!(
-                "no decision within {:.0}s: is a worker consuming on prefix '{prefix}'?{}",
-                settings.timeout.as_secs_f64(),
-                shared.first_error().map(|e| format!(" ({e})")).unwrap_or_default()
-            )));
-        }
+        let asker = Asker { client, template, timeout: settings.timeout, shared: shared.clone() };
+        let load = Load::start(asker, settings, children, || {
+            let error = shared.first_error().map(|e| format!(" ({e})")).unwrap_or_default();
+            format!("is a worker consuming on prefix '{prefix}'?{error}")
+        })
+        .await?;
         let started = Instant::now();
-        for round in 0.. {
-            drive(settings.warmup, settings.inflight, asker.for_run(&format!("warmup-{round}"))).await;
-            children.check_alive()?;
+        for round in 1.. {
             let missing: Vec<&String> = workers.iter().filter(|w| !shared.seen(w)).collect();
             if missing.is_empty() {
                 break;
@@ -79,14 +68,15 @@ impl FleetLoad {
                     started.elapsed()
                 )));
             }
+            load.warm_up(round, settings).await;
+            children.check_alive()?;
         }
-        Ok(FleetLoad { asker, request_bytes, runs: 0 })
+        Ok(FleetLoad { load, request_bytes })
     }
 
     /// Measures `requests` requests, `inflight` at a time.
     pub async fn run(&mut self, requests: u64, inflight: usize) -> Phase {
-        self.runs += 1;
-        drive(requests, inflight, self.asker.for_run(&format!("measured-{}", self.runs))).await
+        self.load.run(requests, inflight).await
     }
 
     /// The encoded size of a request as sent.
@@ -97,45 +87,42 @@ impl FleetLoad {
     /// Closes the client; returns the replies it ignored over the whole run (duplicates or
     /// late ones).
     pub async fn finish(self) -> u64 {
-        let duplicates = self.asker.client.stats().ignored_replies;
-        self.asker.client.close().await;
+        let asker = self.load.requester();
+        let duplicates = asker.duplicates();
+        asker.client.close().await;
         duplicates
     }
 }
 
-/// Sends the requests of one run through the client.
-#[derive(Clone)]
+/// Sends requests through the client, each a copy of the template with its own key.
 struct Asker {
     client: Client<AmqpTransport>,
-    template: Arc<v1::Request>,
+    template: v1::Request,
     timeout: Duration,
     shared: Shared,
 }
 
-impl Asker {
-    /// A closure for [`drive`] that sends request `i` of run `run_id` (keys never repeat).
-    fn for_run(&self, run_id: &str) -> impl Fn(u64) -> Pin<Box<dyn Future<Output = Outcome> + Send>> + Clone + use<> {
-        let (asker, run_id) = (self.clone(), Arc::<str>::from(run_id));
-        move |index| {
-            let asker = asker.clone();
-            let mut request = (*asker.template).clone();
-            request.key = Some(key(&run_id, index));
-            Box::pin(async move { asker.ask(request).await })
+impl Requester for Asker {
+    fn call(self: Arc<Self>, run: Arc<str>, index: u64) -> impl Future<Output = Outcome> + Send + 'static {
+        let mut request = self.template.clone();
+        request.key = Some(key(&run, index));
+        async move {
+            match self.client.decide(request, Some(self.timeout)).await {
+                Ok(decision) if decision.approver == TIMEOUT_APPROVER => Outcome::Lost,
+                Ok(decision) => {
+                    self.shared.saw(decision.decided_by);
+                    Outcome::Answered
+                }
+                Err(e) => {
+                    self.shared.error(e.to_string());
+                    Outcome::Lost
+                }
+            }
         }
     }
 
-    async fn ask(&self, request: v1::Request) -> Outcome {
-        match self.client.decide(request, Some(self.timeout)).await {
-            Ok(decision) if decision.approver == TIMEOUT_APPROVER => Outcome::Lost,
-            Ok(decision) => {
-                self.shared.saw(decision.decided_by);
-                Outcome::Answered
-            }
-            Err(e) => {
-                self.shared.error(e.to_string());
-                Outcome::Lost
-            }
-        }
+    fn duplicates(&self) -> u64 {
+        self.client.stats().ignored_replies
     }
 }
 

@@ -1,5 +1,6 @@
 //! Closed-loop load: `inflight` tasks, each sending its next request as soon as the previous
-//! one is answered, until `requests` were sent; the latency of every answered request.
+//! one is answered, until `requests` were sent; the latency of every answered request. Each
+//! side of the bench is a [`Requester`] driven through a [`Load`].
 
 use std::future::Future;
 use std::sync::Arc;
@@ -7,6 +8,71 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinSet;
+
+use super::Settings;
+use super::children::Children;
+use crate::commands::Failure;
+
+/// One side's requesting end: sends a request and waits for its answer.
+pub trait Requester: Send + Sync + 'static {
+    /// Sends request `index` of run `run` (no two runs share a name) and waits for it.
+    fn call(self: Arc<Self>, run: Arc<str>, index: u64) -> impl Future<Output = Outcome> + Send + 'static;
+
+    /// Replies that matched nothing pending over the whole bench (duplicates or late ones).
+    fn duplicates(&self) -> u64;
+}
+
+/// A side's requester, probed and warmed up: ready to measure.
+pub struct Load<R> {
+    requester: Arc<R>,
+    runs: u32,
+}
+
+impl<R: Requester> Load<R> {
+    /// Sends one request alone (a side that does not answer fails after one timeout, not
+    /// after a whole warm-up of them), then warms up. `silent` says what a side that did not
+    /// answer the probe may lack.
+    pub async fn start(
+        requester: R,
+        settings: &Settings,
+        children: &mut Children,
+        silent: impl FnOnce() -> String,
+    ) -> Result<Self, Failure> {
+        let load = Load { requester: Arc::new(requester), runs: 0 };
+        let probe = load.drive("probe", 1, 1).await;
+        children.check_alive()?;
+        if probe.answered == 0 {
+            return Err(Failure::other(format!(
+                "no answer within {:.0}s: {}",
+                settings.timeout.as_secs_f64(),
+                silent()
+            )));
+        }
+        load.warm_up(0, settings).await;
+        Ok(load)
+    }
+
+    /// Warm-up round `round`: `settings.warmup` requests, not measured.
+    pub async fn warm_up(&self, round: u32, settings: &Settings) {
+        self.drive(&format!("warmup-{round}"), settings.warmup, settings.inflight).await;
+    }
+
+    /// Measures `requests` requests, `inflight` at a time.
+    pub async fn run(&mut self, requests: u64, inflight: usize) -> Phase {
+        self.runs += 1;
+        self.drive(&format!("measured-{}", self.runs), requests, inflight).await
+    }
+
+    /// The requester.
+    pub fn requester(&self) -> &R {
+        &self.requester
+    }
+
+    async fn drive(&self, run: &str, requests: u64, inflight: usize) -> Phase {
+        let (requester, run) = (self.requester.clone(), Arc::<str>::from(run));
+        drive(requests, inflight, move |index| requester.clone().call(run.clone(), index)).await
+    }
+}
 
 /// How one request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
