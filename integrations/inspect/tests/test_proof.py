@@ -75,9 +75,7 @@ def test_unsigned_and_unknown_keys_are_refused() -> None:
     reply = prove_reply(stranger, RUNNER_PUBLIC, REQUEST, ENCODED)
     assert refused(reply) == f"signed by unknown key {reply.key_id!r}"
     assert refused(pb.Reply(body=ENCODED, key_id=FLEET_KEY_ID)).endswith("does not match")
-    assert refused(pb.Reply(body=ENCODED, key_id=FLEET_KEY_ID, proof=PROOF[:16])).endswith(
-        "does not match"
-    )
+    assert refused(pb.Reply(body=ENCODED, key_id=FLEET_KEY_ID, proof=PROOF[:16])).endswith("does not match")
 
 
 def test_a_tampered_body_is_refused() -> None:
@@ -86,9 +84,7 @@ def test_a_tampered_body_is_refused() -> None:
     assert refused(reply).endswith("does not match")
     flipped = bytearray(PROOF)
     flipped[0] ^= 1
-    assert refused(pb.Reply(body=ENCODED, key_id=FLEET_KEY_ID, proof=bytes(flipped))).endswith(
-        "does not match"
-    )
+    assert refused(pb.Reply(body=ENCODED, key_id=FLEET_KEY_ID, proof=bytes(flipped))).endswith("does not match")
 
 
 def test_what_is_not_a_reply() -> None:

@@ -37,21 +37,23 @@ import logging
 import os
 import socket
 import ssl
+import sys
 import time
 import uuid
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 import aio_pika
 from aio_pika.abc import (
-    AbstractExchange,
     AbstractIncomingMessage,
     AbstractRobustChannel,
     AbstractRobustConnection,
     AbstractRobustQueue,
 )
 from aio_pika.exceptions import ChannelNotFoundEntity, PublishError
+from aiormq import spec
 
 from ._proto import airlock_pb2 as pb
 from .config import redact
@@ -60,6 +62,11 @@ from .proof import FleetPublicKeys, MalformedReply, RunnerKeys, UnprovedReply, o
 from .wire import correlation_id
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+PERSISTENT = 2
+"""AMQP delivery mode of a message the broker writes to disk."""
 
 REPLY_QUEUE_ARGUMENTS: dict[str, Any] = {"x-queue-type": "classic", "x-expires": 30 * 60 * 1000}
 """The reply queue's arguments, identical to the Rust transport's `QueueKind::Private` (a
@@ -106,6 +113,10 @@ class _Pending:
     problem: str | None = field(default=None)
 
 
+class _Refused(Exception):
+    """The broker answered a publish with a negative confirm."""
+
+
 class _MissingExchange(Exception):
     """An exchange of the fleet is not on the broker."""
 
@@ -137,7 +148,6 @@ class FleetClient:
         self.closed = False
         self._connection: AbstractRobustConnection | None = None
         self._channel: AbstractRobustChannel | None = None
-        self._ask: AbstractExchange | None = None
         self._replies: AbstractRobustQueue | None = None
         self._bound = False
         self._binding = asyncio.Lock()
@@ -181,7 +191,7 @@ class FleetClient:
         )
         self._pending[correlation] = pending
         try:
-            return await asyncio.wait_for(self._exchange(correlation, pending), timeout)
+            return await _within(timeout, self._exchange(correlation, pending))
         except asyncio.TimeoutError:
             self._timed_out += 1
             if pending.published:
@@ -207,6 +217,8 @@ class FleetClient:
                 break
             except PublishError:
                 pending.problem = self._no_fleet(f"no queue {self.requests_queue}")
+            except _Refused:
+                pending.problem = f"the broker at {redact(self.url)} refused the request (a negative confirm)"
             except _MissingExchange as missing:
                 self._bound = False  # the exchange went away, and the binding with it
                 pending.problem = self._no_fleet(f"no exchange {missing.name}")
@@ -229,16 +241,29 @@ class FleetClient:
         return f"{missing} on the broker at {redact(self.url)}: no Airlock fleet runs on prefix '{self.prefix}'"
 
     async def _publish(self, correlation: str, body: bytes) -> None:
-        ask = await self._ready()
+        """Publishes a request on the confirm channel (aiormq's own, under aio-pika's robust
+        one: no message object per publish) and waits for the broker's confirm.
+
+        Raises:
+            PublishError: the broker returned it: no queue is bound.
+            _Refused: the broker did not take it (a negative confirm).
+        """
+        await self._ready()
         await self._bind()
-        message = aio_pika.Message(
-            body,
+        assert self._channel is not None
+        channel = await self._channel.get_underlay_channel()
+        headers = trace_headers()
+        properties = spec.Basic.Properties(
             correlation_id=correlation,
             reply_to=self.reply_queue,
-            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-            headers=trace_headers(),
+            delivery_mode=PERSISTENT,
+            headers=headers or None,
         )
-        await ask.publish(message, routing_key="requests", mandatory=True)
+        confirm = await channel.basic_publish(
+            body, exchange=self.ask_exchange, routing_key="requests", properties=properties, mandatory=True
+        )
+        if not isinstance(confirm, spec.Basic.Ack):
+            raise _Refused()
 
     async def _bind(self) -> None:
         """Binds the reply queue to `<prefix>.route` under `reply.<runner id>`, once it and
@@ -286,10 +311,9 @@ class FleetClient:
 
     # === connection ===
 
-    async def _ready(self) -> AbstractExchange:
-        """`<prefix>.ask` on the publishing channel, once connected. One connection attempt
-        at a time is shared by every request that needs it; a request's own deadline bounds
-        its wait."""
+    async def _ready(self) -> None:
+        """Returns once the publishing channel is open. One connection attempt at a time is
+        shared by every request that needs it; a request's own deadline bounds its wait."""
         if self.closed:
             raise FleetError("the Airlock client was closed")
         if self._channel is None:
@@ -297,9 +321,8 @@ class FleetClient:
                 self._connecting = asyncio.get_running_loop().create_task(self._connect())
                 self._connecting.add_done_callback(_retrieve)
             await asyncio.shield(self._connecting)
-        assert self._channel is not None and self._ask is not None
+        assert self._channel is not None
         await self._channel.ready()  # waits out a reconnect or a reopening in progress
-        return self._ask
 
     async def _connect(self) -> None:
         name = f"{self.prefix} inspect ({self.runner_id})"
@@ -314,7 +337,6 @@ class FleetClient:
             # Publishes have a channel of their own, with no queue to restore: one the broker
             # closes (a missing exchange) is reopened as it is.
             channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
-            ask = await channel.get_exchange(self.ask_exchange, ensure=False)
             replies = await connection.channel(publisher_confirms=False)
             queue = await replies.declare_queue(self.reply_queue, durable=True, arguments=REPLY_QUEUE_ARGUMENTS)
             consumer_tag = await queue.consume(self._on_reply, no_ack=True)
@@ -322,7 +344,7 @@ class FleetClient:
             await asyncio.shield(connection.close())
             raise
         connection.reconnect_callbacks.add(self._on_reconnect)
-        self._connection, self._channel, self._ask = connection, channel, ask
+        self._connection, self._channel = connection, channel
         self._replies, self._consumer_tag = queue, consumer_tag
         log.info(
             "Connected to the Airlock fleet '%s' at %s; replies on %s.", self.prefix, redact(self.url), self.reply_queue
@@ -400,7 +422,7 @@ class FleetClient:
         except Exception as error:
             log.warning("The Airlock connection did not close cleanly (%s); the reply queue expires on its own.", error)
         finally:
-            self._connection = self._channel = self._ask = self._cancel_channel = self._replies = None
+            self._connection = self._channel = self._cancel_channel = self._replies = None
 
     async def _teardown(self) -> None:
         """Stops consuming, deletes the reply queue, closes the connection, in that order."""
@@ -413,6 +435,15 @@ class FleetClient:
 def broker_user(url: str) -> str:
     """The broker user name in `url` (`guest` when it names none, as for aio-pika)."""
     return unquote(urlsplit(url).username or "") or "guest"
+
+
+async def _within(timeout: float, work: Coroutine[Any, Any, T]) -> T:
+    """What `work` returns, or `asyncio.TimeoutError` after `timeout` seconds: in the calling
+    task with `asyncio.timeout` (Python 3.11 on), in a task of its own before."""
+    if sys.version_info < (3, 11):
+        return await asyncio.wait_for(work, timeout)
+    async with asyncio.timeout(timeout):
+        return await work
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:
