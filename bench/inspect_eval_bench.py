@@ -10,17 +10,19 @@ One offline eval: 200 samples of 10 tool calls each on `mockllm/model` (a script
   by two signing `airlock worker` processes over RabbitMQ (`AIRLOCK_AMQP_URL`), every reply's
   proof checked by the runner.
 
-Each eval runs in a child process (the interpreter's start and imports are left out: the time
-is `inspect_ai.eval()` alone); the modes alternate round by round, so load that comes and goes
-on the machine weighs on all alike. Reported per mode: median wall time, the eval's CPU time
-(user + system of its process), and, for the fleet, the workers' and the broker's CPU over the
-fleet's evals (from `/proc`).
+Each eval runs in a child process, after a small eval of the same mode there (the
+interpreter's start, imports and what Inspect and the client set up on first use are left
+out: the time is the measured `inspect_ai.eval()` alone); the modes alternate round by round
+(which goes first rotates), so load that comes and goes on the machine weighs on all alike, and
+the fleet's added time is the median of each round's ratio. Reported per mode: median
+wall time, the eval's CPU time (user + system of its process), and the workers' and the
+broker's CPU during it (from `/proc`).
 
 Usage (from the repository root, after `cargo build --release -p airlock`, in a Python
 environment with `inspect-airlock` installed):
 
-    python bench/inspect_eval_bench.py                  # 3 rounds, table
-    python bench/inspect_eval_bench.py --rounds 5 --json
+    python bench/inspect_eval_bench.py                  # 5 rounds, table
+    python bench/inspect_eval_bench.py --rounds 9 --json
 """
 
 from __future__ import annotations
@@ -141,7 +143,7 @@ def broker_pid() -> int | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--calls", type=int, default=10, help="tool calls per sample")
     parser.add_argument("--concurrency", type=int, default=100, help="samples at once")
@@ -153,6 +155,8 @@ def main() -> None:
     parser.add_argument("--verify-key", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
+        # A small eval first: what Inspect and the client load or set up on first use is not measured.
+        run_eval(args.child, 10, 1, args.concurrency, args.policy_file, args.verify_key)
         result = run_eval(args.child, args.samples, args.calls, args.concurrency, args.policy_file, args.verify_key)
         print(json.dumps(result))
         return
@@ -194,8 +198,8 @@ def measure(
     """Every mode once per round, the fleet's helpers' CPU read around each fleet eval."""
     runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
     broker = broker_pid()
-    for round in range(args.rounds + 1):  # the first round warms up and is not counted
-        for mode in MODES:
+    for number in range(args.rounds):
+        for mode in MODES[number % 3 :] + MODES[: number % 3]:  # which goes first rotates
             before = [process_cpu_s(w.pid) for w in workers], process_cpu_s(broker) if broker else 0.0
             child = subprocess.run(
                 [sys.executable, __file__, "--child", mode, "--policy-file", policy_file, "--verify-key", verify_key]
@@ -211,9 +215,8 @@ def measure(
             expected = args.samples * args.calls if mode != "none" else 0
             if result["status"] != "success" or result["approved"] != expected:
                 raise SystemExit(f"{mode}: {result['status']}, {result['approved']} of {expected} calls approved")
-            if round:
-                runs[mode].append(result)
-            print(f"round {round} {mode}: {result['wall_s']:.2f} s", file=sys.stderr)
+            runs[mode].append(result)
+            print(f"round {number} {mode}: {result['wall_s']:.2f} s", file=sys.stderr)
     return runs
 
 
@@ -226,12 +229,16 @@ def report(runs: dict[str, Any], args: argparse.Namespace) -> None:
             "wall_s": median(mode, "wall_s"),
             "eval_cpu_s": median(mode, "cpu_s"),
             "workers_cpu_s": median(mode, "workers_cpu_s"),
+            "broker_cpu_s": median(mode, "broker_cpu_s") if runs[mode][0]["broker_cpu_s"] is not None else None,
             "walls_s": [round(run["wall_s"], 2) for run in runs[mode]],
         }
         for mode in MODES
     }
-    summary["fleet_over_none"] = summary["fleet"]["wall_s"] / summary["none"]["wall_s"] - 1
-    summary["fleet_over_inspect"] = summary["fleet"]["wall_s"] / summary["inspect"]["wall_s"] - 1
+    # Each round's ratio, then their median: the machine's speed drifts between rounds more
+    # than the modes differ within one.
+    for baseline in ("none", "inspect"):
+        ratios = [f["wall_s"] / b["wall_s"] for f, b in zip(runs["fleet"], runs[baseline])]
+        summary[f"fleet_over_{baseline}"] = statistics.median(ratios) - 1
     summary["calls"] = args.samples * args.calls
     if args.json:
         print(json.dumps(summary))
@@ -241,11 +248,12 @@ def report(runs: dict[str, Any], args: argparse.Namespace) -> None:
         row = summary[mode]
         print(
             f"{mode:8} wall {row['wall_s']:6.2f} s   eval CPU {row['eval_cpu_s']:6.2f} s   "
-            f"workers CPU {row['workers_cpu_s']:5.2f} s   runs {row['walls_s']}"
+            f"workers CPU {row['workers_cpu_s']:5.2f} s   broker CPU {row['broker_cpu_s'] or 0:5.2f} s   "
+            f"runs {row['walls_s']}"
         )
     print(
         f"fleet: {summary['fleet_over_none']:+.1%} wall time over no approval, "
-        f"{summary['fleet_over_inspect']:+.1%} over Inspect's in-process policy"
+        f"{summary['fleet_over_inspect']:+.1%} over Inspect's in-process policy (medians of the rounds' ratios)"
     )
 
 
