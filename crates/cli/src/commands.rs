@@ -56,7 +56,7 @@ pub const EXIT_UNAVAILABLE: u8 = 69;
 /// Where the fleet lives.
 #[derive(Debug, Clone, Args)]
 pub struct FleetArgs {
-    /// The broker, e.g. amqp://guest:guest@127.0.0.1:5672/%2f
+    /// The broker, e.g. amqp://guest:guest@127.0.0.1:5672/%2f; a cluster as the comma-separated URLs of its nodes
     #[arg(long, env = "AIRLOCK_AMQP_URL")]
     pub amqp: String,
     /// The fleet's prefix: every queue and exchange name starts with it.

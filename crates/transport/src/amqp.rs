@@ -3,6 +3,7 @@
 //! Layout:
 //! - `link`: one broker connection, dialled on demand; every new connection re-declares the
 //!   topology this transport knows before anyone uses it.
+//! - `nodes`: the broker's addresses (a cluster's nodes), tried in turn.
 //! - `publish`: the shared confirm-mode channel and the publish retry loop.
 //! - `consume`: consumers that re-subscribe after connection loss.
 //! - `wire`: messages, properties, queue arguments and errors, to and from lapin types.
@@ -23,6 +24,7 @@
 
 mod consume;
 mod link;
+mod nodes;
 mod publish;
 mod wire;
 
@@ -51,6 +53,7 @@ use crate::{
     Consumer, Destination, Message, Topology, Transport, TransportError, backoff::Backoff, message::check_short,
 };
 use link::Link;
+use nodes::Nodes;
 use publish::Publisher;
 
 /// How to reach the broker and how hard to try.
@@ -58,6 +61,8 @@ use publish::Publisher;
 pub struct AmqpOptions {
     /// `amqp://user:password@host:port/vhost` (the default vhost is `%2f`); `amqps://` for
     /// TLS. `?heartbeat=<s>` shortens how long a silently dead connection goes unnoticed.
+    /// The nodes of a cluster as a comma-separated list of such URLs (one user and vhost):
+    /// a dial tries them in turn, and a lost connection moves on to the next node.
     pub url: String,
     /// The name the broker shows for this transport's connection, e.g. the role and host.
     pub connection_name: String,
@@ -148,8 +153,7 @@ pub struct AmqpTransport {
 #[derive(Debug)]
 struct Inner {
     options: AmqpOptions,
-    uri: AMQPUri,
-    tls: OwnedTLSConfig,
+    nodes: Nodes,
     /// Everything declared through this transport: declared again on every new connection.
     known: Mutex<Topology>,
     link: Link,
@@ -167,14 +171,11 @@ impl AmqpTransport {
         Self::connect_with(AmqpOptions::new(url)).await
     }
 
-    /// Connects with `options`. Fails fast, without retrying, if the broker cannot be
-    /// reached now: later connection losses are recovered from.
+    /// Connects with `options`. Fails fast, after one try of each node, if the broker cannot
+    /// be reached now: later connection losses are recovered from.
     pub async fn connect_with(options: AmqpOptions) -> Result<Self, TransportError> {
-        let uri: AMQPUri = options.url.parse().map_err(|e| TransportError::Invalid(format!("AMQP URL: {e}")))?;
-        let tls = options.tls(&uri)?;
         let inner = Arc::new(Inner {
-            uri,
-            tls,
+            nodes: Nodes::parse(&options)?,
             known: Mutex::new(Topology::empty("")),
             link: Link::new(),
             publisher: Publisher::default(),

@@ -55,7 +55,7 @@ use super::{Failure, FleetArgs, TlsArgs, connect, fleet_keys, shutdown_signal};
 /// Arguments of `airlock bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// The broker, e.g. amqp://guest:guest@127.0.0.1:5672/%2f
+    /// The broker, e.g. amqp://guest:guest@127.0.0.1:5672/%2f; a cluster as the comma-separated URLs of its nodes
     #[arg(long, env = "AIRLOCK_AMQP_URL")]
     amqp: String,
     /// The fleet's prefix (default: a fresh one, removed at the end).
@@ -298,9 +298,11 @@ async fn bench(
     let bare_queue = format!("{prefix}.{BARE}");
     let bare_replies = Topology::empty(prefix).reply_queue(&names.bare_owner);
     let bare_body = echo_body(settings.size, &bare_replies, settings.timeout).body.to_vec();
-    let bare = BareRequester::connect(&args.amqp, &bare_queue, &bare_replies, bare_body, settings.timeout).await?;
+    // lapin alone speaks to one node: the first of a cluster's.
+    let bare_node = args.amqp.split(',').next().unwrap_or_default().trim();
+    let bare = BareRequester::connect(bare_node, &bare_queue, &bare_replies, bare_body, settings.timeout).await?;
     let bare_args = ["bench-bare-echo", "--queue", &bare_queue, "--concurrency", &concurrency];
-    children.spawn(BARE_RESPONDER, &args.amqp, &bare_args)?;
+    children.spawn(BARE_RESPONDER, bare_node, &bare_args)?;
     let mut bare_load = Load::start(bare, settings, children, || format!("is the {BARE_RESPONDER} running?")).await?;
 
     // Rounds rotate the three sides (and which goes first), so a load that comes and goes on

@@ -56,7 +56,7 @@ pub enum MonitorCommand {
 /// Arguments of a running monitor.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The broker, e.g. amqp://guest:guest@127.0.0.1:5672/%2f
+    /// The broker, e.g. amqp://guest:guest@127.0.0.1:5672/%2f; a cluster as the comma-separated URLs of its nodes
     #[arg(long, env = "AIRLOCK_AMQP_URL")]
     amqp: Option<String>,
     /// The fleet's prefix: every queue and exchange name starts with it.

@@ -39,7 +39,7 @@ pub enum ReviewerCommand {
 /// Arguments of the service itself.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// The broker, e.g. amqp://guest:guest@127.0.0.1:5672/%2f
+    /// The broker, e.g. amqp://guest:guest@127.0.0.1:5672/%2f; a cluster as the comma-separated URLs of its nodes
     #[arg(long, env = "AIRLOCK_AMQP_URL")]
     amqp: Option<String>,
     /// The fleet's prefix: every queue and exchange name starts with it.

@@ -1,4 +1,5 @@
-//! One broker connection, dialled when first needed and again whenever it was lost.
+//! One broker connection, dialled when first needed and again whenever it was lost, to
+//! whichever node of the broker answers.
 
 use std::sync::{
     Arc, Mutex, PoisonError,
@@ -12,7 +13,7 @@ use lapin::{
 };
 use tracing::{info, warn};
 
-use super::{Inner, close_quietly, wire};
+use super::{Inner, close_quietly, nodes::Node, wire};
 use crate::{Topology, TransportError};
 
 /// A connection slot. Many tasks may ask for the connection at once; one dials, the others
@@ -68,24 +69,31 @@ impl Link {
         result
     }
 
+    /// Connects to the first node that answers, trying each once (see [`Nodes`]).
     async fn dial(&self, inner: &Inner) -> Result<Arc<Connection>, TransportError> {
-        let name = inner.options.connection_name.as_str();
-        let properties = ConnectionProperties::default().with_connection_name(name.into());
-        let runtime = lapin::runtime::default_runtime().map_err(|e| TransportError::Unavailable(Box::new(e)))?;
-        let connect = Connection::connect_uri_with_config(inner.uri.clone(), properties, inner.tls.clone(), runtime);
-        let connection = match tokio::time::timeout(inner.options.connect_timeout, connect).await {
-            Ok(Ok(connection)) => Arc::new(connection),
-            Ok(Err(e)) => return Err(TransportError::Unavailable(Box::new(e))),
-            Err(elapsed) => return Err(TransportError::Unavailable(Box::new(elapsed))),
-        };
-        let known = inner.known().clone();
-        declare(&connection, &known, true).await?;
-        info!("Connected to the broker.");
-        *self.slot() = Some(connection.clone());
-        if self.connected_before.swap(true, Ordering::AcqRel) {
-            inner.reconnects.send_modify(|count| *count += 1);
+        let mut failure = None;
+        for (index, node) in inner.nodes.in_turn() {
+            match dial_node(inner, node).await {
+                Ok(connection) => {
+                    inner.nodes.connected(index);
+                    let known = inner.known().clone();
+                    declare(&connection, &known, true).await?;
+                    info!(node = %node.label, "Connected to the broker.");
+                    *self.slot() = Some(connection.clone());
+                    if self.connected_before.swap(true, Ordering::AcqRel) {
+                        inner.reconnects.send_modify(|count| *count += 1);
+                    }
+                    return Ok(connection);
+                }
+                Err(error) => {
+                    if inner.nodes.len() > 1 {
+                        warn!(node = %node.label, error = %error, "Broker node unreachable; trying the next.");
+                    }
+                    failure = Some(error);
+                }
+            }
         }
-        Ok(connection)
+        Err(failure.expect("a transport has at least one node"))
     }
 
     /// Closes the connection, if any: the broker requeues what its consumers left unacked.
@@ -100,6 +108,19 @@ impl Link {
             Ok(Err(error)) => info!(error = %error, "Connection was already closed."),
             Err(_) => warn!("The broker did not answer the close; dropping the connection."),
         }
+    }
+}
+
+/// A connection to `node`, within the connect timeout.
+async fn dial_node(inner: &Inner, node: &Node) -> Result<Arc<Connection>, TransportError> {
+    let name = inner.options.connection_name.as_str();
+    let properties = ConnectionProperties::default().with_connection_name(name.into());
+    let runtime = lapin::runtime::default_runtime().map_err(|e| TransportError::Unavailable(Box::new(e)))?;
+    let connect = Connection::connect_uri_with_config(node.uri.clone(), properties, node.tls.clone(), runtime);
+    match tokio::time::timeout(inner.options.connect_timeout, connect).await {
+        Ok(Ok(connection)) => Ok(Arc::new(connection)),
+        Ok(Err(e)) => Err(TransportError::Unavailable(Box::new(e))),
+        Err(elapsed) => Err(TransportError::Unavailable(Box::new(elapsed))),
     }
 }
 

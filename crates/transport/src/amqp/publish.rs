@@ -121,7 +121,7 @@ impl Inner {
                 routing_key.into(),
                 options,
                 &message.body,
-                wire::properties(message, &self.uri.authority.userinfo.username, destination.copies()),
+                wire::properties(message, self.nodes.user(), destination.copies()),
             )
             .await
             .map_err(|e| wire::error(e, what))?;
