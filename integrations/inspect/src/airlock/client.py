@@ -18,11 +18,11 @@ retried with backoff; at the deadline the request fails with `FleetUnanswered` (
 fail-closed decision) and, if it was sent, is withdrawn with a `Cancel` on the
 `<prefix>.cancels` exchange. Whether `<prefix>.route` exists is checked on a channel of its
 own before the reply queue is bound, since the broker closes a channel that uses a missing
-exchange. The connection is robust (aio-pika reconnects it and restores the reply consumer and
-binding); after each reconnect every pending request is published again, since the broker may
-have lost what was not confirmed. A reply that matches nothing pending (a duplicate, or one
-that came too late), or a decision about an earlier request for the same call (it carries that
-request's time), is ignored and counted.
+exchange. The connection is robust (aio-pika reconnects it and restores the reply queue and
+its binding); after each reconnect the client consumes its replies again and publishes every
+pending request again, since the broker may have lost what was not confirmed. A reply that
+matches nothing pending (a duplicate, or one that came too late), or a decision about an
+earlier request for the same call (it carries that request's time), is ignored and counted.
 
 With the fleet's public keys (`verify_key`), every request carries this client's ephemeral
 public key and a reply is taken only with the fleet's proof over it and the exact request
@@ -47,13 +47,13 @@ from urllib.parse import unquote, urlsplit
 
 import aio_pika
 from aio_pika.abc import (
-    AbstractIncomingMessage,
     AbstractRobustChannel,
     AbstractRobustConnection,
     AbstractRobustQueue,
 )
 from aio_pika.exceptions import ChannelNotFoundEntity, PublishError
 from aiormq import spec
+from aiormq.abc import DeliveredMessage
 
 from ._proto import airlock_pb2 as pb
 from .config import redact
@@ -149,6 +149,7 @@ class FleetClient:
         self._connection: AbstractRobustConnection | None = None
         self._channel: AbstractRobustChannel | None = None
         self._replies: AbstractRobustQueue | None = None
+        self._replies_channel: AbstractRobustChannel | None = None
         self._bound = False
         self._binding = asyncio.Lock()
         self._consumer_tag: str | None = None
@@ -338,20 +339,40 @@ class FleetClient:
             # closes (a missing exchange) is reopened as it is.
             channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
             replies = await connection.channel(publisher_confirms=False)
+            # Declared through the robust channel: restored, with its binding, after a reconnect.
             queue = await replies.declare_queue(self.reply_queue, durable=True, arguments=REPLY_QUEUE_ARGUMENTS)
-            consumer_tag = await queue.consume(self._on_reply, no_ack=True)
+            consumer_tag = await self._consume(replies)
         except BaseException:
             await asyncio.shield(connection.close())
             raise
         connection.reconnect_callbacks.add(self._on_reconnect)
         self._connection, self._channel = connection, channel
-        self._replies, self._consumer_tag = queue, consumer_tag
+        self._replies, self._replies_channel, self._consumer_tag = queue, replies, consumer_tag
         log.info(
             "Connected to the Airlock fleet '%s' at %s; replies on %s.", self.prefix, redact(self.url), self.reply_queue
         )
 
+    async def _consume(self, replies: AbstractRobustChannel) -> str:
+        """Consumes the reply queue on aiormq's channel under the robust one: each reply is
+        the raw delivery, with no aio-pika message object and task of its own. Not restored by
+        aio-pika: done again after every reconnect."""
+        underlay = await replies.get_underlay_channel()
+        ok = await underlay.basic_consume(self.reply_queue, self._on_reply, no_ack=True)
+        return str(ok.consumer_tag)
+
     def _on_reconnect(self, *_: Any) -> None:
-        self._spawn(self._resend_pending())
+        self._spawn(self._restore())
+
+    async def _restore(self) -> None:
+        """After a reconnect: consumes replies again, then publishes every request that was
+        sent and is still waiting (the broker may have lost what was not confirmed)."""
+        assert self._replies_channel is not None
+        try:
+            await self._replies_channel.ready()
+            self._consumer_tag = await self._consume(self._replies_channel)
+        except Exception as error:
+            log.warning("Could not consume %s again: %s", self.reply_queue, error)
+        await self._resend_pending()
 
     async def _resend_pending(self) -> None:
         """Publishes every request that was sent and is still waiting, all at once (their
@@ -368,19 +389,20 @@ class FleetClient:
         except Exception as error:
             log.warning("Could not send %s again after a reconnect: %s", correlation, error)
 
-    async def _on_reply(self, message: AbstractIncomingMessage) -> None:
-        pending = self._pending.get(message.correlation_id or "")
+    def _on_reply(self, message: DeliveredMessage) -> None:
+        correlation = message.header.properties.correlation_id or ""
+        pending = self._pending.get(correlation)
         if pending is None or pending.future.done():
             self._ignored_replies += 1
             return
         try:
             reply = open_reply(message.body, self._runner_keys, pending.body)
         except UnprovedReply as error:
-            log.warning("A reply to %s was dropped: %s.", message.correlation_id, error)
+            log.warning("A reply to %s was dropped: %s.", correlation, error)
             self._rejected_replies += 1
             return
         except MalformedReply as error:
-            log.warning("A reply to %s was ignored: %s.", message.correlation_id, error)
+            log.warning("A reply to %s was ignored: %s.", correlation, error)
             self._ignored_replies += 1
             return
         if reply.HasField("decision") and reply.decision.requested_at_unix_ms != pending.requested_at_unix_ms:
@@ -422,12 +444,14 @@ class FleetClient:
         except Exception as error:
             log.warning("The Airlock connection did not close cleanly (%s); the reply queue expires on its own.", error)
         finally:
-            self._connection = self._channel = self._cancel_channel = self._replies = None
+            self._connection = self._channel = self._cancel_channel = self._replies = self._replies_channel = None
 
     async def _teardown(self) -> None:
         """Stops consuming, deletes the reply queue, closes the connection, in that order."""
-        assert self._connection is not None and self._replies is not None and self._consumer_tag is not None
-        await self._replies.cancel(self._consumer_tag)
+        assert self._connection is not None and self._replies is not None and self._replies_channel is not None
+        if self._consumer_tag is not None:
+            underlay = await self._replies_channel.get_underlay_channel()
+            await underlay.basic_cancel(self._consumer_tag)
         await self._replies.delete(if_unused=False, if_empty=False)
         await self._connection.close()
 
