@@ -69,7 +69,7 @@ impl Link {
         result
     }
 
-    /// Connects to the first node that answers, trying each once (see [`Nodes`]).
+    /// Connects to the first node that answers, trying each once in the order `nodes` gives.
     async fn dial(&self, inner: &Inner) -> Result<Arc<Connection>, TransportError> {
         let mut failure = None;
         for (index, node) in inner.nodes.in_turn() {
