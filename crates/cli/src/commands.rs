@@ -229,11 +229,17 @@ where
     }
 }
 
+/// This machine's name (`host` when it cannot be read).
+pub fn host_name() -> String {
+    std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_owned()).unwrap_or_else(|_| "host".into())
+}
+
 /// Connects to the broker for `role`, or says why not. Connections are named
-/// `<prefix> <role>`, so operators (and fault-injecting tests) can tell them apart.
+/// `<prefix> <role> (<host>:<pid>)`, so operators (and fault-injecting tests) can tell them
+/// apart in the broker's management view.
 pub async fn connect(fleet: &FleetArgs, role: &str) -> Result<AmqpTransport, Failure> {
     let options = AmqpOptions::new(fleet.amqp.clone())
-        .with_connection_name(format!("{} {role}", fleet.prefix))
+        .with_connection_name(format!("{} {role} ({}:{})", fleet.prefix, host_name(), std::process::id()))
         .with_ca_file(fleet.tls.ca_file.clone());
     AmqpTransport::connect_with(options)
         .await

@@ -39,9 +39,10 @@ pub fn unreachable(error: impl Debug) {
     eprintln!("skipping: no broker at AIRLOCK_AMQP_URL ({error:?})");
 }
 
-/// Closes, on the broker, the connection named `name` (a transport's
-/// `AmqpOptions::connection_name`): what a network cut or a broker restart looks like to a client, limited
-/// to one test's connections so other users of a shared broker are left alone. With
+/// Closes, on the broker, the connections named `name` (a transport's
+/// `AmqpOptions::connection_name`), or `name (<host>:<pid>)` as the command line names its
+/// roles': what a network cut or a broker restart looks like to a client, limited to one
+/// test's connections so other users of a shared broker are left alone. With
 /// `AIRLOCK_TEST_KILL=all`, runs `rabbitmqctl close_all_connections` instead. Returns how many
 /// were closed.
 pub async fn kill_connections(name: &str) -> usize {
@@ -51,9 +52,9 @@ pub async fn kill_connections(name: &str) -> usize {
     }
     // One line per connection: `<pid>\t[..., {"connection_name","<name>"}, ...]`.
     let listing = rabbitmqctl(&["list_connections", "-q", "--no-table-headers", "pid", "client_properties"]).await;
-    let ours = format!("{{\"connection_name\",\"{name}\"}}");
+    let (exact, of_role) = (format!("{{\"connection_name\",\"{name}\"}}"), format!("{{\"connection_name\",\"{name} ("));
     let mut closed = 0;
-    for line in listing.lines().filter(|line| line.contains(&ours)) {
+    for line in listing.lines().filter(|line| line.contains(&exact) || line.contains(&of_role)) {
         if let Some((pid, _)) = line.split_once('\t') {
             rabbitmqctl(&["close_connection", pid, "test"]).await;
             closed += 1;

@@ -210,6 +210,5 @@ fn calibrate(args: CalibrateArgs) -> Result<(), Failure> {
 
 /// `monitor-<step>@host:pid`.
 fn default_id(step: &str) -> String {
-    let host = std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_owned()).unwrap_or_else(|_| "host".into());
-    format!("monitor-{step}@{host}:{}", std::process::id())
+    format!("monitor-{step}@{}:{}", super::host_name(), std::process::id())
 }

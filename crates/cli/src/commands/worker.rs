@@ -96,6 +96,5 @@ fn parse_step_user(text: &str) -> Result<(String, String), String> {
 
 /// `worker@host:pid`.
 pub fn default_id() -> String {
-    let host = std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_owned()).unwrap_or_else(|_| "host".into());
-    format!("worker@{host}:{}", std::process::id())
+    format!("worker@{}:{}", super::host_name(), std::process::id())
 }
