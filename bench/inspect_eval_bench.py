@@ -61,7 +61,7 @@ def run_eval(
 ) -> dict[str, Any]:
     """Runs the eval once in this process; its wall and CPU time and how its calls were decided."""
     from inspect_ai import Task, eval
-    from inspect_ai.approval import ApprovalPolicy, auto_approver
+    from inspect_ai.approval import ApprovalPolicy
     from inspect_ai.dataset import Sample
     from inspect_ai.model import ChatMessageAssistant, ModelOutput, ModelUsage, get_model
     from inspect_ai.solver import generate, use_tools
@@ -104,7 +104,6 @@ def run_eval(
         from airlock import fleet_approver
 
         approval = [ApprovalPolicy(fleet_approver(policy=policy_file, timeout=60, verify_key=verify_key), "*")]
-    del auto_approver  # imported to register Inspect's built-in approvers
     with tempfile.TemporaryDirectory() as logs:
         started, cpu = time.perf_counter(), os.times()
         [log] = eval(task, approval=approval, max_samples=concurrency, log_dir=logs, display="none", score=False)
