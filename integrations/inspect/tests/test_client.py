@@ -1,7 +1,8 @@
 """The approver and reviewer against a real broker, outside an eval: fail-closed decisions
 when the fleet is down, absent or silent (with the `Cancel` it is sent), a fleet that comes
-after the runner or goes and comes back, replies taken only with the fleet's proof, refusals,
-named policies, many requests at once on one connection, and the clean shutdown."""
+after the runner or goes and comes back, a request the broker refuses, replies taken only with
+the fleet's proof, refusals, named policies, many requests at once on one connection, and the
+clean shutdown."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import aio_pika
 import pytest
-from conftest import Fleet, close_connections, fleet_secret, prove_reply, unique_prefix
+from conftest import Fleet, close_connections, fleet_secret, prove_reply, rabbitmqctl, unique_prefix
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from inspect_ai.model import ChatMessageAssistant, ChatMessageTool
 from inspect_ai.tool import ToolCall
@@ -188,6 +189,38 @@ def test_a_silent_fleet_fails_closed_and_the_request_is_withdrawn(fleet: Fleet, 
         await connection.close()
 
     asyncio.run(run())
+
+
+def test_a_request_the_broker_refuses_fails_closed_and_says_so(fleet: Fleet, policy: str) -> None:
+    """The requests queue full and refusing what does not fit (a policy on the broker): the
+    broker answers the publish with a negative confirm. The request is not taken as sent; it
+    is retried until its deadline, then fails closed saying the broker refused it."""
+    name = f"{fleet.prefix}-full"
+    refusing = '{"max-length": 0, "overflow": "reject-publish"}'
+    rabbitmqctl("set_policy", "--apply-to", "queues", name, f"^{fleet.prefix}\\.requests$", refusing)
+
+    for worker in fleet.workers:
+        worker.terminate()
+        worker.wait()
+    fleet.workers.clear()
+
+    async def run() -> None:
+        approve = fleet_approver(**fleet.settings(), policy=policy, timeout=1)
+        # A quorum queue takes one message past its limit; the next is refused.
+        c = call("fills")
+        await approve("m", c, None, history(c))
+        c = call("refused")
+        approval = await approve("m", c, None, history(c))
+        assert approval.decision == "reject"
+        assert "refused the request (a negative confirm)" in (approval.explanation or ""), approval.explanation
+        stats = fleet.client().stats()
+        assert (stats.timed_out, stats.resent) == (2, 0)
+        await shutdown()
+
+    try:
+        asyncio.run(run())
+    finally:
+        rabbitmqctl("clear_policy", name)
 
 
 def test_a_reply_counts_only_with_the_fleets_proof_for_this_runner(fleet: Fleet, policy: str) -> None:

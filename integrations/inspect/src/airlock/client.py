@@ -54,6 +54,7 @@ from aio_pika.abc import (
 from aio_pika.exceptions import ChannelNotFoundEntity, PublishError
 from aiormq import spec
 from aiormq.abc import DeliveredMessage
+from aiormq.exceptions import DeliveryError
 
 from ._proto import airlock_pb2 as pb
 from .config import redact
@@ -111,10 +112,6 @@ class _Pending:
     requested_at_unix_ms: int
     published: bool = False
     problem: str | None = field(default=None)
-
-
-class _Refused(Exception):
-    """The broker answered a publish with a negative confirm."""
 
 
 class _MissingExchange(Exception):
@@ -218,7 +215,7 @@ class FleetClient:
                 break
             except PublishError:
                 pending.problem = self._no_fleet(f"no queue {self.requests_queue}")
-            except _Refused:
+            except DeliveryError:  # a negative confirm
                 pending.problem = f"the broker at {redact(self.url)} refused the request (a negative confirm)"
             except _MissingExchange as missing:
                 self._bound = False  # the exchange went away, and the binding with it
@@ -247,7 +244,7 @@ class FleetClient:
 
         Raises:
             PublishError: the broker returned it: no queue is bound.
-            _Refused: the broker did not take it (a negative confirm).
+            DeliveryError: the broker did not take it (a negative confirm).
         """
         await self._ready()
         await self._bind()
@@ -260,11 +257,9 @@ class FleetClient:
             delivery_mode=PERSISTENT,
             headers=headers or None,
         )
-        confirm = await channel.basic_publish(
+        await channel.basic_publish(
             body, exchange=self.ask_exchange, routing_key="requests", properties=properties, mandatory=True
         )
-        if not isinstance(confirm, spec.Basic.Ack):
-            raise _Refused()
 
     async def _bind(self) -> None:
         """Binds the reply queue to `<prefix>.route` under `reply.<runner id>`, once it and
