@@ -26,7 +26,10 @@
 //!
 //! Work queues are durable quorum queues that dead-letter to `<p>.dlx` once a message was
 //! returned more than [`DELIVERY_LIMIT`] times, so a message that crashes every worker ends in
-//! `<p>.dead` instead of looping. Private queues are durable classic queues that expire
+//! `<p>.dead` instead of looping. Private queues (a runner's replies, a service's subscription)
+//! are quorum queues too, so they survive the loss of any minority of a cluster's nodes with
+//! what they hold: a classic queue lives on one node, and while that node is down its owner
+//! can neither consume nor declare it again, and replies routed to it are dropped. They expire
 //! [`PRIVATE_QUEUE_EXPIRES`] after their last consumer left: they outlive a reconnect, unlike
 //! exclusive or auto-delete queues, and still go away when their owner does.
 
@@ -101,7 +104,7 @@ pub enum QueueKind {
     },
     /// A durable quorum queue with no dead-lettering: the end of the line.
     Dead,
-    /// A durable classic queue that expires after `expires` without consumers.
+    /// A durable quorum queue that expires after `expires` without consumers.
     Private {
         /// Idle time before the broker deletes the queue.
         expires: Duration,

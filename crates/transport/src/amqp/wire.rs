@@ -44,7 +44,7 @@ pub(super) fn queue_arguments(kind: &QueueKind) -> FieldTable {
             arguments.insert(ARG_QUEUE_TYPE.into(), long_string("quorum"));
         }
         QueueKind::Private { expires } => {
-            arguments.insert(ARG_QUEUE_TYPE.into(), long_string("classic"));
+            arguments.insert(ARG_QUEUE_TYPE.into(), long_string("quorum"));
             let millis = i64::try_from(expires.as_millis()).unwrap_or(i64::MAX);
             arguments.insert(ARG_EXPIRES.into(), AMQPValue::LongLongInt(millis));
         }
@@ -240,6 +240,7 @@ mod tests {
     #[test]
     fn private_queue_arguments() {
         let arguments = queue_arguments(&QueueKind::Private { expires: Duration::from_secs(1800) });
+        assert_eq!(arguments.inner().get(ARG_QUEUE_TYPE), Some(&long_string("quorum")));
         assert_eq!(arguments.inner().get(ARG_EXPIRES), Some(&AMQPValue::LongLongInt(1_800_000)));
     }
 

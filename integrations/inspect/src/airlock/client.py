@@ -69,7 +69,7 @@ T = TypeVar("T")
 PERSISTENT = 2
 """AMQP delivery mode of a message the broker writes to disk."""
 
-REPLY_QUEUE_ARGUMENTS: dict[str, Any] = {"x-queue-type": "classic", "x-expires": 30 * 60 * 1000}
+REPLY_QUEUE_ARGUMENTS: dict[str, Any] = {"x-queue-type": "quorum", "x-expires": 30 * 60 * 1000}
 """The reply queue's arguments, identical to the Rust transport's `QueueKind::Private` (a
 declaration with other arguments fails with PRECONDITION_FAILED)."""
 
