@@ -5,10 +5,13 @@
 //!   loudly when `CI` is set.
 //! - [`unique_prefix`]: a fleet prefix no other test uses, so tests share one broker.
 //! - [`kill_connections`] and [`rabbitmqctl`]: faults injected on the broker side.
-//! - [`node`]: a RabbitMQ node of a test's own (TLS, stopping, clustering).
+//! - [`node`]: a RabbitMQ node of a test's own (TLS, the management API, stopping and
+//!   starting again).
+//! - [`cluster`]: a RabbitMQ cluster of a test's own, formed from such nodes.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
+pub mod cluster;
 pub mod node;
 
 use std::fmt::Debug;

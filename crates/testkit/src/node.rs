@@ -1,9 +1,15 @@
 //! A RabbitMQ node of a test's own: its own name, ports and directories, started by the test
-//! and stopped when dropped. A test may stop it, give it a TLS listener or cluster it; the
-//! shared broker on 5672 is never touched.
+//! and stopped when dropped. A test may stop and start it again, give it a TLS listener or
+//! the management API, or make it one of a [`Cluster`](crate::cluster::Cluster); the shared
+//! broker on 5672 is never touched.
 //!
 //! The node runs as the `rabbitmq` user (the Debian package's scripts switch to it), so its
-//! directory is made readable and writable for that user. It starts in about 10 seconds.
+//! directory is made readable and writable for that user. That user's Erlang cookie
+//! (`/var/lib/rabbitmq/.erlang.cookie`) is the one every node started this way shares, and
+//! the one `rabbitmqctl` (which switches to the same user) presents: the nodes of a cluster
+//! and the tools reach each other with no cookie of the test's own. Names are
+//! `airlock-<unique>@localhost`, so they never clash with the shared node's (`rabbit@<host>`)
+//! in the one epmd of the machine. A node starts in about 10 seconds.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -17,13 +23,22 @@ pub struct NodeOptions {
     pub tls: bool,
 }
 
-/// A running RabbitMQ node; stopped and its directory removed when dropped.
+/// A RabbitMQ node of a test's own; stopped and its directory removed when dropped.
 #[derive(Debug)]
 pub struct Node {
+    spec: Spec,
+    running: bool,
+}
+
+/// What identifies a node and its files: enough to start, wait for and stop it from any
+/// thread.
+#[derive(Debug, Clone)]
+struct Spec {
     name: String,
     dir: PathBuf,
     amqp_port: u16,
     tls_port: Option<u16>,
+    management_port: Option<u16>,
     dist_port: u16,
 }
 
@@ -31,54 +46,175 @@ impl Node {
     /// Starts a node, or says why it cannot: `Err` when this machine has no RabbitMQ server
     /// to start (the caller gates on it as on an unreachable broker).
     pub async fn start(options: NodeOptions) -> Result<Self, String> {
-        tokio::task::spawn_blocking(move || Self::start_blocking(options)).await.map_err(|e| e.to_string())?
+        blocking(move || {
+            let mut node = Self::prepare(options, false)?;
+            node.configure(&[])?;
+            node.launch()?;
+            node.spec.wait()?;
+            Ok(node)
+        })
+        .await
     }
 
-    fn start_blocking(options: NodeOptions) -> Result<Self, String> {
-        if Command::new("rabbitmq-server").arg("--help").output().is_err() {
+    /// Picks the node's name, ports and directory, with the management API (on a port of its
+    /// own) if asked; starts nothing yet.
+    pub(crate) fn prepare(options: NodeOptions, management: bool) -> Result<Self, String> {
+        if !on_path("rabbitmq-server") {
             return Err("no rabbitmq-server on this machine".to_owned());
         }
         let id = crate::unique_prefix();
         let dir = std::env::temp_dir().join(format!("airlock-node-{id}"));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let node = Self {
+        let spec = Spec {
             name: format!("airlock-{id}@localhost"),
             amqp_port: free_port()?,
             tls_port: if options.tls { Some(free_port()?) } else { None },
+            management_port: if management { Some(free_port()?) } else { None },
             dist_port: free_port()?,
             dir,
         };
-        node.write_config()?;
-        run(Command::new("chown").args(["-R", "rabbitmq:rabbitmq"]).arg(&node.dir))?;
-        run(node.env(&mut Command::new("rabbitmq-server")).arg("-detached"))?;
-        // `wait` follows the pid file until the node has booted (or fails).
-        let pid_file = node.dir.join("pid");
-        run(node.ctl().arg("wait").arg(&pid_file).args(["--timeout", "90"]))?;
-        Ok(node)
+        Ok(Self { spec, running: false })
+    }
+
+    /// Writes the node's configuration: a node of its own, or with `peers` (the Erlang names
+    /// of every node of a cluster, this one included) one that forms that cluster with them
+    /// while booting.
+    pub(crate) fn configure(&self, peers: &[String]) -> Result<(), String> {
+        self.spec.write_config(peers)?;
+        run(Command::new("chown").args(["-R", "rabbitmq:rabbitmq"]).arg(&self.spec.dir))
+    }
+
+    /// Starts the node's runtime in the background; [`Spec::wait`] follows its boot.
+    pub(crate) fn launch(&mut self) -> Result<(), String> {
+        run(self.spec.env(&mut Command::new("rabbitmq-server")).arg("-detached"))?;
+        self.running = true;
+        Ok(())
+    }
+
+    /// Waits until the node has booted (in a cluster: joined it).
+    pub(crate) fn wait_blocking(&self) -> Result<(), String> {
+        self.spec.wait()
+    }
+
+    /// Stops the node and waits until its runtime is gone; its data stays, for
+    /// [`start_again`](Self::start_again). To its clients this is a node that went down.
+    pub async fn stop(&mut self) -> Result<(), String> {
+        let spec = self.spec.clone();
+        blocking(move || spec.stop()).await?;
+        self.running = false;
+        Ok(())
+    }
+
+    /// Starts a stopped node again on its data, names and ports, and waits until it has
+    /// booted (in a cluster: rejoined it).
+    pub async fn start_again(&mut self) -> Result<(), String> {
+        if self.running {
+            return Err(format!("{} is running", self.spec.name));
+        }
+        self.launch()?;
+        let spec = self.spec.clone();
+        blocking(move || spec.wait()).await
+    }
+
+    /// Stops the node and starts it again.
+    pub async fn restart(&mut self) -> Result<(), String> {
+        self.stop().await?;
+        self.start_again().await
+    }
+
+    /// Whether the node was started and not stopped since.
+    pub fn is_running(&self) -> bool {
+        self.running
     }
 
     /// The node's plain AMQP URL (user guest).
     pub fn amqp_url(&self) -> String {
-        format!("amqp://guest:guest@127.0.0.1:{}/%2f", self.amqp_port)
+        format!("amqp://guest:guest@127.0.0.1:{}/%2f", self.spec.amqp_port)
+    }
+
+    /// The base URL of the node's management API (user guest), when it has one, e.g.
+    /// `http://127.0.0.1:40123`.
+    pub fn management_url(&self) -> Option<String> {
+        self.spec.management_port.map(|port| format!("http://127.0.0.1:{port}"))
     }
 
     /// The node's `amqps://` URL, when it has a TLS listener.
     pub fn amqps_url(&self) -> Option<String> {
-        self.tls_port.map(|port| format!("amqps://guest:guest@localhost:{port}/%2f"))
+        self.spec.tls_port.map(|port| format!("amqps://guest:guest@localhost:{port}/%2f"))
     }
 
     /// The PEM file of the CA that signed the TLS listener's certificate.
     pub fn ca_file(&self) -> Option<PathBuf> {
-        self.tls_port.map(|_| self.dir.join("ca.pem"))
+        self.spec.tls_port.map(|_| self.spec.dir.join("ca.pem"))
     }
 
     /// The node's Erlang name, for `rabbitmqctl -n`.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.spec.name
     }
 
-    fn write_config(&self) -> Result<(), String> {
+    /// `rabbitmqctl -n <this node>`.
+    pub fn ctl(&self) -> Command {
+        self.spec.ctl()
+    }
+
+    /// The node's directory (data, logs, configuration), removed when it is dropped.
+    pub fn dir(&self) -> &Path {
+        &self.spec.dir
+    }
+
+    /// Stops the node if it runs, without an async runtime; for drops.
+    pub(crate) fn stop_blocking(&mut self) {
+        if self.running {
+            if let Err(e) = self.spec.stop() {
+                eprintln!("stopping test node {}: {e}", self.spec.name);
+            }
+            self.running = false;
+        }
+    }
+
+    /// Ends the node if it runs, at once: SIGKILL to the runtime the node's pid file names
+    /// (an orderly stop when there is none). For drops, where the node's data goes anyway.
+    pub(crate) fn end_blocking(&mut self) {
+        if !self.running {
+            return;
+        }
+        let pid = std::fs::read_to_string(self.spec.dir.join("pid")).ok();
+        match pid.as_deref().map(str::trim).filter(|pid| pid.parse::<u32>().is_ok()) {
+            Some(pid) => {
+                if let Err(e) = run(Command::new("kill").args(["-KILL", pid])) {
+                    eprintln!("ending test node {}: {e}", self.spec.name);
+                }
+                self.running = false;
+            }
+            None => self.stop_blocking(),
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.stop_blocking();
+        let _ = std::fs::remove_dir_all(&self.spec.dir);
+    }
+}
+
+// === impl Spec ===
+
+impl Spec {
+    fn write_config(&self, peers: &[String]) -> Result<(), String> {
         let mut config = format!("listeners.tcp.local = 127.0.0.1:{}\n", self.amqp_port);
+        if let Some(port) = self.management_port {
+            config.push_str(&format!("management.tcp.ip = 127.0.0.1\nmanagement.tcp.port = {port}\n"));
+        }
+        if !peers.is_empty() {
+            // Every node lists every node: whichever boots first forms the cluster and the
+            // others join it while booting (serialised by a lock the backend takes).
+            config.push_str("cluster_formation.peer_discovery_backend = classic_config\n");
+            for (i, peer) in peers.iter().enumerate() {
+                config.push_str(&format!("cluster_formation.classic_config.nodes.{} = {peer}\n", i + 1));
+            }
+        }
         if let Some(port) = self.tls_port {
             make_certificates(&self.dir)?;
             let dir = self.dir.display();
@@ -92,8 +228,22 @@ impl Node {
             ));
         }
         write(&self.dir.join("rabbitmq.conf"), &config)?;
-        // No plugins: the machine's would bind the shared node's management ports.
-        write(&self.dir.join("enabled_plugins"), "[].\n")
+        // Only the plugins asked for: the machine's list would bind the shared node's
+        // management ports.
+        let plugins = if self.management_port.is_some() { "[rabbitmq_management].\n" } else { "[].\n" };
+        write(&self.dir.join("enabled_plugins"), plugins)
+    }
+
+    /// Waits until the node has booted: `wait` follows the pid file until then (or a failure).
+    fn wait(&self) -> Result<(), String> {
+        let pid_file = self.dir.join("pid");
+        run(self.ctl().arg("wait").arg(&pid_file).args(["--timeout", "90"]))
+    }
+
+    /// Stops the node; given the pid file, `stop` returns once the runtime has exited, so the
+    /// node can be started again at once.
+    fn stop(&self) -> Result<(), String> {
+        run(self.ctl().arg("stop").arg(self.dir.join("pid")))
     }
 
     /// `command` with the environment that makes RabbitMQ's scripts use this node.
@@ -110,20 +260,22 @@ impl Node {
     }
 
     /// `rabbitmqctl -n <this node>`.
-    pub fn ctl(&self) -> Command {
+    fn ctl(&self) -> Command {
         let mut command = Command::new("rabbitmqctl");
         command.args(["-n", &self.name]);
         command
     }
 }
 
-impl Drop for Node {
-    fn drop(&mut self) {
-        if let Err(e) = run(self.ctl().arg("stop")) {
-            eprintln!("stopping test node {}: {e}", self.name);
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// Runs blocking node work (starting, waiting, stopping) off the async runtime.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, String> + Send + 'static) -> Result<T, String> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| e.to_string())?
+}
+
+/// Whether `program` is on `PATH` (looked up, not run: the server's scripts take seconds to
+/// answer even `--help`).
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }
 
 /// A port nothing listens on now (the OS's choice for port 0).
