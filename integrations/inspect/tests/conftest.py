@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import aio_pika
 import pytest
@@ -330,3 +331,84 @@ def queues_named(prefix: str) -> list[str]:
     """The broker's queues whose names start with `prefix`."""
     listing = rabbitmqctl("list_queues", "-q", "--no-table-headers", "name")
     return [name for name in listing.split() if name.startswith(prefix)]
+
+
+class Node:
+    """A stand-in for one node of a cluster: forwards every connection to the test broker
+    until stopped. Stopping it cuts its connections as a stopped node would, while the broker
+    keeps the queues, so what is tested is the runner's side of a failover (which address it
+    dials, and that it moves on), not the cluster's. Runs on the test's event loop."""
+
+    def __init__(self) -> None:
+        parts = urlsplit(URL)
+        self._upstream = (parts.hostname or "127.0.0.1", parts.port or 5672)
+        self._server: asyncio.AbstractServer | None = None
+        self._streams: set[asyncio.StreamWriter] = set()
+        self.port = 0
+        self.connections = 0
+        """Connections forwarded now."""
+
+    @property
+    def url(self) -> str:
+        """The test broker's URL, credentials included, with this node's address."""
+        parts = urlsplit(URL)
+        credentials = parts.netloc.rpartition("@")[0]
+        return urlunsplit(parts._replace(netloc=f"{credentials}@127.0.0.1:{self.port}"))
+
+    @property
+    def label(self) -> str:
+        """`host:port`, as the runner logs it."""
+        return f"127.0.0.1:{self.port}"
+
+    async def start(self) -> Node:
+        """Listens (on the port of an earlier start, if any) and forwards."""
+        self._server = await asyncio.start_server(self._forward, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def stop(self) -> None:
+        """Stops listening and cuts every forwarded connection."""
+        assert self._server is not None
+        self._server.close()
+        for stream in list(self._streams):
+            stream.transport.abort()
+        await self._server.wait_closed()
+
+    async def _forward(self, client_reader: asyncio.StreamReader, client: asyncio.StreamWriter) -> None:
+        try:
+            broker_reader, broker = await asyncio.open_connection(*self._upstream)
+        except OSError:
+            client.transport.abort()
+            return
+        self._streams |= {client, broker}
+        self.connections += 1
+        try:
+            await asyncio.gather(_pipe(client_reader, broker), _pipe(broker_reader, client))
+        finally:
+            self.connections -= 1
+            self._streams -= {client, broker}
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Copies `reader` to `writer` until either side ends, then ends the other."""
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except OSError:
+        pass
+    finally:
+        writer.transport.abort()
+
+
+async def dead_url() -> str:
+    """The test broker's URL with an address nothing listens on."""
+    node = await Node().start()
+    await node.stop()
+    return node.url
+
+
+def connections_named(name: str) -> int:
+    """How many of the broker's connections are named exactly `name`."""
+    listing = rabbitmqctl("list_connections", "-q", "--no-table-headers", "client_properties")
+    return sum(f'{{"connection_name","{name}"}}' in line for line in listing.splitlines())

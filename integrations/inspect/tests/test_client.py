@@ -1,23 +1,40 @@
 """The approver and reviewer against a real broker, outside an eval: fail-closed decisions
 when the fleet is down, absent or silent (with the `Cancel` it is sent), a fleet that comes
 after the runner or goes and comes back, a request the broker refuses, replies taken only with
-the fleet's proof, refusals, named policies, many requests at once on one connection, and the
-clean shutdown."""
+the fleet's proof, refusals, named policies, many requests at once on one connection, the
+clean shutdown, and the nodes of a cluster (one cut while calls are in flight, all of them
+down)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import aio_pika
 import pytest
-from conftest import Fleet, close_connections, fleet_secret, prove_reply, rabbitmqctl, unique_prefix
+from conftest import (
+    HANG_GUARD,
+    Fleet,
+    Node,
+    close_connections,
+    connections_named,
+    dead_url,
+    fleet_secret,
+    prove_reply,
+    rabbitmqctl,
+    unique_prefix,
+)
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from inspect_ai.model import ChatMessageAssistant, ChatMessageTool
 from inspect_ai.tool import ToolCall
 
-from airlock import FleetClient, fleet_approver, fleet_reviewer, shutdown
+from airlock import FleetClient, client_for, fleet_approver, fleet_reviewer, shutdown
 from airlock._proto import airlock_pb2 as pb
+from airlock.config import load_verify_key
 from airlock.wire import correlation_id
 
 POLICY = """
@@ -406,12 +423,131 @@ def test_requests_survive_a_lost_connection(fleet: Fleet, policy: str) -> None:
         asking = asyncio.gather(*(approve("m", c, None, history(c)) for c in calls))
         client = fleet.client()
         await sent(client, len(calls))
-        assert await asyncio.to_thread(close_connections, f"{fleet.prefix} inspect (") == 1
+        assert await asyncio.to_thread(close_connections, f"{fleet.prefix} runner (") == 1
         await asyncio.to_thread(fleet.start_worker)
         approvals = await asyncio.wait_for(asking, 60)
         assert [a.decision for a in approvals] == ["approve" if i % 2 else "reject" for i in range(300)]
         stats = client.stats()
         assert stats.pending == 0 and 0 < stats.resent <= len(calls)
+        await shutdown()
+
+    asyncio.run(run())
+
+
+# === the nodes of a cluster ===
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    """Waits until `condition()` holds (a hang guard, not a measure)."""
+    deadline = asyncio.get_running_loop().time() + HANG_GUARD
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, f"never: {what}"
+        await asyncio.sleep(0.02)
+
+
+def logged_text(record: logging.LogRecord) -> str:
+    """A log record's message, or its format when the arguments no longer print (aio-pika logs
+    callbacks whose repr fails once they ran)."""
+    try:
+        return record.getMessage()
+    except Exception:
+        return str(record.msg)
+
+
+def test_calls_in_flight_move_to_the_next_node_when_theirs_is_cut(
+    fleet: Fleet, policy: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Three nodes in front of the broker: the runner connects to one (named as its role and
+    host in the broker's view); its node cut while 300 calls wait in the requests queue, it
+    moves on to the next node of the list, consumes its replies there and sends the pending
+    requests again; cut again, to the one after. Every call is decided once, by the fleet,
+    and every duplicate decision is ignored. The log names each node by `host:port`, never
+    the password."""
+    caplog.set_level(logging.INFO, logger="airlock")
+    for worker in fleet.workers:
+        worker.terminate()
+        worker.wait()
+    fleet.workers.clear()
+
+    async def run() -> None:
+        nodes = [await Node().start() for _ in range(3)]
+        url = ",".join(node.url for node in nodes)
+        approve = fleet_approver(url=url, prefix=fleet.prefix, verify_key=fleet.verify_key, policy=policy, timeout=60)
+        calls = [call(f"c{i}", "ls" if i % 2 else "bash", cmd=f"rm -rf /{i}") for i in range(300)]
+        asking = asyncio.gather(*(approve("m", c, None, history(c)) for c in calls))
+        client = client_for(url, fleet.prefix, verify_key=load_verify_key(fleet.verify_key))
+        await sent(client, len(calls))
+        assert [node.connections for node in nodes].count(1) == 1, "one connection, on one node"
+        serving = next(i for i, node in enumerate(nodes) if node.connections == 1)
+        name = f"{fleet.prefix} runner ({socket.gethostname()}:{os.getpid()})"
+        assert await asyncio.to_thread(connections_named, name) == 1
+
+        for cut in (1, 2):
+            await nodes[serving].stop()
+            serving = (serving + 1) % 3
+            node, resent = nodes[serving], cut * len(calls)
+            await until(lambda node=node: node.connections == 1, f"the runner on node {serving}")
+            await until(lambda resent=resent: client.stats().resent == resent, f"every request sent again ({cut})")
+            assert not asking.done()
+            assert [node.connections for node in nodes].count(1) == 1
+
+        await asyncio.to_thread(fleet.start_worker)
+        approvals = await asyncio.wait_for(asking, HANG_GUARD)
+        assert [a.decision for a in approvals] == ["approve" if i % 2 else "reject" for i in range(300)]
+        assert all(a.metadata and a.metadata["airlock"]["decided_by"] == "py-worker-0" for a in approvals)
+        # The worker decided each of the 900 requests; 300 decisions were taken, one per call.
+        await until(lambda: client.stats().ignored_replies == 2 * len(calls), "every duplicate ignored")
+        stats = client.stats()
+        assert (stats.pending, stats.timed_out, stats.rejected_replies) == (0, 0, 0)
+        await shutdown()
+
+        logged = [logged_text(record) for record in caplog.records]
+        first = (serving + 1) % 3  # two cuts ago
+        connected = [text for text in logged if text.startswith("Connected to broker node")]
+        assert connected == [f"Connected to broker node {nodes[(first + i) % 3].label}." for i in range(3)]
+        assert not any(":guest@" in text for text in logged)
+
+    asyncio.run(run())
+
+
+def test_with_every_node_down_calls_fail_closed_and_say_so(fleet: Fleet, policy: str) -> None:
+    """No node answers: a call fails closed naming each node and its error. Connected
+    through two nodes, both cut: a call in flight fails closed at its deadline, saying the
+    connection is lost and why the last attempt failed; a node back, the runner finds it
+    and the next call is decided."""
+
+    async def run() -> None:
+        down = ",".join([await dead_url(), await dead_url()])
+        approve = fleet_approver(url=down, prefix=fleet.prefix, policy=policy, timeout=1)
+        c = call("nowhere")
+        approval = await approve("m", c, None, history(c))
+        assert approval.decision == "reject"
+        explanation = approval.explanation or ""
+        assert "could not be reached: none of its 2 nodes answered (127.0.0.1:" in explanation, explanation
+        assert explanation.count("127.0.0.1:") == 4 and ":guest@" not in explanation  # two URLs, two errors
+
+        nodes = [await Node().start() for _ in range(2)]
+        url = ",".join(node.url for node in nodes)
+        settings = {"url": url, "prefix": fleet.prefix, "verify_key": fleet.verify_key, "policy": policy}
+        c = call("up", "bash", cmd="rm -rf /")
+        approval = await fleet_approver(**settings, timeout=30)("m", c, None, history(c))
+        assert (approval.decision, approval.explanation) == ("reject", "Matched /rm -rf/ in the call.")
+
+        for node in nodes:
+            await node.stop()
+        c = call("cut")
+        approval = await fleet_approver(**settings, timeout=1)("m", c, None, history(c))
+        assert approval.decision == "reject"
+        explanation = approval.explanation or ""
+        assert f"the connection to the broker at {url.replace('guest:guest@', '')} was lost; reconnecting (" in (
+            explanation
+        ), explanation
+
+        await nodes[1].start()
+        c = call("back", "bash", cmd="rm -rf /")
+        approval = await fleet_approver(**settings, timeout=30)("m", c, None, history(c))
+        assert (approval.decision, approval.explanation) == ("reject", "Matched /rm -rf/ in the call.")
+        assert (nodes[0].connections, nodes[1].connections) == (0, 1)
         await shutdown()
 
     asyncio.run(run())

@@ -3,6 +3,7 @@ the check that the committed protobuf code is current."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import importlib.util
 import json
@@ -16,8 +17,9 @@ from inspect_ai.tool import ToolCall, ToolCallContent, ToolCallView
 
 from airlock import FleetClient, fleet_approver, fleet_reviewer
 from airlock._proto import airlock_pb2 as pb
-from airlock.config import load_policy, redact
+from airlock.config import load_policy
 from airlock.decisions import approval_from_decision, review_from_decision
+from airlock.nodes import ClusterConnection, Nodes, redact
 from airlock.wire import call_to_wire, correlation_id, history_to_wire, message_to_wire, output_text, view_to_wire
 
 HERE = Path(__file__).resolve().parent
@@ -178,6 +180,64 @@ def test_bad_parameters_fail_at_creation(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_urls_lose_their_credentials_in_explanations() -> None:
     assert redact("amqp://guest:secret@broker:5672/%2f") == "amqp://broker:5672/%2f"
+    nodes = Nodes.parse("amqp://u:secret@h1:5681/%2f, amqps://u:secret@h2/%2f")
+    assert str(nodes) == "amqp://h1:5681/%2f,amqps://h2/%2f"
+    assert [nodes[0].label, nodes[1].label] == ["h1:5681", "h2:5671"] and "secret" not in repr(nodes)
+
+
+def test_a_list_of_nodes_must_name_one_user_and_vhost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The nodes of one cluster, reached as one broker user: a list that mixes users or vhosts,
+    has an empty entry or one that is not AMQP, is refused when the approver is created, and
+    the message never shows a password."""
+    monkeypatch.delenv("AIRLOCK_CA_FILE", raising=False)
+    for url, message in [
+        ("amqp://u:secret@h1/%2f,amqp://v:secret@h2/%2f", "URL 1 names user 'u' and vhost '/', URL 2 user 'v'"),
+        ("amqp://h1,amqp://u:secret@h2", "URL 1 names user 'guest' and vhost '/', URL 2 user 'u'"),
+        ("amqp://u:secret@h1/%2f,amqp://u:secret@h2/other", "URL 2 user 'u' and vhost 'other'"),
+        ("amqp://u:secret@h1/%2f,", "AMQP URL 2 of the list is empty"),
+        ("amqp://u:secret@h1/%2f,http://u:secret@h2", "AMQP URL 2 of the list does not start with amqp://"),
+        ("amqp://u:secret@h1:port/%2f", "the AMQP URL has an invalid port"),
+    ]:
+        with pytest.raises(ValueError) as refused:
+            fleet_approver(url=url, policy="strict")
+        assert message in str(refused.value) and "secret" not in str(refused.value), url
+    with pytest.raises(ValueError, match="same user and vhost"):
+        FleetClient("amqp://u@h1,amqp://v@h2", "p")
+    with pytest.raises(ValueError, match="a broker URL is not amqps://"):
+        fleet_approver(url="amqps://h1,amqp://h2", policy="strict", ca_file=__file__)
+    fleet_approver(url="amqp://u:secret@h1:5672/%2f, amqp://u:secret@h2/%2F", policy="strict")
+    assert FleetClient("amqp://run%2Ener:s@h1/%2f,amqp://run%2Ener:s@h2/%2f", "p").runner_id.startswith("run.ner.")
+
+
+def test_nodes_start_at_random_and_a_dial_starts_after_the_last_node_used() -> None:
+    starts = {next(Nodes.parse("amqp://h1,amqp://h2,amqp://h3").in_turn()) for _ in range(200)}
+    assert starts == {0, 1, 2}
+    nodes = Nodes.parse("amqp://h1,amqp://h2,amqp://h3")
+    first = next(nodes.in_turn())
+    assert list(nodes.in_turn()) == [first, (first + 1) % 3, (first + 2) % 3]
+    nodes.connected(1)
+    assert list(nodes.in_turn()) == [2, 0, 1], "after node 1, the others first and node 1 last"
+
+
+def test_a_lost_node_moves_the_connection_on_and_full_rounds_back_off() -> None:
+    """What the reconnect loop dials next and how long it waits first: the next node at once
+    within a round, and a doubling wait after each round in which every node failed."""
+
+    async def run() -> None:
+        nodes = Nodes.parse("amqp://u:secret@h1/%2f,amqp://u:secret@h2/%2f,amqp://u:secret@h3/%2f")
+        connection = ClusterConnection(nodes, 0)
+        waits = []
+        for _ in range(3 * 6):
+            connection._move_on(ConnectionRefusedError("refused"))
+            waits.append((connection.label, connection.reconnect_interval))
+        assert waits[:6] == [("h2:5672", 0), ("h3:5672", 0), ("h1:5672", 0.5), ("h2:5672", 0), ("h3:5672", 0)] + [
+            ("h1:5672", 1.0)
+        ]
+        assert [wait for _, wait in waits[2::3]] == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0]
+        assert connection.url.host == "h1" and connection.last_failure == "h3:5672: refused"
+        await connection.close()
+
+    asyncio.run(run())
 
 
 def test_runner_ids_start_with_the_broker_user() -> None:

@@ -23,6 +23,8 @@ Layout:
 - `approver`, `reviewer`: the two registered objects.
 - `request`: building a request for the active sample and asking the fleet.
 - `client`: the shared AMQP connection, reply queue, deadlines and cancels.
+- `nodes`: the broker's nodes (a comma-separated URL list) and the connection that moves
+  between them.
 - `proof`: the fleet's proof over each reply, checked with its public keys (`verify_key`).
 - `wire`, `decisions`: between Inspect's types and the wire contract (`_proto`).
 - `config`: parameters and their environment defaults.

@@ -8,9 +8,10 @@ comes back on the reply queue and is handed to the waiting request by that id. T
 `<broker user>.<host>-<pid>-<random>`, so a least-privilege broker user `U` (see `airlock
 topology definitions`) may own its reply queue `<prefix>.reply.<runner id>` and bind it to
 `<prefix>.route` under `reply.<runner id>`, the key the workers reply with. The reply queue is
-a durable classic queue that expires 30 minutes after its last consumer left, declared with
+a durable quorum queue that expires 30 minutes after its last consumer left, declared with
 exactly the arguments the Rust transport uses, so it outlives a reconnect. The runner declares
 nothing else: the workers declare `<prefix>.ask`, `<prefix>.route` and the rest of the fleet.
+The connection is named `<prefix> runner (<host>:<pid>)` in the broker's management view.
 
 Nothing waits past a request's deadline: meanwhile an unreachable broker, or a prefix with no
 fleet (no `<prefix>.ask` or `<prefix>.route` yet, or the publish comes back unroutable), is
@@ -18,9 +19,11 @@ retried with backoff; at the deadline the request fails with `FleetUnanswered` (
 fail-closed decision) and, if it was sent, is withdrawn with a `Cancel` on the
 `<prefix>.cancels` exchange. Whether `<prefix>.route` exists is checked on a channel of its
 own before the reply queue is bound, since the broker closes a channel that uses a missing
-exchange. The connection is robust (aio-pika reconnects it and restores the reply queue and
-its binding); after each reconnect the client consumes its replies again and publishes every
-pending request again, since the broker may have lost what was not confirmed. A reply that
+exchange. The URL may list the nodes of a cluster (see `nodes`): the connection starts at a
+random one and, when its node is lost, moves on to the next. It is robust (aio-pika reconnects
+it and restores the reply queue and its binding); after each reconnect the client consumes its
+replies again and publishes every pending request again, since the broker may have lost what
+was not confirmed. A reply that
 matches nothing pending (a duplicate, or one that came too late), or a decision about an
 earlier request for the same call (it carries that request's time), is ignored and counted.
 
@@ -43,22 +46,17 @@ import uuid
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
-from urllib.parse import unquote, urlsplit
 
 import aio_pika
-from aio_pika.abc import (
-    AbstractRobustChannel,
-    AbstractRobustConnection,
-    AbstractRobustQueue,
-)
+from aio_pika.abc import AbstractRobustChannel, AbstractRobustQueue
 from aio_pika.exceptions import ChannelNotFoundEntity, PublishError
 from aiormq import spec
 from aiormq.abc import DeliveredMessage
 from aiormq.exceptions import DeliveryError
 
 from ._proto import airlock_pb2 as pb
-from .config import redact
 from .errors import AlreadyPending, FleetError, FleetUnanswered
+from .nodes import ClusterConnection, Nodes, describe, dial
 from .proof import FleetPublicKeys, MalformedReply, RunnerKeys, UnprovedReply, open_reply
 from .wire import correlation_id
 
@@ -74,9 +72,9 @@ REPLY_QUEUE_ARGUMENTS: dict[str, Any] = {"x-queue-type": "quorum", "x-expires": 
 declaration with other arguments fails with PRECONDITION_FAILED)."""
 
 CONNECT_TIMEOUT = 10.0
-"""Seconds one connection attempt may take."""
-RECONNECT_INTERVAL = 1.0
-"""Seconds between the robust connection's attempts after it was lost."""
+"""Seconds one connection attempt may take (per node)."""
+ROLE = "runner"
+"""The role in the connection's name, as the Rust roles name theirs."""
 RETRY_FIRST, RETRY_MAX = 0.1, 2.0
 """Backoff of a request whose publish failed, in seconds."""
 CLOSE_TIMEOUT = 5.0
@@ -123,19 +121,24 @@ class _MissingExchange(Exception):
 
 
 class FleetClient:
-    """A runner's link to one fleet (broker URL and prefix). Use `client_for()` to get the
-    one shared by the running event loop. With `verify_key`, replies are taken only with the
-    proof of one of its fleet keys."""
+    """A runner's link to one fleet (broker URL, or the comma-separated URLs of a cluster's
+    nodes, and prefix). Use `client_for()` to get the one shared by the running event loop.
+    With `verify_key`, replies are taken only with the proof of one of its fleet keys.
+
+    Raises:
+        ValueError: `url` is not a valid list of nodes (see `Nodes.parse`).
+    """
 
     def __init__(
         self, url: str, prefix: str, ca_file: str | None = None, verify_key: FleetPublicKeys | None = None
     ) -> None:
         self.url = url
+        self.nodes = Nodes.parse(url)
         self.prefix = prefix
         self.ca_file = ca_file
         self.verify_key = verify_key
         self._runner_keys = RunnerKeys(verify_key) if verify_key is not None else None
-        self.runner_id = f"{broker_user(url)}.{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.runner_id = f"{self.nodes.user}.{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.reply_queue = f"{prefix}.reply.{self.runner_id}"
         self.reply_key = f"reply.{self.runner_id}"
         self.route_exchange = f"{prefix}.route"
@@ -143,7 +146,7 @@ class FleetClient:
         self.requests_queue = f"{prefix}.requests"
         self.cancels_exchange = f"{prefix}.cancels"
         self.closed = False
-        self._connection: AbstractRobustConnection | None = None
+        self._connection: ClusterConnection | None = None
         self._channel: AbstractRobustChannel | None = None
         self._replies: AbstractRobustQueue | None = None
         self._replies_channel: AbstractRobustChannel | None = None
@@ -194,7 +197,7 @@ class FleetClient:
             self._timed_out += 1
             if pending.published:
                 self._withdraw(pending, "the runner stopped waiting: deadline passed")
-            raise FleetUnanswered(timeout, pending.problem) from None
+            raise FleetUnanswered(timeout, self._lost() or pending.problem) from None
         except asyncio.CancelledError:
             if pending.published:
                 self._withdraw(pending, "the sample ended before a decision")
@@ -207,8 +210,9 @@ class FleetClient:
         """Publishes until the broker routed the request, then waits for the reply."""
         delay = RETRY_FIRST
         while not pending.future.done():
-            if self._connection is not None and not self._connection.connected.is_set():
-                pending.problem = f"the connection to the broker at {redact(self.url)} was lost; reconnecting"
+            lost = self._lost()
+            if lost is not None:
+                pending.problem = lost
             try:
                 await self._publish(correlation, pending.body)
                 pending.published = True
@@ -216,7 +220,7 @@ class FleetClient:
             except PublishError:
                 pending.problem = self._no_fleet(f"no queue {self.requests_queue}")
             except DeliveryError:  # a negative confirm
-                pending.problem = f"the broker at {redact(self.url)} refused the request (a negative confirm)"
+                pending.problem = f"the broker at {self.nodes} refused the request (a negative confirm)"
             except _MissingExchange as missing:
                 self._bound = False  # the exchange went away, and the binding with it
                 pending.problem = self._no_fleet(f"no exchange {missing.name}")
@@ -226,9 +230,7 @@ class FleetClient:
             except FleetError:
                 raise
             except Exception as error:  # the broker is down, the connection went away, …
-                pending.problem = (
-                    f"the broker at {redact(self.url)} could not be reached: {error or type(error).__name__}"
-                )
+                pending.problem = f"the broker at {self.nodes} could not be reached: {describe(error)}"
             log.debug("Request %s not sent yet (%s); retrying in %.1fs.", correlation, pending.problem, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX)
@@ -236,7 +238,16 @@ class FleetClient:
 
     def _no_fleet(self, missing: str) -> str:
         """The problem of a request that found `missing` instead of a fleet."""
-        return f"{missing} on the broker at {redact(self.url)}: no Airlock fleet runs on prefix '{self.prefix}'"
+        return f"{missing} on the broker at {self.nodes}: no Airlock fleet runs on prefix '{self.prefix}'"
+
+    def _lost(self) -> str | None:
+        """The problem of a request while the connection is lost and being made again (with
+        why the last attempt failed), or `None` when it is up or not made yet."""
+        connection = self._connection
+        if connection is None or connection.connected.is_set():
+            return None
+        failed = f" ({connection.last_failure})" if connection.last_failure else ""
+        return f"the connection to the broker at {self.nodes} was lost; reconnecting{failed}"
 
     async def _publish(self, correlation: str, body: bytes) -> None:
         """Publishes a request on the confirm channel (aiormq's own, under aio-pika's robust
@@ -290,7 +301,8 @@ class FleetClient:
 
     async def _publish_cancel(self, cancel: pb.Cancel) -> None:
         try:
-            if self._connection is None:
+            if self._connection is None or not self._connection.connected.is_set():
+                log.warning("Could not publish a cancel to %s: the connection is lost.", self.cancels_exchange)
                 return
             if self._cancel_channel is None or self._cancel_channel.is_closed:
                 # Its own channel without confirms: a missing exchange closes this one only.
@@ -321,15 +333,13 @@ class FleetClient:
         await self._channel.ready()  # waits out a reconnect or a reopening in progress
 
     async def _connect(self) -> None:
-        name = f"{self.prefix} inspect ({self.runner_id})"
-        connection = aio_pika.RobustConnection(
-            aio_pika.connection.make_url(self.url),
-            client_properties={"connection_name": name},
-            reconnect_interval=RECONNECT_INTERVAL,
+        connection = await dial(
+            self.nodes,
+            CONNECT_TIMEOUT,
+            client_properties={"connection_name": connection_name(self.prefix)},
             ssl_context=ssl.create_default_context(cafile=self.ca_file) if self.ca_file else None,
         )
         try:
-            await connection.connect(timeout=CONNECT_TIMEOUT)
             # Publishes have a channel of their own, with no queue to restore: one the broker
             # closes (a missing exchange) is reopened as it is.
             channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
@@ -344,7 +354,10 @@ class FleetClient:
         self._connection, self._channel = connection, channel
         self._replies, self._replies_channel, self._consumer_tag = queue, replies, consumer_tag
         log.info(
-            "Connected to the Airlock fleet '%s' at %s; replies on %s.", self.prefix, redact(self.url), self.reply_queue
+            "Connected to the Airlock fleet '%s' through broker node %s; replies on %s.",
+            self.prefix,
+            connection.label,
+            self.reply_queue,
         )
 
     async def _consume(self, replies: AbstractRobustChannel) -> str:
@@ -434,6 +447,11 @@ class FleetClient:
             await asyncio.wait(self._background, timeout=CLOSE_TIMEOUT)
         if self._connection is None:
             return
+        if not self._connection.connected.is_set():
+            log.warning("The Airlock connection is lost; its reply queue %s expires on its own.", self.reply_queue)
+            await asyncio.shield(self._connection.close())
+            self._connection = self._channel = self._cancel_channel = self._replies = self._replies_channel = None
+            return
         try:
             await asyncio.wait_for(self._teardown(), CLOSE_TIMEOUT)
         except Exception as error:
@@ -451,9 +469,10 @@ class FleetClient:
         await self._connection.close()
 
 
-def broker_user(url: str) -> str:
-    """The broker user name in `url` (`guest` when it names none, as for aio-pika)."""
-    return unquote(urlsplit(url).username or "") or "guest"
+def connection_name(prefix: str) -> str:
+    """The connection's name in the broker's management view, `<prefix> runner (<host>:<pid>)`,
+    as the Rust roles name theirs."""
+    return f"{prefix} {ROLE} ({socket.gethostname()}:{os.getpid()})"
 
 
 async def _within(timeout: float, work: Coroutine[Any, Any, T]) -> T:

@@ -8,15 +8,16 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from inspect_ai._util.package import get_installed_package_name
 
 from ._proto import airlock_pb2 as pb
+from .nodes import Nodes
 from .proof import FleetPublicKeys
 
 ENV_URL = "AIRLOCK_AMQP_URL"
-"""The broker, e.g. `amqp://guest:guest@127.0.0.1:5672/%2f`."""
+"""The broker, e.g. `amqp://guest:guest@127.0.0.1:5672/%2f`, or the comma-separated URLs of a
+cluster's nodes."""
 ENV_PREFIX = "AIRLOCK_PREFIX"
 """The fleet's prefix."""
 ENV_POLICY = "AIRLOCK_POLICY"
@@ -56,7 +57,8 @@ class FleetSettings:
     """Where the fleet is, what it decides by, and how long to wait for it."""
 
     url: str
-    """The broker's AMQP URL."""
+    """The broker's AMQP URL, or the comma-separated URLs of a cluster's nodes (one user and
+    vhost)."""
     prefix: str
     """The fleet's prefix: every queue and exchange name starts with it."""
     policy: pb.Policy
@@ -85,14 +87,19 @@ class FleetSettings:
         """Fills what was not given from the environment and checks everything.
 
         Raises:
-            ValueError: a parameter is missing or out of range, or `verify_key` is not a
-                readable fleet public key file.
+            ValueError: a parameter is missing or out of range, the URL (or a node of its
+                list) is invalid or the nodes name different users or vhosts, or
+                `verify_key` is not a readable fleet public key file.
             FileNotFoundError: `policy` names a file (it has a `/`) that does not exist, or
                 `ca_file` or `verify_key` does not exist.
         """
         url = url or os.environ.get(ENV_URL)
         if not url:
             raise ValueError(f"airlock/fleet needs a broker: pass url= or set {ENV_URL}")
+        try:
+            nodes = Nodes.parse(url)
+        except ValueError as error:
+            raise ValueError(f"airlock/fleet: {error}") from None
         policy = policy or os.environ.get(ENV_POLICY)
         if not policy:
             raise ValueError(f"airlock/fleet needs a policy: pass policy= or set {ENV_POLICY}")
@@ -104,8 +111,8 @@ class FleetSettings:
             raise ValueError(f"airlock/fleet: history_bytes must not be negative, got {history_bytes}")
         ca_file = ca_file or os.environ.get(ENV_CA_FILE) or None
         if ca_file is not None:
-            if urlsplit(url).scheme != "amqps":
-                raise ValueError(f"airlock/fleet: a CA file ({ca_file}) is given but the broker URL is not amqps://")
+            if nodes.schemes != {"amqps"}:
+                raise ValueError(f"airlock/fleet: a CA file ({ca_file}) is given but a broker URL is not amqps://")
             if not Path(ca_file).is_file():
                 raise FileNotFoundError(f"airlock/fleet: CA file {ca_file} does not exist")
         verify_key = verify_key or os.environ.get(ENV_VERIFY_KEY) or None
@@ -152,11 +159,3 @@ def load_policy(policy: str) -> pb.Policy:
     if "/" in policy or os.sep in policy:
         raise FileNotFoundError(f"Airlock policy file not found: {policy}")
     return pb.Policy(name=policy)
-
-
-def redact(url: str) -> str:
-    """The broker URL without its credentials, for explanations and logs."""
-    parts = urlsplit(url)
-    host = parts.hostname or "?"
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port}{parts.path}"
