@@ -88,6 +88,7 @@ pub async fn run<T: Transport>(
     let provider = Provider::new(config.provider.clone())?;
     let topology = Topology::new(config.prefix.clone()).with_step(&config.step);
     transport.declare_own(&topology, &Topology::empty(config.prefix.clone()).with_step(&config.step)).await?;
+    tokio::spawn(airlock_telemetry::metrics::count_reconnects(transport.reconnects(), config.metrics.clone()));
     let queue = topology.step_queue(&config.step);
     let tasks = transport.consume(&queue, config.concurrency).await?;
     info!(

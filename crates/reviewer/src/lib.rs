@@ -143,7 +143,9 @@ pub async fn run<T: Transport>(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ReviewerError> {
     let public_url = config.public_url.clone();
+    let metrics = config.metrics.clone();
     let service = Service::start(transport.clone(), config).await?;
+    tokio::spawn(airlock_telemetry::metrics::count_reconnects(transport.reconnects(), metrics));
     let url = public_url.map_or_else(|| format!("http://{}", service.local_addr()), |url| url.to_string());
     info!(%url, "Reviewer service ready.");
     shutdown.await;

@@ -91,8 +91,8 @@ pub struct Metrics {
 }
 
 fn latency() -> Histogram {
-    // 0.1 ms … ~30 min: from an in-process decision to a person's.
-    Histogram::new(exponential_buckets(0.0001, 4.0, 12))
+    // 0.1 ms … 28 min (0.0001 × 4¹²): from an in-process decision to a person's.
+    Histogram::new(exponential_buckets(0.0001, 4.0, 13))
 }
 
 impl Metrics {
@@ -161,6 +161,17 @@ impl Default for Metrics {
     }
 }
 
+/// Counts a transport's reconnections (its `reconnects()` watch) in `metrics`, until the
+/// transport is gone.
+pub async fn count_reconnects(mut reconnects: tokio::sync::watch::Receiver<u64>, metrics: Arc<Metrics>) {
+    let mut seen = *reconnects.borrow_and_update();
+    while reconnects.changed().await.is_ok() {
+        let now = *reconnects.borrow_and_update();
+        metrics.reconnects.inc_by(now.saturating_sub(seen));
+        seen = now;
+    }
+}
+
 /// Serves `GET /metrics` on `addr` until the process ends; returns the bound address.
 pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
@@ -178,4 +189,38 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<S
         }
     });
     Ok(bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latencies_are_told_apart_up_to_half_an_hour() {
+        // People take minutes; past the last bucket a quantile can only say "more than".
+        let metrics = Metrics::new();
+        metrics.human_wait.observe(20.0 * 60.0);
+        let text = metrics.render();
+        assert!(text.contains("airlock_human_wait_seconds_bucket{le=\"419.4304\"} 0"), "{text}");
+        assert!(text.contains("airlock_human_wait_seconds_bucket{le=\"1677.7216\"} 1"), "{text}");
+    }
+
+    #[test]
+    fn reconnects_are_counted_from_the_transport_s_count() {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let metrics = Arc::new(Metrics::new());
+        // A transport that had reconnected twice before it was watched.
+        let (transport, reconnects) = tokio::sync::watch::channel(2u64);
+        runtime.block_on(async {
+            let counting = tokio::spawn(count_reconnects(reconnects, metrics.clone()));
+            tokio::task::yield_now().await;
+            transport.send(3).unwrap();
+            tokio::task::yield_now().await;
+            transport.send(5).unwrap();
+            drop(transport);
+            counting.await.unwrap();
+        });
+        assert_eq!(metrics.reconnects.get(), 3);
+        assert!(metrics.render().contains("airlock_reconnects_total 3"));
+    }
 }

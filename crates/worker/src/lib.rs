@@ -85,7 +85,7 @@ pub async fn run<T: Transport>(
         declared: Mutex::new(HashSet::new()),
         metrics: metrics.clone(),
     });
-    tokio::spawn(count_reconnects(transport.reconnects(), metrics));
+    tokio::spawn(airlock_telemetry::metrics::count_reconnects(transport.reconnects(), metrics));
     let requests = transport.consume(&topology.requests_queue(), config.concurrency).await?;
     let results = transport.consume(&topology.results_queue(), config.concurrency).await?;
     info!(prefix = %config.prefix, worker = %config.worker_id, concurrency = config.concurrency, "Worker consuming.");
@@ -215,16 +215,6 @@ impl<T: Transport> Worker<T> {
         let mut message = out.message;
         propagation::inject(&tracing::Span::current(), &mut message.headers);
         self.transport.publish(&out.destination, message).await
-    }
-}
-
-/// Counts the transport's reconnections until the worker's transport is gone.
-async fn count_reconnects(mut reconnects: tokio::sync::watch::Receiver<u64>, metrics: Arc<Metrics>) {
-    let mut seen = *reconnects.borrow();
-    while reconnects.changed().await.is_ok() {
-        let now = *reconnects.borrow();
-        metrics.reconnects.inc_by(now.saturating_sub(seen));
-        seen = now;
     }
 }
 
