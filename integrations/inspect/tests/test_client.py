@@ -551,3 +551,30 @@ def test_with_every_node_down_calls_fail_closed_and_say_so(fleet: Fleet, policy:
         await shutdown()
 
     asyncio.run(run())
+
+
+def test_a_node_cut_while_the_fleet_decides_loses_no_call(fleet: Fleet, policy: str) -> None:
+    """Two nodes; the node in use is cut while the worker is deciding 1,000 calls (requests
+    being published and replies on their way are lost with it): the runner moves to the other
+    node and every call gets the fleet's decision, none by timeout."""
+
+    async def run() -> None:
+        nodes = [await Node().start() for _ in range(2)]
+        url = ",".join(node.url for node in nodes)
+        approve = fleet_approver(url=url, prefix=fleet.prefix, verify_key=fleet.verify_key, policy=policy, timeout=60)
+        calls = [call(f"c{i}", "ls" if i % 2 else "bash", cmd=f"rm -rf /{i}") for i in range(1000)]
+        asking = [asyncio.ensure_future(approve("m", c, None, history(c))) for c in calls]
+        client = client_for(url, fleet.prefix, verify_key=load_verify_key(fleet.verify_key))
+        await until(lambda: any(task.done() for task in asking), "the first decision")
+        serving = next(i for i, node in enumerate(nodes) if node.connections == 1)
+        await nodes[serving].stop()
+        assert not all(task.done() for task in asking)
+
+        approvals = await asyncio.wait_for(asyncio.gather(*asking), HANG_GUARD)
+        assert [a.decision for a in approvals] == ["approve" if i % 2 else "reject" for i in range(1000)]
+        stats = client.stats()
+        assert (stats.pending, stats.timed_out, stats.rejected_replies) == (0, 0, 0)
+        assert (nodes[serving].connections, nodes[1 - serving].connections) == (0, 1)
+        await shutdown()
+
+    asyncio.run(run())
