@@ -12,7 +12,8 @@ changed, so what it restores after a reconnect (channels, the reply queue and it
 and its reconnect callbacks stay aio-pika's. It relies on three things aio-pika's
 `RobustConnection` does from 9.4 to 10.x: every attempt dials `self.url`; `_on_connection_close`
 runs once when a connection is lost and once when an attempt fails; the reconnect loop reads
-`reconnect_interval` before each next attempt. The tests with several nodes check all three.
+`reconnect_interval` before each next attempt. The tests that cut nodes fail if either of the
+first two changes; the third only sets how long the waits are.
 
 Layout: `Node` and `Nodes` (the parsed list and the order to dial it in), `ClusterConnection`,
 and `dial` (the first connection).
