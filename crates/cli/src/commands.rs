@@ -35,6 +35,7 @@ pub mod topology;
 pub mod worker;
 
 use std::future::Future;
+use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -64,6 +65,19 @@ pub struct FleetArgs {
     pub prefix: String,
     #[command(flatten)]
     pub tls: TlsArgs,
+    #[command(flatten)]
+    pub replication: ReplicationArgs,
+}
+
+/// How the fleet's queues are replicated over the nodes of a cluster.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ReplicationArgs {
+    /// Nodes that hold a replica of each quorum queue, set when the queue is created
+    /// (x-quorum-initial-group-size); unset: the broker's default (RabbitMQ: up to 3). Give
+    /// every role of a fleet the same value: the broker refuses a declaration that differs
+    /// from how the queue was declared (see docs/replication.md)
+    #[arg(long, env = "AIRLOCK_QUORUM_GROUP_SIZE")]
+    pub quorum_group_size: Option<NonZeroU32>,
 }
 
 /// How an `amqps://` broker is trusted.
@@ -240,7 +254,8 @@ pub fn host_name() -> String {
 pub async fn connect(fleet: &FleetArgs, role: &str) -> Result<AmqpTransport, Failure> {
     let options = AmqpOptions::new(fleet.amqp.clone())
         .with_connection_name(format!("{} {role} ({}:{})", fleet.prefix, host_name(), std::process::id()))
-        .with_ca_file(fleet.tls.ca_file.clone());
+        .with_ca_file(fleet.tls.ca_file.clone())
+        .with_quorum_group_size(fleet.replication.quorum_group_size);
     AmqpTransport::connect_with(options)
         .await
         .map_err(|e| Failure { code: EXIT_UNAVAILABLE, message: format!("cannot reach the broker: {e}") })

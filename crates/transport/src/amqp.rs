@@ -31,6 +31,7 @@ mod wire;
 use std::{
     fmt,
     future::Future,
+    num::NonZeroU32,
     path::PathBuf,
     sync::{Arc, Mutex, PoisonError},
     time::Duration,
@@ -78,6 +79,14 @@ pub struct AmqpOptions {
     /// A PEM file of CA certificates that an `amqps://` broker's certificate may chain to
     /// (besides the public web roots), e.g. a private CA's.
     pub ca_file: Option<PathBuf>,
+    /// How many nodes of a cluster hold a replica of each quorum queue this transport creates
+    /// (`x-quorum-initial-group-size`); `None` leaves it to the broker (RabbitMQ: up to
+    /// three, its `quorum_cluster_size`). A property of the broker the fleet runs on, so it
+    /// travels with the URL: every role of a fleet must give the same value, because the
+    /// argument is part of every declaration and RabbitMQ refuses a re-declaration that
+    /// differs (PRECONDITION_FAILED, "inequivalent arg 'x-quorum-initial-group-size'"). It
+    /// counts only when a queue is created; see docs/replication.md.
+    pub quorum_group_size: Option<NonZeroU32>,
 }
 
 impl AmqpOptions {
@@ -92,7 +101,16 @@ impl AmqpOptions {
             reconnect_max: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(15),
             ca_file: None,
+            quorum_group_size: None,
         }
+    }
+
+    /// Sets the replicas of the quorum queues this transport creates (`None`: the broker's
+    /// default).
+    #[must_use]
+    pub fn with_quorum_group_size(mut self, size: Option<NonZeroU32>) -> Self {
+        self.quorum_group_size = size;
+        self
     }
 
     /// Sets the connection name.
@@ -140,6 +158,7 @@ impl fmt::Debug for AmqpOptions {
             .field("reconnect_max", &self.reconnect_max)
             .field("connect_timeout", &self.connect_timeout)
             .field("ca_file", &self.ca_file)
+            .field("quorum_group_size", &self.quorum_group_size)
             .finish_non_exhaustive()
     }
 }
@@ -195,7 +214,7 @@ impl Transport for AmqpTransport {
         inner
             .retrying("declare", || async {
                 let connection = inner.link.connection(inner).await?;
-                link::declare(&connection, topology, false).await
+                link::declare(&connection, topology, inner.options.quorum_group_size, false).await
             })
             .await?;
         inner.known().merge(topology);

@@ -15,7 +15,10 @@ use airlock_monitor::{MonitorConfig, MonitorError};
 use airlock_telemetry::metrics::Metrics;
 use clap::{Args, Subcommand};
 
-use super::{Failure, FleetArgs, LOG_TOOL, TelemetryArgs, TlsArgs, block_on, block_on_role, connect, shutdown_signal};
+use super::{
+    Failure, FleetArgs, LOG_TOOL, ReplicationArgs, TelemetryArgs, TlsArgs, block_on, block_on_role, connect,
+    shutdown_signal,
+};
 
 /// Arguments of `airlock monitor`.
 #[derive(Debug, Args)]
@@ -64,6 +67,8 @@ pub struct RunArgs {
     prefix: String,
     #[command(flatten)]
     tls: TlsArgs,
+    #[command(flatten)]
+    replication: ReplicationArgs,
     /// The external step served: tasks come from `<prefix>.step.<step>`.
     #[arg(long)]
     step: Option<String>,
@@ -140,7 +145,8 @@ pub fn run(args: MonitorArgs) -> ExitCode {
 async fn serve(args: RunArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
     let missing = |what: &str| Failure::config(format!("--{what} is required"));
     // Optional in clap, so that `airlock monitor calibrate` needs none of them.
-    let fleet = FleetArgs { amqp: args.amqp.ok_or_else(|| missing("amqp"))?, prefix: args.prefix, tls: args.tls };
+    let amqp = args.amqp.ok_or_else(|| missing("amqp"))?;
+    let fleet = FleetArgs { amqp, prefix: args.prefix, tls: args.tls, replication: args.replication };
     let step = args.step.ok_or_else(|| missing("step"))?;
     let kind = ProviderKind::from(args.provider.ok_or_else(|| missing("provider"))?);
     let model = args.model.ok_or_else(|| missing("model"))?;

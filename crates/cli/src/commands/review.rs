@@ -21,7 +21,7 @@ use airlock_reviewer::{ReviewerConfig, Service, instance_for_store};
 use clap::Args;
 use tokio::sync::mpsc;
 
-use super::{Failure, FleetArgs, TlsArgs, connect, reviewer_signing_key};
+use super::{Failure, FleetArgs, ReplicationArgs, TlsArgs, connect, reviewer_signing_key};
 
 /// How often an empty queue is looked at again.
 const POLL: Duration = Duration::from_secs(1);
@@ -46,6 +46,8 @@ pub struct ReviewArgs {
     prefix: String,
     #[command(flatten)]
     tls: TlsArgs,
+    #[command(flatten)]
+    replication: ReplicationArgs,
     /// The key your answers are signed with, as a reviewer service's (with --amqp).
     #[arg(long, env = "AIRLOCK_REVIEWER_SIGNING_KEY")]
     signing_key: Option<PathBuf>,
@@ -90,7 +92,12 @@ pub async fn run(args: ReviewArgs) -> Result<(), Failure> {
             };
             config.validate().map_err(|e| Failure::config(e.to_string()))?;
             let transport = connect(
-                &FleetArgs { amqp: amqp.clone(), prefix: args.prefix.clone(), tls: args.tls.clone() },
+                &FleetArgs {
+                    amqp: amqp.clone(),
+                    prefix: args.prefix.clone(),
+                    tls: args.tls.clone(),
+                    replication: args.replication.clone(),
+                },
                 "review",
             )
             .await?;

@@ -15,8 +15,8 @@ use airlock_telemetry::metrics::Metrics;
 use clap::{Args, Subcommand};
 
 use super::{
-    Failure, FleetArgs, LOG_TOOL, TelemetryArgs, TlsArgs, block_on, block_on_role, connect, reviewer_signing_key,
-    shutdown_signal,
+    Failure, FleetArgs, LOG_TOOL, ReplicationArgs, TelemetryArgs, TlsArgs, block_on, block_on_role, connect,
+    reviewer_signing_key, shutdown_signal,
 };
 
 /// Arguments of `airlock reviewer`.
@@ -47,6 +47,8 @@ pub struct ServeArgs {
     prefix: String,
     #[command(flatten)]
     tls: TlsArgs,
+    #[command(flatten)]
+    replication: ReplicationArgs,
     /// The key this service signs the answers it records with (`reviewer.key` of `airlock
     /// keys generate`); signed workers take human answers only signed by a key they hold.
     #[arg(long, env = "AIRLOCK_REVIEWER_SIGNING_KEY")]
@@ -136,6 +138,8 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
         signing_key: reviewer_signing_key(args.signing_key.as_deref())?,
     };
     config.validate().map_err(|e| Failure::config(e.to_string()))?;
-    let transport = connect(&FleetArgs { amqp, prefix: args.prefix, tls: args.tls }, "reviewer").await?;
+    let transport =
+        connect(&FleetArgs { amqp, prefix: args.prefix, tls: args.tls, replication: args.replication }, "reviewer")
+            .await?;
     airlock_reviewer::run(transport, config, shutdown_signal()).await.map_err(|e| Failure::other(e.to_string()))
 }

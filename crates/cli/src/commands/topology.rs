@@ -1,6 +1,9 @@
 //! `airlock topology apply` / `delete`: the fleet's queues and exchanges; `airlock topology
 //! definitions`: its broker users by role, as RabbitMQ definitions
-//! ([`airlock_transport::roles`]).
+//! ([`airlock_transport::roles`]). `apply` then checks the replicas of the quorum queues
+//! through the management API ([`members`]).
+
+mod members;
 
 use std::path::{Path, PathBuf};
 
@@ -13,8 +16,10 @@ use super::{Failure, FleetArgs, connect, print_json};
 /// Topology tools.
 #[derive(Debug, Subcommand)]
 pub enum TopologyCommand {
-    /// Declare the fleet's queues and exchanges (idempotent) and print their names.
-    Apply(TopologyArgs),
+    /// Declare the fleet's queues and exchanges (idempotent) and print their names, then
+    /// warn about quorum queues with fewer replicas than --quorum-group-size or with replicas
+    /// down (asked of the broker's management API).
+    Apply(ApplyArgs),
     /// Delete the fleet's queues and exchanges, with every message still in them.
     Delete(TopologyArgs),
     /// Print RabbitMQ definitions (users, vhost, permissions) that give each broker user of a
@@ -41,11 +46,23 @@ pub struct TopologyArgs {
     pools: Vec<String>,
 }
 
+/// `apply`'s arguments: the fleet, and where its broker's management API is.
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    topology: TopologyArgs,
+    /// The broker's management API (comma-separated for several nodes), where the replicas of
+    /// the quorum queues are checked, e.g. http://rabbit-1:15672; a user and password in the
+    /// URL replace the AMQP URL's [default: each --amqp node's host, port 15672]
+    #[arg(long, env = "AIRLOCK_MANAGEMENT_URL")]
+    management_url: Option<String>,
+}
+
 /// Runs a topology subcommand.
 pub async fn run(command: TopologyCommand) -> Result<(), Failure> {
-    let (TopologyArgs { fleet, steps, pools }, apply) = match command {
-        TopologyCommand::Apply(args) => (args, true),
-        TopologyCommand::Delete(args) => (args, false),
+    let (TopologyArgs { fleet, steps, pools }, management_url, apply) = match command {
+        TopologyCommand::Apply(ApplyArgs { topology, management_url }) => (topology, management_url, true),
+        TopologyCommand::Delete(args) => (args, None, false),
         TopologyCommand::Definitions { roles } => return definitions(&roles),
     };
     let mut topology = Topology::new(fleet.prefix.clone());
@@ -59,7 +76,11 @@ pub async fn run(command: TopologyCommand) -> Result<(), Failure> {
     let done = if apply { transport.declare(&topology).await } else { transport.delete(&topology).await };
     transport.close().await;
     let verb = if apply { "declaring" } else { "deleting" };
-    done.map_err(|e| Failure::other(format!("{verb} the topology failed: {e}")))?;
+    // With the broker's own words (which argument of which queue differs, say).
+    done.map_err(|e| match std::error::Error::source(&e) {
+        Some(source) => Failure::other(format!("{verb} the topology failed: {e}: {source}")),
+        None => Failure::other(format!("{verb} the topology failed: {e}")),
+    })?;
     if !apply {
         println!("deleted the queues and exchanges of '{}'", fleet.prefix);
         return Ok(());
@@ -70,7 +91,40 @@ pub async fn run(command: TopologyCommand) -> Result<(), Failure> {
     for queue in topology.queues() {
         println!("queue    {}", queue.name);
     }
+    check_members(&topology, &fleet, management_url.as_deref()).await;
     Ok(())
+}
+
+/// Warns, on stderr, about each quorum queue of `topology` with fewer replicas than the
+/// fleet's group size or with replicas down; says so when they could not be checked (no
+/// management API where expected), which is a warning too, not a failure: the topology is
+/// declared either way.
+async fn check_members(topology: &Topology, fleet: &FleetArgs, management_url: Option<&str>) {
+    let wanted = fleet.replication.quorum_group_size;
+    let unchecked = |why: &str| {
+        eprintln!(
+            "warning: the replicas of the quorum queues were not checked: {why}. The management API \
+             tells them (enable the rabbitmq_management plugin, or give --management-url)."
+        );
+    };
+    let apis = match members::Api::for_fleet(&fleet.amqp, management_url) {
+        Ok(apis) => apis,
+        Err(e) => return unchecked(&e),
+    };
+    let http = match members::http() {
+        Ok(http) => http,
+        Err(e) => return unchecked(&format!("no HTTP client: {e}")),
+    };
+    for queue in topology.queues().iter().filter(|queue| queue.kind.is_quorum()) {
+        match members::members(&http, &apis, &queue.name).await {
+            Ok(members) => {
+                for shortfall in members.shortfalls(&queue.name, wanted) {
+                    eprintln!("warning: {shortfall}");
+                }
+            }
+            Err(e) => return unchecked(&e),
+        }
+    }
 }
 
 fn definitions(path: &Path) -> Result<(), Failure> {

@@ -1,6 +1,7 @@
 //! One broker connection, dialled when first needed and again whenever it was lost, to
 //! whichever node of the broker answers.
 
+use std::num::NonZeroU32;
 use std::sync::{
     Arc, Mutex, PoisonError,
     atomic::{AtomicU64, Ordering},
@@ -77,7 +78,7 @@ impl Link {
                 Ok(connection) => {
                     inner.nodes.connected(index);
                     let known = inner.known().clone();
-                    declare(&connection, &known, true).await?;
+                    declare(&connection, &known, inner.options.quorum_group_size, true).await?;
                     info!(node = %node.label, "Connected to the broker.");
                     *self.slot() = Some(connection.clone());
                     if self.connected_before.swap(true, Ordering::AcqRel) {
@@ -124,7 +125,8 @@ async fn dial_node(inner: &Inner, node: &Node) -> Result<Arc<Connection>, Transp
     }
 }
 
-/// Declares `topology` on a channel of `connection`.
+/// Declares `topology` on a channel of `connection`, its quorum queues with `group_size`
+/// replicas (`None`: the broker's default).
 ///
 /// With `keep_going` (re-declaring after a reconnect), a declaration the broker refuses is
 /// logged and skipped, on a new channel, so one conflicting queue does not stop the rest;
@@ -132,6 +134,7 @@ async fn dial_node(inner: &Inner, node: &Node) -> Result<Arc<Connection>, Transp
 pub(super) async fn declare(
     connection: &Connection,
     topology: &Topology,
+    group_size: Option<NonZeroU32>,
     keep_going: bool,
 ) -> Result<(), TransportError> {
     let open = || async { connection.create_channel().await.map_err(|e| wire::error(e, || "channel".to_owned())) };
@@ -157,7 +160,7 @@ pub(super) async fn declare(
             .queue_declare(
                 queue.name.as_str().into(),
                 QueueDeclareOptions::durable(),
-                wire::queue_arguments(&queue.kind),
+                wire::queue_arguments(&queue.kind, group_size),
             )
             .await
             .map_err(|e| wire::error(e, || format!("queue {}", queue.name)));

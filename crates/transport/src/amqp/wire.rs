@@ -1,6 +1,6 @@
 //! Airlock's messages, queues and errors to and from lapin's types.
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{collections::BTreeMap, num::NonZeroU32, sync::Arc};
 
 use bytes::Bytes;
 use lapin::{
@@ -24,27 +24,35 @@ const ARG_QUEUE_TYPE: &str = "x-queue-type";
 const ARG_DEAD_LETTER_EXCHANGE: &str = "x-dead-letter-exchange";
 /// `x-delivery-limit` (quorum queues).
 const ARG_DELIVERY_LIMIT: &str = "x-delivery-limit";
+/// `x-quorum-initial-group-size` (quorum queues): replicas made when the queue is created.
+const ARG_QUORUM_GROUP_SIZE: &str = "x-quorum-initial-group-size";
 /// `x-expires`, in milliseconds.
 const ARG_EXPIRES: &str = "x-expires";
 /// Persistent delivery mode.
 const PERSISTENT: u8 = 2;
 
-/// The broker arguments of a queue kind. The only place they are built, so every declaration
-/// of a queue is identical and RabbitMQ never answers PRECONDITION_FAILED to our own
-/// re-declarations.
-pub(super) fn queue_arguments(kind: &QueueKind) -> FieldTable {
+/// The broker arguments of a queue kind, quorum queues with `group_size` replicas (`None`:
+/// the broker's default, and no argument). The only place they are built, so every
+/// declaration of a queue by transports with the same options is identical and RabbitMQ never
+/// answers PRECONDITION_FAILED to our own re-declarations; transports with different group
+/// sizes do disagree, which is why the size is one setting for the whole fleet.
+pub(super) fn queue_arguments(kind: &QueueKind, group_size: Option<NonZeroU32>) -> FieldTable {
     let mut arguments = FieldTable::default();
+    let quorum = |arguments: &mut FieldTable| {
+        arguments.insert(ARG_QUEUE_TYPE.into(), long_string("quorum"));
+        if let Some(size) = group_size {
+            arguments.insert(ARG_QUORUM_GROUP_SIZE.into(), AMQPValue::LongLongInt(i64::from(size.get())));
+        }
+    };
     match kind {
         QueueKind::Work { dead_letter_exchange, delivery_limit } => {
-            arguments.insert(ARG_QUEUE_TYPE.into(), long_string("quorum"));
+            quorum(&mut arguments);
             arguments.insert(ARG_DEAD_LETTER_EXCHANGE.into(), long_string(dead_letter_exchange));
             arguments.insert(ARG_DELIVERY_LIMIT.into(), AMQPValue::LongLongInt(i64::from(*delivery_limit)));
         }
-        QueueKind::Dead => {
-            arguments.insert(ARG_QUEUE_TYPE.into(), long_string("quorum"));
-        }
+        QueueKind::Dead => quorum(&mut arguments),
         QueueKind::Private { expires } => {
-            arguments.insert(ARG_QUEUE_TYPE.into(), long_string("quorum"));
+            quorum(&mut arguments);
             let millis = i64::try_from(expires.as_millis()).unwrap_or(i64::MAX);
             arguments.insert(ARG_EXPIRES.into(), AMQPValue::LongLongInt(millis));
         }
@@ -228,18 +236,33 @@ mod tests {
 
     use super::*;
 
+    fn work() -> QueueKind {
+        QueueKind::Work { dead_letter_exchange: "p.dlx".into(), delivery_limit: 5 }
+    }
+
     #[test]
     fn work_queue_arguments() {
-        let arguments = queue_arguments(&QueueKind::Work { dead_letter_exchange: "p.dlx".into(), delivery_limit: 5 });
+        let arguments = queue_arguments(&work(), None);
         let inner = arguments.inner();
         assert_eq!(inner.get(ARG_QUEUE_TYPE), Some(&long_string("quorum")));
         assert_eq!(inner.get(ARG_DEAD_LETTER_EXCHANGE), Some(&long_string("p.dlx")));
         assert_eq!(inner.get(ARG_DELIVERY_LIMIT), Some(&AMQPValue::LongLongInt(5)));
+        assert_eq!(inner.get(ARG_QUORUM_GROUP_SIZE), None, "the broker's default");
+    }
+
+    #[test]
+    fn a_group_size_goes_to_every_quorum_queue() {
+        let three = NonZeroU32::new(3);
+        for kind in [work(), QueueKind::Dead, QueueKind::Private { expires: Duration::from_secs(1) }] {
+            let arguments = queue_arguments(&kind, three);
+            assert_eq!(arguments.inner().get(ARG_QUEUE_TYPE), Some(&long_string("quorum")), "{kind:?}");
+            assert_eq!(arguments.inner().get(ARG_QUORUM_GROUP_SIZE), Some(&AMQPValue::LongLongInt(3)), "{kind:?}");
+        }
     }
 
     #[test]
     fn private_queue_arguments() {
-        let arguments = queue_arguments(&QueueKind::Private { expires: Duration::from_secs(1800) });
+        let arguments = queue_arguments(&QueueKind::Private { expires: Duration::from_secs(1800) }, None);
         assert_eq!(arguments.inner().get(ARG_QUEUE_TYPE), Some(&long_string("quorum")));
         assert_eq!(arguments.inner().get(ARG_EXPIRES), Some(&AMQPValue::LongLongInt(1_800_000)));
     }
