@@ -179,10 +179,9 @@ impl Node {
         if !self.running {
             return;
         }
-        let pid = std::fs::read_to_string(self.spec.dir.join("pid")).ok();
-        match pid.as_deref().map(str::trim).filter(|pid| pid.parse::<u32>().is_ok()) {
+        match self.spec.pid() {
             Some(pid) => {
-                if let Err(e) = run(Command::new("kill").args(["-KILL", pid])) {
+                if let Err(e) = run(Command::new("kill").args(["-KILL", &pid])) {
                     eprintln!("ending test node {}: {e}", self.spec.name);
                 }
                 self.running = false;
@@ -240,10 +239,31 @@ impl Spec {
         run(self.ctl().arg("wait").arg(&pid_file).args(["--timeout", "90"]))
     }
 
-    /// Stops the node; given the pid file, `stop` returns once the runtime has exited, so the
-    /// node can be started again at once.
+    /// Stops the node as a service manager does, with SIGTERM to its runtime (RabbitMQ shuts
+    /// down in order: listeners closed, clients disconnected, queues stopped), and returns
+    /// once the runtime has exited, so the node can be started again at once. Twice as fast
+    /// as `rabbitmqctl stop`, which does the same after starting a runtime of its own.
+    #[expect(clippy::disallowed_methods, reason = "runs on a blocking thread or in a drop, never on the runtime")]
     fn stop(&self) -> Result<(), String> {
-        run(self.ctl().arg("stop").arg(self.dir.join("pid")))
+        let Some(pid) = self.pid() else {
+            return run(self.ctl().arg("stop").arg(self.dir.join("pid")));
+        };
+        run(Command::new("kill").args(["-TERM", &pid]))?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+        while Command::new("kill").args(["-0", &pid]).output().is_ok_and(|probe| probe.status.success()) {
+            if std::time::Instant::now() > deadline {
+                return Err(format!("{} did not stop within 90 s of SIGTERM", self.name));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
+    /// The OS pid of the node's runtime, from its pid file.
+    fn pid(&self) -> Option<String> {
+        let text = std::fs::read_to_string(self.dir.join("pid")).ok()?;
+        let pid = text.trim();
+        pid.parse::<u32>().is_ok().then(|| pid.to_owned())
     }
 
     /// `command` with the environment that makes RabbitMQ's scripts use this node.

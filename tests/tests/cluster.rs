@@ -1,0 +1,354 @@
+//! RabbitMQ only, on a cluster of the test's own (three nodes from `airlock_testkit::cluster`,
+//! never the shared broker): the fleet under load while nodes go away. The node a worker is
+//! connected to stops; all three nodes restart one after another. Every request must get
+//! exactly one decision at the runner, none may be lost or fail closed, and nothing may end in
+//! the dead-letter queue. And `airlock topology apply` tells when a quorum queue has fewer
+//! replicas than asked for, or replicas down.
+//!
+//! The tests under load take a cluster each and run one at a time: three nodes and a fleet
+//! under load already keep two cores busy. A cluster of three starts in about 20 seconds; the
+//! file takes about two and a half minutes.
+
+use std::collections::HashSet;
+use std::num::NonZeroU32;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use airlock_client::{Client, ClientConfig};
+use airlock_testkit::cluster::Cluster;
+use airlock_testkit::{unique_prefix, unreachable};
+use airlock_tests::{HANG_GUARD, TestKeys, airlock_bin, approval, decision_name};
+use airlock_transport::{AmqpOptions, AmqpTransport, Topology, Transport};
+use serde_json::json;
+use tokio::process::{Child, Command};
+use tokio::sync::Mutex;
+use tokio::task::JoinSet;
+
+const POLICY: &str = "approvers:\n  - name: auto\n    tools: \"*\"\n";
+
+/// The fleet's quorum queues get a replica on every node of the test's cluster.
+const GROUP_SIZE: u32 = 3;
+
+/// How long one test may take, cluster start and stop included.
+const TEST_GUARD: Duration = Duration::from_secs(300);
+
+/// One cluster at a time (see the module documentation).
+static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
+
+/// A cluster of `size` nodes, or `None` (the test skips) when this machine cannot start one
+/// and `CI` is unset.
+async fn cluster(size: usize) -> Option<Cluster> {
+    let started = Instant::now();
+    match Cluster::start(size).await {
+        Ok(cluster) => {
+            eprintln!("a cluster of {size} started in {:.1} s", started.elapsed().as_secs_f64());
+            Some(cluster)
+        }
+        Err(reason) => {
+            unreachable(reason);
+            None
+        }
+    }
+}
+
+fn group_size() -> Option<NonZeroU32> {
+    NonZeroU32::new(GROUP_SIZE)
+}
+
+/// An `airlock worker` on every node of `urls`, killed when dropped.
+fn worker(urls: &str, prefix: &str, id: &str) -> Child {
+    Command::new(airlock_bin())
+        .args(["worker", "--amqp", urls, "--prefix", prefix, "--id", id, "--concurrency", "32"])
+        .args(["--quorum-group-size", &GROUP_SIZE.to_string()])
+        .args(TestKeys::get().worker_args())
+        // A node going away makes every unacknowledged delivery a warning.
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("airlock worker starts")
+}
+
+/// A runner on `urls` (one node, or the list), whose connection is named `<prefix> runner`.
+async fn runner(urls: &str, prefix: &str) -> (AmqpTransport, Client<AmqpTransport>) {
+    let options =
+        AmqpOptions::new(urls).with_connection_name(format!("{prefix} runner")).with_quorum_group_size(group_size());
+    let transport = AmqpTransport::connect_with(options).await.expect("the runner connects");
+    let config = ClientConfig {
+        prefix: prefix.into(),
+        runner_id: "runner".into(),
+        default_timeout: HANG_GUARD,
+        fleet_keys: TestKeys::get().fleet_public(),
+    };
+    let client = Client::connect(transport.clone(), config).await.expect("the runner's client starts");
+    (transport, client)
+}
+
+/// Runs `rabbitmqctl` against node `asking` of `cluster`.
+async fn ctl(cluster: &Cluster, asking: usize, args: &[&str]) -> String {
+    let mut command = Command::from(cluster.node(asking).ctl());
+    let output = command.args(args).output().await.expect("rabbitmqctl runs");
+    assert!(output.status.success(), "rabbitmqctl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The index of the node that the connection named `name` (or `name (<host>:<pid>)`, as the
+/// command line names its roles) is on, asked of node `asking`.
+async fn node_of(cluster: &Cluster, asking: usize, name: &str) -> Option<usize> {
+    let listing =
+        ctl(cluster, asking, &["list_connections", "-q", "--no-table-headers", "pid", "client_properties"]).await;
+    let (exact, of_role) = (format!("{{\"connection_name\",\"{name}\"}}"), format!("{{\"connection_name\",\"{name} ("));
+    let line = listing.lines().find(|line| line.contains(&exact) || line.contains(&of_role))?;
+    // The connection's Erlang pid names its node: `<airlock-…@localhost.1733.412.0>`.
+    let pid = line.split('\t').next()?.trim_start_matches('<');
+    let node = &pid[..pid.find("@localhost")? + "@localhost".len()];
+    cluster.index_of(node)
+}
+
+/// Waits until the connection named `name` is on a node other than `not`; returns that node.
+async fn moved_off(cluster: &Cluster, asking: usize, name: &str, not: Option<usize>) -> usize {
+    tokio::time::timeout(HANG_GUARD, async {
+        loop {
+            match node_of(cluster, asking, name).await {
+                Some(node) if Some(node) != not => return node,
+                _ => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{name} never connected (elsewhere than node {not:?})"))
+}
+
+/// Waits until `queue` has `consumers` consumers, asked of node `asking`.
+async fn wait_for_consumers(cluster: &Cluster, asking: usize, queue: &str, consumers: usize) {
+    tokio::time::timeout(HANG_GUARD, async {
+        loop {
+            let listing = ctl(cluster, asking, &["list_queues", "-q", "--no-table-headers", "name", "consumers"]).await;
+            let count = listing
+                .lines()
+                .filter_map(|line| line.split_once('\t'))
+                .find(|(name, _)| *name == queue)
+                .and_then(|(_, n)| n.trim().parse::<usize>().ok());
+            if count.is_some_and(|count| count >= consumers) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{queue} never had {consumers} consumers"));
+}
+
+/// Requests sent without pause, `window` at a time, until stopped: what each was decided, and
+/// how many were answered so far.
+struct Load {
+    answered: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    running: tokio::task::JoinHandle<Vec<(String, String)>>,
+}
+
+impl Load {
+    /// Starts sending; `limit` ends the load by itself after that many requests.
+    fn start(client: &Client<AmqpTransport>, window: usize, limit: usize) -> Load {
+        let (answered, stop) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
+        let (client, counter, stopping) = (client.clone(), answered.clone(), stop.clone());
+        let running = tokio::spawn(async move {
+            let mut calls = JoinSet::new();
+            let mut decided = Vec::new();
+            let mut sent = 0;
+            loop {
+                while calls.len() < window && sent < limit && !stopping.load(Ordering::Relaxed) {
+                    let (client, counter) = (client.clone(), counter.clone());
+                    let call = format!("call-{sent}");
+                    calls.spawn(async move {
+                        let request =
+                            approval("load", &call, json!({"function": "ls", "arguments": {"call": call}}), POLICY);
+                        let decision = client.approve(request).await.expect("a decision");
+                        counter.fetch_add(1, Ordering::Relaxed);
+                        assert_eq!(decision_name(&decision), "approve", "{decision:?}");
+                        (decision.key.expect("a key").tool_call_id, decision.decided_by)
+                    });
+                    sent += 1;
+                }
+                match calls.join_next().await {
+                    Some(result) => decided.push(result.expect("a call")),
+                    None => return decided,
+                }
+            }
+        });
+        Load { answered, stop, running }
+    }
+
+    fn answered(&self) -> usize {
+        self.answered.load(Ordering::Relaxed)
+    }
+
+    /// Waits until `more` requests more than now were answered.
+    async fn progress(&self, more: usize) {
+        let target = self.answered() + more;
+        tokio::time::timeout(HANG_GUARD, async {
+            while self.answered() < target {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("the load stalled at {} answers", self.answered()));
+    }
+
+    /// Stops sending and waits for what is in flight; checks that every request was decided
+    /// exactly once and returns how many there were.
+    async fn finish(self, client: &Client<AmqpTransport>) -> usize {
+        self.stop.store(true, Ordering::Relaxed);
+        let decided = self.running.await.expect("the load ran");
+        let keys: HashSet<&String> = decided.iter().map(|(key, _)| key).collect();
+        assert_eq!(keys.len(), decided.len(), "one decision per call");
+        let stats = client.stats();
+        eprintln!("{} requests decided; runner: {stats:?}", decided.len());
+        assert_eq!((stats.timed_out, stats.rejected_replies, stats.pending), (0, 0, 0), "{stats:?}");
+        decided.len()
+    }
+}
+
+/// Checks that the fleet's work queues are drained and nothing was dead-lettered.
+async fn nothing_left(transport: &AmqpTransport, prefix: &str) {
+    let topology = Topology::new(prefix);
+    assert_eq!(transport.message_count(&topology.requests_queue()).await.unwrap(), 0, "requests left over");
+    assert_eq!(transport.message_count(&topology.dead_queue()).await.unwrap(), 0, "requests dead-lettered");
+}
+
+/// `airlock topology apply` on `cluster`'s nodes `up`, with `args`: its status and stderr.
+async fn apply(cluster: &Cluster, up: &[usize], prefix: &str, args: &[&str]) -> (bool, String) {
+    let amqp: Vec<String> = up.iter().map(|&i| cluster.node(i).amqp_url()).collect();
+    let management: Vec<String> = up.iter().map(|&i| cluster.node(i).management_url().expect("management")).collect();
+    let output = Command::new(airlock_bin())
+        .args(["topology", "apply", "--amqp", &amqp.join(","), "--prefix", prefix])
+        .args(["--management-url", &management.join(",")])
+        .args(args)
+        .output()
+        .await
+        .expect("airlock topology apply runs");
+    (output.status.success(), String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+#[tokio::test]
+async fn the_node_a_worker_is_connected_to_stops_under_load_and_nothing_is_lost() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(mut cluster) = cluster(3).await else { return };
+    tokio::time::timeout(TEST_GUARD, async {
+        let prefix = unique_prefix();
+        let urls = cluster.amqp_urls();
+        let _worker = worker(&urls, &prefix, "w0");
+        let requests = Topology::new(&prefix).requests_queue();
+        wait_for_consumers(&cluster, 0, &requests, 1).await;
+        let stopped = node_of(&cluster, 0, &format!("{prefix} worker")).await.expect("the worker's connection");
+        // The runner on another node: what moves here is the worker alone.
+        let home = (stopped + 1) % 3;
+        let (transport, client) = runner(&cluster.node(home).amqp_url(), &prefix).await;
+
+        let load = Load::start(&client, 3000, 3000);
+        load.progress(300).await;
+        let answered = load.answered();
+        cluster.node_mut(stopped).stop().await.unwrap();
+        eprintln!("node {stopped} stopped with {answered} of 3000 answered");
+        assert!(answered < 2500, "the node stopped while requests were in flight ({answered} answered)");
+        let decided = load.finish(&client).await;
+        assert_eq!(decided, 3000, "every request was decided");
+
+        let now = moved_off(&cluster, home, &format!("{prefix} worker"), Some(stopped)).await;
+        eprintln!("the worker moved from node {stopped} to node {now}");
+        nothing_left(&transport, &prefix).await;
+
+        // One replica of each quorum queue is down: apply says so, naming the node.
+        let up: Vec<usize> = (0..3).filter(|&i| i != stopped).collect();
+        let (ok, stderr) = apply(&cluster, &up, &prefix, &["--quorum-group-size", "3"]).await;
+        assert!(ok, "{stderr}");
+        let down = format!("{prefix}.requests has members down ({}): 2 of 3 up", cluster.node(stopped).name());
+        assert!(stderr.contains(&down), "{stderr}");
+        client.close().await;
+        transport.close().await;
+    })
+    .await
+    .expect("the test finished in time");
+}
+
+#[tokio::test]
+async fn a_rolling_restart_of_every_node_under_load_loses_nothing() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(mut cluster) = cluster(3).await else { return };
+    tokio::time::timeout(TEST_GUARD, async {
+        let prefix = unique_prefix();
+        let urls = cluster.amqp_urls();
+        let _workers = [worker(&urls, &prefix, "w0"), worker(&urls, &prefix, "w1")];
+        let requests = Topology::new(&prefix).requests_queue();
+        wait_for_consumers(&cluster, 0, &requests, 2).await;
+        // Every role on every node: each restart moves whoever was on that node, the runner
+        // (and its reply queue's leader) included.
+        let (transport, client) = runner(&urls, &prefix).await;
+        let runner_name = format!("{prefix} runner");
+        let first = node_of(&cluster, 0, &runner_name).await.expect("the runner's connection");
+
+        let load = Load::start(&client, 500, usize::MAX);
+        load.progress(300).await;
+        for node in 0..3 {
+            let started = Instant::now();
+            cluster.node_mut(node).stop().await.unwrap();
+            // The fleet decides with the node down, not only once it is back.
+            load.progress(100).await;
+            cluster.node_mut(node).start_again().await.unwrap();
+            eprintln!(
+                "node {node} restarted in {:.1} s, {} answered",
+                started.elapsed().as_secs_f64(),
+                load.answered()
+            );
+            load.progress(100).await;
+        }
+        let decided = load.finish(&client).await;
+        assert!(decided >= 1500, "{decided} decided");
+        let reconnects = *transport.reconnects().borrow();
+        assert!(reconnects >= 1, "the runner lost its node {first} and came back: {reconnects} reconnects");
+        nothing_left(&transport, &prefix).await;
+        client.close().await;
+        transport.close().await;
+    })
+    .await
+    .expect("the test finished in time");
+}
+
+#[tokio::test]
+async fn topology_apply_warns_of_fewer_replicas_than_the_group_size() {
+    // One node and no load: it runs beside the others.
+    let Some(single) = cluster(1).await else { return };
+    let prefix = unique_prefix();
+    let warning = format!(
+        "quorum queue {prefix}.requests has 1 member ({}) where --quorum-group-size asks for 3",
+        single.node(0).name()
+    );
+
+    let (ok, stderr) = apply(&single, &[0], &prefix, &["--quorum-group-size", "3"]).await;
+    assert!(ok, "a shortfall is a warning: {stderr}");
+    assert!(stderr.contains(&warning), "{stderr}");
+    assert!(stderr.contains(&format!("{prefix}.dead has 1 member")), "every quorum queue is checked: {stderr}");
+
+    // A role that disagrees about the group size is refused by the broker.
+    let (ok, stderr) = apply(&single, &[0], &prefix, &["--quorum-group-size", "1"]).await;
+    assert!(!ok, "a different group size is refused: {stderr}");
+    assert!(stderr.contains("x-quorum-initial-group-size"), "the broker says which argument differs: {stderr}");
+
+    // No management API where it is looked for: said, and not a failure.
+    let output = Command::new(airlock_bin())
+        .args(["topology", "apply", "--amqp", &single.node(0).amqp_url(), "--prefix", &prefix])
+        .args(["--quorum-group-size", "3", "--management-url", "http://127.0.0.1:9/"])
+        .output()
+        .await
+        .expect("airlock topology apply runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("the replicas of the quorum queues were not checked"), "{stderr}");
+
+    let dir = single.node(0).dir().to_owned();
+    drop(single);
+    assert!(!dir.exists(), "the cluster's directories are removed");
+}
