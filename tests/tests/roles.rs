@@ -166,12 +166,29 @@ async fn each_role_user_is_refused_what_its_role_must_not_do() {
     let a_replies = topology.reply_route(&own.queues()[0].name).unwrap();
     as_worker.publish(&a_replies.with_copy("approval.approve"), Message::new("decision")).await.unwrap();
 
+    // `airlock request` signed in as a runner user asks under a runner id of that user (no
+    // worker runs here: the request is published, then fails closed at its timeout).
+    std::fs::write(dir.join("call.json"), r#"{"id": "c1", "function": "bash", "arguments": {"cmd": "ls"}}"#).unwrap();
+    std::fs::write(dir.join("policy.yaml"), "approvers: []\n").unwrap();
+    let output = std::process::Command::new(airlock_bin())
+        .args(["request", "--kind", "approval", "--timeout", "0.5", "--prefix", prefix, "--amqp"])
+        .arg(format!("amqp://{runner_a}:{PASSWORD}@{}/{}", authority(), loaded.vhost))
+        .arg("--call")
+        .arg(dir.join("call.json"))
+        .arg("--policy")
+        .arg(dir.join("policy.yaml"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let decision: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(decision["approver"], "timeout", "{decision}");
+
     // What each queue holds: the smuggled keys reached nothing but the queue of the exchange.
     let count = |queue: String| {
         let as_worker = as_worker.clone();
         async move { as_worker.message_count(&queue).await.unwrap() }
     };
-    assert_eq!(count(topology.requests_queue()).await, 2, "the request and the smuggled one");
+    assert_eq!(count(topology.requests_queue()).await, 3, "the requests and the smuggled one");
     assert_eq!(count(topology.results_queue()).await, 2, "the answer and the smuggled one");
     assert_eq!(count(topology.reply_queue(&format!("{runner_b}.r1"))).await, 0);
     assert_eq!(count(topology.reply_queue(&format!("{runner_a}.r1"))).await, 1, "the worker's reply");

@@ -60,13 +60,16 @@ pub struct OneRequest {
     pub timeout: Duration,
     /// The fleet's public keys the decision must be proved with (`None`: an unsigned fleet).
     pub fleet_keys: Option<PublicKeys<Fleet>>,
+    /// The broker user the runner publishes as: its runner id starts with `<user>.`, as a
+    /// least-privilege runner user's must (`airlock topology definitions`).
+    pub user: String,
 }
 
-/// Sends `request` as its own runner (`request-<uuid>`, sample `request`, epoch 1) and waits
+/// Sends `request` as its own runner (`<user>.request-<uuid>`, sample `request`, epoch 1) and waits
 /// for its decision; then closes the transport. A fleet that refuses the request answers
 /// [`ClientError::Refused`].
 pub async fn send<T: Transport>(transport: T, request: OneRequest) -> Result<v1::Decision, ClientError> {
-    let runner_id = format!("request-{}", uuid::Uuid::now_v7());
+    let runner_id = format!("{}.request-{}", request.user, uuid::Uuid::now_v7());
     let config = ClientConfig {
         prefix: request.prefix,
         runner_id: runner_id.clone(),
@@ -120,6 +123,7 @@ mod tests {
             output: String::new(),
             timeout: Duration::from_secs(2),
             fleet_keys: None,
+            user: "u".into(),
         };
         let transport = MemoryTransport::new();
         transport.declare(&airlock_transport::Topology::new("t")).await.unwrap();

@@ -190,6 +190,11 @@ impl AmqpTransport {
         Self::connect_with(AmqpOptions::new(url)).await
     }
 
+    /// The broker user it connects and publishes as.
+    pub fn user(&self) -> &str {
+        self.inner.nodes.user()
+    }
+
     /// Connects with `options`. Fails fast, after one try of each node, if the broker cannot
     /// be reached now: later connection losses are recovered from.
     pub async fn connect_with(options: AmqpOptions) -> Result<Self, TransportError> {

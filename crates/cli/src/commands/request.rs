@@ -56,6 +56,8 @@ pub async fn run(args: RequestArgs) -> Result<(), Failure> {
     if !(args.timeout > 0.0 && args.timeout.is_finite()) {
         return Err(Failure::config("--timeout must be a positive number of seconds"));
     }
+    let fleet_keys = fleet_keys(&args.verify_key)?;
+    let transport = connect(&args.fleet, "request").await?;
     let request = OneRequest {
         prefix: args.fleet.prefix.clone(),
         policy,
@@ -63,9 +65,9 @@ pub async fn run(args: RequestArgs) -> Result<(), Failure> {
         call,
         output: args.output,
         timeout: Duration::from_secs_f64(args.timeout),
-        fleet_keys: fleet_keys(&args.verify_key)?,
+        fleet_keys,
+        user: transport.user().to_owned(),
     };
-    let transport = connect(&args.fleet, "request").await?;
     match airlock_client::request::send(transport, request).await {
         Ok(decision) => print_json(&DecisionView::from_wire(&decision)),
         Err(ClientError::Refused { code, message }) => {
