@@ -2,10 +2,12 @@
 """What asking an Airlock fleet costs a real Inspect eval, against Inspect's in-process policy.
 
 One offline eval: 200 samples of 10 tool calls each on `mockllm/model` (a scripted model: one
-`shell` call per turn, then "done"), 100 samples at once, run three ways:
+`shell` call per turn, then "done"), 100 samples at once, run four ways:
 
 - `none`: no approval;
 - `inspect`: Inspect's own policy in process, the two-step glob policy below;
+- `await`: an approver that awaits 2 ms and approves, with no client: what Inspect itself
+  spends on an approver that waits for anything at all, the floor of every remote approver;
 - `fleet`: every call asked of `airlock/fleet`, the same policy sent with each request, answered
   by two signing `airlock worker` processes over RabbitMQ (`AIRLOCK_AMQP_URL`), every reply's
   proof checked by the runner.
@@ -28,6 +30,7 @@ environment with `inspect-airlock` installed):
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import statistics
@@ -40,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-MODES = ("none", "inspect", "fleet")
+MODES = ("none", "inspect", "await", "fleet")
 POLICY = """\
 approvers:
   - name: auto
@@ -51,6 +54,8 @@ approvers:
     decision: approve
 """
 """The two-step glob policy: destructive calls are rejected, the rest approved."""
+AWAIT_S = 0.002
+"""How long the `await` approver waits: about the fleet's round trip here."""
 
 
 # === the eval, run in a child process ===
@@ -61,7 +66,7 @@ def run_eval(
 ) -> dict[str, Any]:
     """Runs the eval once in this process; its wall and CPU time and how its calls were decided."""
     from inspect_ai import Task, eval
-    from inspect_ai.approval import ApprovalPolicy
+    from inspect_ai.approval import Approval, ApprovalPolicy, Approver, approver
     from inspect_ai.dataset import Sample
     from inspect_ai.model import ChatMessageAssistant, ModelOutput, ModelUsage, get_model
     from inspect_ai.solver import generate, use_tools
@@ -78,6 +83,14 @@ def run_eval(
             return f"ran: {cmd}"
 
         return execute
+
+    @approver(name="bench/await")
+    def awaiting_approver() -> Approver:
+        async def approve(message: str, call: ToolCall, view: Any, history: Any) -> Approval:
+            await asyncio.sleep(AWAIT_S)
+            return Approval(decision="approve", explanation="awaited")
+
+        return approve
 
     usage = ModelUsage(input_tokens=10, output_tokens=5, total_tokens=15)
 
@@ -100,6 +113,8 @@ def run_eval(
     approval: Any = None
     if mode == "inspect":
         approval = policy_file
+    elif mode == "await":
+        approval = [ApprovalPolicy(awaiting_approver(), "*")]
     elif mode == "fleet":
         from airlock import fleet_approver
 
@@ -198,7 +213,8 @@ def measure(
     runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
     broker = broker_pid()
     for number in range(args.rounds):
-        for mode in MODES[number % 3 :] + MODES[: number % 3]:  # which goes first rotates
+        first = number % len(MODES)  # which goes first rotates
+        for mode in MODES[first:] + MODES[:first]:
             before = [process_cpu_s(w.pid) for w in workers], process_cpu_s(broker) if broker else 0.0
             child = subprocess.run(
                 [sys.executable, __file__, "--child", mode, "--policy-file", policy_file, "--verify-key", verify_key]
@@ -235,9 +251,12 @@ def report(runs: dict[str, Any], args: argparse.Namespace) -> None:
     }
     # Each round's ratio, then their median: the machine's speed drifts between rounds more
     # than the modes differ within one.
-    for baseline in ("none", "inspect"):
+    for baseline in ("none", "inspect", "await"):
         ratios = [f["wall_s"] / b["wall_s"] for f, b in zip(runs["fleet"], runs[baseline])]
         summary[f"fleet_over_{baseline}"] = statistics.median(ratios) - 1
+    summary["await_over_none"] = (
+        statistics.median(a["wall_s"] / b["wall_s"] for a, b in zip(runs["await"], runs["none"])) - 1
+    )
     summary["calls"] = args.samples * args.calls
     if args.json:
         print(json.dumps(summary))
@@ -252,7 +271,9 @@ def report(runs: dict[str, Any], args: argparse.Namespace) -> None:
         )
     print(
         f"fleet: {summary['fleet_over_none']:+.1%} wall time over no approval, "
-        f"{summary['fleet_over_inspect']:+.1%} over Inspect's in-process policy (medians of the rounds' ratios)"
+        f"{summary['fleet_over_inspect']:+.1%} over Inspect's in-process policy, "
+        f"{summary['fleet_over_await']:+.1%} over an approver that only awaits "
+        f"(which itself adds {summary['await_over_none']:+.1%}; medians of the rounds' ratios)"
     )
 
 
