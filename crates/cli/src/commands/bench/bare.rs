@@ -1,6 +1,6 @@
 //! The denominator: a bare request/reply echo on lapin alone, with none of Airlock's code.
 //!
-//! The durability is the fleet's: a durable quorum queue, persistent messages, publisher
+//! The durability is the fleet's: durable quorum queues, persistent messages, publisher
 //! confirms on both sides, the request acknowledged after its reply is confirmed. The
 //! responder (`airlock bench-bare-echo`, its own process) consumes and publishes on one
 //! connection; the requester publishes on a confirm channel and reads its reply queue with
@@ -127,8 +127,9 @@ impl BareRequester {
         let mut quorum = FieldTable::default();
         quorum.insert("x-queue-type".into(), AMQPValue::LongString(LongString::from("quorum")));
         let durable = QueueDeclareOptions::durable();
-        channel.queue_declare(queue.into(), durable, quorum).await.map_err(failure("declare"))?;
-        channel.queue_declare(reply_queue.into(), durable, FieldTable::default()).await.map_err(failure("declare"))?;
+        channel.queue_declare(queue.into(), durable, quorum.clone()).await.map_err(failure("declare"))?;
+        // The reply queue is a quorum queue too, as a runner's is.
+        channel.queue_declare(reply_queue.into(), durable, quorum).await.map_err(failure("declare"))?;
         channel.confirm_select(ConfirmSelectOptions::default()).await.map_err(failure("confirms"))?;
         let reading = connection.create_channel().await.map_err(failure("channel"))?;
         let mut replies = reading
