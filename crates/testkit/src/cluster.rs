@@ -21,9 +21,20 @@ impl Cluster {
     /// Starts `size` nodes as one cluster and checks that every node runs in it, or says why
     /// it cannot (no RabbitMQ server on this machine, a node that did not boot or join): the
     /// caller gates on it as on an unreachable broker.
+    ///
+    /// A cluster that fails to form is started once more, on new names, ports and
+    /// directories: what most often stops a node booting on a busy machine is a port taken
+    /// between being picked and being bound.
     pub async fn start(size: usize) -> Result<Self, String> {
         assert!(size >= 1, "a cluster has at least one node");
-        tokio::task::spawn_blocking(move || Self::start_blocking(size)).await.map_err(|e| e.to_string())?
+        tokio::task::spawn_blocking(move || {
+            Self::start_blocking(size).or_else(|first| {
+                eprintln!("a test cluster did not form; starting another: {first}");
+                Self::start_blocking(size)
+            })
+        })
+        .await
+        .map_err(|e| e.to_string())?
     }
 
     fn start_blocking(size: usize) -> Result<Self, String> {

@@ -236,7 +236,18 @@ impl Spec {
     /// Waits until the node has booted: `wait` follows the pid file until then (or a failure).
     fn wait(&self) -> Result<(), String> {
         let pid_file = self.dir.join("pid");
-        run(self.ctl().arg("wait").arg(&pid_file).args(["--timeout", "90"]))
+        run(self.ctl().arg("wait").arg(&pid_file).args(["--timeout", "90"])).map_err(|e| {
+            // The directory goes with the node: the reason has to travel in the error.
+            format!("{e}\nthe end of {}'s log:\n{}", self.name, self.log_tail(40))
+        })
+    }
+
+    /// The last `lines` lines of the node's log.
+    fn log_tail(&self, lines: usize) -> String {
+        let log = self.dir.join("log").join(format!("{}.log", self.name));
+        let text = std::fs::read_to_string(&log).unwrap_or_else(|e| format!("({}: {e})", log.display()));
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
     }
 
     /// Stops the node as a service manager does, with SIGTERM to its runtime (RabbitMQ shuts
