@@ -1,13 +1,15 @@
 //! RabbitMQ only, on a cluster of the test's own (three nodes from `airlock_testkit::cluster`,
 //! never the shared broker): the fleet under load while nodes go away. The node a worker is
-//! connected to stops; all three nodes restart one after another. Every request must get
-//! exactly one decision at the runner, none may be lost or fail closed, and nothing may end in
-//! the dead-letter queue. And `airlock topology apply` tells when a quorum queue has fewer
+//! connected to stops; the node a runner is connected to (with its reply queue's leader)
+//! stops; the node a reviewer service is connected to stops with human tasks pending, answered
+//! before and after; all three nodes restart one after another. Every request must get
+//! exactly one decision at the runner, none may be lost or fail closed, no human task may be
+//! shown twice, and nothing may end in the dead-letter queue. And `airlock topology apply` tells when a quorum queue has fewer
 //! replicas than asked for, or replicas down.
 //!
 //! The tests under load take a cluster each and run one at a time: three nodes and a fleet
 //! under load already keep two cores busy. A cluster of three starts in about 20 seconds; the
-//! file takes about two and a half minutes.
+//! file takes about four minutes.
 
 use std::collections::HashSet;
 use std::num::NonZeroU32;
@@ -17,6 +19,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use airlock_client::{Client, ClientConfig};
+use airlock_reviewer::auth::{Reviewer, Reviewers, sha256_hex};
+use airlock_reviewer::client::ApiClient;
+use airlock_reviewer::{ReviewerConfig, Service};
 use airlock_testkit::cluster::Cluster;
 use airlock_testkit::{unique_prefix, unreachable};
 use airlock_tests::{HANG_GUARD, TestKeys, airlock_bin, approval, decision_name};
@@ -349,12 +354,145 @@ async fn a_rolling_restart_of_every_node_under_load_loses_nothing() {
         let reconnects = *transport.reconnects().borrow();
         assert!(reconnects >= 1, "the runner lost its node {first} and came back: {reconnects} reconnects");
         nothing_left(&transport, &prefix).await;
-        // Not `Client::close`: it deletes the reply queue, and after a rolling restart
-        // RabbitMQ 3.10 sometimes leaves that queue.delete unanswered for minutes (seen in
-        // about one run in four, with `list_queues` timing out meanwhile), which would fail
-        // this test on something the client has yet to bound. The queue goes with the cluster.
-        drop(client);
-        tokio::time::timeout(HANG_GUARD, transport.close()).await.expect("the runner's transport closes");
+        // After a rolling restart RabbitMQ 3.10 sometimes leaves the reply queue's delete
+        // unanswered for minutes: the close still ends, after `REPLY_QUEUE_DELETE_WAIT`.
+        close(client, transport, &cluster).await;
+    })
+    .await
+    .expect("the test finished in time");
+}
+
+#[tokio::test]
+async fn the_node_a_runner_is_connected_to_stops_under_load_and_nothing_is_lost() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(mut cluster) = cluster(3).await else { return };
+    tokio::time::timeout(TEST_GUARD, async {
+        let prefix = unique_prefix();
+        let urls = cluster.amqp_urls();
+        // The runner first, so its reply queue's leader is on its node; the worker elsewhere.
+        let (transport, client) = runner(&urls, &prefix).await;
+        let runner_name = format!("{prefix} runner");
+        let stopped = node_of(&cluster, 0, &runner_name).await.expect("the runner's connection");
+        let others: Vec<String> = (0..3).filter(|&i| i != stopped).map(|i| cluster.node(i).amqp_url()).collect();
+        let _worker = worker(&others.join(","), &prefix, "w0");
+        wait_for_consumers(&cluster, (stopped + 1) % 3, &Topology::new(&prefix).requests_queue(), 1).await;
+
+        let load = Load::start(&client, 3000, 3000);
+        load.progress(300).await;
+        let answered = load.answered();
+        cluster.node_mut(stopped).stop().await.unwrap();
+        eprintln!("the runner's node {stopped} stopped with {answered} of 3000 answered");
+        assert!(answered < 2500, "the node stopped while requests were in flight ({answered} answered)");
+        let decided = load.finish(&client, &cluster).await;
+        assert_eq!(decided, 3000, "every request was decided");
+        let now = moved_off(&cluster, (stopped + 1) % 3, &runner_name, Some(stopped)).await;
+        eprintln!("the runner moved from node {stopped} to node {now}");
+        assert!(*transport.reconnects().borrow() >= 1, "the runner reconnected");
+        nothing_left(&transport, &prefix).await;
+        close(client, transport, &cluster).await;
+    })
+    .await
+    .expect("the test finished in time");
+}
+
+/// A person's pool: every `bash` call goes to a person in `ops`.
+const HUMAN_POLICY: &str = "approvers:\n  - name: human\n    tools: \"bash\"\n    pool: ops\n";
+const TOKEN: &str = "alice-secret-token";
+
+#[tokio::test]
+async fn the_node_a_reviewer_service_is_connected_to_stops_with_tasks_pending_and_each_answer_arrives_once() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(mut cluster) = cluster(3).await else { return };
+    tokio::time::timeout(TEST_GUARD, async {
+        let prefix = unique_prefix();
+        let urls = cluster.amqp_urls();
+        let _worker = worker(&urls, &prefix, "w0");
+        wait_for_consumers(&cluster, 0, &Topology::new(&prefix).requests_queue(), 1).await;
+        let options = AmqpOptions::new(&urls)
+            .with_connection_name(format!("{prefix} reviewer"))
+            .with_quorum_group_size(group_size());
+        let reviewer_transport = AmqpTransport::connect_with(options).await.expect("the reviewer connects");
+        let dir = std::env::temp_dir().join(format!("airlock-cluster-{prefix}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = ReviewerConfig {
+            prefix: prefix.clone(),
+            pools: vec!["ops".into()],
+            store: format!("sqlite:{}", dir.join("tasks.db").display()),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            public_url: None,
+            reviewers: Reviewers::from_list(vec![Reviewer {
+                name: "alice".into(),
+                token_sha256: sha256_hex(TOKEN),
+                pools: vec!["ops".into()],
+            }]),
+            instance: "reviewer".into(),
+            signing_key: Some(TestKeys::get().reviewer_key()),
+            metrics: Default::default(),
+        };
+        let service = Service::start(reviewer_transport.clone(), config).await.expect("the reviewer starts");
+        let api = ApiClient::new(&format!("http://{}", service.local_addr()), TOKEN);
+        let stopped = node_of(&cluster, 0, &format!("{prefix} reviewer")).await.expect("the reviewer's connection");
+        // The runner on another node: what moves here is the reviewer (and whatever shared its node).
+        let (transport, client) = runner(&cluster.node((stopped + 1) % 3).amqp_url(), &prefix).await;
+
+        const CALLS: usize = 30;
+        let mut asked = JoinSet::new();
+        for i in 0..CALLS {
+            let client = client.clone();
+            let call = json!({"function": "bash", "arguments": {"cmd": format!("rm -r build-{i}")}});
+            asked.spawn(async move { client.approve(approval("human", &format!("c{i}"), call, HUMAN_POLICY)).await });
+        }
+        let tasks = tokio::time::timeout(HANG_GUARD, async {
+            loop {
+                let tasks = api.tasks().await.expect("the task list");
+                if tasks.len() == CALLS {
+                    return tasks;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+        .expect("every call became a task");
+        let ids: Vec<String> = tasks.iter().map(|task| task.id.clone()).collect();
+
+        // A third answered just before the node stops (their answers may be in flight), the
+        // rest while it is down and the service is moving to another node.
+        for id in &ids[..CALLS / 3] {
+            api.decide(id, "approve", None).await.expect("an answer before the stop");
+        }
+        cluster.node_mut(stopped).stop().await.unwrap();
+        for id in &ids[CALLS / 3..] {
+            api.decide(id, "reject", Some("not while the node is down")).await.expect("an answer after the stop");
+        }
+
+        let mut decided = Vec::new();
+        while let Some(decision) = asked.join_next().await {
+            let decision = decision.unwrap().expect("a decision");
+            assert_eq!(decision.decided_by, "alice", "{decision:?}");
+            let name = decision_name(&decision);
+            decided.push((decision.key.unwrap().tool_call_id, name));
+        }
+        decided.sort();
+        let approved = decided.iter().filter(|(_, name)| *name == "approve").count();
+        assert_eq!((decided.len(), approved), (CALLS, CALLS / 3), "{decided:?}");
+        let calls: HashSet<&String> = decided.iter().map(|(call, _)| call).collect();
+        assert_eq!(calls.len(), CALLS, "one decision per call");
+        let now = moved_off(&cluster, (stopped + 1) % 3, &format!("{prefix} reviewer"), Some(stopped)).await;
+        eprintln!("the reviewer moved from node {stopped} to node {now}; runner: {:?}", client.stats());
+        assert_eq!(client.stats().timed_out, 0);
+
+        // No task twice: none pending, each call once in the history.
+        assert!(api.tasks().await.unwrap().is_empty(), "no task is shown again");
+        let history = api.get("/api/history").await.unwrap().json();
+        assert_eq!(history["tasks"].as_array().unwrap().len(), CALLS, "each call is one task");
+        while service.shared().store.unsent().await.unwrap() > 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        service.stop().await;
+        nothing_left(&transport, &prefix).await;
+        close(client, transport, &cluster).await;
+        reviewer_transport.close().await;
+        let _ = std::fs::remove_dir_all(dir);
     })
     .await
     .expect("the test finished in time");
