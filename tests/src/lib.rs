@@ -19,6 +19,8 @@ use std::time::Duration;
 
 use airlock_contract::v1;
 use airlock_integrity::{Fleet, FleetKey, PublicKeys, Signing, SigningKey};
+use airlock_reviewer::ReviewerConfig;
+use airlock_reviewer::auth::{Reviewer, Reviewers, sha256_hex};
 use airlock_testkit::{amqp_url, unreachable};
 use airlock_transport::{AmqpOptions, AmqpTransport, Topology, Transport};
 use airlock_worker::trust::Trust;
@@ -174,6 +176,29 @@ pub async fn wait_for_consumers(queue: &str, consumers: usize) {
         }
         assert!(tokio::time::Instant::now() < deadline, "{queue} never had {consumers} consumers");
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The API token of `alice`, the one person of [`reviewer_config`].
+pub const REVIEWER_TOKEN: &str = "alice-secret-token";
+
+/// A reviewer service `instance` for the pool `ops` of fleet `prefix`, its tasks in `store`,
+/// with one person (`alice`, [`REVIEWER_TOKEN`]) and the test reviewer key.
+pub fn reviewer_config(prefix: &str, store: &str, instance: &str) -> ReviewerConfig {
+    ReviewerConfig {
+        prefix: prefix.into(),
+        pools: vec!["ops".into()],
+        store: store.into(),
+        listen: "127.0.0.1:0".parse().expect("a socket address"),
+        public_url: None,
+        reviewers: Reviewers::from_list(vec![Reviewer {
+            name: "alice".into(),
+            token_sha256: sha256_hex(REVIEWER_TOKEN),
+            pools: vec!["ops".into()],
+        }]),
+        instance: instance.into(),
+        signing_key: Some(TestKeys::get().reviewer_key()),
+        metrics: Default::default(),
     }
 }
 

@@ -5,15 +5,13 @@
 use std::time::Duration;
 
 use airlock_client::{Client, ClientConfig};
-use airlock_reviewer::auth::{Reviewer, Reviewers, sha256_hex};
-use airlock_reviewer::{ReviewerConfig, Service};
+use airlock_reviewer::Service;
 use airlock_tests::webdriver::{Browser, browser_available};
-use airlock_tests::{HANG_GUARD, TestKeys, approval, decision_name};
+use airlock_tests::{HANG_GUARD, REVIEWER_TOKEN, TestKeys, approval, decision_name, reviewer_config};
 use airlock_transport::MemoryTransport;
 use airlock_worker::WorkerConfig;
 use serde_json::json;
 
-const TOKEN: &str = "browser-test-token";
 const POLICY: &str = "approvers:\n  - name: human\n    tools: \"*\"\n    pool: ops\n    timeout: 600\n";
 
 #[tokio::test]
@@ -39,22 +37,7 @@ async fn scenario() {
     let worker = tokio::spawn(airlock_worker::run(transport.clone(), config, async {
         let _ = stopped.await;
     }));
-    let reviewers = Reviewers::from_list(vec![Reviewer {
-        name: "alice".into(),
-        token_sha256: sha256_hex(TOKEN),
-        pools: vec!["ops".into()],
-    }]);
-    let config = ReviewerConfig {
-        prefix: prefix.into(),
-        pools: vec!["ops".into()],
-        store: "sqlite::memory:".into(),
-        listen: "127.0.0.1:0".parse().unwrap(),
-        public_url: None,
-        reviewers,
-        instance: "reviewer".into(),
-        signing_key: Some(TestKeys::get().reviewer_key()),
-        metrics: Default::default(),
-    };
+    let config = reviewer_config(prefix, "sqlite::memory:", "reviewer");
     let service = Service::start(transport.clone(), config).await.unwrap();
     let url = format!("http://{}/", service.local_addr());
     let client = Client::connect(
@@ -72,7 +55,7 @@ async fn scenario() {
     let browser = Browser::start().await;
     browser.goto(&url).await;
     let token = browser.wait_for("input#token").await;
-    browser.type_into(&token, TOKEN).await;
+    browser.type_into(&token, REVIEWER_TOKEN).await;
     browser.click(&browser.wait_for("section.login button").await).await;
     browser.wait_for("#empty").await;
     let live = browser.wait_for("#live.on").await;

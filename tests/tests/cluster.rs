@@ -19,12 +19,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use airlock_client::{Client, ClientConfig};
-use airlock_reviewer::auth::{Reviewer, Reviewers, sha256_hex};
+use airlock_reviewer::Service;
 use airlock_reviewer::client::ApiClient;
-use airlock_reviewer::{ReviewerConfig, Service};
 use airlock_testkit::cluster::Cluster;
 use airlock_testkit::{unique_prefix, unreachable};
-use airlock_tests::{HANG_GUARD, TestKeys, airlock_bin, approval, decision_name};
+use airlock_tests::{HANG_GUARD, REVIEWER_TOKEN, TestKeys, airlock_bin, approval, decision_name, reviewer_config};
 use airlock_transport::{AmqpOptions, AmqpTransport, Topology, Transport};
 use serde_json::json;
 use tokio::process::{Child, Command};
@@ -243,6 +242,18 @@ impl Load {
     }
 }
 
+/// Sends 3,000 requests and stops node `node` once 300 are answered; checks that every
+/// request was decided exactly once.
+async fn stop_under_load(cluster: &mut Cluster, client: &Client<AmqpTransport>, node: usize) {
+    let load = Load::start(client, 3000, 3000);
+    load.progress(300).await;
+    let answered = load.answered();
+    cluster.node_mut(node).stop().await.unwrap();
+    eprintln!("node {node} stopped with {answered} of 3000 answered");
+    assert!(answered < 2500, "the node stopped while requests were in flight ({answered} answered)");
+    assert_eq!(load.finish(client, cluster).await, 3000, "every request was decided");
+}
+
 /// Checks that the fleet's work queues are drained and nothing was dead-lettered.
 async fn nothing_left(transport: &AmqpTransport, prefix: &str) {
     let topology = Topology::new(prefix);
@@ -293,14 +304,7 @@ async fn the_node_a_worker_is_connected_to_stops_under_load_and_nothing_is_lost(
         let home = (stopped + 1) % 3;
         let (transport, client) = runner(&cluster.node(home).amqp_url(), &prefix).await;
 
-        let load = Load::start(&client, 3000, 3000);
-        load.progress(300).await;
-        let answered = load.answered();
-        cluster.node_mut(stopped).stop().await.unwrap();
-        eprintln!("node {stopped} stopped with {answered} of 3000 answered");
-        assert!(answered < 2500, "the node stopped while requests were in flight ({answered} answered)");
-        let decided = load.finish(&client, &cluster).await;
-        assert_eq!(decided, 3000, "every request was decided");
+        stop_under_load(&mut cluster, &client, stopped).await;
 
         let now = moved_off(&cluster, home, &format!("{prefix} worker"), Some(stopped)).await;
         eprintln!("the worker moved from node {stopped} to node {now}");
@@ -377,14 +381,7 @@ async fn the_node_a_runner_is_connected_to_stops_under_load_and_nothing_is_lost(
         let _worker = worker(&others.join(","), &prefix, "w0");
         wait_for_consumers(&cluster, (stopped + 1) % 3, &Topology::new(&prefix).requests_queue(), 1).await;
 
-        let load = Load::start(&client, 3000, 3000);
-        load.progress(300).await;
-        let answered = load.answered();
-        cluster.node_mut(stopped).stop().await.unwrap();
-        eprintln!("the runner's node {stopped} stopped with {answered} of 3000 answered");
-        assert!(answered < 2500, "the node stopped while requests were in flight ({answered} answered)");
-        let decided = load.finish(&client, &cluster).await;
-        assert_eq!(decided, 3000, "every request was decided");
+        stop_under_load(&mut cluster, &client, stopped).await;
         let now = moved_off(&cluster, (stopped + 1) % 3, &runner_name, Some(stopped)).await;
         eprintln!("the runner moved from node {stopped} to node {now}");
         assert!(*transport.reconnects().borrow() >= 1, "the runner reconnected");
@@ -397,7 +394,6 @@ async fn the_node_a_runner_is_connected_to_stops_under_load_and_nothing_is_lost(
 
 /// A person's pool: every `bash` call goes to a person in `ops`.
 const HUMAN_POLICY: &str = "approvers:\n  - name: human\n    tools: \"bash\"\n    pool: ops\n";
-const TOKEN: &str = "alice-secret-token";
 
 #[tokio::test]
 async fn the_node_a_reviewer_service_is_connected_to_stops_with_tasks_pending_and_each_answer_arrives_once() {
@@ -414,23 +410,10 @@ async fn the_node_a_reviewer_service_is_connected_to_stops_with_tasks_pending_an
         let reviewer_transport = AmqpTransport::connect_with(options).await.expect("the reviewer connects");
         let dir = std::env::temp_dir().join(format!("airlock-cluster-{prefix}"));
         std::fs::create_dir_all(&dir).unwrap();
-        let config = ReviewerConfig {
-            prefix: prefix.clone(),
-            pools: vec!["ops".into()],
-            store: format!("sqlite:{}", dir.join("tasks.db").display()),
-            listen: "127.0.0.1:0".parse().unwrap(),
-            public_url: None,
-            reviewers: Reviewers::from_list(vec![Reviewer {
-                name: "alice".into(),
-                token_sha256: sha256_hex(TOKEN),
-                pools: vec!["ops".into()],
-            }]),
-            instance: "reviewer".into(),
-            signing_key: Some(TestKeys::get().reviewer_key()),
-            metrics: Default::default(),
-        };
+        let store = format!("sqlite:{}", dir.join("tasks.db").display());
+        let config = reviewer_config(&prefix, &store, "reviewer");
         let service = Service::start(reviewer_transport.clone(), config).await.expect("the reviewer starts");
-        let api = ApiClient::new(&format!("http://{}", service.local_addr()), TOKEN);
+        let api = ApiClient::new(&format!("http://{}", service.local_addr()), REVIEWER_TOKEN);
         let stopped = node_of(&cluster, 0, &format!("{prefix} reviewer")).await.expect("the reviewer's connection");
         // The runner on another node: what moves here is the reviewer (and whatever shared its node).
         let (transport, client) = runner(&cluster.node((stopped + 1) % 3).amqp_url(), &prefix).await;

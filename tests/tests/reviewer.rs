@@ -5,19 +5,17 @@ use std::time::Duration;
 
 use airlock_client::{Client, ClientConfig};
 use airlock_records::review::{Settled, TaskState};
-use airlock_reviewer::auth::{Reviewer, Reviewers, sha256_hex};
+use airlock_reviewer::Service;
 use airlock_reviewer::client::{ApiClient, RequestError};
 use airlock_reviewer::store::{Decided, Store};
 use airlock_reviewer::task::Verdict;
-use airlock_reviewer::{ReviewerConfig, Service};
 use airlock_testkit::unique_prefix;
-use airlock_tests::{TestKeys, approval, broker, decision_name, guarded, review};
+use airlock_tests::{REVIEWER_TOKEN, TestKeys, approval, broker, decision_name, guarded, review, reviewer_config};
 use airlock_transport::{AmqpTransport, Destination, Message, Topology, Transport};
 use airlock_worker::WorkerConfig;
 use serde_json::json;
 use tokio::sync::oneshot;
 
-const TOKEN: &str = "alice-secret-token";
 const INSTANCE: &str = "reviewer-test";
 
 const POLICY: &str = r#"
@@ -38,24 +36,6 @@ reviewers:
 
 fn fleet(prefix: &str) -> Topology {
     Topology::new(prefix).with_human_pool("ops").with_reply_queue("runner").with_reply_queue(INSTANCE)
-}
-
-fn config(prefix: &str, store: &str) -> ReviewerConfig {
-    ReviewerConfig {
-        prefix: prefix.into(),
-        pools: vec!["ops".into()],
-        store: store.into(),
-        listen: "127.0.0.1:0".parse().unwrap(),
-        public_url: None,
-        reviewers: Reviewers::from_list(vec![Reviewer {
-            name: "alice".into(),
-            token_sha256: sha256_hex(TOKEN),
-            pools: vec!["ops".into()],
-        }]),
-        instance: INSTANCE.into(),
-        signing_key: Some(TestKeys::get().reviewer_key()),
-        metrics: Default::default(),
-    }
 }
 
 fn temp_store() -> (std::path::PathBuf, String) {
@@ -146,8 +126,8 @@ async fn human_steps_are_answered_through_the_api() {
     guarded(fleet(&prefix), async move {
         let (dir, store) = temp_store();
         let fleet = start_fleet(&transport, &prefix).await;
-        let service = Service::start(transport.clone(), config(&prefix, &store)).await.unwrap();
-        let api = ApiClient::new(&format!("http://{}", service.local_addr()), TOKEN);
+        let service = Service::start(transport.clone(), reviewer_config(&prefix, &store, INSTANCE)).await.unwrap();
+        let api = ApiClient::new(&format!("http://{}", service.local_addr()), REVIEWER_TOKEN);
 
         // An approval escalated to a person.
         let client = fleet.client.clone();
@@ -246,8 +226,8 @@ async fn a_restart_loses_nothing_and_sends_nothing_twice() {
     guarded(fleet(&prefix), async move {
         let (dir, store_url) = temp_store();
         let fleet = start_fleet(&transport, &prefix).await;
-        let first = Service::start(transport.clone(), config(&prefix, &store_url)).await.unwrap();
-        let api = ApiClient::new(&format!("http://{}", first.local_addr()), TOKEN);
+        let first = Service::start(transport.clone(), reviewer_config(&prefix, &store_url, INSTANCE)).await.unwrap();
+        let api = ApiClient::new(&format!("http://{}", first.local_addr()), REVIEWER_TOKEN);
         let mut asked = tokio::task::JoinSet::new();
         for i in 0..3 {
             let client = fleet.client.clone();
@@ -280,8 +260,8 @@ async fn a_restart_loses_nothing_and_sends_nothing_twice() {
         store.close().await;
 
         // The next start sends it, and still lists the other two, the same tasks.
-        let second = Service::start(transport.clone(), config(&prefix, &store_url)).await.unwrap();
-        let api = ApiClient::new(&format!("http://{}", second.local_addr()), TOKEN);
+        let second = Service::start(transport.clone(), reviewer_config(&prefix, &store_url, INSTANCE)).await.unwrap();
+        let api = ApiClient::new(&format!("http://{}", second.local_addr()), REVIEWER_TOKEN);
         let mut after: Vec<String> =
             pending(&api, 2).await.iter().map(|t| t["id"].as_str().unwrap().to_owned()).collect();
         after.sort();
@@ -312,7 +292,7 @@ async fn a_restart_loses_nothing_and_sends_nothing_twice() {
 
         // Nothing was sent twice: a third start has nothing to send, and the runner saw no
         // duplicate decision once every queue is drained.
-        let third = Service::start(transport.clone(), config(&prefix, &store_url)).await.unwrap();
+        let third = Service::start(transport.clone(), reviewer_config(&prefix, &store_url, INSTANCE)).await.unwrap();
         assert_eq!(third.shared().store.unsent().await.unwrap(), 0);
         third.stop().await;
         let topology = Topology::new(prefix.as_str());
