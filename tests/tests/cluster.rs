@@ -57,6 +57,14 @@ async fn cluster(size: usize) -> Option<Cluster> {
     }
 }
 
+/// Runs `test` on a cluster of three nodes of its own, one such test at a time, within
+/// [`TEST_GUARD`]; skips (outside CI) when this machine cannot start one.
+async fn on_three_nodes<Test: Future<Output = ()>>(test: impl FnOnce(Cluster) -> Test) {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(cluster) = cluster(3).await else { return };
+    tokio::time::timeout(TEST_GUARD, test(cluster)).await.expect("the test finished in time");
+}
+
 fn group_size() -> Option<NonZeroU32> {
     NonZeroU32::new(GROUP_SIZE)
 }
@@ -291,9 +299,7 @@ async fn apply(cluster: &Cluster, up: &[usize], prefix: &str, args: &[&str]) -> 
 
 #[tokio::test]
 async fn the_node_a_worker_is_connected_to_stops_under_load_and_nothing_is_lost() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let Some(mut cluster) = cluster(3).await else { return };
-    tokio::time::timeout(TEST_GUARD, async {
+    on_three_nodes(|mut cluster| async move {
         let prefix = unique_prefix();
         let urls = cluster.amqp_urls();
         let _worker = worker(&urls, &prefix, "w0");
@@ -318,15 +324,12 @@ async fn the_node_a_worker_is_connected_to_stops_under_load_and_nothing_is_lost(
         assert!(stderr.contains(&down), "{stderr}");
         close(client, transport, &cluster).await;
     })
-    .await
-    .expect("the test finished in time");
+    .await;
 }
 
 #[tokio::test]
 async fn a_rolling_restart_of_every_node_under_load_loses_nothing() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let Some(mut cluster) = cluster(3).await else { return };
-    tokio::time::timeout(TEST_GUARD, async {
+    on_three_nodes(|mut cluster| async move {
         let prefix = unique_prefix();
         let urls = cluster.amqp_urls();
         let _workers = [worker(&urls, &prefix, "w0"), worker(&urls, &prefix, "w1")];
@@ -358,19 +361,17 @@ async fn a_rolling_restart_of_every_node_under_load_loses_nothing() {
         let reconnects = *transport.reconnects().borrow();
         assert!(reconnects >= 1, "the runner lost its node {first} and came back: {reconnects} reconnects");
         nothing_left(&transport, &prefix).await;
-        // After a rolling restart RabbitMQ 3.10 sometimes leaves the reply queue's delete
-        // unanswered for minutes: the close still ends, after `REPLY_QUEUE_DELETE_WAIT`.
+        // After a rolling restart RabbitMQ 3.10 sometimes leaves the reply consumer's cancel
+        // and the reply queue's delete unanswered for minutes: the close still ends, after
+        // `CLOSE_WAIT` for each.
         close(client, transport, &cluster).await;
     })
-    .await
-    .expect("the test finished in time");
+    .await;
 }
 
 #[tokio::test]
 async fn the_node_a_runner_is_connected_to_stops_under_load_and_nothing_is_lost() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let Some(mut cluster) = cluster(3).await else { return };
-    tokio::time::timeout(TEST_GUARD, async {
+    on_three_nodes(|mut cluster| async move {
         let prefix = unique_prefix();
         let urls = cluster.amqp_urls();
         // The runner first, so its reply queue's leader is on its node; the worker elsewhere.
@@ -388,8 +389,7 @@ async fn the_node_a_runner_is_connected_to_stops_under_load_and_nothing_is_lost(
         nothing_left(&transport, &prefix).await;
         close(client, transport, &cluster).await;
     })
-    .await
-    .expect("the test finished in time");
+    .await;
 }
 
 /// A person's pool: every `bash` call goes to a person in `ops`.
@@ -397,9 +397,7 @@ const HUMAN_POLICY: &str = "approvers:\n  - name: human\n    tools: \"bash\"\n  
 
 #[tokio::test]
 async fn the_node_a_reviewer_service_is_connected_to_stops_with_tasks_pending_and_each_answer_arrives_once() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let Some(mut cluster) = cluster(3).await else { return };
-    tokio::time::timeout(TEST_GUARD, async {
+    on_three_nodes(|mut cluster| async move {
         let prefix = unique_prefix();
         let urls = cluster.amqp_urls();
         let _worker = worker(&urls, &prefix, "w0");
@@ -477,8 +475,7 @@ async fn the_node_a_reviewer_service_is_connected_to_stops_with_tasks_pending_an
         reviewer_transport.close().await;
         let _ = std::fs::remove_dir_all(dir);
     })
-    .await
-    .expect("the test finished in time");
+    .await;
 }
 
 #[tokio::test]

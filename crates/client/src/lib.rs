@@ -157,9 +157,10 @@ const MAX_EXPIRING: usize = 1024;
 /// Cancels of calls that ran out of time published at once.
 const MAX_CANCELLING: usize = 64;
 
-/// How long closing waits for the broker to delete the reply queue: a cluster recovering
-/// from a node's loss may leave the delete unanswered, and the queue expires on its own.
-pub const REPLY_QUEUE_DELETE_WAIT: Duration = Duration::from_secs(5);
+/// How long closing waits for the broker to cancel the reply consumer, and then to delete the
+/// reply queue: a cluster recovering from a node's loss may leave either unanswered for
+/// minutes, and the queue expires on its own.
+pub const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 /// A deadline further away than any wait: where a timeout too long to add up is capped.
 const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
@@ -329,15 +330,19 @@ impl<T: Transport> Client<T> {
     }
 
     /// Stops reading replies, fails every pending request with [`ClientError::Closed`], and
-    /// deletes the reply queue (waiting at most [`REPLY_QUEUE_DELETE_WAIT`] for the broker):
-    /// for a runner that is done. The transport stays open; a
+    /// deletes the reply queue: for a runner that is done. It waits at most [`CLOSE_WAIT`] for
+    /// the broker at each of the two steps that need it. The transport stays open; a
     /// request made after this fails with [`ClientError::Closed`].
     pub async fn close(&self) {
         let stop = lock(&self.inner.stop_reader).take();
         let reader = lock(&self.inner.reader).take();
-        if let (Some(stop), Some(reader)) = (stop, reader) {
+        if let (Some(stop), Some(mut reader)) = (stop, reader) {
             let _ = stop.send(());
-            let _ = reader.await;
+            // The reader cancels its consumer on the broker, which may not answer.
+            if tokio::time::timeout(CLOSE_WAIT, &mut reader).await.is_err() {
+                warn!("The broker did not cancel the reply consumer in time; the reader is stopped.");
+                reader.abort();
+            }
         }
         // Woken outside the lock: each caller finds its call gone, `Closed`.
         let callers = lock(&self.inner.table).close();
@@ -345,7 +350,7 @@ impl<T: Transport> Client<T> {
         self.inner.sweeper.notify_one();
         self.inner.publisher.notify_one();
         let queue = Topology::empty(self.inner.topology.prefix()).with_reply_queue(&self.inner.config.runner_id);
-        match tokio::time::timeout(REPLY_QUEUE_DELETE_WAIT, self.inner.transport.delete(&queue)).await {
+        match tokio::time::timeout(CLOSE_WAIT, self.inner.transport.delete(&queue)).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => warn!(error = %e, "Could not delete the reply queue; it expires on its own."),
             Err(_) => warn!("The broker did not delete the reply queue in time; it expires on its own."),

@@ -268,8 +268,11 @@ impl Transport for AmqpTransport {
         inner.closed.send_replace(true);
         // Closed before its connection: a channel merely dropped closes in the background
         // and races the connection's close.
-        if let Some(channel) = inner.publisher.take() {
-            close_quietly(&channel, "closing").await;
+        // Each bounded by the connect timeout: a broker that went silent cannot stall a shutdown.
+        if let Some(channel) = inner.publisher.take()
+            && tokio::time::timeout(inner.options.connect_timeout, close_quietly(&channel, "closing")).await.is_err()
+        {
+            warn!("The broker did not answer the publishing channel's close; closing the connection.");
         }
         inner.link.close(inner).await;
     }
