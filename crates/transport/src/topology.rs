@@ -28,12 +28,13 @@
 //! returned more than [`DELIVERY_LIMIT`] times, so a message that crashes every worker ends in
 //! `<p>.dead` instead of looping. On a cluster each has replicas on several nodes (the
 //! transport's `quorum_group_size`, else the broker's default) and works while a majority of
-//! them is up; see docs/replication.md. Private queues (a runner's replies, a service's subscription)
-//! are quorum queues too, so they survive the loss of any minority of a cluster's nodes with
-//! what they hold: a classic queue lives on one node, and while that node is down its owner
-//! can neither consume nor declare it again, and replies routed to it are dropped. They expire
-//! [`PRIVATE_QUEUE_EXPIRES`] after their last consumer left: they outlive a reconnect, unlike
-//! exclusive or auto-delete queues, and still go away when their owner does.
+//! them is up; see docs/replication.md. Private queues (a runner's replies, a service's
+//! subscription) are quorum queues too, so they survive the loss of any minority of a
+//! cluster's nodes with what they hold: a classic queue lives on one node, and while that node
+//! is down its owner can neither consume nor declare it again, and replies routed to it are
+//! dropped. They expire [`PRIVATE_QUEUE_EXPIRES`] after their last consumer left: they outlive
+//! a reconnect, unlike exclusive or auto-delete queues, and still go away when their owner
+//! does.
 
 use std::time::Duration;
 
@@ -111,17 +112,6 @@ pub enum QueueKind {
         /// Idle time before the broker deletes the queue.
         expires: Duration,
     },
-}
-
-impl QueueKind {
-    /// Whether the broker replicates queues of this kind over a cluster's nodes (quorum
-    /// queues, whose replicas the transport's group size sets).
-    pub fn is_quorum(&self) -> bool {
-        match self {
-            // Every kind so far; a classic kind would have no replicas to set or check.
-            QueueKind::Work { .. } | QueueKind::Dead | QueueKind::Private { .. } => true,
-        }
-    }
 }
 
 /// A queue.

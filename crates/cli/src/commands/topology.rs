@@ -115,7 +115,8 @@ async fn check_members(topology: &Topology, fleet: &FleetArgs, management_url: O
         Ok(http) => http,
         Err(e) => return unchecked(&format!("no HTTP client: {e}")),
     };
-    for queue in topology.queues().iter().filter(|queue| queue.kind.is_quorum()) {
+    // Every queue of a fleet is a quorum queue.
+    for queue in topology.queues() {
         match members::members(&http, &apis, &queue.name).await {
             Ok(members) => {
                 for shortfall in members.shortfalls(&queue.name, wanted) {
