@@ -203,8 +203,8 @@ class Fleet:
         server.start()
         self.servers.append(server)
 
-    def close(self) -> None:
-        """Stops the workers (SIGTERM) and step servers, and deletes the fleet's queues."""
+    def stop_workers(self) -> None:
+        """Stops every worker (SIGTERM, then SIGKILL if one hangs) and forgets them."""
         for worker in self.workers:
             worker.send_signal(signal.SIGTERM)
         for worker in self.workers:
@@ -212,6 +212,11 @@ class Fleet:
                 worker.wait(timeout=HANG_GUARD)
             except subprocess.TimeoutExpired:
                 worker.kill()
+        self.workers.clear()
+
+    def close(self) -> None:
+        """Stops the workers and step servers, and deletes the fleet's queues."""
+        self.stop_workers()
         for server in self.servers:
             server.stop()
         steps = ["--steps", ",".join(self.steps)] if self.steps else []

@@ -134,10 +134,7 @@ def test_a_fleet_may_come_after_the_runner_and_go_and_come_back(
         await asyncio.to_thread(fleet.start_worker)
         assert await asyncio.wait_for(asking, 60) == ("reject", "Matched /rm -rf/ in the call.")
 
-        for worker in fleet.workers:
-            worker.terminate()
-            worker.wait()
-        fleet.workers.clear()
+        fleet.stop_workers()
         await asyncio.to_thread(fleet.airlock, "topology", "delete")
         decision, explanation = await ask("gone", 1)
         assert decision == "reject" and f"no exchange {fleet.prefix}.route on the broker" in explanation
@@ -156,10 +153,7 @@ def test_a_fleet_may_come_after_the_runner_and_go_and_come_back(
 def test_a_silent_fleet_fails_closed_and_the_request_is_withdrawn(fleet: Fleet, policy: str) -> None:
     """A fleet whose workers are gone: the request waits in the queue until the deadline,
     then the runner decides (on_timeout) and publishes a Cancel for the call."""
-    for worker in fleet.workers:
-        worker.terminate()
-        worker.wait()
-    fleet.workers.clear()
+    fleet.stop_workers()
 
     async def run() -> None:
         connection = await aio_pika.connect(fleet.url)
@@ -216,10 +210,7 @@ def test_a_request_the_broker_refuses_fails_closed_and_says_so(fleet: Fleet, pol
     refusing = '{"max-length": 0, "overflow": "reject-publish"}'
     rabbitmqctl("set_policy", "--apply-to", "queues", name, f"^{fleet.prefix}\\.requests$", refusing)
 
-    for worker in fleet.workers:
-        worker.terminate()
-        worker.wait()
-    fleet.workers.clear()
+    fleet.stop_workers()
 
     async def run() -> None:
         approve = fleet_approver(**fleet.settings(), policy=policy, timeout=1)
@@ -254,10 +245,7 @@ def test_a_reply_counts_only_with_the_fleets_proof_for_this_runner(fleet: Fleet,
         client = fleet.client()
         assert (client.stats().rejected_replies, client.stats().ignored_replies) == (0, 0)
 
-        for worker in fleet.workers:
-            worker.terminate()
-            worker.wait()
-        fleet.workers.clear()
+        fleet.stop_workers()
         connection = await aio_pika.connect(fleet.url)
         channel = await connection.channel(on_return_raises=True)
         approve = fleet_approver(**fleet.settings(), policy=policy, timeout=3, on_timeout="reject")
@@ -412,10 +400,7 @@ def test_requests_survive_a_lost_connection(fleet: Fleet, policy: str) -> None:
     """The connection is cut while requests wait in the queue (no worker): the client
     reconnects, its reply queue is still there, it sends the requests again, and every one
     is decided once (the duplicates' replies are ignored)."""
-    for worker in fleet.workers:
-        worker.terminate()
-        worker.wait()
-    fleet.workers.clear()
+    fleet.stop_workers()
 
     async def run() -> None:
         approve = fleet_approver(**fleet.settings(), policy=policy, timeout=60)
@@ -464,10 +449,7 @@ def test_calls_in_flight_move_to_the_next_node_when_theirs_is_cut(
     and every duplicate decision is ignored. The log names each node by `host:port`, never
     the password."""
     caplog.set_level(logging.INFO, logger="airlock")
-    for worker in fleet.workers:
-        worker.terminate()
-        worker.wait()
-    fleet.workers.clear()
+    fleet.stop_workers()
 
     async def run() -> None:
         nodes = [await Node().start() for _ in range(3)]
