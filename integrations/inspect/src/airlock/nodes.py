@@ -54,9 +54,11 @@ class Node:
 class Nodes:
     """The nodes of the broker, and where the next dial starts."""
 
-    def __init__(self, nodes: list[Node], start: int) -> None:
+    def __init__(self, nodes: list[Node], start: int, user: str) -> None:
         self._nodes = nodes
         self._next = start
+        self.user = user
+        """The broker user every node is reached as (`guest` when the URLs name none)."""
 
     @classmethod
     def parse(cls, urls: str) -> Nodes:
@@ -91,12 +93,8 @@ class Nodes:
                     f"user '{identity[0]}' and vhost '{identity[1]}'"
                 )
             nodes.append(Node(url=url, label=f"{parts.hostname or 'localhost'}:{port}"))
-        return cls(nodes, random.randrange(len(nodes)))
-
-    @property
-    def user(self) -> str:
-        """The broker user every node is reached as (`guest` when the URLs name none)."""
-        return unquote(urlsplit(self._nodes[0].url).username or "") or "guest"
+        assert first is not None  # `urls.split` gives at least one entry, and each was checked
+        return cls(nodes, random.randrange(len(nodes)), user=first[0])
 
     @property
     def schemes(self) -> set[str]:
