@@ -74,7 +74,7 @@ impl Cluster {
 
     /// The Erlang names of the nodes that node `asking` sees running in its cluster
     /// (`rabbitmqctl cluster_status`); it must run itself.
-    pub fn running_nodes(&self, asking: usize) -> Result<Vec<String>, String> {
+    fn running_nodes(&self, asking: usize) -> Result<Vec<String>, String> {
         let output = self.nodes[asking]
             .ctl()
             .args(["cluster_status", "--formatter", "json"])
@@ -101,8 +101,7 @@ impl Cluster {
         &self.nodes[index]
     }
 
-    /// Node `index`, to stop or start it again ([`Node::stop`], [`Node::start_again`],
-    /// [`Node::restart`]).
+    /// Node `index`, to stop or start it again ([`Node::stop`], [`Node::start_again`]).
     pub fn node_mut(&mut self, index: usize) -> &mut Node {
         &mut self.nodes[index]
     }

@@ -116,12 +116,6 @@ impl Node {
         blocking(move || spec.wait()).await
     }
 
-    /// Stops the node and starts it again.
-    pub async fn restart(&mut self) -> Result<(), String> {
-        self.stop().await?;
-        self.start_again().await
-    }
-
     /// Whether the node was started and not stopped since.
     pub fn is_running(&self) -> bool {
         self.running
