@@ -21,6 +21,7 @@ use airlock_contract::v1;
 use airlock_integrity::{Fleet, FleetKey, PublicKeys, Signing, SigningKey};
 use airlock_reviewer::ReviewerConfig;
 use airlock_reviewer::auth::{Reviewer, Reviewers, sha256_hex};
+use airlock_reviewer::client::ApiClient;
 use airlock_testkit::{amqp_url, unreachable};
 use airlock_transport::{AmqpOptions, AmqpTransport, Topology, Transport};
 use airlock_worker::trust::Trust;
@@ -165,17 +166,23 @@ pub async fn wait_for_consumers(queue: &str, consumers: usize) {
     loop {
         let listing =
             airlock_testkit::rabbitmqctl(&["list_queues", "-q", "--no-table-headers", "name", "consumers"]).await;
-        let count = listing
-            .lines()
-            .filter_map(|line| line.split_once('\t'))
-            .find(|(name, _)| *name == queue)
-            .and_then(|(_, n)| n.trim().parse::<usize>().ok())
-            .unwrap_or(0);
-        if count >= consumers {
+        if airlock_testkit::queue_figure(&listing, queue).unwrap_or(0) >= consumers as u64 {
             return;
         }
         assert!(tokio::time::Instant::now() < deadline, "{queue} never had {consumers} consumers");
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until the reviewer service's API lists `n` pending tasks, and returns them as the
+/// wire's JSON.
+pub async fn pending(api: &ApiClient, n: usize) -> Vec<serde_json::Value> {
+    loop {
+        let tasks = api.get("/api/tasks").await.unwrap().json()["tasks"].as_array().cloned().unwrap();
+        if tasks.len() == n {
+            return tasks;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

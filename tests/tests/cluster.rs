@@ -22,8 +22,10 @@ use airlock_client::{Client, ClientConfig};
 use airlock_reviewer::Service;
 use airlock_reviewer::client::ApiClient;
 use airlock_testkit::cluster::Cluster;
-use airlock_testkit::{unique_prefix, unreachable};
-use airlock_tests::{HANG_GUARD, REVIEWER_TOKEN, TestKeys, airlock_bin, approval, decision_name, reviewer_config};
+use airlock_testkit::{LIST_CONNECTIONS, connections_named, ctl_output, queue_figure, unique_prefix, unreachable};
+use airlock_tests::{
+    HANG_GUARD, REVIEWER_TOKEN, TestKeys, airlock_bin, approval, decision_name, pending, reviewer_config,
+};
 use airlock_transport::{AmqpOptions, AmqpTransport, Topology, Transport};
 use serde_json::json;
 use tokio::process::{Child, Command};
@@ -101,21 +103,15 @@ async fn runner(urls: &str, prefix: &str) -> (AmqpTransport, Client<AmqpTranspor
 
 /// Runs `rabbitmqctl` against node `asking` of `cluster`.
 async fn ctl(cluster: &Cluster, asking: usize, args: &[&str]) -> String {
-    let mut command = Command::from(cluster.node(asking).ctl());
-    let output = command.args(args).output().await.expect("rabbitmqctl runs");
-    assert!(output.status.success(), "rabbitmqctl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8_lossy(&output.stdout).into_owned()
+    ctl_output(cluster.node(asking).ctl(), args).await
 }
 
 /// The index of the node that the connection named `name` (or `name (<host>:<pid>)`, as the
 /// command line names its roles) is on, asked of node `asking`.
 async fn node_of(cluster: &Cluster, asking: usize, name: &str) -> Option<usize> {
-    let listing =
-        ctl(cluster, asking, &["list_connections", "-q", "--no-table-headers", "pid", "client_properties"]).await;
-    let (exact, of_role) = (format!("{{\"connection_name\",\"{name}\"}}"), format!("{{\"connection_name\",\"{name} ("));
-    let line = listing.lines().find(|line| line.contains(&exact) || line.contains(&of_role))?;
+    let listing = ctl(cluster, asking, &LIST_CONNECTIONS).await;
     // The connection's Erlang pid names its node: `<airlock-…@localhost.1733.412.0>`.
-    let pid = line.split('\t').next()?.trim_start_matches('<');
+    let pid = connections_named(&listing, name).first()?.trim_start_matches('<');
     let node = &pid[..pid.find("@localhost")? + "@localhost".len()];
     cluster.index_of(node)
 }
@@ -139,12 +135,7 @@ async fn wait_for_consumers(cluster: &Cluster, asking: usize, queue: &str, consu
     tokio::time::timeout(HANG_GUARD, async {
         loop {
             let listing = ctl(cluster, asking, &["list_queues", "-q", "--no-table-headers", "name", "consumers"]).await;
-            let count = listing
-                .lines()
-                .filter_map(|line| line.split_once('\t'))
-                .find(|(name, _)| *name == queue)
-                .and_then(|(_, n)| n.trim().parse::<usize>().ok());
-            if count.is_some_and(|count| count >= consumers) {
+            if queue_figure(&listing, queue).is_some_and(|count| count >= consumers as u64) {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -423,18 +414,8 @@ async fn the_node_a_reviewer_service_is_connected_to_stops_with_tasks_pending_an
             let call = json!({"function": "bash", "arguments": {"cmd": format!("rm -r build-{i}")}});
             asked.spawn(async move { client.approve(approval("human", &format!("c{i}"), call, HUMAN_POLICY)).await });
         }
-        let tasks = tokio::time::timeout(HANG_GUARD, async {
-            loop {
-                let tasks = api.tasks().await.expect("the task list");
-                if tasks.len() == CALLS {
-                    return tasks;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        })
-        .await
-        .expect("every call became a task");
-        let ids: Vec<String> = tasks.iter().map(|task| task.id.clone()).collect();
+        let tasks = tokio::time::timeout(HANG_GUARD, pending(&api, CALLS)).await.expect("every call became a task");
+        let ids: Vec<String> = tasks.iter().map(|task| task["id"].as_str().expect("an id").to_owned()).collect();
 
         // A third answered just before the node stops (their answers may be in flight), the
         // rest while it is down and the service is moving to another node.

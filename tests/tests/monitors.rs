@@ -368,12 +368,7 @@ async fn expired_tasks_are_dropped(admin: &AmqpTransport, prefix: &str) {
     loop {
         let listing =
             airlock_testkit::rabbitmqctl(&["list_queues", "-q", "--no-table-headers", "name", "messages"]).await;
-        let left = listing
-            .lines()
-            .filter_map(|l| l.split_once('\t'))
-            .find(|(name, _)| *name == queue)
-            .map(|(_, n)| n.trim() == "0");
-        if left == Some(true) {
+        if airlock_testkit::queue_figure(&listing, &queue) == Some(0) {
             break;
         }
         assert!(tokio::time::Instant::now() < deadline, "{queue} never drained");

@@ -10,7 +10,9 @@ use airlock_reviewer::client::{ApiClient, RequestError};
 use airlock_reviewer::store::{Decided, Store};
 use airlock_reviewer::task::Verdict;
 use airlock_testkit::unique_prefix;
-use airlock_tests::{REVIEWER_TOKEN, TestKeys, approval, broker, decision_name, guarded, review, reviewer_config};
+use airlock_tests::{
+    REVIEWER_TOKEN, TestKeys, approval, broker, decision_name, guarded, pending, review, reviewer_config,
+};
 use airlock_transport::{AmqpTransport, Destination, Message, Topology, Transport};
 use airlock_worker::WorkerConfig;
 use serde_json::json;
@@ -87,28 +89,12 @@ impl Fleet {
     }
 }
 
-/// Waits until the API lists `n` pending tasks, and returns them as the wire's JSON.
-async fn pending(api: &ApiClient, n: usize) -> Vec<serde_json::Value> {
-    loop {
-        let tasks = api.get("/api/tasks").await.unwrap().json()["tasks"].as_array().cloned().unwrap();
-        if tasks.len() == n {
-            return tasks;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Waits until `queue` holds no message, ready or unacknowledged.
 async fn drained(queue: &str) {
     loop {
         let listing =
             airlock_testkit::rabbitmqctl(&["list_queues", "-q", "--no-table-headers", "name", "messages"]).await;
-        let count = listing
-            .lines()
-            .filter_map(|line| line.split_once('\t'))
-            .find(|(name, _)| *name == queue)
-            .and_then(|(_, n)| n.trim().parse::<u64>().ok());
-        if count == Some(0) {
+        if airlock_testkit::queue_figure(&listing, queue) == Some(0) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -53,22 +53,48 @@ pub async fn kill_connections(name: &str) -> usize {
         rabbitmqctl(&["close_all_connections", "test"]).await;
         return usize::MAX;
     }
-    // One line per connection: `<pid>\t[..., {"connection_name","<name>"}, ...]`.
-    let listing = rabbitmqctl(&["list_connections", "-q", "--no-table-headers", "pid", "client_properties"]).await;
-    let (exact, of_role) = (format!("{{\"connection_name\",\"{name}\"}}"), format!("{{\"connection_name\",\"{name} ("));
-    let mut closed = 0;
-    for line in listing.lines().filter(|line| line.contains(&exact) || line.contains(&of_role)) {
-        if let Some((pid, _)) = line.split_once('\t') {
-            rabbitmqctl(&["close_connection", pid, "test"]).await;
-            closed += 1;
-        }
+    let listing = rabbitmqctl(&LIST_CONNECTIONS).await;
+    let pids = connections_named(&listing, name);
+    for pid in &pids {
+        rabbitmqctl(&["close_connection", pid, "test"]).await;
     }
-    closed
+    pids.len()
+}
+
+/// `rabbitmqctl` arguments that list connections, one line each:
+/// `<pid>\t[..., {"connection_name","<name>"}, ...]` (see [`connections_named`]).
+pub const LIST_CONNECTIONS: [&str; 5] = ["list_connections", "-q", "--no-table-headers", "pid", "client_properties"];
+
+/// The Erlang pids, in a [`LIST_CONNECTIONS`] listing, of the connections named `name`, or
+/// `name (<host>:<pid>)` as the command line names its roles'.
+pub fn connections_named<'a>(listing: &'a str, name: &str) -> Vec<&'a str> {
+    let (exact, of_role) = (format!("{{\"connection_name\",\"{name}\"}}"), format!("{{\"connection_name\",\"{name} ("));
+    listing
+        .lines()
+        .filter(|line| line.contains(&exact) || line.contains(&of_role))
+        .filter_map(|line| line.split_once('\t').map(|(pid, _)| pid))
+        .collect()
+}
+
+/// The figure of `queue` in a `rabbitmqctl list_queues -q --no-table-headers name <figure>`
+/// listing (`<name>\t<figure>` a line), if the queue is listed.
+pub fn queue_figure(listing: &str, queue: &str) -> Option<u64> {
+    listing
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .find(|(name, _)| *name == queue)
+        .and_then(|(_, figure)| figure.trim().parse().ok())
 }
 
 /// Runs `rabbitmqctl` and returns its output; fails the test if it fails.
 pub async fn rabbitmqctl(args: &[&str]) -> String {
-    let output = tokio::process::Command::new("rabbitmqctl").args(args).output().await.expect("rabbitmqctl runs");
+    ctl_output(std::process::Command::new("rabbitmqctl"), args).await
+}
+
+/// Runs `command` (a `rabbitmqctl`, e.g. a test node's [`node::Node::ctl`]) with `args` and
+/// returns its output; fails the test if it fails.
+pub async fn ctl_output(command: std::process::Command, args: &[&str]) -> String {
+    let output = tokio::process::Command::from(command).args(args).output().await.expect("rabbitmqctl runs");
     assert!(output.status.success(), "rabbitmqctl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
