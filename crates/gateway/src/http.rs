@@ -1,0 +1,394 @@
+//! The HTTP side: one axum [`Router`] built by [`app`], its caller extractor and its errors.
+//!
+//! | route | what |
+//! |---|---|
+//! | `POST /v1/approvals` | ask for approval of a call |
+//! | `POST /v1/reviews` | ask for review of a call's result |
+//! | `GET /v1/decisions/{id}` | a decision: `200` once made, `202` while pending |
+//! | `GET /openapi.json` | the OpenAPI 3.1 document ([`OPENAPI`]) |
+//! | `GET /healthz` | `ok` |
+//!
+//! Every error is JSON `{"error": {"code", "message", "field"?}}`. A [`Caller`] (bearer
+//! token, then its rate limit) is an argument of every `/v1` handler, so none can skip the
+//! check; it comes before the body is read.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use airlock_policy::Kind;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, State};
+use axum::handler::Handler;
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::decisions::{Failure, Opened, Outcome, Watch};
+use crate::state::Shared;
+use crate::submission::{self, Bounds, Invalid, PolicyChoice};
+use crate::tokens::TokenEntry;
+
+/// The OpenAPI 3.1 document of this API, as committed in `docs/gateway.openapi.json`.
+pub const OPENAPI: &str = include_str!("../../../docs/gateway.openapi.json");
+
+/// The header that names a request's retries.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// RFC 7240's request header (`wait=N`).
+pub const PREFER: &str = "prefer";
+/// RFC 7240's response header: which preferences were honoured.
+pub const PREFERENCE_APPLIED: &str = "preference-applied";
+
+/// One route the gateway serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Route {
+    /// `get` or `post`.
+    pub method: &'static str,
+    /// The path template, `{name}` for a parameter.
+    pub path: &'static str,
+}
+
+/// Every route, registered where it is listed: [`served`] cannot differ from what [`app`]
+/// serves.
+struct Routes {
+    router: Router<Arc<Shared>>,
+    listed: Vec<Route>,
+}
+
+impl Routes {
+    fn get<H: Handler<T, Arc<Shared>>, T: 'static>(mut self, path: &'static str, handler: H) -> Self {
+        self.listed.push(Route { method: "get", path });
+        self.router = self.router.route(path, axum::routing::get(handler));
+        self
+    }
+
+    fn post<H: Handler<T, Arc<Shared>>, T: 'static>(mut self, path: &'static str, handler: H) -> Self {
+        self.listed.push(Route { method: "post", path });
+        self.router = self.router.route(path, axum::routing::post(handler));
+        self
+    }
+}
+
+fn routes() -> Routes {
+    Routes { router: Router::new(), listed: Vec::new() }
+        .post("/v1/approvals", approvals)
+        .post("/v1/reviews", reviews)
+        .get("/v1/decisions/{id}", decision)
+        .get("/openapi.json", openapi)
+        .get("/healthz", health)
+}
+
+/// The gateway's routes over `shared`.
+pub fn app(shared: Arc<Shared>) -> Router {
+    routes()
+        .router
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this route does not take that method")
+        })
+        .layer(DefaultBodyLimit::max(shared.limits.max_body))
+        .with_state(shared)
+}
+
+/// The routes [`app`] serves, in the order they are registered.
+pub fn served() -> Vec<Route> {
+    routes().listed
+}
+
+// === impl Caller ===
+
+/// Who is asking: the entry of the bearer token, within its rate.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The caller's name, which owns its decisions.
+    pub name: Arc<str>,
+    /// What it may do.
+    pub entry: TokenEntry,
+}
+
+impl FromRequestParts<Arc<Shared>> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, shared: &Arc<Shared>) -> Result<Self, Self::Rejection> {
+        let value = parts.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        let token = value.and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")));
+        let entry = token.and_then(|t| shared.tokens.authenticate(t.trim())).ok_or_else(ApiError::unauthorized)?;
+        shared.rates.take(&entry.name).map_err(ApiError::rate_limited)?;
+        Ok(Caller { name: Arc::from(entry.name.as_str()), entry: entry.clone() })
+    }
+}
+
+// === handlers ===
+
+async fn approvals(
+    State(shared): State<Arc<Shared>>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    submit(&shared, caller, &headers, body, Kind::Approval).await
+}
+
+async fn reviews(
+    State(shared): State<Arc<Shared>>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    submit(&shared, caller, &headers, body, Kind::Review).await
+}
+
+async fn submit(
+    shared: &Shared,
+    caller: Caller,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    kind: Kind,
+) -> Result<Response, ApiError> {
+    let body = body.map_err(|rejection| ApiError::body(rejection, shared.limits.max_body))?;
+    let bounds = Bounds { max_timeout: shared.limits.max_timeout };
+    let submission = submission::parse(kind, &body, bounds).map_err(ApiError::invalid)?;
+    match &submission.policy {
+        PolicyChoice::Named(name) if !caller.entry.may_use(name) => {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "policy_forbidden",
+                format!("this token may not use the policy '{name}'"),
+            ));
+        }
+        PolicyChoice::Inline(_) if !caller.entry.inline => {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "inline_forbidden",
+                "this token may not send inline policies (its entry lacks inline: true)",
+            ));
+        }
+        _ => {}
+    }
+    if submission.callback.is_some() && shared.webhooks.is_none() {
+        let mut error = ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "callbacks_disabled",
+            "callback_url cannot be used: this gateway runs without a webhook secret",
+        );
+        error.body.field = Some("callback_url".into());
+        return Err(error);
+    }
+    let key = match headers.get(IDEMPOTENCY_KEY) {
+        Some(value) => submission::idempotency_key(value.as_bytes())
+            .map_err(|invalid| ApiError::new(StatusCode::BAD_REQUEST, "invalid_idempotency_key", invalid.message))?,
+        None => submission.default_idempotency_key(),
+    };
+    let wait = prefer_wait(headers, shared.limits.max_wait);
+    match shared.submit(&caller.name, key, &submission) {
+        Opened::New { id, watch } | Opened::Existing { id, watch } => Ok(respond(shared, &id, watch, wait).await),
+        Opened::Mismatch => Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "idempotency_mismatch",
+            "this idempotency key (the Idempotency-Key header, or else the call's kind and key) was used by a \
+             different request",
+        )),
+    }
+}
+
+async fn decision(
+    State(shared): State<Arc<Shared>>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let watch = shared
+        .decisions
+        .watch(&caller.name, &id)
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such decision for this token"))?;
+    let wait = prefer_wait(&headers, shared.limits.max_wait);
+    Ok(respond(&shared, &id, watch, wait).await)
+}
+
+async fn openapi() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI)
+}
+
+async fn health() -> &'static str {
+    "ok"
+}
+
+/// The record's outcome once there (waiting up to `wait` for it), or `202` with its location.
+async fn respond(shared: &Shared, id: &str, mut watch: Watch, wait: Option<Duration>) -> Response {
+    if let Some(wait) = wait.filter(|w| !w.is_zero())
+        && watch.borrow().is_none()
+    {
+        tokio::select! {
+            _ = tokio::time::timeout(wait, watch.wait_for(Option::is_some)) => {}
+            () = shared.stop.cancelled() => {}
+        }
+    }
+    let location = format!("/v1/decisions/{id}");
+    let outcome = watch.borrow().clone();
+    let mut response = match outcome {
+        Some(outcome) => {
+            let mut response = match &*outcome {
+                Outcome::Decided(decision) => (StatusCode::OK, axum::Json(decision)).into_response(),
+                other => {
+                    let body = ErrorBody::of_outcome(other).expect("an error outcome");
+                    (status_of(other), axum::Json(ErrorView { error: body })).into_response()
+                }
+            };
+            insert(&mut response, header::CONTENT_LOCATION, &location);
+            response
+        }
+        None => {
+            let pending = Pending { id, status: "pending", location: &location };
+            let mut response = (StatusCode::ACCEPTED, axum::Json(pending)).into_response();
+            insert(&mut response, header::LOCATION, &location);
+            response
+        }
+    };
+    if let Some(wait) = wait {
+        insert(&mut response, PREFERENCE_APPLIED, &format!("wait={}", wait.as_secs()));
+    }
+    response
+}
+
+fn insert(response: &mut Response, name: impl header::IntoHeaderName, value: &str) {
+    if let Ok(value) = HeaderValue::from_str(value) {
+        response.headers_mut().insert(name, value);
+    }
+}
+
+/// The body of a `202`.
+#[derive(Debug, Serialize)]
+struct Pending<'a> {
+    id: &'a str,
+    status: &'static str,
+    location: &'a str,
+}
+
+/// `Prefer: wait=N` (RFC 7240) among the request's preferences, capped at `max`; a value
+/// that is not a whole number of seconds is ignored, as an unknown preference is.
+pub fn prefer_wait(headers: &HeaderMap, max: Duration) -> Option<Duration> {
+    headers
+        .get_all(PREFER)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .filter_map(|preference| {
+            let preference = preference.split(';').next().unwrap_or_default();
+            let (name, value) = preference.split_once('=')?;
+            let value = value.trim().trim_matches('"');
+            name.trim().eq_ignore_ascii_case("wait").then(|| value.parse::<u64>().ok()).flatten()
+        })
+        .next()
+        .map(|seconds| Duration::from_secs(seconds).min(max))
+}
+
+// === errors ===
+
+/// An error's body: `{"code", "message", "field"?}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ErrorBody {
+    /// A stable code, e.g. `invalid_field`.
+    pub code: String,
+    /// What is wrong, for people.
+    pub message: String,
+    /// The field at fault, as a path (`call.id`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+impl ErrorBody {
+    /// The error an outcome answers with; `None` for a decision.
+    pub fn of_outcome(outcome: &Outcome) -> Option<Self> {
+        let (code, message) = match outcome {
+            Outcome::Decided(_) => return None,
+            Outcome::Refused(refusal) => (refusal.code.clone(), refusal.message.clone()),
+            Outcome::Failed(Failure::AlreadyPending(key)) => {
+                ("already_pending".to_owned(), format!("a request for {key} is already pending"))
+            }
+            Outcome::Failed(Failure::Unavailable(why)) => {
+                ("fleet_unavailable".to_owned(), format!("the request did not reach the fleet: {why}"))
+            }
+        };
+        Some(ErrorBody { code, message, field: None })
+    }
+}
+
+/// The status an outcome answers with.
+pub fn status_of(outcome: &Outcome) -> StatusCode {
+    match outcome {
+        Outcome::Decided(_) => StatusCode::OK,
+        Outcome::Refused(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        Outcome::Failed(Failure::AlreadyPending(_)) => StatusCode::CONFLICT,
+        Outcome::Failed(Failure::Unavailable(_)) => StatusCode::SERVICE_UNAVAILABLE,
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct ErrorView {
+    error: ErrorBody,
+}
+
+/// Why a request failed, with its status.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    body: ErrorBody,
+    retry_after: Option<u64>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            body: ErrorBody { code: code.to_owned(), message: message.into(), field: None },
+            retry_after: None,
+        }
+    }
+
+    fn unauthorized() -> Self {
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "a valid token is required (Authorization: Bearer …)")
+    }
+
+    fn rate_limited(wait: Duration) -> Self {
+        let mut error = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "too many requests; slow down");
+        error.retry_after = Some(wait.as_secs_f64().ceil().max(1.0) as u64);
+        error
+    }
+
+    fn body(rejection: BytesRejection, max: usize) -> Self {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", format!("the body exceeds {max} bytes"))
+        } else {
+            ApiError::new(rejection.status(), "unreadable_body", rejection.body_text())
+        }
+    }
+
+    fn invalid(invalid: Invalid) -> Self {
+        let (status, code) = if invalid.unreadable {
+            (StatusCode::BAD_REQUEST, "invalid_json")
+        } else {
+            (StatusCode::UNPROCESSABLE_ENTITY, "invalid_field")
+        };
+        let mut error = ApiError::new(status, code, invalid.message);
+        error.body.field = invalid.field;
+        error
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, axum::Json(ErrorView { error: self.body })).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let Some(seconds) = self.retry_after {
+            insert(&mut response, header::RETRY_AFTER, &seconds.to_string());
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests;

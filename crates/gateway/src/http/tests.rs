@@ -1,0 +1,349 @@
+use std::sync::Mutex;
+
+use airlock_client::ClientError;
+use airlock_contract::v1;
+use axum::body::Body;
+use axum::http::{Method, Request};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tower::ServiceExt as _;
+
+use super::*;
+use crate::Limits;
+use crate::limit::RateConfig;
+use crate::state::{Asking, Fleet};
+use crate::tokens::{Tokens, sha256_hex};
+
+/// A fleet that records what it is sent and answers once its gate opens: `approve`, or the
+/// refusal a request's call id asks for.
+struct FakeFleet {
+    sent: Mutex<Vec<v1::Request>>,
+    gate: watch::Sender<bool>,
+}
+
+impl FakeFleet {
+    fn new(open: bool) -> Arc<Self> {
+        Arc::new(FakeFleet { sent: Mutex::new(Vec::new()), gate: watch::channel(open).0 })
+    }
+
+    fn sent(&self) -> usize {
+        self.sent.lock().unwrap().len()
+    }
+}
+
+impl Fleet for FakeFleet {
+    fn decide(&self, request: v1::Request, _timeout: Duration) -> Asking {
+        self.sent.lock().unwrap().push(request.clone());
+        let mut gate = self.gate.subscribe();
+        Box::pin(async move {
+            let _ = gate.wait_for(|open| *open).await;
+            let key = request.key.unwrap_or_default();
+            if key.tool_call_id == "refuse" {
+                return Err(ClientError::Refused { code: "unknown_policy".into(), message: "no such policy".into() });
+            }
+            Ok(v1::Decision {
+                decision_id: format!("d-{}", key.tool_call_id),
+                key: Some(key),
+                decision: v1::DecisionKind::Approve.into(),
+                approver: "auto".into(),
+                ..Default::default()
+            })
+        })
+    }
+
+    fn close(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(async {})
+    }
+}
+
+const ALPHA: &str = "alpha-token";
+const BETA: &str = "beta-token";
+
+fn shared(fleet: Arc<FakeFleet>, limits: Limits) -> Arc<Shared> {
+    let tokens = Tokens::from_list(vec![
+        TokenEntry { name: "alpha".into(), token_sha256: sha256_hex(ALPHA), policies: vec!["a".into()], inline: false },
+        TokenEntry { name: "beta".into(), token_sha256: sha256_hex(BETA), policies: vec!["*".into()], inline: true },
+    ]);
+    Arc::new(Shared::new(fleet, tokens, limits, None))
+}
+
+fn limits() -> Limits {
+    Limits { max_body: 4096, max_wait: Duration::from_secs(30), ..Limits::default() }
+}
+
+fn body(call_id: &str, policy: &str) -> Value {
+    json!({
+        "call": {"id": call_id, "function": "bash", "arguments": {"cmd": "ls"}},
+        "policy": {"name": policy},
+        "origin": {"run": "r", "sample": "s", "epoch": 1},
+    })
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    json: Value,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    fn code(&self) -> &str {
+        self.json["error"]["code"].as_str().unwrap_or_default()
+    }
+}
+
+async fn call(
+    shared: &Arc<Shared>,
+    method: Method,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<Vec<u8>>,
+) -> Answer {
+    let mut request = Request::builder().method(method).uri(path);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request.body(body.map_or_else(Body::empty, Body::from)).unwrap();
+    let response = app(shared.clone()).oneshot(request).await.unwrap();
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    Answer { status: parts.status, headers: parts.headers, json: serde_json::from_slice(&bytes).unwrap_or(Value::Null) }
+}
+
+async fn post(shared: &Arc<Shared>, path: &str, token: &str, body: &Value, extra: &[(&str, &str)]) -> Answer {
+    let auth = format!("Bearer {token}");
+    let mut headers = vec![("authorization", auth.as_str()), ("content-type", "application/json")];
+    headers.extend_from_slice(extra);
+    call(shared, Method::POST, path, &headers, Some(body.to_string().into_bytes())).await
+}
+
+async fn get(shared: &Arc<Shared>, path: &str, token: &str, extra: &[(&str, &str)]) -> Answer {
+    let auth = format!("Bearer {token}");
+    let mut headers = vec![("authorization", auth.as_str())];
+    headers.extend_from_slice(extra);
+    call(shared, Method::GET, path, &headers, None).await
+}
+
+#[tokio::test]
+async fn no_token_or_a_wrong_one_is_401_and_reaches_nothing() {
+    let fleet = FakeFleet::new(true);
+    let shared = shared(fleet.clone(), limits());
+    let body = body("c1", "a");
+    for headers in [
+        vec![],
+        vec![("authorization", "Bearer nope")],
+        vec![("authorization", ALPHA)],
+        vec![("authorization", "Basic YWxwaGEtdG9rZW4=")],
+    ] {
+        let answer = call(&shared, Method::POST, "/v1/approvals", &headers, Some(body.to_string().into_bytes())).await;
+        assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{headers:?}");
+        assert_eq!(answer.code(), "unauthorized");
+        assert_eq!(answer.header("www-authenticate"), Some("Bearer"));
+    }
+    assert_eq!(get(&shared, "/v1/decisions/x", "nope", &[]).await.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(fleet.sent(), 0);
+}
+
+#[tokio::test]
+async fn a_token_uses_only_its_policies_and_inline_only_when_allowed() {
+    let fleet = FakeFleet::new(true);
+    let shared = shared(fleet.clone(), limits());
+    let answer = post(&shared, "/v1/approvals", ALPHA, &body("c1", "b"), &[]).await;
+    assert_eq!((answer.status, answer.code()), (StatusCode::FORBIDDEN, "policy_forbidden"));
+    let mut inline = body("c2", "a");
+    inline["policy"] = json!({"inline": "approvers: []\n"});
+    let answer = post(&shared, "/v1/approvals", ALPHA, &inline, &[]).await;
+    assert_eq!((answer.status, answer.code()), (StatusCode::FORBIDDEN, "inline_forbidden"));
+    assert_eq!(fleet.sent(), 0, "nothing refused reaches the fleet");
+    assert_eq!(post(&shared, "/v1/approvals", ALPHA, &body("c3", "a"), &[]).await.status, StatusCode::ACCEPTED);
+    assert_eq!(post(&shared, "/v1/approvals", BETA, &body("c4", "b"), &[]).await.status, StatusCode::ACCEPTED);
+    assert_eq!(post(&shared, "/v1/approvals", BETA, &inline, &[]).await.status, StatusCode::ACCEPTED);
+    assert_eq!(fleet.sent(), 3);
+}
+
+#[tokio::test]
+async fn malformed_bodies_are_refused_with_the_field_and_reach_nothing() {
+    let fleet = FakeFleet::new(true);
+    let shared = shared(fleet.clone(), limits());
+    let mut no_id = body("c1", "a");
+    no_id["call"].as_object_mut().unwrap().remove("id");
+    let answer = post(&shared, "/v1/approvals", ALPHA, &no_id, &[]).await;
+    assert_eq!((answer.status, answer.code()), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_field"));
+    assert_eq!(answer.json["error"]["field"], "call.id");
+    assert_eq!(answer.json["error"]["message"], "call.id is required");
+    let mut output = body("c1", "a");
+    output["output"] = json!("x");
+    let answer = post(&shared, "/v1/approvals", ALPHA, &output, &[]).await;
+    assert_eq!(answer.json["error"]["field"], "output");
+    let mut callback = body("c1", "a");
+    callback["callback_url"] = json!("https://example.com/hook");
+    let answer = post(&shared, "/v1/approvals", ALPHA, &callback, &[]).await;
+    assert_eq!((answer.status, answer.code()), (StatusCode::UNPROCESSABLE_ENTITY, "callbacks_disabled"));
+    let auth = format!("Bearer {ALPHA}");
+    let answer =
+        call(&shared, Method::POST, "/v1/approvals", &[("authorization", &auth)], Some(b"{nope".to_vec())).await;
+    assert_eq!((answer.status, answer.code()), (StatusCode::BAD_REQUEST, "invalid_json"));
+    let answer = post(&shared, "/v1/approvals", ALPHA, &body("c1", "a"), &[("idempotency-key", "")]).await;
+    assert_eq!((answer.status, answer.code()), (StatusCode::BAD_REQUEST, "invalid_idempotency_key"));
+    assert_eq!(fleet.sent(), 0);
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_413() {
+    let fleet = FakeFleet::new(true);
+    let shared = shared(fleet.clone(), limits());
+    let mut big = body("c1", "a");
+    big["call"]["arguments"]["cmd"] = json!("x".repeat(5000));
+    let answer = post(&shared, "/v1/approvals", ALPHA, &big, &[]).await;
+    assert_eq!((answer.status, answer.code()), (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"));
+    assert_eq!(fleet.sent(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn past_its_burst_a_token_gets_429_with_retry_after_and_others_do_not() {
+    let fleet = FakeFleet::new(true);
+    let limits = Limits { rate: RateConfig { per_second: 0.5, burst: 2 }, ..limits() };
+    let shared = shared(fleet.clone(), limits);
+    for id in ["c1", "c2"] {
+        assert_eq!(post(&shared, "/v1/approvals", ALPHA, &body(id, "a"), &[]).await.status, StatusCode::ACCEPTED);
+    }
+    let answer = post(&shared, "/v1/approvals", ALPHA, &body("c3", "a"), &[]).await;
+    assert_eq!((answer.status, answer.code()), (StatusCode::TOO_MANY_REQUESTS, "rate_limited"));
+    assert_eq!(answer.header("retry-after"), Some("2"));
+    assert_eq!(get(&shared, "/v1/decisions/x", ALPHA, &[]).await.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(post(&shared, "/v1/approvals", BETA, &body("c3", "a"), &[]).await.status, StatusCode::ACCEPTED);
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert_eq!(post(&shared, "/v1/approvals", ALPHA, &body("c3", "a"), &[]).await.status, StatusCode::ACCEPTED);
+    assert_eq!(fleet.sent(), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_wait_the_decision_comes_in_the_response() {
+    let fleet = FakeFleet::new(true);
+    let shared = shared(fleet.clone(), limits());
+    let answer = post(&shared, "/v1/approvals", ALPHA, &body("c1", "a"), &[("prefer", "wait=10")]).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.json["decision"], "approve");
+    assert_eq!(answer.json["decision_id"], "d-c1");
+    assert_eq!(answer.header("preference-applied"), Some("wait=10"));
+    assert!(answer.header("content-location").unwrap().starts_with("/v1/decisions/"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_decision_in_time_202_then_the_decision_by_get_to_its_owner_only() {
+    let fleet = FakeFleet::new(false);
+    let shared = shared(fleet.clone(), limits());
+    let answer =
+        post(&shared, "/v1/approvals", ALPHA, &body("c1", "a"), &[("prefer", "respond-async, wait=600")]).await;
+    assert_eq!(answer.status, StatusCode::ACCEPTED);
+    assert_eq!(answer.header("preference-applied"), Some("wait=30"), "capped at the maximum");
+    let location = answer.header("location").unwrap().to_owned();
+    assert_eq!(answer.json["location"], location.as_str());
+    assert_eq!(answer.json["status"], "pending");
+    let answer = post(&shared, "/v1/approvals", ALPHA, &body("c2", "a"), &[]).await;
+    assert_eq!(answer.status, StatusCode::ACCEPTED);
+    assert!(answer.header("preference-applied").is_none());
+    assert_eq!(get(&shared, &location, ALPHA, &[]).await.status, StatusCode::ACCEPTED);
+    assert_eq!(get(&shared, &location, BETA, &[]).await.status, StatusCode::NOT_FOUND, "another token's decision");
+    assert_eq!(get(&shared, "/v1/decisions/unknown", ALPHA, &[]).await.status, StatusCode::NOT_FOUND);
+    fleet.gate.send_replace(true);
+    let answer = get(&shared, &location, ALPHA, &[("prefer", "wait=5")]).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.json["decision"], "approve");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_joins_or_returns_the_first_request_and_never_sends_again() {
+    let fleet = FakeFleet::new(false);
+    let shared = shared(fleet.clone(), limits());
+    let first = post(&shared, "/v1/approvals", ALPHA, &body("c1", "a"), &[]).await;
+    let pending = post(&shared, "/v1/approvals", ALPHA, &body("c1", "a"), &[]).await;
+    assert_eq!(first.header("location"), pending.header("location"), "a retry while pending joins it");
+    fleet.gate.send_replace(true);
+    let done = post(&shared, "/v1/approvals", ALPHA, &body("c1", "a"), &[("prefer", "wait=1")]).await;
+    assert_eq!(done.status, StatusCode::OK);
+    assert_eq!(done.header("content-location"), first.header("location"));
+    assert_eq!(fleet.sent(), 1);
+    // The same call key with other content is another request, refused.
+    let mut other = body("c1", "a");
+    other["call"]["arguments"]["cmd"] = json!("rm -rf /");
+    let answer = post(&shared, "/v1/approvals", ALPHA, &other, &[]).await;
+    assert_eq!((answer.status, answer.code()), (StatusCode::UNPROCESSABLE_ENTITY, "idempotency_mismatch"));
+    // An Idempotency-Key names the request instead of its call key.
+    let keyed = [("idempotency-key", "k-1"), ("prefer", "wait=1")];
+    let a = post(&shared, "/v1/approvals", ALPHA, &body("c2", "a"), &keyed).await;
+    let b = post(&shared, "/v1/approvals", ALPHA, &body("c2", "a"), &keyed).await;
+    assert_eq!((a.status, a.json.clone()), (b.status, b.json.clone()));
+    assert_eq!(post(&shared, "/v1/approvals", ALPHA, &body("c3", "a"), &keyed).await.code(), "idempotency_mismatch");
+    // Another token's identical request is its own.
+    let beta = post(&shared, "/v1/approvals", BETA, &body("c1", "a"), &[("prefer", "wait=1")]).await;
+    assert_eq!(beta.status, StatusCode::OK);
+    assert_ne!(beta.header("content-location"), first.header("location"));
+    assert_eq!(fleet.sent(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refusal_from_the_fleet_is_422_with_its_code() {
+    let fleet = FakeFleet::new(true);
+    let shared = shared(fleet.clone(), limits());
+    let answer = post(&shared, "/v1/reviews", ALPHA, &body("refuse", "a"), &[("prefer", "wait=1")]).await;
+    assert_eq!((answer.status, answer.code()), (StatusCode::UNPROCESSABLE_ENTITY, "unknown_policy"));
+}
+
+#[test]
+fn prefer_wait_reads_rfc_7240() {
+    let max = Duration::from_secs(60);
+    let wait = |value: &str| {
+        let mut headers = HeaderMap::new();
+        headers.insert(PREFER, HeaderValue::from_str(value).unwrap());
+        prefer_wait(&headers, max).map(|d| d.as_secs())
+    };
+    assert_eq!(wait("wait=5"), Some(5));
+    assert_eq!(wait("respond-async, Wait=7"), Some(7));
+    assert_eq!(wait("wait=\"9\"; x=y"), Some(9));
+    assert_eq!(wait("wait=1000"), Some(60));
+    assert_eq!(wait("wait=soon"), None);
+    assert_eq!(wait("handling=lenient"), None);
+    assert_eq!(prefer_wait(&HeaderMap::new(), max), None);
+}
+
+#[tokio::test]
+async fn the_served_document_is_the_committed_one_and_lists_exactly_the_routes() {
+    let committed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/gateway.openapi.json"))
+        .expect("docs/gateway.openapi.json");
+    let shared = shared(FakeFleet::new(true), limits());
+    let response = app(shared.clone())
+        .oneshot(Request::builder().uri("/openapi.json").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["content-type"], "application/json");
+    let served = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+    assert_eq!(std::str::from_utf8(&served).unwrap(), committed);
+    let document: Value = serde_json::from_str(&committed).unwrap();
+    assert_eq!(document["openapi"], "3.1.0");
+    let mut listed: Vec<(String, String)> = document["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, item)| item.as_object().unwrap().keys().map(move |method| (method.clone(), path.clone())))
+        .collect();
+    listed.sort();
+    let mut routes: Vec<(String, String)> =
+        super::served().into_iter().map(|r| (r.method.to_owned(), r.path.to_owned())).collect();
+    routes.sort();
+    assert_eq!(routes, listed);
+    // And each is served (not the fallback's 404 or 405).
+    for (method, path) in &listed {
+        let uri = path.replace("{id}", "x");
+        let method = Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+        let answer = call(&shared, method, &uri, &[], None).await;
+        assert!(!matches!(answer.code(), "not_found" | "method_not_allowed"), "{uri}: {:?}", answer.json);
+    }
+    let answer = call(&shared, Method::GET, "/v1/nothing", &[], None).await;
+    assert_eq!((answer.status, answer.code()), (StatusCode::NOT_FOUND, "not_found"));
+    let answer = call(&shared, Method::DELETE, "/v1/approvals", &[], None).await;
+    assert_eq!((answer.status, answer.code()), (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"));
+}

@@ -1,0 +1,248 @@
+//! The gateway: an HTTP service in front of the fleet, for agent frameworks that are not
+//! Inspect. A caller posts a tool call (`POST /v1/approvals`, `POST /v1/reviews`) with a
+//! bearer token; the gateway asks the fleet through one runner client, with every call
+//! pending on it at once, and gives the decision back by holding the response (`Prefer:
+//! wait=N`), by a poll (`GET /v1/decisions/{id}`), or as a signed webhook to the call's
+//! `callback_url`. Retries are recognised by their idempotency key and never reach the
+//! fleet twice.
+//!
+//! Layout:
+//! - [`submission`]: the request body, checked field by field, and the wire request it becomes.
+//! - [`tokens`]: the tokens file, bearer tokens, which policies a caller may use.
+//! - [`limit`]: per-caller rate limits (token buckets).
+//! - [`decisions`]: the records of requests sent, by id and by idempotency key; waiters.
+//! - [`state`]: what the routes share, the [`state::Fleet`] asked, and sending one request.
+//! - [`webhook`]: Standard Webhooks signatures, secrets, delivery with retries.
+//! - [`http`]: the axum router, its extractors and errors, the OpenAPI document.
+//! - [`run`] / [`Service`]: start, serve, stop in order.
+#![forbid(unsafe_code)]
+#![deny(rust_2018_idioms)]
+
+pub mod decisions;
+pub mod http;
+pub mod limit;
+pub mod state;
+pub mod submission;
+pub mod tokens;
+pub mod webhook;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use airlock_client::{Client, ClientConfig, ClientError};
+use airlock_integrity::{Fleet, PublicKeys};
+use airlock_transport::Transport;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+use crate::limit::RateConfig;
+use crate::state::Shared;
+use crate::tokens::Tokens;
+use crate::webhook::{RetryPolicy, WebhookSecret};
+
+/// How a gateway runs.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// The fleet's prefix.
+    pub prefix: String,
+    /// A name unique to this gateway process; it names its reply queue.
+    pub runner_id: String,
+    /// The address the API listens on (port 0: any free port).
+    pub listen: SocketAddr,
+    /// Who may ask.
+    pub tokens: Tokens,
+    /// The fleet's public keys its decisions must be proved with; `None` takes them unproved.
+    pub fleet_keys: Option<PublicKeys<Fleet>>,
+    /// Sizes, waits and rates.
+    pub limits: Limits,
+    /// How callbacks are signed and retried; `None`: requests with a `callback_url` are refused.
+    pub webhooks: Option<WebhookConfig>,
+}
+
+/// Sizes, waits and rates.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// The largest request body, in bytes.
+    pub max_body: usize,
+    /// The longest `Prefer: wait` honoured.
+    pub max_wait: Duration,
+    /// How long the fleet may take when a request gives no `timeout`.
+    pub default_timeout: Duration,
+    /// The longest `timeout` a request may give.
+    pub max_timeout: Duration,
+    /// How long a decision stays readable (and its idempotency key remembered) once made.
+    pub retention: Duration,
+    /// Each caller's rate.
+    pub rate: RateConfig,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body: 1024 * 1024,
+            max_wait: Duration::from_secs(60),
+            default_timeout: Duration::from_secs(30),
+            max_timeout: Duration::from_secs(24 * 3600),
+            retention: Duration::from_secs(3600),
+            rate: RateConfig::default(),
+        }
+    }
+}
+
+/// How callbacks are signed and retried.
+#[derive(Debug, Clone)]
+pub struct WebhookConfig {
+    /// The `whsec_…` secret.
+    pub secret: WebhookSecret,
+    /// Backoff and retry period.
+    pub retry: RetryPolicy,
+}
+
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// The configuration is not usable.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The runner client could not start (the broker, the fleet's keys).
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// The webhook client could not be built.
+    #[error(transparent)]
+    Webhooks(#[from] webhook::ClientError),
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl GatewayConfig {
+    /// Checks what can be checked before touching the network.
+    pub fn validate(&self) -> Result<(), GatewayError> {
+        let limits = &self.limits;
+        if self.tokens.is_empty() {
+            return Err(GatewayError::Config("the tokens file lists nobody".into()));
+        }
+        if limits.max_body == 0 || limits.default_timeout.is_zero() || limits.default_timeout > limits.max_timeout {
+            return Err(GatewayError::Config("the body limit and timeouts must be above 0, default ≤ max".into()));
+        }
+        if !(limits.rate.per_second > 0.0 && limits.rate.per_second.is_finite()) || limits.rate.burst == 0 {
+            return Err(GatewayError::Config("the rate and the burst must be above 0".into()));
+        }
+        if let Some(webhooks) = &self.webhooks
+            && (webhooks.retry.first_delay.is_zero() || webhooks.retry.attempt_timeout.is_zero())
+        {
+            return Err(GatewayError::Config("webhook delays and timeouts must be above 0".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Runs the gateway until `shutdown` resolves, then stops it in order and closes the transport.
+pub async fn run<T: Transport>(
+    transport: T,
+    config: GatewayConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), GatewayError> {
+    let service = Service::start(transport.clone(), config).await?;
+    info!(url = %format!("http://{}", service.local_addr()), "Gateway ready.");
+    shutdown.await;
+    service.stop().await;
+    transport.close().await;
+    Ok(())
+}
+
+/// A started gateway.
+pub struct Service {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    server: JoinHandle<()>,
+    purger: JoinHandle<()>,
+}
+
+impl Service {
+    /// Starts the runner client on `transport`, binds the listener and serves.
+    pub async fn start<T: Transport>(transport: T, config: GatewayConfig) -> Result<Self, GatewayError> {
+        config.validate()?;
+        let webhooks = config
+            .webhooks
+            .clone()
+            .map(|webhooks| webhook::Webhooks::new(webhooks.secret, webhooks.retry))
+            .transpose()?;
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| GatewayError::Listen { addr: config.listen, source })?;
+        let addr = listener.local_addr().map_err(|source| GatewayError::Listen { addr: config.listen, source })?;
+        let client = Client::connect(
+            transport,
+            ClientConfig {
+                prefix: config.prefix.clone(),
+                runner_id: config.runner_id.clone(),
+                default_timeout: config.limits.default_timeout,
+                fleet_keys: config.fleet_keys.clone(),
+            },
+        )
+        .await?;
+        let shared = Arc::new(Shared::new(Arc::new(client), config.tokens.clone(), config.limits, webhooks));
+        Ok(Self::serve(shared, listener, addr))
+    }
+
+    /// Serves `shared` on `listener` (tests give a fleet of their own).
+    pub fn serve(shared: Arc<Shared>, listener: tokio::net::TcpListener, addr: SocketAddr) -> Self {
+        let purger = tokio::spawn({
+            let shared = shared.clone();
+            async move { shared.decisions.purge().await }
+        });
+        let app = http::app(shared.clone());
+        let stop = shared.stop.clone();
+        let server = tokio::spawn(async move {
+            let serve = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned());
+            if let Err(e) = serve.await {
+                warn!(error = %e, "The HTTP server failed.");
+            }
+        });
+        info!(%addr, callers = shared.tokens.len(), webhooks = shared.webhooks.is_some(), "Gateway started.");
+        Service { shared, addr, server, purger }
+    }
+
+    /// The address the API listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The shared state, for tests.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Stops in order: waiting responses answer 202 at once and the server stops taking
+    /// requests; the fleet client closes (pending calls end unanswered); webhooks under way
+    /// get the rest of [`SHUTDOWN_GRACE`](airlock_transport::SHUTDOWN_GRACE).
+    pub async fn stop(self) {
+        let Service { shared, server, purger, .. } = self;
+        shared.stop.cancel();
+        let stopping = async {
+            let _ = server.await;
+            shared.fleet.close().await;
+            shared.tasks.close();
+            shared.tasks.wait().await;
+        };
+        if tokio::time::timeout(airlock_transport::SHUTDOWN_GRACE, stopping).await.is_err() {
+            warn!(grace = ?airlock_transport::SHUTDOWN_GRACE, "The gateway did not stop in time.");
+        }
+        purger.abort();
+        info!("Gateway stopped.");
+    }
+}
+
+/// The gateway's runner id on a broker user: `<user>.gateway-<uuid>`, as a least-privilege
+/// runner user's reply queue must be named (`airlock topology definitions`).
+pub fn runner_id(user: &str) -> String {
+    format!("{user}.gateway-{}", uuid::Uuid::now_v7())
+}
