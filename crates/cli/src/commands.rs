@@ -7,9 +7,9 @@
 //!   subcommand enum for a group). An `async fn run(..) -> Result<(), Failure>` gets its
 //!   runtime from `main` ([`block_on`] for a tool, [`block_on_role`] for a role); a module
 //!   whose subcommands need different runtimes, or none, has a sync `fn run(..) -> ExitCode`.
-//! - **Library side, a role** (worker, monitor, reviewer, auditor): `run(transport, config,
-//!   shutdown)` in the role's crate — [`airlock_worker::run`], [`airlock_monitor::run`],
-//!   [`airlock_reviewer::run`], [`airlock_audit::run`] — on the role loop of
+//! - **Library side, a role** (worker, monitor, reviewer, gateway, auditor): `run(transport,
+//!   config, shutdown)` in the role's crate — [`airlock_worker::run`], [`airlock_monitor::run`],
+//!   [`airlock_reviewer::run`], [`airlock_gateway::run`], [`airlock_audit::run`] — on the role loop of
 //!   [`airlock_transport::Serve`]; a role that counts takes its metrics in its config.
 //! - **Library side, a one-shot tool**: a function named for what it does, in the library
 //!   module or crate of the command: [`airlock_client::request::send`],
@@ -25,6 +25,7 @@
 pub mod audit;
 pub mod bench;
 pub mod demo;
+pub mod gateway;
 pub mod keys;
 pub mod monitor;
 pub mod policy;

@@ -36,6 +36,9 @@ enum Command {
     Monitor(commands::monitor::MonitorArgs),
     /// Run the reviewer service: human tasks in a web UI and an HTTP API (or add a reviewer).
     Reviewer(commands::reviewer::ReviewerArgs),
+    /// Run the HTTP gateway: agent frameworks ask the fleet over HTTP (or add a token, make a
+    /// webhook secret, measure).
+    Gateway(commands::gateway::GatewayArgs),
     /// Decide human tasks in this terminal.
     Review(commands::review::ReviewArgs),
     /// Manage the fleet's queues and exchanges.
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
         Command::Request(args) => commands::block_on(commands::LOG_TOOL, commands::request::run(args)),
         Command::Monitor(args) => commands::monitor::run(args),
         Command::Reviewer(args) => commands::reviewer::run(args),
+        Command::Gateway(args) => commands::gateway::run(args),
         Command::Review(args) => commands::block_on(commands::LOG_TOOL, commands::review::run(args)),
         Command::Topology(command) => commands::block_on(commands::LOG_TOOL, commands::topology::run(command)),
         Command::Audit(command) => commands::block_on(commands::LOG_ROLE, commands::audit::run(command)),

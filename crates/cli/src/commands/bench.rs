@@ -23,7 +23,7 @@
 //! - `report`: the text and JSON reports.
 
 mod bare;
-mod children;
+pub(in crate::commands) mod children;
 mod cpu;
 mod echo;
 mod fleet;

@@ -1,0 +1,197 @@
+//! `airlock gateway`: the HTTP gateway in front of the fleet ([`airlock_gateway::run`]);
+//! `airlock gateway add-token`, which adds a caller to a tokens file; `airlock gateway
+//! webhook-secret`, which prints a new `whsec_…` secret; `airlock gateway bench`, which
+//! measures a gateway holding many waiting requests.
+
+mod bench;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use airlock_gateway::limit::RateConfig;
+use airlock_gateway::tokens::{self, Tokens};
+use airlock_gateway::webhook::{RetryPolicy, WebhookSecret};
+use airlock_gateway::{GatewayConfig, Limits, WebhookConfig};
+use clap::{Args, Subcommand};
+
+use super::{
+    Failure, FleetArgs, LOG_TOOL, ReplicationArgs, TelemetryArgs, TlsArgs, block_on, block_on_role, connect,
+    fleet_keys, shutdown_signal,
+};
+
+/// Arguments of `airlock gateway`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct GatewayArgs {
+    #[command(subcommand)]
+    command: Option<GatewayCommand>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+/// Subcommands of `airlock gateway`.
+#[derive(Debug, Subcommand)]
+pub enum GatewayCommand {
+    /// Add a caller to a tokens file and print its new token (shown this once only).
+    AddToken(AddTokenArgs),
+    /// Print a new webhook secret (`whsec_…`) for --webhook-secret.
+    WebhookSecret,
+    /// Hold many waiting requests on one gateway against a fleet with no worker, then start
+    /// a worker: the gateway's memory per waiting request, and how soon decisions come.
+    Bench(bench::BenchArgs),
+}
+
+/// Arguments of the service itself.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The broker, e.g. amqp://guest:guest@127.0.0.1:5672/%2f; a cluster as the comma-separated URLs of its nodes
+    #[arg(long, env = "AIRLOCK_AMQP_URL")]
+    amqp: Option<String>,
+    /// The fleet's prefix: every queue and exchange name starts with it.
+    #[arg(long, env = "AIRLOCK_PREFIX", default_value = "airlock")]
+    prefix: String,
+    #[command(flatten)]
+    tls: TlsArgs,
+    #[command(flatten)]
+    replication: ReplicationArgs,
+    /// The address of the HTTP API.
+    #[arg(long, env = "AIRLOCK_GATEWAY_LISTEN", default_value = "127.0.0.1:8090")]
+    listen: SocketAddr,
+    /// The callers: a YAML list of {name, token_sha256, policies, inline} (see `add-token`).
+    #[arg(long, env = "AIRLOCK_GATEWAY_TOKENS")]
+    tokens: Option<PathBuf>,
+    /// The secret webhooks are signed with (`whsec_…`, see `webhook-secret`); without it,
+    /// requests with a callback_url are refused.
+    #[arg(long, env = "AIRLOCK_GATEWAY_WEBHOOK_SECRET", hide_env_values = true)]
+    webhook_secret: Option<WebhookSecret>,
+    /// The fleet's public key file (`fleet.pub`): decisions are taken only when proved by it
+    /// (repeat for several). Without it, they are taken unproved.
+    #[arg(long, env = "AIRLOCK_VERIFY_KEY", value_delimiter = ',')]
+    verify_key: Vec<PathBuf>,
+    /// The largest request body, in bytes.
+    #[arg(long, default_value_t = 1024 * 1024)]
+    max_body: usize,
+    /// The longest `Prefer: wait` honoured, in seconds.
+    #[arg(long, default_value_t = 60)]
+    max_wait: u64,
+    /// Seconds the fleet may take when a request gives no timeout (then it fails closed).
+    #[arg(long, default_value_t = 30.0)]
+    default_timeout: f64,
+    /// The longest timeout a request may give, in seconds.
+    #[arg(long, default_value_t = 86_400.0)]
+    max_timeout: f64,
+    /// Seconds a decision stays readable (and its idempotency key remembered) once made.
+    #[arg(long, default_value_t = 3600)]
+    retention: u64,
+    /// Requests per second each token may make, sustained.
+    #[arg(long, default_value_t = 50.0)]
+    rate: f64,
+    /// Requests each token may make at once after a quiet spell.
+    #[arg(long, default_value_t = 100)]
+    burst: u32,
+    /// Seconds after the first attempt during which a webhook is retried.
+    #[arg(long, default_value_t = 3600)]
+    webhook_retry_period: u64,
+    /// Seconds before the first webhook retry; each next wait doubles it (with jitter).
+    #[arg(long, default_value_t = 1.0)]
+    webhook_first_delay: f64,
+    /// The longest wait between two webhook attempts, in seconds.
+    #[arg(long, default_value_t = 300)]
+    webhook_max_delay: u64,
+    #[command(flatten)]
+    telemetry: TelemetryArgs,
+}
+
+/// Arguments of `airlock gateway add-token`.
+#[derive(Debug, Args)]
+pub struct AddTokenArgs {
+    /// The tokens file (created if missing).
+    #[arg(long)]
+    tokens: PathBuf,
+    /// The caller's name.
+    #[arg(long)]
+    name: String,
+    /// A named policy the caller may use (repeat or comma-separate; `*` for all).
+    #[arg(long = "policy", value_delimiter = ',')]
+    policies: Vec<String>,
+    /// The caller may also send policy documents of its own.
+    #[arg(long)]
+    inline: bool,
+}
+
+/// Runs the gateway until a signal (with its telemetry), or a subcommand.
+pub fn run(args: GatewayArgs) -> ExitCode {
+    match args.command {
+        Some(GatewayCommand::AddToken(add)) => block_on(LOG_TOOL, async { add_token(add) }),
+        Some(GatewayCommand::WebhookSecret) => block_on(LOG_TOOL, async {
+            println!("{}", WebhookSecret::generate());
+            Ok(())
+        }),
+        Some(GatewayCommand::Bench(bench)) => block_on(LOG_TOOL, bench::run(bench)),
+        None => {
+            let telemetry = args.serve.telemetry.clone();
+            block_on_role("airlock-gateway", &telemetry, |_| serve(args.serve))
+        }
+    }
+}
+
+fn add_token(args: AddTokenArgs) -> Result<(), Failure> {
+    let token = tokens::add_token(&args.tokens, &args.name, &args.policies, args.inline)
+        .map_err(|e| Failure::config(e.to_string()))?;
+    eprintln!(
+        "Added '{}' (policies: {}; inline: {}) to {}. The token below is shown once and stored nowhere:",
+        args.name,
+        if args.policies.is_empty() { "none".to_owned() } else { args.policies.join(", ") },
+        if args.inline { "yes" } else { "no" },
+        args.tokens.display()
+    );
+    println!("{token}");
+    Ok(())
+}
+
+fn seconds(value: f64, flag: &str) -> Result<Duration, Failure> {
+    Duration::try_from_secs_f64(value)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| Failure::config(format!("{flag} must be a positive number of seconds")))
+}
+
+async fn serve(args: ServeArgs) -> Result<(), Failure> {
+    let amqp = args.amqp.ok_or_else(|| Failure::config("--amqp (or AIRLOCK_AMQP_URL) is required"))?;
+    let tokens_file =
+        args.tokens.ok_or_else(|| Failure::config("--tokens FILE is required (see `airlock gateway add-token`)"))?;
+    let tokens = Tokens::load(&tokens_file).map_err(|e| Failure::config(e.to_string()))?;
+    let limits = Limits {
+        max_body: args.max_body,
+        max_wait: Duration::from_secs(args.max_wait),
+        default_timeout: seconds(args.default_timeout, "--default-timeout")?,
+        max_timeout: seconds(args.max_timeout, "--max-timeout")?,
+        retention: Duration::from_secs(args.retention),
+        rate: RateConfig { per_second: args.rate, burst: args.burst },
+    };
+    let webhooks = args.webhook_secret.map(|secret| WebhookConfig {
+        secret,
+        retry: RetryPolicy {
+            first_delay: Duration::from_secs_f64(args.webhook_first_delay.max(0.0)),
+            max_delay: Duration::from_secs(args.webhook_max_delay),
+            period: Duration::from_secs(args.webhook_retry_period),
+            ..RetryPolicy::default()
+        },
+    });
+    let mut config = GatewayConfig {
+        prefix: args.prefix.clone(),
+        runner_id: String::new(),
+        listen: args.listen,
+        tokens,
+        fleet_keys: fleet_keys(&args.verify_key)?,
+        limits,
+        webhooks,
+    };
+    config.validate().map_err(|e| Failure::config(format!("{}: {e}", tokens_file.display())))?;
+    let fleet = FleetArgs { amqp, prefix: args.prefix, tls: args.tls, replication: args.replication };
+    let transport = connect(&fleet, "gateway").await?;
+    config.runner_id = airlock_gateway::runner_id(transport.user());
+    airlock_gateway::run(transport, config, shutdown_signal()).await.map_err(|e| Failure::other(e.to_string()))
+}
