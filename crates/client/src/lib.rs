@@ -30,7 +30,6 @@
 mod pending;
 pub mod request;
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -52,7 +51,7 @@ use tokio::time::Instant;
 use tracing::instrument::Instrumented;
 use tracing::{Instrument, Span, debug, warn};
 
-use pending::{Call, Refused, Table};
+use pending::{Call, CallId, Due, Refused, Table, TraceHeaders};
 
 /// The approver recorded on a decision the client made itself because time ran out.
 pub const TIMEOUT_APPROVER: &str = "timeout";
@@ -236,25 +235,25 @@ impl<T: Transport> Client<T> {
 
     fn deciding(&self, request: v1::Request, timeout: Option<Duration>) -> Instrumented<Deciding<'_>> {
         match self.submit(request, timeout) {
-            Ok((correlation, span)) => Deciding::new(&self.inner.table, Ok(correlation)).instrument(span),
+            Ok((call, span)) => Deciding { table: &self.inner.table, stage: Stage::Waiting(call) }.instrument(span),
             Err(e) => self.refuse(e),
         }
     }
 
     fn refuse(&self, error: ClientError) -> Instrumented<Deciding<'_>> {
-        Deciding::new(&self.inner.table, Err(Box::new(error))).instrument(tracing::Span::none())
+        Deciding { table: &self.inner.table, stage: Stage::Refused(Box::new(error)) }.instrument(tracing::Span::none())
     }
 
     /// Fills in what the client owns in `request`, encodes it and registers the call; its
-    /// correlation id and span. The request itself is not kept: only its bytes.
-    fn submit(&self, mut request: v1::Request, timeout: Option<Duration>) -> Result<(Arc<str>, Span), ClientError> {
+    /// name in the table and its span. The request itself is not kept: only its bytes.
+    fn submit(&self, mut request: v1::Request, timeout: Option<Duration>) -> Result<(CallId, Span), ClientError> {
         let kind = match request.body {
             Some(v1::request::Body::Approval(_)) => v1::Kind::Approval,
             Some(v1::request::Body::Review(_)) => v1::Kind::Review,
             None => return Err(ClientError::Invalid("the request has no body")),
         };
         let key = request.key.as_ref().ok_or(ClientError::Invalid("the request has no call key"))?;
-        let correlation: Arc<str> = key.correlation_id(kind).into();
+        let correlation = key.correlation_id(kind);
         let span = tracing::debug_span!("airlock.client", correlation_id = %correlation);
         let timeout = timeout.unwrap_or(self.inner.config.default_timeout);
         let now = now_ms();
@@ -269,26 +268,21 @@ impl<T: Transport> Client<T> {
         {
             origin.runner_id.clone_from(&self.inner.config.runner_id);
         }
-        let body = Bytes::from(request.encode_to_vec());
+        let body: Arc<[u8]> = request.encode_to_vec().into();
         drop(request);
-        // Only a reply proved for these exact bytes is taken; unproved replies need no digest.
-        let digest = match self.inner.runner_keys {
-            Some(_) => airlock_integrity::digest(&body),
-            None => [0; 32],
-        };
         // The trace context goes with the request only when a span records it.
         let trace = (!span.is_disabled())
             .then(|| {
-                let mut headers = BTreeMap::new();
+                let mut headers = TraceHeaders::new();
                 airlock_telemetry::propagation::inject(&span, &mut headers);
                 headers
             })
             .filter(|headers| !headers.is_empty());
         let now = Instant::now();
         let deadline = now.checked_add(timeout).unwrap_or(now + FAR_FUTURE);
-        let call = Call::new(body, digest, deadline, trace);
-        let inserted = lock(&self.inner.table).insert(correlation.clone(), call).map_err(|refused| match refused {
-            Refused::AlreadyPending => ClientError::AlreadyPending(correlation.to_string()),
+        let call = Call::new(correlation, body, trace);
+        let inserted = lock(&self.inner.table).insert(call, deadline).map_err(|refused| match refused {
+            Refused::AlreadyPending(correlation) => ClientError::AlreadyPending(correlation.into()),
             Refused::Closed => ClientError::Closed,
         })?;
         if inserted.earliest {
@@ -297,7 +291,7 @@ impl<T: Transport> Client<T> {
         if inserted.first_to_publish {
             self.inner.publisher.notify_one();
         }
-        Ok((correlation, span))
+        Ok((inserted.call, span))
     }
 
     /// Publishes every pending request again (after a reconnect, the broker may have lost
@@ -307,7 +301,7 @@ impl<T: Transport> Client<T> {
         let count = resends.len();
         futures_util::stream::iter(resends.into_iter().map(Ok))
             .try_for_each_concurrent(MAX_PUBLISHING, |resend| {
-                let message = self.inner.message(&resend.correlation, resend.body, resend.trace);
+                let message = self.inner.message(resend.correlation, resend.request, resend.trace);
                 self.inner.transport.publish(&self.inner.requests, message)
             })
             .await?;
@@ -367,36 +361,40 @@ impl<T: Transport> Client<T> {
 /// settled. Dropped before, it takes the entry out (the caller stopped waiting).
 struct Deciding<'a> {
     table: &'a Mutex<Table>,
-    /// The call's name in the table, or why there is none (taken when told).
-    call: Result<Arc<str>, Option<Box<ClientError>>>,
-    /// Whether the outcome was taken: the entry is gone.
-    done: bool,
+    stage: Stage,
 }
 
-impl<'a> Deciding<'a> {
-    fn new(table: &'a Mutex<Table>, call: Result<Arc<str>, Box<ClientError>>) -> Self {
-        Deciding { table, call: call.map_err(Some), done: false }
-    }
+enum Stage {
+    /// The call's name in the table.
+    Waiting(CallId),
+    /// Why there is no call, until told.
+    Refused(Box<ClientError>),
+    /// The outcome was told: the entry is gone.
+    Done,
 }
 
 impl Future for Deciding<'_> {
     type Output = Result<v1::Decision, ClientError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let table = self.table;
-        let polled = match &mut self.call {
-            Ok(correlation) => lock(table).poll(correlation, cx.waker()),
-            Err(refused) => Poll::Ready(Err(refused.take().map_or(ClientError::Closed, |refused| *refused))),
-        };
-        self.done = polled.is_ready();
-        polled
+        match std::mem::replace(&mut self.stage, Stage::Done) {
+            Stage::Waiting(call) => {
+                let polled = lock(self.table).poll(call, cx.waker());
+                if polled.is_pending() {
+                    self.stage = Stage::Waiting(call);
+                }
+                polled
+            }
+            Stage::Refused(refused) => Poll::Ready(Err(*refused)),
+            Stage::Done => Poll::Ready(Err(ClientError::Closed)),
+        }
     }
 }
 
 impl Drop for Deciding<'_> {
     fn drop(&mut self) {
-        if let (Ok(correlation), false) = (&self.call, self.done) {
-            lock(self.table).forget(correlation);
+        if let Stage::Waiting(call) = self.stage {
+            lock(self.table).forget(call);
         }
     }
 }
@@ -459,9 +457,9 @@ async fn publish<T: Transport>(weak: Weak<Inner<T>>, wake: Arc<Notify>) {
                 let Some(next) = table.next_to_publish() else { break };
                 let inner = inner.clone();
                 publishing.push(async move {
-                    let message = inner.message(&next.correlation, next.body, next.trace);
+                    let message = inner.message(next.correlation, next.request, next.trace);
                     if let Err(error) = inner.transport.publish(&inner.requests, message).await {
-                        inner.fail(&next.correlation, error);
+                        inner.fail(next.call, error);
                     }
                 });
             }
@@ -517,11 +515,12 @@ impl<T> Drop for Inner<T> {
 }
 
 impl<T: Transport> Inner<T> {
-    /// The request message of `correlation`, as published (and published again).
-    fn message(&self, correlation: &str, body: Bytes, trace: Option<BTreeMap<String, String>>) -> Message {
+    /// The request message of `correlation`, as published (and published again). Its body
+    /// shares the call's request.
+    fn message(&self, correlation: String, request: Arc<[u8]>, trace: Option<TraceHeaders>) -> Message {
         Message {
-            body,
-            correlation_id: Some(correlation.to_owned()),
+            body: Bytes::from_owner(request),
+            correlation_id: Some(correlation),
             reply_to: Some(self.reply_queue.clone()),
             headers: trace.unwrap_or_default(),
             ..Message::default()
@@ -529,8 +528,8 @@ impl<T: Transport> Inner<T> {
     }
 
     /// Settles a call whose request could not be published: its caller is told why.
-    fn fail(&self, correlation: &Arc<str>, error: TransportError) {
-        let settled = lock(&self.table).settle(correlation, Err(error.into()));
+    fn fail(&self, call: CallId, error: TransportError) {
+        let settled = lock(&self.table).settle(call, Err(error.into()));
         if let Some(settled) = settled {
             settled.wake();
         }
@@ -539,15 +538,15 @@ impl<T: Transport> Inner<T> {
     /// Fails closed the calls whose deadline passed (unless a reply came first): each caller
     /// gets its decision at once, and their cancels go out in the background (the broker may
     /// be slow or away).
-    fn expire(&self, due: Vec<(Arc<str>, Bytes)>) {
+    fn expire(&self, due: Vec<Due>) {
         let mut cancels = Vec::with_capacity(due.len());
-        for (correlation, body) in due {
+        for Due { call, request } in due {
             // Read back from the request: its key, origin and times are all it needs.
-            let (decision, cancel) = match Asked::read(&body) {
+            let (decision, cancel) = match Asked::read(&request) {
                 Some(asked) => (Ok(self.fail_closed(&asked)), Some((asked.key, asked.kind))),
                 None => (Err(ClientError::Invalid("the request could not be read back")), None),
             };
-            let Some(settled) = lock(&self.table).settle(&correlation, decision) else { continue };
+            let Some(settled) = lock(&self.table).settle(call, decision) else { continue };
             settled.wake();
             self.timed_out.fetch_add(1, Ordering::Relaxed);
             cancels.extend(cancel);
@@ -603,11 +602,17 @@ impl<T> Inner<T> {
     /// when nothing waits for it, as rejected when it does not hold.
     fn deliver(&self, message: &Message) {
         let correlation = message.correlation_id.as_deref().unwrap_or_default();
-        let waiting = lock(&self.table).digest(correlation);
-        let Some((id, digest)) = waiting else {
+        let waiting = lock(&self.table).awaiting(correlation);
+        let Some((call, request)) = waiting else {
             debug!(%correlation, "Reply for nothing pending (duplicate or late) ignored.");
             self.ignored_replies.fetch_add(1, Ordering::Relaxed);
             return;
+        };
+        // Only a reply proved for the request's exact bytes is taken; unproved replies need
+        // no digest.
+        let digest = match self.runner_keys {
+            Some(_) => airlock_integrity::digest(&request),
+            None => [0; 32],
         };
         let body = match open_reply(&message.body, self.runner_keys.as_ref(), &digest) {
             Ok(body) => body,
@@ -624,7 +629,7 @@ impl<T> Inner<T> {
             }
         };
         // Proved for this very call (not one that timed out meanwhile and was asked again).
-        match lock(&self.table).settle(&id, outcome) {
+        match lock(&self.table).settle(call, outcome) {
             Some(settled) => settled.wake(),
             None => {
                 self.ignored_replies.fetch_add(1, Ordering::Relaxed);
