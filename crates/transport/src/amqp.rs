@@ -61,7 +61,8 @@ use publish::Publisher;
 #[derive(Clone)]
 pub struct AmqpOptions {
     /// `amqp://user:password@host:port/vhost` (the default vhost is `%2f`); `amqps://` for
-    /// TLS. `?heartbeat=<s>` shortens how long a silently dead connection goes unnoticed.
+    /// TLS. `?heartbeat=<s>` shortens how long a silently dead connection goes unnoticed;
+    /// `?frame_max=<bytes>` overrides [`frame_max`](Self::frame_max).
     /// The nodes of a cluster as a comma-separated list of such URLs (one user and vhost):
     /// a dial tries them in turn, and a lost connection moves on to the next node.
     pub url: String,
@@ -87,7 +88,16 @@ pub struct AmqpOptions {
     /// differs (PRECONDITION_FAILED, "inequivalent arg 'x-quorum-initial-group-size'"). It
     /// counts only when a queue is created; see docs/replication.md.
     pub quorum_group_size: Option<NonZeroU32>,
+    /// The largest frame, in bytes, to ask the broker for when the URL sets none (the broker
+    /// may grant less). A message larger than a frame travels as several. lapin keeps 32
+    /// frames of buffer each way on every connection: 1 MiB at the default of 16 KiB, 8 MiB
+    /// at RabbitMQ's own default of 128 KiB.
+    pub frame_max: u32,
 }
+
+/// The frame size a connection asks for by default: the fleet's requests and replies of a
+/// few KB travel in one frame each, and lapin's buffers stay small.
+const DEFAULT_FRAME_MAX: u32 = 16 * 1024;
 
 impl AmqpOptions {
     /// Defaults for `url`: 10 attempts with reconnect delays from 100 ms up to 10 s (an
@@ -102,6 +112,7 @@ impl AmqpOptions {
             connect_timeout: Duration::from_secs(15),
             ca_file: None,
             quorum_group_size: None,
+            frame_max: DEFAULT_FRAME_MAX,
         }
     }
 
@@ -159,6 +170,7 @@ impl fmt::Debug for AmqpOptions {
             .field("connect_timeout", &self.connect_timeout)
             .field("ca_file", &self.ca_file)
             .field("quorum_group_size", &self.quorum_group_size)
+            .field("frame_max", &self.frame_max)
             .finish_non_exhaustive()
     }
 }

@@ -30,14 +30,16 @@ pub(super) struct Nodes {
 }
 
 impl Nodes {
-    /// The nodes `options.url` lists. Every node must name the same user and vhost: the
-    /// transport is one identity on one cluster.
+    /// The nodes `options.url` lists, each asking for `options.frame_max` unless its URL sets
+    /// a frame size. Every node must name the same user and vhost: the transport is one
+    /// identity on one cluster.
     pub(super) fn parse(options: &AmqpOptions) -> Result<Self, TransportError> {
         let mut nodes: Vec<Node> = Vec::new();
         for (position, url) in options.url.split(',').map(str::trim).enumerate() {
-            let uri: AMQPUri = url
+            let mut uri: AMQPUri = url
                 .parse()
                 .map_err(|e| TransportError::Invalid(format!("AMQP URL {} of the list: {e}", position + 1)))?;
+            uri.query.frame_max.get_or_insert(options.frame_max);
             if let Some(first) = nodes.first()
                 && (first.uri.authority.userinfo.username != uri.authority.userinfo.username
                     || first.uri.vhost != uri.vhost)
@@ -88,6 +90,7 @@ impl fmt::Debug for Nodes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::amqp::DEFAULT_FRAME_MAX;
 
     fn nodes(url: &str) -> Result<Nodes, TransportError> {
         Nodes::parse(&AmqpOptions::new(url))
@@ -99,6 +102,14 @@ mod tests {
         assert_eq!((one.len(), one.user()), (1, "u"));
         let three = nodes("amqp://u:p@h1:5681/%2f, amqp://u:p@h2:5682/%2f,amqp://u:p@h3:5683/%2f").unwrap();
         assert_eq!(format!("{three:?}"), r#"["h1:5681", "h2:5682", "h3:5683"]"#);
+    }
+
+    #[test]
+    fn a_node_asks_for_the_default_frame_size_unless_its_url_sets_one() {
+        let listed = nodes("amqp://u:p@h1/%2f,amqp://u:p@h2/%2f?frame_max=131072").unwrap();
+        let frame_max: Vec<_> = listed.in_turn().map(|(index, node)| (index, node.uri.query.frame_max)).collect();
+        assert!(frame_max.contains(&(0, Some(DEFAULT_FRAME_MAX))));
+        assert!(frame_max.contains(&(1, Some(131_072))));
     }
 
     #[test]
