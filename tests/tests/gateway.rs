@@ -1,0 +1,472 @@
+//! The HTTP gateway over RabbitMQ with a real `airlock worker`: decisions by wait and by
+//! poll, idempotent retries, tokens and their policies, malformed bodies, limits, signed
+//! webhooks to a receiver that fails, and reviews.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use airlock_gateway::limit::RateConfig;
+use airlock_gateway::tokens::{TokenEntry, Tokens, sha256_hex};
+use airlock_gateway::webhook::{RetryPolicy, WebhookSecret};
+use airlock_gateway::{GatewayConfig, Limits, Service, WebhookConfig};
+use airlock_testkit::unique_prefix;
+use airlock_tests::{TestKeys, WorkerProcess, broker, guarded, wait_for_consumers};
+use airlock_transport::{AmqpTransport, Topology, Transport};
+use axum::http::{HeaderMap, StatusCode};
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+/// May use the named policy `a` only.
+const ALPHA: &str = "alpha-token-for-gateway-tests";
+/// May use any named policy and inline ones.
+const BETA: &str = "beta-token-for-gateway-tests";
+
+const APPROVE_ALL: &str = "approvers:\n  - name: auto\n    tools: \"*\"\n    decision: approve\n";
+
+const REVIEW_OUTPUT: &str = "reviewers:\n  - name: pattern\n    tools: \"*\"\n    regex: SECRET\n    output: true\n    \
+                             decision: terminate\n";
+
+fn tokens() -> Tokens {
+    Tokens::from_list(vec![
+        TokenEntry { name: "alpha".into(), token_sha256: sha256_hex(ALPHA), policies: vec!["a".into()], inline: false },
+        TokenEntry { name: "beta".into(), token_sha256: sha256_hex(BETA), policies: vec!["*".into()], inline: true },
+    ])
+}
+
+fn fleet(prefix: &str) -> Topology {
+    Topology::new(prefix).with_decisions_queue("audit")
+}
+
+/// A gateway on the test broker, and an HTTP client for it.
+struct Gateway {
+    service: Service,
+    base: String,
+    http: reqwest::Client,
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    json: Value,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    fn code(&self) -> &str {
+        self.json["error"]["code"].as_str().unwrap_or_default()
+    }
+}
+
+impl Gateway {
+    async fn start(transport: &AmqpTransport, prefix: &str, limits: Limits, webhooks: Option<WebhookConfig>) -> Self {
+        transport.declare(&fleet(prefix)).await.unwrap();
+        let config = GatewayConfig {
+            prefix: prefix.into(),
+            runner_id: airlock_gateway::runner_id("gateway-test"),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            tokens: tokens(),
+            fleet_keys: TestKeys::get().fleet_public(),
+            limits,
+            webhooks,
+        };
+        let service = Service::start(transport.clone(), config).await.unwrap();
+        let base = format!("http://{}", service.local_addr());
+        Gateway { service, base, http: airlock_gateway::webhook::http_client().unwrap() }
+    }
+
+    async fn send(&self, request: reqwest::RequestBuilder, token: &str, headers: &[(&str, &str)]) -> Answer {
+        let mut request = request.bearer_auth(token);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().await.unwrap();
+        let (status, headers) = (response.status(), response.headers().clone());
+        let bytes = response.bytes().await.unwrap();
+        Answer { status, headers, json: serde_json::from_slice(&bytes).unwrap_or(Value::Null) }
+    }
+
+    async fn post(&self, path: &str, token: &str, body: &Value, headers: &[(&str, &str)]) -> Answer {
+        let request = self.http.post(format!("{}{path}", self.base)).header("content-type", "application/json");
+        self.send(request.body(body.to_string()), token, headers).await
+    }
+
+    async fn get(&self, path: &str, token: &str, headers: &[(&str, &str)]) -> Answer {
+        self.send(self.http.get(format!("{}{path}", self.base)), token, headers).await
+    }
+}
+
+fn approval(call_id: &str, policy: Value) -> Value {
+    json!({
+        "call": {"id": call_id, "function": "bash", "arguments": {"cmd": "ls -la"}},
+        "messages": [
+            {"role": "user", "content": "List the files."},
+            {"role": "assistant", "content": "Listing.", "tool_calls": [
+                {"id": call_id, "function": "bash", "arguments": {"cmd": "ls -la"}}]},
+        ],
+        "policy": policy,
+        "origin": {"run": "run-1", "sample": 3, "epoch": 1},
+    })
+}
+
+fn inline(text: &str) -> Value {
+    json!({"inline": text})
+}
+
+/// Waits until `queue` holds `count` messages.
+async fn wait_for_messages(transport: &AmqpTransport, queue: &str, count: u32) {
+    while transport.message_count(queue).await.unwrap() != count {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Runs `body` on a fresh prefix with a gateway (and the transport), under the hang guard.
+macro_rules! gateway_test {
+    ($name:ident, |$transport:ident, $prefix:ident| $body:block) => {
+        #[tokio::test]
+        async fn $name() {
+            let $prefix = unique_prefix();
+            let Some($transport) = broker(&format!("{} gateway", $prefix)).await else { return };
+            guarded(fleet(&$prefix), async move { $body }).await;
+        }
+    };
+}
+
+gateway_test!(an_approval_with_wait_is_decided_in_the_response, |transport, prefix| {
+    let _worker = WorkerProcess::start(&prefix, "gw-worker");
+    wait_for_consumers(&format!("{prefix}.requests"), 1).await;
+    let gateway = Gateway::start(&transport, &prefix, Limits::default(), None).await;
+    let answer =
+        gateway.post("/v1/approvals", BETA, &approval("c1", inline(APPROVE_ALL)), &[("prefer", "wait=60")]).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.json);
+    assert_eq!(answer.json["decision"], "approve");
+    assert_eq!(answer.json["approver"], "auto");
+    assert_eq!(answer.json["trail"][0]["decided_by"], "gw-worker");
+    assert_eq!(answer.header("preference-applied"), Some("wait=60"));
+    assert!(answer.header("content-location").unwrap().starts_with("/v1/decisions/"));
+    gateway.service.stop().await;
+});
+
+gateway_test!(without_wait_202_then_the_decision_by_get, |transport, prefix| {
+    let gateway = Gateway::start(&transport, &prefix, Limits::default(), None).await;
+    // No worker yet: the request waits in the fleet.
+    let answer = gateway.post("/v1/approvals", BETA, &approval("c1", inline(APPROVE_ALL)), &[]).await;
+    assert_eq!(answer.status, StatusCode::ACCEPTED, "{}", answer.json);
+    let location = answer.header("location").unwrap().to_owned();
+    assert_eq!(answer.json["status"], "pending");
+    assert_eq!(gateway.get(&location, BETA, &[]).await.status, StatusCode::ACCEPTED);
+    assert_eq!(gateway.get(&location, ALPHA, &[]).await.status, StatusCode::NOT_FOUND, "only its creator reads it");
+    assert_eq!(gateway.get("/v1/decisions/nothing-here", BETA, &[]).await.status, StatusCode::NOT_FOUND);
+    let _worker = WorkerProcess::start(&prefix, "gw-worker");
+    let answer = loop {
+        let answer = gateway.get(&location, BETA, &[("prefer", "wait=5")]).await;
+        if answer.status != StatusCode::ACCEPTED {
+            break answer;
+        }
+    };
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.json);
+    assert_eq!(answer.json["decision"], "approve");
+    gateway.service.stop().await;
+});
+
+gateway_test!(a_retry_returns_the_same_decision_and_only_one_request_reaches_the_fleet, |transport, prefix| {
+    let gateway = Gateway::start(&transport, &prefix, Limits::default(), None).await;
+    let body = approval("c1", inline(APPROVE_ALL));
+    let first = gateway.post("/v1/approvals", BETA, &body, &[]).await;
+    assert_eq!(first.status, StatusCode::ACCEPTED);
+    // A retry while the first is pending joins it.
+    let joined = gateway.post("/v1/approvals", BETA, &body, &[]).await;
+    assert_eq!(joined.header("location"), first.header("location"));
+    let requests = format!("{prefix}.requests");
+    wait_for_messages(&transport, &requests, 1).await;
+    let _worker = WorkerProcess::start(&prefix, "gw-worker");
+    let decided = gateway.post("/v1/approvals", BETA, &body, &[("prefer", "wait=60")]).await;
+    assert_eq!(decided.status, StatusCode::OK, "{}", decided.json);
+    let again = gateway.post("/v1/approvals", BETA, &body, &[]).await;
+    assert_eq!(again.status, StatusCode::OK);
+    assert_eq!(again.json, decided.json, "the same decision, byte for byte");
+    assert_eq!(again.header("content-location"), first.header("location"));
+    // The same call with other arguments is another request: refused, not answered.
+    let mut other = body.clone();
+    other["call"]["arguments"]["cmd"] = json!("rm -rf /");
+    assert_eq!(gateway.post("/v1/approvals", BETA, &other, &[]).await.code(), "idempotency_mismatch");
+    // A sentinel after the retries: once decided, every request before it was taken.
+    let sentinel =
+        gateway.post("/v1/approvals", BETA, &approval("c2", inline(APPROVE_ALL)), &[("prefer", "wait=60")]).await;
+    assert_eq!(sentinel.status, StatusCode::OK);
+    wait_for_messages(&transport, &requests, 0).await;
+    assert_eq!(transport.message_count(&format!("{prefix}.audit")).await.unwrap(), 2, "c1 once, the sentinel once");
+    gateway.service.stop().await;
+});
+
+gateway_test!(a_token_uses_only_its_policies_and_inline_only_when_allowed, |transport, prefix| {
+    let gateway = Gateway::start(&transport, &prefix, Limits::default(), None).await;
+    let answer = gateway.post("/v1/approvals", ALPHA, &approval("c1", json!({"name": "b"})), &[]).await;
+    assert_eq!((answer.status, answer.code()), (StatusCode::FORBIDDEN, "policy_forbidden"));
+    let answer = gateway.post("/v1/approvals", ALPHA, &approval("c2", inline(APPROVE_ALL)), &[]).await;
+    assert_eq!((answer.status, answer.code()), (StatusCode::FORBIDDEN, "inline_forbidden"));
+    let answer = gateway.post("/v1/reviews", ALPHA, &approval("c3", inline(REVIEW_OUTPUT)), &[]).await;
+    assert_eq!((answer.status, answer.code()), (StatusCode::FORBIDDEN, "inline_forbidden"));
+    assert_eq!(gateway.post("/v1/approvals", ALPHA, &approval("c4", json!({"name": "a"})), &[]).await.status, 202);
+    wait_for_messages(&transport, &format!("{prefix}.requests"), 1).await;
+    gateway.service.stop().await;
+});
+
+gateway_test!(a_wrong_or_missing_token_is_401, |transport, prefix| {
+    let gateway = Gateway::start(&transport, &prefix, Limits::default(), None).await;
+    let body = approval("c1", inline(APPROVE_ALL));
+    for token in ["", "wrong", &sha256_hex(BETA), &format!("{BETA}x")] {
+        let answer = gateway.post("/v1/approvals", token, &body, &[]).await;
+        assert_eq!((answer.status, answer.code()), (StatusCode::UNAUTHORIZED, "unauthorized"), "{token}");
+        assert_eq!(answer.header("www-authenticate"), Some("Bearer"));
+    }
+    let response = gateway.http.post(format!("{}/v1/approvals", gateway.base)).body(body.to_string()).send().await;
+    assert_eq!(response.unwrap().status(), StatusCode::UNAUTHORIZED, "no Authorization header");
+    assert_eq!(transport.message_count(&format!("{prefix}.requests")).await.unwrap(), 0);
+    gateway.service.stop().await;
+});
+
+gateway_test!(malformed_fields_are_each_refused_with_a_clear_message, |transport, prefix| {
+    let gateway = Gateway::start(&transport, &prefix, Limits::default(), None).await;
+    let cases: Vec<(&str, Value, &str, &str)> = vec![
+        (
+            "/v1/approvals",
+            json!({"call": {"function": "bash", "arguments": {}}, "policy": {"name": "a"}, "origin": {"run": "r", "sample": 1}}),
+            "call.id",
+            "call.id is required",
+        ),
+        (
+            "/v1/approvals",
+            json!({"call": {"id": "c", "function": "bash", "arguments": "ls"}, "policy": {"name": "a"}, "origin": {"run": "r", "sample": 1}}),
+            "call.arguments",
+            "call.arguments must be a JSON object",
+        ),
+        (
+            "/v1/approvals",
+            json!({"call": {"id": "c", "function": "bash", "arguments": {}}, "policy": {"name": "a", "inline": "x"}, "origin": {"run": "r", "sample": 1}}),
+            "policy",
+            "policy must have exactly one of name or inline",
+        ),
+        (
+            "/v1/approvals",
+            json!({"call": {"id": "c", "function": "bash", "arguments": {}}, "policy": {}, "origin": {"run": "r", "sample": 1}}),
+            "policy",
+            "policy must have exactly one of name or inline",
+        ),
+        (
+            "/v1/approvals",
+            json!({"call": {"id": "c", "function": "bash", "arguments": {}}, "policy": {"name": "a"}, "origin": {"run": "r", "sample": 1}, "output": "x"}),
+            "output",
+            "output is only for reviews (POST /v1/reviews)",
+        ),
+        (
+            "/v1/approvals",
+            json!({"call": {"id": "c", "function": "bash", "arguments": {}}, "policy": {"name": "a"}, "origin": {"run": "r", "sample": 1}, "timeout": -1}),
+            "timeout",
+            "timeout must be a number of seconds above 0 and at most 86400",
+        ),
+        (
+            "/v1/approvals",
+            json!({"call": {"id": "c", "function": "bash", "arguments": {}}, "policy": {"name": "a"}, "origin": {"run": "r", "sample": 1}, "timeout": "soon"}),
+            "timeout",
+            "timeout must be a number of seconds above 0 and at most 86400",
+        ),
+        (
+            "/v1/reviews",
+            json!({"call": {"id": "c", "function": "bash", "arguments": {}}, "policy": {"name": "a"}, "origin": {"run": "r", "sample": 1}, "callback_url": "ftp://example.com/hook"}),
+            "callback_url",
+            "callback_url must be an http:// or https:// URL",
+        ),
+        (
+            "/v1/reviews",
+            json!({"call": {"id": "c", "function": "bash", "arguments": {}}, "policy": {"name": "a"}, "origin": {"run": "r", "sample": 1}, "output": 42}),
+            "output",
+            "output must be a string",
+        ),
+        (
+            "/v1/approvals",
+            json!({"call": {"id": "c", "function": "bash", "arguments": {}}, "policy": {"name": "a"}, "origin": {"sample": 1}}),
+            "origin.run",
+            "origin.run is required",
+        ),
+        (
+            "/v1/approvals",
+            json!({"call": {"id": "c", "function": "bash", "arguments": {}}, "policy": {"name": "a"}, "origin": {"run": "r", "sample": 1}, "messages": [{"role": "robot"}]}),
+            "messages[0].role",
+            "messages[0].role must be system, user, assistant or tool",
+        ),
+    ];
+    for (path, body, field, message) in cases {
+        let answer = gateway.post(path, BETA, &body, &[]).await;
+        assert_eq!(answer.status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+        assert_eq!(answer.json, json!({"error": {"code": "invalid_field", "message": message, "field": field}}));
+    }
+    let response =
+        gateway.http.post(format!("{}/v1/approvals", gateway.base)).bearer_auth(BETA).body("{\"call\":").send().await;
+    let response = response.unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let json: Value = response.json().await.unwrap();
+    assert_eq!(json["error"]["code"], "invalid_json");
+    assert!(json["error"]["message"].as_str().unwrap().starts_with("the body is not JSON"));
+    assert_eq!(transport.message_count(&format!("{prefix}.requests")).await.unwrap(), 0);
+    gateway.service.stop().await;
+});
+
+gateway_test!(an_oversized_body_is_413, |transport, prefix| {
+    let limits = Limits { max_body: 8 * 1024, ..Limits::default() };
+    let gateway = Gateway::start(&transport, &prefix, limits, None).await;
+    let mut body = approval("c1", inline(APPROVE_ALL));
+    body["call"]["arguments"]["cmd"] = json!("x".repeat(9 * 1024));
+    let answer = gateway.post("/v1/approvals", BETA, &body, &[]).await;
+    assert_eq!((answer.status, answer.code()), (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"));
+    assert_eq!(transport.message_count(&format!("{prefix}.requests")).await.unwrap(), 0);
+    gateway.service.stop().await;
+});
+
+gateway_test!(past_its_burst_a_token_gets_429_with_retry_after, |transport, prefix| {
+    let limits = Limits { rate: RateConfig { per_second: 0.01, burst: 2 }, ..Limits::default() };
+    let gateway = Gateway::start(&transport, &prefix, limits, None).await;
+    for id in ["c1", "c2"] {
+        assert_eq!(gateway.post("/v1/approvals", BETA, &approval(id, inline(APPROVE_ALL)), &[]).await.status, 202);
+    }
+    let answer = gateway.post("/v1/approvals", BETA, &approval("c3", inline(APPROVE_ALL)), &[]).await;
+    assert_eq!((answer.status, answer.code()), (StatusCode::TOO_MANY_REQUESTS, "rate_limited"));
+    let retry_after: u64 = answer.header("retry-after").unwrap().parse().unwrap();
+    assert!(retry_after >= 1);
+    let answer = gateway.post("/v1/approvals", ALPHA, &approval("c3", json!({"name": "a"})), &[]).await;
+    assert_eq!(answer.status, StatusCode::ACCEPTED, "another token has its own bucket");
+    gateway.service.stop().await;
+});
+
+gateway_test!(a_review_with_output_is_decided_by_the_output, |transport, prefix| {
+    let _worker = WorkerProcess::start(&prefix, "gw-worker");
+    wait_for_consumers(&format!("{prefix}.requests"), 1).await;
+    let gateway = Gateway::start(&transport, &prefix, Limits::default(), None).await;
+    let mut leaked = approval("c1", inline(REVIEW_OUTPUT));
+    leaked["output"] = json!("total 1\n-rw------- SECRET.txt");
+    let answer = gateway.post("/v1/reviews", BETA, &leaked, &[("prefer", "wait=60")]).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.json);
+    assert_eq!(
+        (answer.json["decision"].as_str(), answer.json["approver"].as_str()),
+        (Some("terminate"), Some("pattern"))
+    );
+    let mut fine = approval("c2", inline(REVIEW_OUTPUT));
+    fine["output"] = json!("total 0");
+    let answer = gateway.post("/v1/reviews", BETA, &fine, &[("prefer", "wait=60")]).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.json);
+    assert_eq!(answer.json["decision"], "continue");
+    // The approval and the review of one call are two requests.
+    let answer =
+        gateway.post("/v1/approvals", BETA, &approval("c1", inline(APPROVE_ALL)), &[("prefer", "wait=60")]).await;
+    assert_eq!(answer.json["decision"], "approve");
+    gateway.service.stop().await;
+});
+
+/// One attempt the callback receiver saw.
+#[derive(Debug, Clone)]
+struct Attempt {
+    id: String,
+    timestamp: String,
+    signature: String,
+    body: Vec<u8>,
+}
+
+gateway_test!(a_callback_that_fails_twice_gets_the_event_once_by_its_id_signed, |transport, prefix| {
+    let secret = WebhookSecret::generate();
+    let (attempts, mut seen) = mpsc::unbounded_channel::<Attempt>();
+    let failures = Arc::new(Mutex::new(2u32));
+    let receiver = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: HeaderMap, body: axum::body::Bytes| {
+            let (attempts, failures) = (attempts.clone(), failures.clone());
+            async move {
+                let header =
+                    |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+                let attempt = Attempt {
+                    id: header("webhook-id"),
+                    timestamp: header("webhook-timestamp"),
+                    signature: header("webhook-signature"),
+                    body: body.to_vec(),
+                };
+                let _ = attempts.send(attempt);
+                let mut failures = failures.lock().unwrap();
+                if *failures > 0 {
+                    *failures -= 1;
+                    StatusCode::INTERNAL_SERVER_ERROR
+                } else {
+                    StatusCode::NO_CONTENT
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, receiver).await.unwrap() });
+
+    let _worker = WorkerProcess::start(&prefix, "gw-worker");
+    wait_for_consumers(&format!("{prefix}.requests"), 1).await;
+    let retry = RetryPolicy {
+        first_delay: Duration::from_millis(20),
+        max_delay: Duration::from_millis(100),
+        period: Duration::from_secs(60),
+        attempt_timeout: Duration::from_secs(10),
+    };
+    let webhooks = WebhookConfig { secret: secret.clone(), retry };
+    let gateway = Gateway::start(&transport, &prefix, Limits::default(), Some(webhooks)).await;
+    let mut body = approval("c1", inline(APPROVE_ALL));
+    body["callback_url"] = json!(hook);
+    let answer = gateway.post("/v1/approvals", BETA, &body, &[]).await;
+    assert_eq!(answer.status, StatusCode::ACCEPTED, "{}", answer.json);
+    let location = answer.header("location").unwrap().to_owned();
+
+    let mut received = Vec::new();
+    while received.len() < 3 {
+        received.push(seen.recv().await.unwrap());
+    }
+    // Stopping waits for webhooks under way: no attempt comes after the one taken.
+    gateway.service.stop().await;
+    assert!(seen.try_recv().is_err(), "nothing after the third attempt succeeded");
+
+    let ids: HashSet<&str> = received.iter().map(|a| a.id.as_str()).collect();
+    assert_eq!(ids.len(), 1, "one webhook-id on every attempt");
+    let id = received[0].id.clone();
+    assert_eq!(location, format!("/v1/decisions/{id}"), "the webhook-id is the decision's id");
+    assert!(received.iter().all(|a| a.body == received[0].body), "the same body on every attempt");
+
+    // The receiver's side: verify each attempt with an HMAC of its own, keyed by the secret's
+    // base64 part.
+    let key =
+        base64::engine::general_purpose::STANDARD.decode(secret.to_string().strip_prefix("whsec_").unwrap()).unwrap();
+    for attempt in &received {
+        let mut mac = Hmac::<sha2::Sha256>::new_from_slice(&key).unwrap();
+        mac.update(format!("{}.{}.", attempt.id, attempt.timestamp).as_bytes());
+        mac.update(&attempt.body);
+        let expected = format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes()));
+        assert!(attempt.signature.split(' ').any(|s| s == expected), "{} != {expected}", attempt.signature);
+        let mut forged = Hmac::<sha2::Sha256>::new_from_slice(b"another key of thirty-two bytes!").unwrap();
+        forged.update(format!("{}.{}.", attempt.id, attempt.timestamp).as_bytes());
+        forged.update(&attempt.body);
+        let forged = format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(forged.finalize().into_bytes()));
+        assert_ne!(attempt.signature, forged);
+    }
+    // Deduplicated by webhook-id, the receiver handles one event.
+    let mut handled = HashSet::new();
+    let events: Vec<Value> = received
+        .iter()
+        .filter(|a| handled.insert(a.id.clone()))
+        .map(|a| serde_json::from_slice(&a.body).unwrap())
+        .collect();
+    assert_eq!(events.len(), 1);
+    let event = &events[0];
+    assert_eq!(event["type"], "decision.ready");
+    assert_eq!(event["data"]["id"], id.as_str());
+    assert_eq!(event["data"]["kind"], "approval");
+    assert_eq!(event["data"]["call_id"], "c1");
+    assert_eq!(event["data"]["status"], 200);
+    assert_eq!(event["data"]["decision"]["decision"], "approve");
+});
