@@ -268,8 +268,10 @@ class FleetClient:
             delivery_mode=PERSISTENT,
             headers=headers or None,
         )
+        # `wait=False`: the channel's lock is not held until the frames are written, only while
+        # they are queued; the confirm is still awaited.
         await channel.basic_publish(
-            body, exchange=self.ask_exchange, routing_key="requests", properties=properties, mandatory=True
+            body, exchange=self.ask_exchange, routing_key="requests", properties=properties, mandatory=True, wait=False
         )
 
     async def _bind(self) -> None:
