@@ -20,11 +20,17 @@ the fleet's added time is the median of each round's ratio. Reported per mode: m
 wall time, the eval's CPU time (user + system of its process), and the workers' and the
 broker's CPU during it (from `/proc`).
 
+With `--separate-cores`, every eval runs on CPU 0 and the workers and the RabbitMQ node on the
+other CPUs (the node's threads are moved for the run and given back their CPUs after it), as
+when the fleet runs on other machines than the eval: on a small machine that shares its cores,
+the broker's and the workers' work also slows the eval's own code.
+
 Usage (from the repository root, after `cargo build --release -p airlock`, in a Python
 environment with `inspect-airlock` installed):
 
     python bench/inspect_eval_bench.py                  # 5 rounds, table
     python bench/inspect_eval_bench.py --rounds 9 --json
+    python bench/inspect_eval_bench.py --separate-cores   # the eval on a core of its own
 """
 
 from __future__ import annotations
@@ -147,6 +153,37 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+EVAL_CPUS = {0}
+"""The CPUs of the eval with `--separate-cores`; the fleet gets the others."""
+
+
+def fleet_cpus() -> set[int]:
+    """The CPUs the workers and the broker run on with `--separate-cores`."""
+    others = os.sched_getaffinity(0) - EVAL_CPUS
+    if not others:
+        raise SystemExit("--separate-cores needs at least two CPUs")
+    return others
+
+
+def pin_process(pid: int, cpus: set[int]) -> dict[int, set[int]]:
+    """Moves every thread of process `pid` to `cpus`; what each ran on before."""
+    before = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        tid = int(task.name)
+        before[tid] = os.sched_getaffinity(tid)
+        os.sched_setaffinity(tid, cpus)
+    return before
+
+
+def unpin_process(before: dict[int, set[int]]) -> None:
+    """Gives the threads `pin_process` moved back their CPUs (threads gone since are skipped)."""
+    for tid, cpus in before.items():
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except ProcessLookupError:
+            pass
+
+
 def broker_pid() -> int | None:
     """The RabbitMQ node's Erlang VM on this machine, if there is one."""
     found = subprocess.run(
@@ -164,11 +201,16 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--airlock", default=str(ROOT / "target/release/airlock"))
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--separate-cores", action="store_true", help="the eval on CPU 0, the workers and the broker on the other CPUs"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--policy-file", help=argparse.SUPPRESS)
     parser.add_argument("--verify-key", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
+        if args.separate_cores:
+            os.sched_setaffinity(0, EVAL_CPUS)
         # A small eval first: what Inspect and the client load or set up on first use is not measured.
         run_eval(args.child, 10, 1, args.concurrency, args.policy_file, args.verify_key)
         result = run_eval(args.child, args.samples, args.calls, args.concurrency, args.policy_file, args.verify_key)
@@ -183,7 +225,37 @@ def main() -> None:
         Path(policy_file).write_text(POLICY)
         subprocess.run([args.airlock, "keys", "generate", "--out", scratch], check=True, capture_output=True)
         key = str(Path(scratch) / "fleet.key")
-        workers = [
+        fleet = fleet_cpus() if args.separate_cores else None
+        broker = broker_pid()
+        broker_cpus = pin_process(broker, fleet) if fleet and broker else {}
+        try:
+            workers = start_workers(args, url, prefix, key, fleet)
+            try:
+                results = measure(args, policy_file, str(Path(scratch) / "fleet.pub"), workers)
+            finally:
+                for worker in workers:
+                    worker.terminate()
+                for worker in workers:
+                    worker.wait(timeout=30)
+        finally:
+            unpin_process(broker_cpus)
+            subprocess.run(
+                [args.airlock, "topology", "delete", "--amqp", url, "--prefix", prefix],
+                check=False,
+                capture_output=True,
+            )
+    report(results, args)
+
+
+def start_workers(
+    args: argparse.Namespace, url: str, prefix: str, key: str, cpus: set[int] | None
+) -> list[subprocess.Popen[bytes]]:
+    """The fleet's signing workers, on `cpus` when given."""
+    spawning_cpus = os.sched_getaffinity(0)
+    if cpus:
+        os.sched_setaffinity(0, cpus)  # the workers inherit it
+    try:
+        return [
             subprocess.Popen(
                 [args.airlock, "worker", "--amqp", url, "--prefix", prefix, "--signing-key", key],
                 stdout=subprocess.DEVNULL,
@@ -191,19 +263,8 @@ def main() -> None:
             )
             for _ in range(args.workers)
         ]
-        try:
-            results = measure(args, policy_file, str(Path(scratch) / "fleet.pub"), workers)
-        finally:
-            for worker in workers:
-                worker.terminate()
-            for worker in workers:
-                worker.wait(timeout=30)
-            subprocess.run(
-                [args.airlock, "topology", "delete", "--amqp", url, "--prefix", prefix],
-                check=False,
-                capture_output=True,
-            )
-    report(results, args)
+    finally:
+        os.sched_setaffinity(0, spawning_cpus)
 
 
 def measure(
@@ -219,7 +280,8 @@ def measure(
             child = subprocess.run(
                 [sys.executable, __file__, "--child", mode, "--policy-file", policy_file, "--verify-key", verify_key]
                 + ["--samples", str(args.samples), "--calls", str(args.calls)]
-                + ["--concurrency", str(args.concurrency)],
+                + ["--concurrency", str(args.concurrency)]
+                + (["--separate-cores"] if args.separate_cores else []),
                 capture_output=True,
                 text=True,
                 check=True,
@@ -261,7 +323,11 @@ def report(runs: dict[str, Any], args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(summary))
         return
-    print(f"{args.samples} samples x {args.calls} calls, {args.concurrency} at once, {args.rounds} rounds (medians)")
+    cores = ", the eval on a core of its own" if args.separate_cores else ""
+    print(
+        f"{args.samples} samples x {args.calls} calls, {args.concurrency} at once{cores}, "
+        f"{args.rounds} rounds (medians)"
+    )
     for mode in MODES:
         row = summary[mode]
         print(
