@@ -20,7 +20,7 @@ use tokio::time::Instant;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     /// The fleet decided.
-    Decided(DecisionView),
+    Decided(Box<DecisionView>),
     /// The fleet refused the request (its `Error` reply: bad or unknown policy, …).
     Refused(Refusal),
     /// The request did not reach the fleet, or not as a new call.

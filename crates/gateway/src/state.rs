@@ -108,7 +108,7 @@ impl Shared {
 /// What the fleet's answer means for the record.
 fn outcome_of(answer: Result<v1::Decision, ClientError>) -> Outcome {
     match answer {
-        Ok(decision) => Outcome::Decided(DecisionView::from_wire(&decision)),
+        Ok(decision) => Outcome::Decided(Box::new(DecisionView::from_wire(&decision))),
         Err(ClientError::Refused { code, message }) => Outcome::Refused(Refusal { code, message }),
         Err(ClientError::AlreadyPending(key)) => Outcome::Failed(Failure::AlreadyPending(key)),
         Err(e) => Outcome::Failed(Failure::Unavailable(e.to_string())),
@@ -157,7 +157,7 @@ impl About {
     /// The event's JSON body.
     fn event(&self, id: &str, outcome: &Outcome) -> Vec<u8> {
         let (decision, error) = match outcome {
-            Outcome::Decided(decision) => (Some(decision), None),
+            Outcome::Decided(decision) => (Some(&**decision), None),
             other => (None, ErrorBody::of_outcome(other)),
         };
         let data = DecisionEvent {

@@ -48,7 +48,8 @@ fn a_review_carries_its_output_and_history() {
 
 #[test]
 fn every_malformed_field_is_named_with_what_it_must_be() {
-    let cases: Vec<(Box<dyn Fn(&mut Value)>, &str, &str)> = vec![
+    type Change = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<(Change, &str, &str)> = vec![
         (Box::new(|b| b["call"].as_object_mut().unwrap().remove("id").map(drop).unwrap()), "call.id", "is required"),
         (Box::new(|b| b["call"]["id"] = json!("")), "call.id", "must not be empty"),
         (Box::new(|b| b["call"]["id"] = json!(5)), "call.id", "must be a string"),
