@@ -128,7 +128,8 @@ async fn approvals(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    submit(&shared, caller, &headers, body, Kind::Approval).await
+    let (id, watch, wait) = submit(&shared, &caller, headers, body, Kind::Approval)?;
+    Ok(respond(&shared, &id, watch, wait).await)
 }
 
 async fn reviews(
@@ -137,16 +138,19 @@ async fn reviews(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    submit(&shared, caller, &headers, body, Kind::Review).await
+    let (id, watch, wait) = submit(&shared, &caller, headers, body, Kind::Review)?;
+    Ok(respond(&shared, &id, watch, wait).await)
 }
 
-async fn submit(
+/// Checks a request and opens its record: its id, its state, and how long to wait for it.
+/// Synchronous, so nothing of the request (its body above all) is held while waiting.
+fn submit(
     shared: &Shared,
-    caller: Caller,
-    headers: &HeaderMap,
+    caller: &Caller,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
     kind: Kind,
-) -> Result<Response, ApiError> {
+) -> Result<(String, Watch, Option<Duration>), ApiError> {
     let body = body.map_err(|rejection| ApiError::body(rejection, shared.limits.max_body))?;
     let bounds = Bounds { max_timeout: shared.limits.max_timeout };
     let submission = submission::parse(kind, &body, bounds).map_err(ApiError::invalid)?;
@@ -181,9 +185,9 @@ async fn submit(
             .map_err(|invalid| ApiError::new(StatusCode::BAD_REQUEST, "invalid_idempotency_key", invalid.message))?,
         None => submission.default_idempotency_key(),
     };
-    let wait = prefer_wait(headers, shared.limits.max_wait);
+    let wait = prefer_wait(&headers, shared.limits.max_wait);
     match shared.submit(&caller.name, key, &submission) {
-        Opened::New { id, watch } | Opened::Existing { id, watch } => Ok(respond(shared, &id, watch, wait).await),
+        Opened::New { id, watch } | Opened::Existing { id, watch } => Ok((id, watch, wait)),
         Opened::Mismatch => Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "idempotency_mismatch",
@@ -204,6 +208,7 @@ async fn decision(
         .watch(&caller.name, &id)
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such decision for this token"))?;
     let wait = prefer_wait(&headers, shared.limits.max_wait);
+    drop(headers);
     Ok(respond(&shared, &id, watch, wait).await)
 }
 
