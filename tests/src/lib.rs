@@ -7,6 +7,8 @@
 //! - `demo`: `airlock demo` as a newcomer runs it.
 //! - `reviewer`: the reviewer service over RabbitMQ: API answers, deadlines, cancels, restarts.
 //! - `browser`: the reviewer UI in headless Chromium ([`webdriver`]).
+//! - `gateway`: the HTTP gateway over RabbitMQ with a real worker: waits, polls, retries,
+//!   tokens, limits, webhooks.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
