@@ -139,16 +139,6 @@ impl Decisions {
         inner.records.get(id).filter(|record| &*record.owner == owner).map(|record| record.state.subscribe())
     }
 
-    /// Records pending and settled.
-    pub fn len(&self) -> usize {
-        self.lock().records.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Forgets settled records as their retention ends; runs until the gateway stops.
     pub async fn purge(&self) {
         loop {

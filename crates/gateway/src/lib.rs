@@ -216,11 +216,6 @@ impl Service {
         self.addr
     }
 
-    /// The shared state, for tests.
-    pub fn shared(&self) -> &Arc<Shared> {
-        &self.shared
-    }
-
     /// Stops in order: waiting responses answer 202 at once and the server stops taking
     /// requests; the fleet client closes (pending calls end unanswered); webhooks under way
     /// get the rest of [`SHUTDOWN_GRACE`](airlock_transport::SHUTDOWN_GRACE).

@@ -163,21 +163,6 @@ pub struct Webhooks {
 #[error("cannot build the webhook client: {0}")]
 pub struct ClientError(String);
 
-/// How a delivery ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Delivered {
-    /// The receiver answered 2xx at this attempt (from 1).
-    Yes {
-        /// The attempt.
-        attempt: u32,
-    },
-    /// The receiver answered `410 Gone`, or the retry period ended first.
-    No {
-        /// Attempts made.
-        attempts: u32,
-    },
-}
-
 /// An HTTP client for webhooks: `https://` verified against the platform's roots, with rustls
 /// on ring (the build has no default TLS provider); redirects are not followed.
 pub fn http_client() -> Result<reqwest::Client, ClientError> {
@@ -203,8 +188,8 @@ impl Webhooks {
     }
 
     /// Posts `body` (an [`Event`]'s JSON) to `url` as event `id` until the receiver takes it
-    /// or the retry period ends.
-    pub async fn deliver(&self, url: &reqwest::Url, id: &str, body: Vec<u8>) -> Delivered {
+    /// or the retry period ends (or it answers `410 Gone`).
+    pub async fn deliver(&self, url: &reqwest::Url, id: &str, body: Vec<u8>) {
         let started = Instant::now();
         let mut attempt = 0;
         loop {
@@ -225,11 +210,11 @@ impl Webhooks {
             match sent {
                 Ok(response) if response.status().is_success() => {
                     info!(webhook_id = %id, attempt, "Webhook delivered.");
-                    return Delivered::Yes { attempt };
+                    return;
                 }
                 Ok(response) if response.status() == reqwest::StatusCode::GONE => {
                     info!(webhook_id = %id, attempt, "The webhook receiver is gone; no more attempts.");
-                    return Delivered::No { attempts: attempt };
+                    return;
                 }
                 Ok(response) => debug!(webhook_id = %id, attempt, status = %response.status(), "Webhook refused."),
                 Err(e) => debug!(webhook_id = %id, attempt, error = %e, "Webhook not delivered."),
@@ -237,7 +222,7 @@ impl Webhooks {
             let delay = self.retry.delay(attempt);
             if started.elapsed() + delay > self.retry.period {
                 warn!(webhook_id = %id, attempts = attempt, "Webhook given up: its retry period ended.");
-                return Delivered::No { attempts: attempt };
+                return;
             }
             tokio::time::sleep(delay).await;
         }
