@@ -470,3 +470,18 @@ gateway_test!(a_callback_that_fails_twice_gets_the_event_once_by_its_id_signed, 
     assert_eq!(event["data"]["status"], 200);
     assert_eq!(event["data"]["decision"]["decision"], "approve");
 });
+
+gateway_test!(the_same_call_pending_from_another_token_is_409_and_not_sent_again, |transport, prefix| {
+    let gateway = Gateway::start(&transport, &prefix, Limits::default(), None).await;
+    // No worker: ALPHA's request stays pending in the fleet.
+    let first = gateway.post("/v1/approvals", ALPHA, &approval("c1", json!({"name": "a"})), &[]).await;
+    assert_eq!(first.status, StatusCode::ACCEPTED);
+    // One decision per call key and kind: BETA's request for the same call is refused.
+    let second =
+        gateway.post("/v1/approvals", BETA, &approval("c1", json!({"name": "a"})), &[("prefer", "wait=30")]).await;
+    assert_eq!((second.status, second.code()), (StatusCode::CONFLICT, "already_pending"), "{}", second.json);
+    assert_ne!(second.header("content-location"), first.header("location"));
+    wait_for_messages(&transport, &format!("{prefix}.requests"), 1).await;
+    assert_eq!(gateway.get(first.header("location").unwrap(), ALPHA, &[]).await.status, StatusCode::ACCEPTED);
+    gateway.service.stop().await;
+});
