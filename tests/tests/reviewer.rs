@@ -1,9 +1,11 @@
 //! The reviewer service over RabbitMQ with a real worker and runner: human steps answered
-//! through the HTTP API, deadlines, cancels, duplicates, and a restart with tasks pending.
+//! through the HTTP API, deadlines, cancels, duplicates, a restart with tasks pending, and the
+//! progress that tells a runner its call waits for a person.
 
 use std::time::Duration;
 
 use airlock_client::{Client, ClientConfig};
+use airlock_contract::v1;
 use airlock_records::review::{Settled, TaskState};
 use airlock_reviewer::Service;
 use airlock_reviewer::client::{ApiClient, RequestError};
@@ -125,6 +127,12 @@ async fn human_steps_are_answered_through_the_api() {
         assert_eq!(task["call"]["arguments"]["cmd"], "rm -r build");
         assert_eq!(task["correlation"], "approval/run/s1/1/c1");
         let id = task["id"].as_str().unwrap().to_owned();
+        // The runner hears that its call waits for a person, and keeps waiting.
+        while fleet.client.stats().progress_replies == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(fleet.client.stats().pending, 1);
+        assert!(!asked.is_finished());
         assert_eq!(api.decide(&id, "modify", None).await.unwrap_err().status(), Some(422));
         let decided = api.decide(&id, "approve", Some("fine, it is a build dir")).await.unwrap();
         assert!(
@@ -179,7 +187,7 @@ async fn human_steps_are_answered_through_the_api() {
         let key = request.key.clone().unwrap();
         let asked = tokio::spawn(async move { client.approve(request).await });
         pending(&api, 1).await;
-        fleet.client.cancel(&key, airlock_contract::v1::Kind::Approval, "the sample ended").await;
+        fleet.client.cancel(&key, v1::Kind::Approval, "the sample ended").await;
         loop {
             let history = api.get("/api/history").await.unwrap().json();
             let withdrawn = history["tasks"].as_array().unwrap().iter().find(|t| t["state"] == "cancelled").cloned();
@@ -194,6 +202,48 @@ async fn human_steps_are_answered_through_the_api() {
 
         service.stop().await;
         fleet.stop().await;
+        std::fs::remove_dir_all(dir).unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_stored_task_tells_its_runner_once_that_the_call_waits() {
+    let prefix = unique_prefix();
+    let Some(transport) = broker(&prefix).await else { return };
+    guarded(fleet(&prefix), async move {
+        let (dir, store) = temp_store();
+        let topology = fleet(&prefix);
+        transport.declare(&topology).await.unwrap();
+        let service = Service::start(transport.clone(), reviewer_config(&prefix, &store, INSTANCE)).await.unwrap();
+        let api = ApiClient::new(&format!("http://{}", service.local_addr()), REVIEWER_TOKEN);
+        let mut replies = transport.consume(&topology.reply_queue("runner"), 0).await.unwrap();
+
+        // A human task as a worker forwards it (the reviewer service takes it as it comes).
+        let mut request = approval("s1", "c1", bash("rm -r build"), POLICY);
+        request.reply_to = topology.reply_queue("runner");
+        let step = v1::StepTask { request: Some(request), step: 1, name: "human".into(), ..Default::default() };
+        let human = v1::HumanTask { task: Some(step), choices: Vec::new(), pool: "ops".into() };
+        let task = prost::Message::encode_to_vec(&human);
+        transport.publish(&topology.human_route("ops"), Message::new(task.clone())).await.unwrap();
+        let id = pending(&api, 1).await.remove(0)["id"].as_str().unwrap().to_owned();
+
+        let delivery = tokio::time::timeout(airlock_tests::HANG_GUARD, replies.next()).await.unwrap().unwrap();
+        let (message, acker) = delivery.into_parts();
+        acker.ack().await.unwrap();
+        assert_eq!(message.correlation_id.as_deref(), Some("approval/run/s1/1/c1"));
+        let reply = <v1::Reply as prost::Message>::decode(message.body.as_ref()).unwrap();
+        assert!(reply.proof.is_empty() && reply.key_id.is_empty(), "the reviewer service proves nothing");
+        let body = <v1::ReplyBody as prost::Message>::decode(reply.body.as_slice()).unwrap();
+        let Some(v1::reply_body::Body::Progress(progress)) = body.body else { panic!("not a progress: {body:?}") };
+        assert_eq!(progress, v1::Progress { pool: "ops".into(), task_id: id, step: 1 });
+
+        // The same task again (a redelivery, a duplicate publish) tells the runner nothing more.
+        transport.publish(&topology.human_route("ops"), Message::new(task)).await.unwrap();
+        drained(&topology.human_queue("ops")).await;
+        assert_eq!(transport.message_count(&topology.reply_queue("runner")).await.unwrap(), 0);
+
+        service.stop().await;
         std::fs::remove_dir_all(dir).unwrap();
     })
     .await;

@@ -152,6 +152,11 @@ async fn each_role_user_is_refused_what_its_role_must_not_do() {
     as_reviewer.consume(&topology.human_queue("ops"), 1).await.expect("the reviewer reads its pool");
     refused("reviewer reads a step queue", as_reviewer.consume(&topology.step_queue("scan"), 1).await);
     refused("reviewer publishes a request", as_reviewer.publish(&topology.requests_route(), Message::new("x")).await);
+    // It tells a runner that a call waits for a person, and routes nothing else.
+    let runner_replies = topology.reply_route(&own.queues()[0].name).unwrap();
+    as_reviewer.publish(&runner_replies, Message::new("progress")).await.expect("the reviewer reaches a reply queue");
+    refused("reviewer routes a human task", as_reviewer.publish(&topology.human_route("ops"), Message::new("x")).await);
+    refused("reviewer routes a step task", as_reviewer.publish(&topology.step_route("scan"), Message::new("x")).await);
 
     // The auditor binds its queue to the decisions' keys only, and gets the copy of a reply.
     let as_auditor = connect_as(&loaded, &auditor).await;
@@ -191,7 +196,7 @@ async fn each_role_user_is_refused_what_its_role_must_not_do() {
     assert_eq!(count(topology.requests_queue()).await, 3, "the requests and the smuggled one");
     assert_eq!(count(topology.results_queue()).await, 2, "the answer and the smuggled one");
     assert_eq!(count(topology.reply_queue(&format!("{runner_b}.r1"))).await, 0);
-    assert_eq!(count(topology.reply_queue(&format!("{runner_a}.r1"))).await, 1, "the worker's reply");
+    assert_eq!(count(topology.reply_queue(&format!("{runner_a}.r1"))).await, 2, "the worker's reply, the progress");
     assert_eq!(count(topology.name("audit")).await, 1, "its copy, and only that");
 
     for transport in [as_worker, as_a, as_b, as_scan, as_reviewer, as_auditor] {

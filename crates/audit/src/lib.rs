@@ -135,6 +135,6 @@ fn decision_of(reply: &[u8]) -> Option<v1::Decision> {
     let reply = v1::Reply::decode(reply).ok()?;
     match v1::ReplyBody::decode(reply.body.as_slice()).ok()?.body? {
         v1::reply_body::Body::Decision(decision) => Some(decision),
-        v1::reply_body::Body::Error(_) => None,
+        v1::reply_body::Body::Error(_) | v1::reply_body::Body::Progress(_) => None,
     }
 }

@@ -12,7 +12,8 @@
 //! half with every request, and takes a reply only when its proof holds for that key and the
 //! exact bytes of the request it answers: a reply anyone else made (forged, or replayed from
 //! another call) is dropped, logged and counted, and the request keeps waiting until its
-//! deadline.
+//! deadline. A `Progress` reply (the call waits for a person, from the reviewer service that
+//! took its task) is unproved and not final: it is counted and settles nothing.
 //!
 //! No task, timer or channel per call: a waiting call is one entry of one table (see
 //! `pending`), holding the request's bytes once, and its caller's future only names that
@@ -110,6 +111,9 @@ pub struct ClientStats {
     pub rejected_replies: u64,
     /// Requests that ran out of time and were failed closed.
     pub timed_out: u64,
+    /// Progress replies (a call waits for a person) to a waiting call: informational, they
+    /// never settle it. Not proved, so anyone able to publish to the reply queue can make one.
+    pub progress_replies: u64,
 }
 
 /// A runner's connection to the fleet. Cheap to clone.
@@ -138,6 +142,7 @@ struct Inner<T> {
     ignored_replies: AtomicU64,
     rejected_replies: AtomicU64,
     timed_out: AtomicU64,
+    progress_replies: AtomicU64,
     /// Stops the reply reader, which then cancels its consumer.
     stop_reader: Mutex<Option<oneshot::Sender<()>>>,
     reader: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -191,6 +196,7 @@ impl<T: Transport> Client<T> {
             ignored_replies: AtomicU64::new(0),
             rejected_replies: AtomicU64::new(0),
             timed_out: AtomicU64::new(0),
+            progress_replies: AtomicU64::new(0),
             stop_reader: Mutex::new(Some(stop_reader)),
             reader: Mutex::new(None),
         });
@@ -320,6 +326,7 @@ impl<T: Transport> Client<T> {
             ignored_replies: self.inner.ignored_replies.load(Ordering::Relaxed),
             rejected_replies: self.inner.rejected_replies.load(Ordering::Relaxed),
             timed_out: self.inner.timed_out.load(Ordering::Relaxed),
+            progress_replies: self.inner.progress_replies.load(Ordering::Relaxed),
         }
     }
 
@@ -599,7 +606,8 @@ impl<T: Transport> Inner<T> {
 
 impl<T> Inner<T> {
     /// Hands a reply to the call waiting for it once its proof holds; counts it as ignored
-    /// when nothing waits for it, as rejected when it does not hold.
+    /// when nothing waits for it, as rejected when it does not hold. A progress settles
+    /// nothing: it is counted and the call keeps waiting.
     fn deliver(&self, message: &Message) {
         let correlation = message.correlation_id.as_deref().unwrap_or_default();
         let waiting = lock(&self.table).awaiting(correlation);
@@ -626,6 +634,12 @@ impl<T> Inner<T> {
             v1::reply_body::Body::Decision(decision) => Ok(decision),
             v1::reply_body::Body::Error(error) => {
                 Err(ClientError::Refused { code: error.code, message: error.message })
+            }
+            v1::reply_body::Body::Progress(progress) => {
+                // Unproved and not final: the call keeps waiting for its decision.
+                debug!(%correlation, pool = %progress.pool, task = %progress.task_id, "The call waits for a person.");
+                self.progress_replies.fetch_add(1, Ordering::Relaxed);
+                return;
             }
         };
         // Proved for this very call (not one that timed out meanwhile and was asked again).

@@ -337,6 +337,37 @@ async fn replies_without_a_proof_for_the_very_request_are_dropped_while_it_waits
 }
 
 #[tokio::test]
+async fn a_progress_never_settles_a_call_whoever_sends_it() {
+    let fleet_key = FleetKey::generate().unwrap();
+    let mut fleet = Fleet::start().await;
+    for signed in [true, false] {
+        let client = fleet.client(signed.then_some(&fleet_key)).await;
+        let asking = tokio::spawn({
+            let client = client.clone();
+            async move { client.approve(approval("waits")).await }
+        });
+        let asked = fleet.request().await;
+        let progress = v1::Progress { pool: "ops".into(), task_id: "t-1".into(), step: 0 };
+        let body = v1::ReplyBody { body: Some(v1::reply_body::Body::Progress(progress)) }.encode_to_vec();
+        let forged = [
+            // As a reviewer service sends it: no proof.
+            v1::Reply { body: body.clone(), ..Default::default() },
+            // Dressed up with a proof that holds for nothing.
+            v1::Reply { body, key_id: "0011223344556677".into(), proof: vec![9; 32] },
+        ];
+        for reply in forged {
+            fleet.reply(asked.correlation(), reply.encode_to_vec()).await;
+        }
+        // Replies are read in order: the decision after the progresses is the one taken.
+        let decision = if signed { asked.proved(&fleet_key, &asked.digest(), "fleet") } else { asked.reply("fleet") };
+        fleet.reply(asked.correlation(), decision).await;
+        assert_eq!(asking.await.unwrap().unwrap().approver, "fleet");
+        assert_eq!(client.stats(), airlock_client::ClientStats { progress_replies: 2, ..Default::default() });
+        client.close().await;
+    }
+}
+
+#[tokio::test]
 async fn a_refusal_reaches_its_caller_as_an_error() {
     let mut fleet = Fleet::start().await;
     let client = fleet.client(None).await;

@@ -15,22 +15,30 @@ pub enum ReplyError {
     #[error("the reply's proof does not hold: {0}")]
     Unproved(#[from] VerifyError),
     /// The body says nothing.
-    #[error("the reply has neither a decision nor an error")]
+    #[error("the reply has neither a decision, an error nor a progress")]
     Empty,
 }
 
 /// What the `Reply` in `message` says, once its proof holds for `runner`'s keys and the
 /// request whose digest is `request_digest`; a runner without keys takes it unproved.
+///
+/// A [`Progress`](v1::reply_body::Body::Progress) is returned without a proof: the reviewer
+/// service that sends it holds no fleet key, and it decides nothing. A caller may tell someone
+/// the call waits, but must never settle a call with it nor trust what it names beyond that.
 pub fn open_reply(
     message: &[u8],
     runner: Option<&RunnerKeys>,
     request_digest: &[u8; 32],
 ) -> Result<v1::reply_body::Body, ReplyError> {
     let reply = v1::Reply::decode(message)?;
+    let body = v1::ReplyBody::decode(reply.body.as_slice());
+    if let Ok(v1::ReplyBody { body: Some(progress @ v1::reply_body::Body::Progress(_)) }) = body {
+        return Ok(progress);
+    }
     if let Some(runner) = runner {
         runner.verify(request_digest, &reply.body, &ReplyProof::from_wire(&reply.key_id, &reply.proof)?)?;
     }
-    v1::ReplyBody::decode(reply.body.as_slice())?.body.ok_or(ReplyError::Empty)
+    body?.body.ok_or(ReplyError::Empty)
 }
 
 /// Signs `result`'s answer as the reviewer service holding `key`, bound to its task's seal.

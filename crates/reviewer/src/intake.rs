@@ -6,6 +6,10 @@
 //! may take hours. A task the store holds already (a redelivery, a duplicate publish) is
 //! acknowledged without a second row. While the store is unreachable the delivery is kept and
 //! the insert retried with backoff; at shutdown it goes back to its queue.
+//!
+//! A newly stored task is announced to its runner: a `Progress` reply (pool, task id, step)
+//! to the request's reply queue under the call's correlation id, so that the runner can page
+//! someone. It is best effort and unproved, and it never settles the call.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +18,7 @@ use airlock_contract::v1;
 use airlock_records::code::DeadReason;
 use airlock_records::time::now_ms;
 use airlock_telemetry::metrics::{ReasonLabels, SourceLabels};
-use airlock_transport::{Consumer, Delivery, Order, Serve, Topology, Transport};
+use airlock_transport::{Consumer, Delivery, Message, Order, Serve, Topology, Transport};
 use prost::Message as _;
 use tracing::{debug, info, warn};
 
@@ -86,6 +90,7 @@ async fn take<T: Transport>(shared: Arc<Shared>, transport: T, topology: Topolog
             info!(task = %id, correlation = %incoming.correlation, pool = %incoming.pool, "Human task stored.");
             shared.poke();
             shared.deadlines.notify_one();
+            announce(&transport, &topology, &incoming, id).await;
         }
         Inserted::Duplicate => debug!(correlation = %incoming.correlation, "Duplicate human task ignored."),
         Inserted::Withdrawn => debug!(correlation = %incoming.correlation, "Human task for a withdrawn call dropped."),
@@ -93,6 +98,22 @@ async fn take<T: Transport>(shared: Arc<Shared>, transport: T, topology: Topolog
     if let Err(e) = delivery.ack().await {
         // Redelivered later and recognised as a duplicate.
         debug!(correlation = %incoming.correlation, error = %e, "Acknowledging a stored task failed.");
+    }
+}
+
+/// Tells the runner that its call waits for a person, as task `id`. A failure is logged: the
+/// call waits for its decision all the same.
+async fn announce<T: Transport>(transport: &T, topology: &Topology, incoming: &Incoming, id: &str) {
+    let Some(destination) = topology.reply_route(incoming.reply_to()) else {
+        debug!(correlation = %incoming.correlation, reply_to = incoming.reply_to(), "No reply queue to announce the task to.");
+        return;
+    };
+    let message = Message::new(incoming.progress(id).encode_to_vec()).with_correlation_id(incoming.correlation.clone());
+    match transport.publish(&destination, message).await {
+        Ok(()) => debug!(task = %id, correlation = %incoming.correlation, "Runner told its call waits for a person."),
+        Err(e) => {
+            warn!(task = %id, correlation = %incoming.correlation, error = %e, "Telling the runner its call waits failed.")
+        }
     }
 }
 

@@ -210,6 +210,19 @@ impl Incoming {
         self.human.task.as_ref().map(|t| t.deadline_unix_ms).filter(|deadline| *deadline > 0)
     }
 
+    /// The runner's reply queue, as its request names it.
+    pub fn reply_to(&self) -> &str {
+        self.human.task.as_ref().and_then(|t| t.request.as_ref()).map_or("", |r| r.reply_to.as_str())
+    }
+
+    /// The `Reply` that tells the runner its call waits for a person, stored as task `id`: a
+    /// `Progress`, unproved (the service holds no fleet key; it decides nothing).
+    pub fn progress(&self, id: &str) -> v1::Reply {
+        let progress = v1::Progress { pool: self.pool.clone(), task_id: id.to_owned(), step: self.step() };
+        let body = v1::ReplyBody { body: Some(v1::reply_body::Body::Progress(progress)) };
+        v1::Reply { body: body.encode_to_vec(), ..Default::default() }
+    }
+
     /// One task per call, kind and step: a redelivered or duplicated task maps to the same key.
     pub fn dedup_key(&self) -> String {
         format!("{}#{}", self.correlation, self.step())

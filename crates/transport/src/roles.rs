@@ -12,12 +12,12 @@
 //! | runner `U` | `<p>.ask`; cancels | `<p>.reply.U.*` (bound as `reply.U.*`) | its reply queues |
 //! | worker | `<p>.route` (`step.*`, `human.*`, `reply.*`, decisions); dead letters | every queue of the fleet | the whole fleet |
 //! | step `S` | `<p>.answer` | `<p>.step.S` | that queue |
-//! | reviewer (`--id I`, pools) | `<p>.answer` | `<p>.human.<pool>`, `<p>.reply.I` (cancels) | those queues |
+//! | reviewer (`--id I`, pools) | `<p>.answer`; `<p>.route` (`reply.*`: a call waits for a person) | `<p>.human.<pool>`, `<p>.reply.I` (cancels) | those queues |
 //! | auditor | — | `<p>.audit`, bound as `approval.*` and `review.*` | that queue |
 //!
 //! So a step cannot publish requests or read human tasks, a runner cannot read another
-//! runner's replies or answer a step, and nobody but a worker can reach a runner's reply
-//! queue. Nothing is granted on the default exchange. A runner's id must start with its
+//! runner's replies or answer a step, and nobody but a worker or a reviewer service (whose
+//! `Progress` replies are unproved and settle nothing) can reach a runner's reply queue. Nothing is granted on the default exchange. A runner's id must start with its
 //! broker user and a dot (`U.<anything>`): its reply queue is `<p>.reply.U.<anything>`.
 //! Queues dead-letter to `<p>.dlx`, so whoever declares one may write there.
 
@@ -265,9 +265,9 @@ pub fn grants(prefix: &str, vhost: &str, user: &str, role: &Role) -> (Permission
             let keys = format!("^({REPLY}\\.{instance}|{HUMAN}\\.({}))$", pools.join("|"));
             (
                 any_of(&[own.clone(), humans.clone()]),
-                any_of(&[answer, dlx, own.clone(), humans.clone()]),
+                any_of(&[answer, dlx, route.clone(), own.clone(), humans.clone()]),
                 any_of(&[route, cancels, own, humans]),
-                NOTHING.to_owned(),
+                format!("^{REPLY}\\..+$"),
                 keys,
             )
         }

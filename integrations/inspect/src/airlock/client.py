@@ -31,11 +31,17 @@ With the fleet's public keys (`verify_key`), every request carries this client's
 public key and a reply is taken only with the fleet's proof over it and the exact request
 (see `proof`); one without is dropped with a warning and counted, and its request keeps
 waiting, so that it fails closed at its deadline unless the fleet's own reply comes.
+
+A `progress` reply (the reviewer service took the call's human task) is not final and not
+proved: it settles nothing. The first one for a waiting call runs the call's pager (see
+`waiting`) in the background, in the context the call was asked from (its sample's, where
+Inspect's notifications are set up); later ones, e.g. after a reconnect, are counted only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 import socket
@@ -58,6 +64,7 @@ from ._proto import airlock_pb2 as pb
 from .errors import AlreadyPending, FleetError, FleetUnanswered
 from .nodes import ClusterConnection, Nodes, describe, dial
 from .proof import FleetPublicKeys, MalformedReply, RunnerKeys, UnprovedReply, open_reply
+from .waiting import Pager
 from .wire import correlation_id
 
 log = logging.getLogger(__name__)
@@ -97,6 +104,8 @@ class ClientStats:
     """Requests that ran out of time."""
     resent: int
     """Requests published again after a reconnect."""
+    progress_replies: int
+    """Progress replies (a call waits for a person) to a waiting call; they settle nothing."""
 
 
 @dataclass
@@ -108,6 +117,10 @@ class _Pending:
     key: pb.CallKey
     kind: int
     requested_at_unix_ms: int
+    context: contextvars.Context
+    """Where the request was asked from: its pager runs there."""
+    pager: Pager | None = None
+    """What to do once the call waits for a person; `None` once done (a call pages once)."""
     published: bool = False
     problem: str | None = field(default=None)
 
@@ -161,11 +174,13 @@ class FleetClient:
         self._rejected_replies = 0
         self._timed_out = 0
         self._resent = 0
+        self._progress_replies = 0
 
     # === requests ===
 
-    async def decide(self, request: pb.Request, timeout: float) -> pb.ReplyBody:
-        """Sends `request` and waits at most `timeout` seconds for its reply.
+    async def decide(self, request: pb.Request, timeout: float, pager: Pager | None = None) -> pb.ReplyBody:
+        """Sends `request` and waits at most `timeout` seconds for its final reply; `pager`
+        runs in the background, once, when a progress says the call waits for a person.
 
         Raises:
             FleetUnanswered: no reply in time (the request was withdrawn if it was sent).
@@ -189,6 +204,8 @@ class FleetClient:
             key=request.key,
             kind=kind,
             requested_at_unix_ms=now_ms,
+            context=contextvars.copy_context(),
+            pager=pager,
         )
         self._pending[correlation] = pending
         try:
@@ -415,11 +432,24 @@ class FleetClient:
             log.warning("A reply to %s was ignored: %s.", correlation, error)
             self._ignored_replies += 1
             return
+        if reply.HasField("progress"):
+            self._progress_replies += 1
+            if pending.pager is not None:
+                page, pending.pager = pending.pager, None
+                # The task copies the call's context: its sample, and its notification setup.
+                pending.context.run(self._spawn, self._page(correlation, page, reply.progress))
+            return
         if reply.HasField("decision") and reply.decision.requested_at_unix_ms != pending.requested_at_unix_ms:
             # A decision about an earlier request for the same call (its key was reused).
             self._ignored_replies += 1
             return
         pending.future.set_result(reply)
+
+    async def _page(self, correlation: str, page: Pager, progress: pb.Progress) -> None:
+        try:
+            await page(progress)
+        except Exception as error:
+            log.warning("Telling that %s waits for a person failed: %s", correlation, error)
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -437,6 +467,7 @@ class FleetClient:
             rejected_replies=self._rejected_replies,
             timed_out=self._timed_out,
             resent=self._resent,
+            progress_replies=self._progress_replies,
         )
 
     async def close(self) -> None:

@@ -153,6 +153,10 @@ def open_reply(message: bytes, runner: RunnerKeys | None, request: bytes) -> pb.
     """What the `Reply` in `message` says, once its proof holds for `runner` and `request`
     (the request's bytes exactly as published); without `runner` it is taken unproved.
 
+    A `progress` (the call waits for a person) is returned unproved: the reviewer service
+    that sends it holds no fleet key, and it decides nothing. It must never settle a call,
+    and nothing it names may be trusted beyond that.
+
     Raises:
         UnprovedReply: `runner` is given and the message is not a `Reply` it can verify.
         MalformedReply: the message (or, once proved, its body) says nothing readable.
@@ -163,12 +167,16 @@ def open_reply(message: bytes, runner: RunnerKeys | None, request: bytes) -> pb.
         if runner is not None:
             raise UnprovedReply("not an airlock.v1.Reply") from None
         raise MalformedReply("not an airlock.v1.Reply") from None
+    try:
+        body: pb.ReplyBody | None = pb.ReplyBody.FromString(reply.body)
+    except DecodeError:
+        body = None
+    if body is not None and body.HasField("progress"):
+        return body
     if runner is not None:
         runner.verify(request, reply)
-    try:
-        body = pb.ReplyBody.FromString(reply.body)
-    except DecodeError:
-        raise MalformedReply("the reply's body is not an airlock.v1.ReplyBody") from None
+    if body is None:
+        raise MalformedReply("the reply's body is not an airlock.v1.ReplyBody")
     if body.WhichOneof("body") is None:
         raise MalformedReply("the reply has neither a decision nor an error")
     return body

@@ -318,13 +318,25 @@ class Error(_message.Message):
     message: str
     def __init__(self, key: _Optional[_Union[CallKey, _Mapping]] = ..., code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
+class Progress(_message.Message):
+    __slots__ = ("pool", "task_id", "step")
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    pool: str
+    task_id: str
+    step: int
+    def __init__(self, pool: _Optional[str] = ..., task_id: _Optional[str] = ..., step: _Optional[int] = ...) -> None: ...
+
 class ReplyBody(_message.Message):
-    __slots__ = ("decision", "error")
+    __slots__ = ("decision", "error", "progress")
     DECISION_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     decision: Decision
     error: Error
-    def __init__(self, decision: _Optional[_Union[Decision, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
+    progress: Progress
+    def __init__(self, decision: _Optional[_Union[Decision, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ...) -> None: ...
 
 class Reply(_message.Message):
     __slots__ = ("body", "key_id", "proof")
