@@ -7,26 +7,19 @@ read back with `read_eval_log`."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import aio_pika
 import pytest
 import steps
-from conftest import HANG_GUARD, Fleet, queues_named, unique_prefix, wait_for_consumers
+from conftest import HANG_GUARD, Fleet, call_api, queues_named, unique_prefix
 from evaltask import SECRET_OUTPUT, airlock_bridge, airlock_script
 from inspect_ai import eval as inspect_eval
 from inspect_ai.approval import ApprovalPolicy
@@ -334,93 +327,6 @@ approvers:
     tools: "*"
 """
 """Deploys and removals go to a person of the pool `ops`; everything else is approved."""
-
-REVIEWER_ID = "py-reviewer"
-
-
-@pytest.fixture
-def reviewer(fleet: Fleet, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """An `airlock reviewer` process serving the fleet's pool `ops` from its own SQLite file:
-    its API's address and the token of alice, its one reviewer. Stopped (SIGTERM) before the
-    fleet, whose deletion takes the pool's queue along."""
-    tokens = tmp_path / "reviewers.yaml"
-    added = subprocess.run(
-        [str(fleet.binary), "reviewer", "add-token", "--tokens", str(tokens), "--name", "alice", "--pools", "ops"],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=HANG_GUARD,
-    )
-    token = added.stdout.strip()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    fleet.pools.append("ops")
-    service = subprocess.Popen(
-        [
-            str(fleet.binary),
-            "reviewer",
-            "--amqp",
-            fleet.url,
-            "--prefix",
-            fleet.prefix,
-            "--store",
-            f"sqlite:{tmp_path / 'reviewer.db'}",
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--pools",
-            "ops",
-            "--tokens",
-            str(tokens),
-            "--id",
-            REVIEWER_ID,
-            "--signing-key",
-            str(fleet.keys / "reviewer.key"),
-        ],
-        stdout=subprocess.DEVNULL,
-    )
-    api = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + HANG_GUARD
-        while not answers_health(api):
-            assert service.poll() is None, f"the reviewer service exited ({service.returncode})"
-            assert time.monotonic() < deadline, "the reviewer service never answered /healthz"
-            time.sleep(0.05)
-        wait_for_consumers(fleet.url, f"{fleet.prefix}.human.ops", 1)
-        yield api, token
-    finally:
-        service.send_signal(signal.SIGTERM)
-        try:
-            service.wait(timeout=HANG_GUARD)
-        except subprocess.TimeoutExpired:
-            service.kill()
-        asyncio.run(delete_queue(fleet.url, f"{fleet.prefix}.reply.{REVIEWER_ID}"))
-
-
-def answers_health(api: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{api}/healthz", timeout=5) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
-async def delete_queue(url: str, name: str) -> None:
-    """Deletes the reviewer's queue of cancels (not part of `topology delete`)."""
-    connection = await aio_pika.connect(url)
-    try:
-        channel = await connection.channel()
-        await channel.queue_delete(name)
-    finally:
-        await connection.close()
-
-
-def call_api(api: str, token: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    """A request to the reviewer's API as the bearer of `token`: GET, or POST of `body`."""
-    data = None if body is None else json.dumps(body).encode()
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    with urllib.request.urlopen(urllib.request.Request(api + path, data, headers), timeout=HANG_GUARD) as response:
-        return json.load(response)
 
 
 def decide_as_alice(

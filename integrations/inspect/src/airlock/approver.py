@@ -26,6 +26,7 @@ def fleet_approver(
     history_bytes: int = DEFAULT_HISTORY_BYTES,
     ca_file: str | None = None,
     verify_key: str | None = None,
+    reviewer_url: str | None = None,
 ) -> Approver:
     """Approver whose decisions come from an Airlock fleet.
 
@@ -46,6 +47,9 @@ def fleet_approver(
             default: `AIRLOCK_VERIFY_KEY`). A reply is taken only with the fleet's proof
             (one without is dropped and the request waits on); without it, replies are not
             checked.
+        reviewer_url: The reviewer UI's address (default: `AIRLOCK_REVIEWER_URL`). When the
+            call waits for a person, Inspect's notifications (`--notification`) page once,
+            with a link to the task there; without it, the page names the pool and the call.
 
     Returns:
         Approver: an approver to list in a policy, e.g. with `tools: "*"`.
@@ -54,7 +58,7 @@ def fleet_approver(
         raise ValueError(
             f"airlock/fleet: on_timeout must be one of {', '.join(APPROVAL_ON_TIMEOUT)}, got '{on_timeout}'"
         )
-    settings = FleetSettings.resolve(url, prefix, policy, timeout, history_bytes, ca_file, verify_key)
+    settings = FleetSettings.resolve(url, prefix, policy, timeout, history_bytes, ca_file, verify_key, reviewer_url)
 
     async def approve(message: str, call: ToolCall, view: ToolCallView, history: list[ChatMessage]) -> Approval:
         request = new_request(settings, pb.ApprovalRequest(), message, call, view, history)

@@ -8,6 +8,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from inspect_ai._util.package import get_installed_package_name
 
@@ -28,6 +29,8 @@ ENV_CA_FILE = "AIRLOCK_CA_FILE"
 """A PEM file of CA certificates an `amqps://` broker's certificate is verified against."""
 ENV_VERIFY_KEY = "AIRLOCK_VERIFY_KEY"
 """The fleet's public key file (`fleet.pub`): replies are taken only with its proof."""
+ENV_REVIEWER_URL = "AIRLOCK_REVIEWER_URL"
+"""The reviewer UI's address: pages about a call waiting for a person link to its task there."""
 
 
 def _registered_name(name: str) -> str:
@@ -72,6 +75,9 @@ class FleetSettings:
     the system's."""
     verify_key: FleetPublicKeys | None = None
     """The fleet keys every reply must be proved by; `None`: replies are taken unchecked."""
+    reviewer_url: str | None = None
+    """The reviewer UI's address (no trailing `/`), which the link in a page about a call
+    waiting for a person starts with; `None`: the page names the pool and the call only."""
 
     @classmethod
     def resolve(
@@ -83,13 +89,15 @@ class FleetSettings:
         history_bytes: int,
         ca_file: str | None = None,
         verify_key: str | None = None,
+        reviewer_url: str | None = None,
     ) -> FleetSettings:
         """Fills what was not given from the environment and checks everything.
 
         Raises:
             ValueError: a parameter is missing or out of range, the URL (or a node of its
-                list) is invalid or the nodes name different users or vhosts, or
-                `verify_key` is not a readable fleet public key file.
+                list) is invalid or the nodes name different users or vhosts,
+                `verify_key` is not a readable fleet public key file, or `reviewer_url` is
+                not an `http(s)://` address without query or fragment.
             FileNotFoundError: `policy` names a file (it has a `/`) that does not exist, or
                 `ca_file` or `verify_key` does not exist.
         """
@@ -124,7 +132,23 @@ class FleetSettings:
             history_bytes=history_bytes,
             ca_file=ca_file,
             verify_key=load_verify_key(verify_key) if verify_key is not None else None,
+            reviewer_url=check_reviewer_url(reviewer_url or os.environ.get(ENV_REVIEWER_URL) or None),
         )
+
+
+def check_reviewer_url(url: str | None) -> str | None:
+    """`url` without its trailing `/`, once it is an `http://` or `https://` address with a
+    host and without query or fragment (a task's link is appended to it).
+
+    Raises:
+        ValueError: it is not.
+    """
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise ValueError(f"airlock/fleet: reviewer_url must be an http(s):// address without query or fragment: {url}")
+    return url.rstrip("/")
 
 
 def load_verify_key(path: str) -> FleetPublicKeys:

@@ -15,6 +15,7 @@ from .config import FleetSettings
 from .context import call_key_and_origin
 from .decisions import STEP_FAILED, Fallback, fallback
 from .errors import FleetError, FleetRefused, StepFailed
+from .waiting import pager
 from .wire import call_to_wire, history_to_wire, view_to_wire
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,8 @@ def new_request(
 
 
 async def ask(settings: FleetSettings, request: pb.Request) -> pb.Decision:
-    """The fleet's decision about `request`.
+    """The fleet's decision about `request`. Once the call waits for a person, Inspect's
+    notifications page about it (see `waiting`).
 
     Raises:
         StepFailed: the fleet answered `step_failed` (a `modify` that changed the function).
@@ -58,7 +60,7 @@ async def ask(settings: FleetSettings, request: pb.Request) -> pb.Decision:
     """
     try:
         client = client_for(settings.url, settings.prefix, settings.ca_file, settings.verify_key)
-        reply = await client.decide(request, settings.timeout)
+        reply = await client.decide(request, settings.timeout, pager(request, settings.reviewer_url))
     except FleetError:
         raise
     except Exception as error:
