@@ -10,12 +10,13 @@
 //!
 //! Every error is JSON `{"error": {"code", "message", "field"?}}`. A [`Caller`] (bearer
 //! token, then its rate limit) is an argument of every `/v1` handler, so none can skip the
-//! check; it comes before the body is read.
+//! check; it comes before the body is read. Every answer is counted by route and status.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_policy::Kind;
+use airlock_telemetry::metrics::RouteLabels;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -23,6 +24,7 @@ use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, State};
 use axum::handler::Handler;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
@@ -60,15 +62,37 @@ struct Routes {
 impl Routes {
     fn get<H: Handler<T, Arc<Shared>>, T: 'static>(mut self, path: &'static str, handler: H) -> Self {
         self.listed.push(Route { method: "get", path });
-        self.router = self.router.route(path, axum::routing::get(handler));
+        self.router = self.router.route(path, axum::routing::get(handler).layer(middleware::map_response(named(path))));
         self
     }
 
     fn post<H: Handler<T, Arc<Shared>>, T: 'static>(mut self, path: &'static str, handler: H) -> Self {
         self.listed.push(Route { method: "post", path });
-        self.router = self.router.route(path, axum::routing::post(handler));
+        self.router =
+            self.router.route(path, axum::routing::post(handler).layer(middleware::map_response(named(path))));
         self
     }
+}
+
+/// The route that answered, as the path template it was registered with.
+#[derive(Debug, Clone, Copy)]
+struct RouteName(&'static str);
+
+/// Marks a route's answers with its name, for [`count`].
+fn named(path: &'static str) -> impl Fn(Response) -> std::future::Ready<Response> + Clone {
+    move |mut response: Response| {
+        response.extensions_mut().insert(RouteName(path));
+        std::future::ready(response)
+    }
+}
+
+/// Counts every answer by route (`unmatched` for none) and status.
+async fn count(State(shared): State<Arc<Shared>>, request: axum::extract::Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let route = response.extensions().get::<RouteName>().map_or("unmatched", |name| name.0);
+    let labels = RouteLabels { route: route.to_owned(), status: response.status().as_str().to_owned() };
+    shared.metrics.gateway_requests.get_or_create(&labels).inc();
+    response
 }
 
 fn routes() -> Routes {
@@ -89,6 +113,7 @@ pub fn app(shared: Arc<Shared>) -> Router {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this route does not take that method")
         })
         .layer(DefaultBodyLimit::max(shared.limits.max_body))
+        .layer(middleware::from_fn_with_state(shared.clone(), count))
         .with_state(shared)
 }
 

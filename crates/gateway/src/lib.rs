@@ -12,7 +12,8 @@
 //! - [`limit`]: per-caller rate limits (token buckets).
 //! - [`decisions`]: the records of requests sent, by id and by idempotency key; waiters.
 //! - [`state`]: what the routes share, the [`state::Fleet`] asked, and sending one request.
-//! - [`webhook`]: Standard Webhooks signatures, secrets, delivery with retries.
+//! - [`webhook`]: Standard Webhooks signatures, secrets, delivery with retries, and
+//!   [`webhook::log`], the delivery log a restarted gateway resumes from.
 //! - [`http`]: the axum router, its extractors and errors, the OpenAPI document.
 //! - [`run`] / [`Service`]: start, serve, stop in order.
 #![forbid(unsafe_code)]
@@ -28,11 +29,13 @@ pub mod webhook;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_client::{Client, ClientConfig, ClientError};
 use airlock_integrity::{Fleet, PublicKeys};
+use airlock_telemetry::metrics::Metrics;
 use airlock_transport::Transport;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
@@ -40,6 +43,7 @@ use tracing::{info, warn};
 use crate::limit::RateConfig;
 use crate::state::Shared;
 use crate::tokens::Tokens;
+use crate::webhook::log::{DeliveryLog, LogError};
 use crate::webhook::{RetryPolicy, WebhookSecret};
 
 /// How a gateway runs.
@@ -59,6 +63,8 @@ pub struct GatewayConfig {
     pub limits: Limits,
     /// How callbacks are signed and retried; `None`: requests with a `callback_url` are refused.
     pub webhooks: Option<WebhookConfig>,
+    /// Where requests, decisions waiting and webhooks are counted (the role's `/metrics`).
+    pub metrics: Arc<Metrics>,
 }
 
 /// Sizes, waits and rates.
@@ -98,6 +104,9 @@ pub struct WebhookConfig {
     pub secret: WebhookSecret,
     /// Backoff and retry period.
     pub retry: RetryPolicy,
+    /// The delivery log (a SQLite file); `None` keeps deliveries in memory only, and a
+    /// restart drops those still owed.
+    pub log: Option<PathBuf>,
 }
 
 /// Why the gateway could not start.
@@ -112,6 +121,9 @@ pub enum GatewayError {
     /// The webhook client could not be built.
     #[error(transparent)]
     Webhooks(#[from] webhook::ClientError),
+    /// The webhook delivery log could not be opened or read.
+    #[error(transparent)]
+    WebhookLog(#[from] LogError),
     /// The listen address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
@@ -150,6 +162,7 @@ pub async fn run<T: Transport>(
     config: GatewayConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), GatewayError> {
+    tokio::spawn(airlock_telemetry::metrics::count_reconnects(transport.reconnects(), config.metrics.clone()));
     let service = Service::start(transport.clone(), config).await?;
     info!(url = %format!("http://{}", service.local_addr()), "Gateway ready.");
     shutdown.await;
@@ -170,11 +183,16 @@ impl Service {
     /// Starts the runner client on `transport`, binds the listener and serves.
     pub async fn start<T: Transport>(transport: T, config: GatewayConfig) -> Result<Self, GatewayError> {
         config.validate()?;
-        let webhooks = config
-            .webhooks
-            .clone()
-            .map(|webhooks| webhook::Webhooks::new(webhooks.secret, webhooks.retry))
-            .transpose()?;
+        let webhooks = match config.webhooks.clone() {
+            None => None,
+            Some(WebhookConfig { secret, retry, log }) => {
+                let webhooks = webhook::Webhooks::new(secret, retry, config.metrics.clone())?;
+                Some(match log {
+                    Some(path) => webhooks.with_log(DeliveryLog::open(&path).await?),
+                    None => webhooks,
+                })
+            }
+        };
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|source| GatewayError::Listen { addr: config.listen, source })?;
@@ -189,7 +207,12 @@ impl Service {
             },
         )
         .await?;
-        let shared = Arc::new(Shared::new(Arc::new(client), config.tokens.clone(), config.limits, webhooks));
+        let shared =
+            Arc::new(Shared::new(Arc::new(client), config.tokens.clone(), config.limits, webhooks, config.metrics));
+        let resumed = shared.resume_webhooks().await?;
+        if resumed > 0 {
+            info!(webhooks = resumed, "Resuming webhooks from the delivery log.");
+        }
         Ok(Self::serve(shared, listener, addr))
     }
 
@@ -207,7 +230,12 @@ impl Service {
                 warn!(error = %e, "The HTTP server failed.");
             }
         });
-        info!(%addr, callers = shared.tokens.len(), webhooks = shared.webhooks.is_some(), "Gateway started.");
+        let webhooks = match &shared.webhooks {
+            None => "off",
+            Some(webhooks) if webhooks.logged() => "logged",
+            Some(_) => "in memory",
+        };
+        info!(%addr, callers = shared.tokens.len(), webhooks, "Gateway started.");
         Service { shared, addr, server, purger }
     }
 
@@ -218,7 +246,8 @@ impl Service {
 
     /// Stops in order: waiting responses answer 202 at once and the server stops taking
     /// requests; the fleet client closes (pending calls end unanswered); webhooks under way
-    /// get the rest of [`SHUTDOWN_GRACE`](airlock_transport::SHUTDOWN_GRACE).
+    /// get the rest of [`SHUTDOWN_GRACE`](airlock_transport::SHUTDOWN_GRACE), except that,
+    /// with a delivery log, one waiting for its next attempt stays in the log for the next start.
     pub async fn stop(self) {
         let Service { shared, server, purger, .. } = self;
         shared.stop.cancel();
@@ -227,6 +256,9 @@ impl Service {
             shared.fleet.close().await;
             shared.tasks.close();
             shared.tasks.wait().await;
+            if let Some(webhooks) = &shared.webhooks {
+                webhooks.close().await;
+            }
         };
         if tokio::time::timeout(airlock_transport::SHUTDOWN_GRACE, stopping).await.is_err() {
             warn!(grace = ?airlock_transport::SHUTDOWN_GRACE, "The gateway did not stop in time.");

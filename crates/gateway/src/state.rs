@@ -10,6 +10,7 @@ use airlock_client::{Client, ClientError};
 use airlock_contract::v1;
 use airlock_policy::Kind;
 use airlock_records::view::{DecisionView, Refusal};
+use airlock_telemetry::metrics::Metrics;
 use airlock_transport::Transport;
 use prost::Message as _;
 use serde::Serialize;
@@ -23,6 +24,7 @@ use crate::http::ErrorBody;
 use crate::limit::RateLimits;
 use crate::submission::Submission;
 use crate::tokens::Tokens;
+use crate::webhook::log::LogError;
 use crate::webhook::{DECISION_READY, Event, Webhooks, rfc3339_now};
 
 /// A decision being asked for.
@@ -65,11 +67,19 @@ pub struct Shared {
     pub tasks: TaskTracker,
     /// Cancelled when the gateway stops: waiting responses answer at once.
     pub stop: CancellationToken,
+    /// What the gateway counts.
+    pub metrics: Arc<Metrics>,
 }
 
 impl Shared {
-    /// The state of a gateway asking `fleet`.
-    pub fn new(fleet: Arc<dyn Fleet>, tokens: Tokens, limits: Limits, webhooks: Option<Webhooks>) -> Self {
+    /// The state of a gateway asking `fleet`, counting in `metrics`.
+    pub fn new(
+        fleet: Arc<dyn Fleet>,
+        tokens: Tokens,
+        limits: Limits,
+        webhooks: Option<Webhooks>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         Shared {
             decisions: Arc::new(Decisions::new(limits.retention)),
             fleet,
@@ -79,7 +89,20 @@ impl Shared {
             webhooks,
             tasks: TaskTracker::new(),
             stop: CancellationToken::new(),
+            metrics,
         }
+    }
+
+    /// Resumes the webhooks an earlier run left in the delivery log; how many.
+    pub async fn resume_webhooks(&self) -> Result<usize, LogError> {
+        let Some(webhooks) = &self.webhooks else { return Ok(0) };
+        let left = webhooks.resume().await?;
+        let count = left.len();
+        for delivery in left {
+            let (webhooks, stop) = (webhooks.clone(), self.stop.clone());
+            self.tasks.spawn(async move { webhooks.deliver(delivery, &stop).await });
+        }
+        Ok(count)
     }
 
     /// The record of `owner`'s request under `key`: an earlier one that asked the same, or a
@@ -92,12 +115,15 @@ impl Shared {
             let asking = self.fleet.decide(request, submission.timeout.unwrap_or(self.limits.default_timeout));
             let callback = submission.callback.clone().zip(self.webhooks.clone());
             let (decisions, id, about) = (self.decisions.clone(), id.clone(), About::of(submission));
+            let (metrics, stop) = (self.metrics.clone(), self.stop.clone());
+            metrics.gateway_waiting.inc();
             self.tasks.spawn(async move {
                 let outcome = outcome_of(asking.await);
+                metrics.gateway_waiting.dec();
                 let event = callback.map(|(url, webhooks)| (url, webhooks, about.event(&id, &outcome)));
                 decisions.settle(&id, outcome);
                 if let Some((url, webhooks, body)) = event {
-                    webhooks.deliver(&url, &id, body).await;
+                    webhooks.send(&url, &id, body, &stop).await;
                 }
             });
         }

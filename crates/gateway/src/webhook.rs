@@ -7,17 +7,26 @@
 //! keyed by the base64-decoded part of the gateway's `whsec_…` secret. An attempt that does
 //! not answer 2xx is retried with exponential backoff and jitter until the retry period ends
 //! (`410 Gone` stops at once); the body is the same on every attempt.
+//!
+//! With a [`log::DeliveryLog`], each delivery is on disk before its first attempt and a
+//! gateway started on the same log resumes those left over; without one, a stopped gateway
+//! drops the retries it still owed.
+
+pub mod log;
 
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use airlock_telemetry::metrics::{Metrics, OutcomeLabels};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde::Serialize;
-use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
+
+use self::log::{Delivery, DeliveryLog, LogError};
 
 /// The prefix of a webhook secret's text.
 pub const SECRET_PREFIX: &str = "whsec_";
@@ -136,6 +145,13 @@ impl RetryPolicy {
         let fraction = f64::from(u32::from_le_bytes(random)) / f64::from(u32::MAX);
         capped.mul_f64(0.5 + 0.5 * fraction)
     }
+
+    /// When a delivery first tried at `first` is tried again after failed attempt number
+    /// `attempts`, failed at `now`; `None` once that would be past the retry period.
+    pub fn next_attempt(&self, first: SystemTime, attempts: u32, now: SystemTime) -> Option<SystemTime> {
+        let next = now + self.delay(attempts);
+        (next <= first + self.period).then_some(next)
+    }
 }
 
 /// An event's body: `{type, timestamp, data}`.
@@ -156,6 +172,32 @@ pub struct Webhooks {
     secret: Arc<WebhookSecret>,
     retry: RetryPolicy,
     http: reqwest::Client,
+    log: Option<DeliveryLog>,
+    metrics: Arc<Metrics>,
+}
+
+/// What became of one attempt, or of a delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// The receiver answered 2xx.
+    Delivered,
+    /// It did not; another attempt comes.
+    Retried,
+    /// It answered `410 Gone`: no more attempts.
+    Gone,
+    /// The retry period ended.
+    GivenUp,
+}
+
+impl Outcome {
+    fn label(self) -> &'static str {
+        match self {
+            Outcome::Delivered => "delivered",
+            Outcome::Retried => "retried",
+            Outcome::Gone => "gone",
+            Outcome::GivenUp => "given_up",
+        }
+    }
 }
 
 /// Why webhooks cannot be sent.
@@ -182,50 +224,139 @@ pub fn http_client() -> Result<reqwest::Client, ClientError> {
 }
 
 impl Webhooks {
-    /// A sender signing with `secret`.
-    pub fn new(secret: WebhookSecret, retry: RetryPolicy) -> Result<Self, ClientError> {
-        Ok(Webhooks { secret: Arc::new(secret), retry, http: http_client()? })
+    /// A sender signing with `secret`, counting in `metrics`; deliveries live in memory until
+    /// [`Webhooks::with_log`].
+    pub fn new(secret: WebhookSecret, retry: RetryPolicy, metrics: Arc<Metrics>) -> Result<Self, ClientError> {
+        Ok(Webhooks { secret: Arc::new(secret), retry, http: http_client()?, log: None, metrics })
     }
 
-    /// Posts `body` (an [`Event`]'s JSON) to `url` as event `id` until the receiver takes it
-    /// or the retry period ends (or it answers `410 Gone`).
-    pub async fn deliver(&self, url: &reqwest::Url, id: &str, body: Vec<u8>) {
-        let started = Instant::now();
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let timestamp = unix_seconds();
-            let signature = self.secret.sign(id, timestamp, &body);
-            let sent = self
-                .http
-                .post(url.clone())
-                .timeout(self.retry.attempt_timeout)
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .header(HEADER_ID, id)
-                .header(HEADER_TIMESTAMP, timestamp.to_string())
-                .header(HEADER_SIGNATURE, signature)
-                .body(body.clone())
-                .send()
-                .await;
-            match sent {
-                Ok(response) if response.status().is_success() => {
-                    info!(webhook_id = %id, attempt, "Webhook delivered.");
-                    return;
-                }
-                Ok(response) if response.status() == reqwest::StatusCode::GONE => {
-                    info!(webhook_id = %id, attempt, "The webhook receiver is gone; no more attempts.");
-                    return;
-                }
-                Ok(response) => debug!(webhook_id = %id, attempt, status = %response.status(), "Webhook refused."),
-                Err(e) => debug!(webhook_id = %id, attempt, error = %e, "Webhook not delivered."),
-            }
-            let delay = self.retry.delay(attempt);
-            if started.elapsed() + delay > self.retry.period {
-                warn!(webhook_id = %id, attempts = attempt, "Webhook given up: its retry period ended.");
-                return;
-            }
-            tokio::time::sleep(delay).await;
+    /// Keeps each delivery in `log` until it is over.
+    pub fn with_log(self, log: DeliveryLog) -> Self {
+        Webhooks { log: Some(log), ..self }
+    }
+
+    /// Closes the delivery log, if any (once no delivery runs).
+    pub async fn close(&self) {
+        if let Some(log) = &self.log {
+            log.close().await;
         }
+    }
+
+    /// Whether deliveries are kept in a log.
+    pub fn logged(&self) -> bool {
+        self.log.is_some()
+    }
+
+    /// Sends `body` (an [`Event`]'s JSON) to `url` as event `id`: writes it to the log, then
+    /// [`deliver`](Self::deliver)s it.
+    pub async fn send(&self, url: &reqwest::Url, id: &str, body: Vec<u8>, stop: &CancellationToken) {
+        let delivery = Delivery::new(id, url.as_str(), body, SystemTime::now());
+        if let Some(log) = &self.log
+            && let Err(e) = log.add(&delivery).await
+        {
+            warn!(webhook_id = %id, error = %e, "The webhook is not in the log; a restart would lose it.");
+        }
+        self.metrics.webhook_backlog.inc();
+        self.deliver(delivery, stop).await;
+    }
+
+    /// The deliveries an earlier run left in the log, the soonest due first (none without a
+    /// log); each is counted in the backlog until [`deliver`](Self::deliver)ed.
+    pub async fn resume(&self) -> Result<Vec<Delivery>, LogError> {
+        let Some(log) = &self.log else { return Ok(Vec::new()) };
+        let left = log.pending().await?;
+        self.metrics.webhook_backlog.inc_by(left.len() as i64);
+        Ok(left)
+    }
+
+    /// Tries `delivery` when due until the receiver takes it, the retry period ends, or it
+    /// answers `410 Gone`. With a log, `stop` ends the wait for the next attempt and leaves
+    /// the delivery to the next start; without one, retries go on until the process ends.
+    pub async fn deliver(&self, mut delivery: Delivery, stop: &CancellationToken) {
+        loop {
+            let wait = delivery.next_attempt.duration_since(SystemTime::now()).unwrap_or_default();
+            if self.log.is_some() && !wait.is_zero() {
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    () = stop.cancelled() => {
+                        info!(webhook_id = %delivery.id, attempts = delivery.attempts, "Webhook left in the log for the next start.");
+                        return;
+                    }
+                }
+            } else {
+                tokio::time::sleep(wait).await;
+            }
+            delivery.attempts += 1;
+            let outcome = match self.attempt(&delivery).await {
+                Outcome::Retried => {
+                    match self.retry.next_attempt(delivery.first_attempt, delivery.attempts, SystemTime::now()) {
+                        Some(next) => {
+                            delivery.next_attempt = next;
+                            if let Some(log) = &self.log
+                                && let Err(e) = log.attempted(&delivery).await
+                            {
+                                warn!(webhook_id = %delivery.id, error = %e, "The webhook's next attempt is not in the log.");
+                            }
+                            self.count(Outcome::Retried);
+                            continue;
+                        }
+                        None => {
+                            warn!(webhook_id = %delivery.id, attempts = delivery.attempts, "Webhook given up: its retry period ended.");
+                            Outcome::GivenUp
+                        }
+                    }
+                }
+                over => over,
+            };
+            if let Some(log) = &self.log
+                && let Err(e) = log.remove(&delivery.id).await
+            {
+                warn!(webhook_id = %delivery.id, error = %e, "The webhook stays in the log; a restart sends it again.");
+            }
+            self.metrics.webhook_backlog.dec();
+            self.count(outcome);
+            return;
+        }
+    }
+
+    /// One signed attempt.
+    async fn attempt(&self, delivery: &Delivery) -> Outcome {
+        let (id, attempt) = (&delivery.id, delivery.attempts);
+        let timestamp = unix_seconds();
+        let signature = self.secret.sign(id, timestamp, &delivery.body);
+        let sent = self
+            .http
+            .post(delivery.url.as_str())
+            .timeout(self.retry.attempt_timeout)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(HEADER_ID, id)
+            .header(HEADER_TIMESTAMP, timestamp.to_string())
+            .header(HEADER_SIGNATURE, signature)
+            .body(delivery.body.clone())
+            .send()
+            .await;
+        match sent {
+            Ok(response) if response.status().is_success() => {
+                info!(webhook_id = %id, attempt, "Webhook delivered.");
+                Outcome::Delivered
+            }
+            Ok(response) if response.status() == reqwest::StatusCode::GONE => {
+                info!(webhook_id = %id, attempt, "The webhook receiver is gone; no more attempts.");
+                Outcome::Gone
+            }
+            Ok(response) => {
+                debug!(webhook_id = %id, attempt, status = %response.status(), "Webhook refused.");
+                Outcome::Retried
+            }
+            Err(e) => {
+                debug!(webhook_id = %id, attempt, error = %e, "Webhook not delivered.");
+                Outcome::Retried
+            }
+        }
+    }
+
+    fn count(&self, outcome: Outcome) {
+        self.metrics.webhook_deliveries.get_or_create(&OutcomeLabels { outcome: outcome.label().to_owned() }).inc();
     }
 }
 
@@ -258,7 +389,65 @@ fn rfc3339(seconds: i64, millis: u32) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::log::tests::TempLog;
     use super::*;
+
+    /// Nothing listens there: every attempt fails.
+    const DOWN: &str = "http://127.0.0.1:1/hook";
+
+    fn count(metrics: &Metrics, outcome: &str) -> u64 {
+        metrics.webhook_deliveries.get_or_create(&OutcomeLabels { outcome: outcome.to_owned() }).get()
+    }
+
+    #[test]
+    fn no_attempt_is_scheduled_past_the_retry_period() {
+        let retry = RetryPolicy { period: Duration::from_secs(60), ..RetryPolicy::default() };
+        let first = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let next = retry.next_attempt(first, 1, first + Duration::from_secs(10)).unwrap();
+        assert!(next >= first + Duration::from_millis(10_500) && next <= first + Duration::from_secs(11), "{next:?}");
+        assert_eq!(retry.next_attempt(first, 1, first + Duration::from_millis(59_600)), None);
+    }
+
+    #[tokio::test]
+    async fn a_delivery_failing_past_its_period_is_given_up_counted_and_gone_from_the_log() {
+        let file = TempLog::new();
+        let log = DeliveryLog::open(&file.0).await.unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let retry = RetryPolicy { period: Duration::ZERO, ..RetryPolicy::default() };
+        let webhooks = Webhooks::new(WebhookSecret::generate(), retry, metrics.clone()).unwrap().with_log(log.clone());
+        webhooks.send(&DOWN.parse().unwrap(), "w1", b"{}".to_vec(), &CancellationToken::new()).await;
+        assert_eq!(log.pending().await.unwrap(), Vec::new());
+        assert_eq!((count(&metrics, "given_up"), count(&metrics, "retried")), (1, 0));
+        assert_eq!(metrics.webhook_backlog.get(), 0);
+        log.close().await;
+    }
+
+    #[tokio::test]
+    async fn a_stopping_gateway_leaves_a_delivery_awaiting_its_retry_in_the_log() {
+        let file = TempLog::new();
+        let log = DeliveryLog::open(&file.0).await.unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let retry = RetryPolicy { first_delay: Duration::from_secs(3600), ..RetryPolicy::default() };
+        let webhooks = Webhooks::new(WebhookSecret::generate(), retry, metrics.clone()).unwrap().with_log(log.clone());
+        let stop = CancellationToken::new();
+        stop.cancel();
+        webhooks.send(&DOWN.parse().unwrap(), "w1", b"{\"x\":1}".to_vec(), &stop).await;
+        let left = log.pending().await.unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!((left[0].id.as_str(), left[0].url.as_str(), &left[0].body[..]), ("w1", DOWN, &b"{\"x\":1}"[..]));
+        assert_eq!(left[0].attempts, 1);
+        assert!(left[0].next_attempt > left[0].first_attempt);
+        assert_eq!((count(&metrics, "retried"), metrics.webhook_backlog.get()), (1, 1));
+        log.close().await;
+
+        // The next start resumes it, with its count of attempts, and counts it in its backlog.
+        let metrics = Arc::new(Metrics::new());
+        let log = DeliveryLog::open(&file.0).await.unwrap();
+        let webhooks = Webhooks::new(WebhookSecret::generate(), retry, metrics.clone()).unwrap().with_log(log.clone());
+        assert_eq!(webhooks.resume().await.unwrap(), left);
+        assert_eq!(metrics.webhook_backlog.get(), 1);
+        log.close().await;
+    }
 
     #[test]
     fn signs_as_the_standard_webhooks_reference_does() {

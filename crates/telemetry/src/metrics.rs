@@ -62,6 +62,22 @@ pub struct ReasonLabels {
     pub reason: String,
 }
 
+/// Labels of an HTTP answer of the gateway.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    /// The route's path template (`/v1/decisions/{id}`), or `unmatched`.
+    pub route: String,
+    /// The status code answered.
+    pub status: String,
+}
+
+/// Labels of a webhook attempt's outcome.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    /// `delivered`, `retried`, `gone` (the receiver answered 410) or `given_up`.
+    pub outcome: String,
+}
+
 /// Every metric a role may move; each role moves the ones that concern it.
 #[derive(Debug)]
 pub struct Metrics {
@@ -88,6 +104,14 @@ pub struct Metrics {
     pub reconnects: Counter,
     /// Messages being handled now.
     pub in_flight: Gauge,
+    /// The gateway's HTTP answers, by route and status.
+    pub gateway_requests: Family<RouteLabels, Counter>,
+    /// Requests the gateway sent to the fleet whose decision has not come yet.
+    pub gateway_waiting: Gauge,
+    /// Webhook attempts, by outcome.
+    pub webhook_deliveries: Family<OutcomeLabels, Counter>,
+    /// Webhooks neither delivered nor given up yet (those in the delivery log, when there is one).
+    pub webhook_backlog: Gauge,
 }
 
 fn latency() -> Histogram {
@@ -131,6 +155,24 @@ impl Metrics {
         registry.register("expired", "Requests dropped because their deadline had passed", expired.clone());
         registry.register("reconnects", "Reconnections to the broker", reconnects.clone());
         registry.register("in_flight", "Messages being handled now", in_flight.clone());
+        let (gateway_requests, webhook_deliveries) = (Family::default(), Family::default());
+        let (gateway_waiting, webhook_backlog) = (Gauge::default(), Gauge::default());
+        registry.register(
+            "gateway_requests",
+            "The gateway's HTTP answers by route and status",
+            gateway_requests.clone(),
+        );
+        registry.register(
+            "gateway_waiting",
+            "Requests the gateway sent to the fleet and not yet decided",
+            gateway_waiting.clone(),
+        );
+        registry.register(
+            "webhook_deliveries",
+            "Webhook attempts by outcome: delivered, retried, gone, given_up",
+            webhook_deliveries.clone(),
+        );
+        registry.register("webhook_backlog", "Webhooks neither delivered nor given up yet", webhook_backlog.clone());
         Metrics {
             registry,
             messages,
@@ -144,6 +186,10 @@ impl Metrics {
             expired,
             reconnects,
             in_flight,
+            gateway_requests,
+            gateway_waiting,
+            webhook_deliveries,
+            webhook_backlog,
         }
     }
 

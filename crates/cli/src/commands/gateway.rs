@@ -8,12 +8,14 @@ mod bench;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_gateway::limit::RateConfig;
 use airlock_gateway::tokens::{self, Tokens};
 use airlock_gateway::webhook::{RetryPolicy, WebhookSecret};
 use airlock_gateway::{GatewayConfig, Limits, WebhookConfig};
+use airlock_telemetry::metrics::Metrics;
 use clap::{Args, Subcommand};
 
 use super::{
@@ -66,6 +68,10 @@ pub struct ServeArgs {
     /// requests with a callback_url are refused.
     #[arg(long, env = "AIRLOCK_GATEWAY_WEBHOOK_SECRET", hide_env_values = true)]
     webhook_secret: Option<WebhookSecret>,
+    /// The webhook delivery log, a SQLite file (created if missing): webhooks not yet
+    /// delivered survive a restart and are resumed. Without it they live in memory only.
+    #[arg(long, env = "AIRLOCK_GATEWAY_WEBHOOK_LOG")]
+    webhook_log: Option<PathBuf>,
     /// The fleet's public key file (`fleet.pub`): decisions are taken only when proved by it
     /// (repeat for several). Without it, they are taken unproved.
     #[arg(long, env = "AIRLOCK_VERIFY_KEY", value_delimiter = ',')]
@@ -132,7 +138,7 @@ pub fn run(args: GatewayArgs) -> ExitCode {
         Some(GatewayCommand::Bench(bench)) => block_on(LOG_TOOL, bench::run(bench)),
         None => {
             let telemetry = args.serve.telemetry.clone();
-            block_on_role("airlock-gateway", &telemetry, |_| serve(args.serve))
+            block_on_role("airlock-gateway", &telemetry, |metrics| serve(args.serve, metrics))
         }
     }
 }
@@ -158,7 +164,7 @@ fn seconds(value: f64, flag: &str) -> Result<Duration, Failure> {
         .ok_or_else(|| Failure::config(format!("{flag} must be a positive number of seconds")))
 }
 
-async fn serve(args: ServeArgs) -> Result<(), Failure> {
+async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
     let amqp = args.amqp.ok_or_else(|| Failure::config("--amqp (or AIRLOCK_AMQP_URL) is required"))?;
     let tokens_file =
         args.tokens.ok_or_else(|| Failure::config("--tokens FILE is required (see `airlock gateway add-token`)"))?;
@@ -171,6 +177,9 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         retention: Duration::from_secs(args.retention),
         rate: RateConfig { per_second: args.rate, burst: args.burst },
     };
+    if args.webhook_log.is_some() && args.webhook_secret.is_none() {
+        return Err(Failure::config("--webhook-log is for callbacks: it needs --webhook-secret"));
+    }
     let webhooks = args.webhook_secret.map(|secret| WebhookConfig {
         secret,
         retry: RetryPolicy {
@@ -179,6 +188,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
             period: Duration::from_secs(args.webhook_retry_period),
             ..RetryPolicy::default()
         },
+        log: args.webhook_log,
     });
     let mut config = GatewayConfig {
         prefix: args.prefix.clone(),
@@ -188,6 +198,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         fleet_keys: fleet_keys(&args.verify_key)?,
         limits,
         webhooks,
+        metrics,
     };
     config.validate().map_err(|e| Failure::config(format!("{}: {e}", tokens_file.display())))?;
     let fleet = FleetArgs { amqp, prefix: args.prefix, tls: args.tls, replication: args.replication };

@@ -64,7 +64,7 @@ fn shared(fleet: Arc<FakeFleet>, limits: Limits) -> Arc<Shared> {
         TokenEntry { name: "alpha".into(), token_sha256: sha256_hex(ALPHA), policies: vec!["a".into()], inline: false },
         TokenEntry { name: "beta".into(), token_sha256: sha256_hex(BETA), policies: vec!["*".into()], inline: true },
     ]);
-    Arc::new(Shared::new(fleet, tokens, limits, None))
+    Arc::new(Shared::new(fleet, tokens, limits, None, Default::default()))
 }
 
 fn limits() -> Limits {
@@ -346,4 +346,29 @@ async fn the_served_document_is_the_committed_one_and_lists_exactly_the_routes()
     assert_eq!((answer.status, answer.code()), (StatusCode::NOT_FOUND, "not_found"));
     let answer = call(&shared, Method::DELETE, "/v1/approvals", &[], None).await;
     assert_eq!((answer.status, answer.code()), (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn answers_are_counted_by_route_and_status_and_waiting_requests_by_the_gauge() {
+    let fleet = FakeFleet::new(false);
+    let shared = shared(fleet.clone(), limits());
+    assert_eq!(post(&shared, "/v1/approvals", ALPHA, &body("c1", "a"), &[]).await.status, StatusCode::ACCEPTED);
+    assert_eq!(post(&shared, "/v1/approvals", "wrong", &body("c2", "a"), &[]).await.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(get(&shared, "/v1/decisions/nothing", ALPHA, &[]).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(get(&shared, "/nowhere", ALPHA, &[]).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(shared.metrics.gateway_waiting.get(), 1, "c1 is with the fleet");
+    let text = shared.metrics.render();
+    for line in [
+        "airlock_gateway_requests_total{route=\"/v1/approvals\",status=\"202\"} 1",
+        "airlock_gateway_requests_total{route=\"/v1/approvals\",status=\"401\"} 1",
+        "airlock_gateway_requests_total{route=\"/v1/decisions/{id}\",status=\"404\"} 1",
+        "airlock_gateway_requests_total{route=\"unmatched\",status=\"404\"} 1",
+        "airlock_gateway_waiting 1",
+    ] {
+        assert!(text.contains(line), "{line} not in\n{text}");
+    }
+    fleet.gate.send_replace(true);
+    shared.tasks.close();
+    shared.tasks.wait().await;
+    assert_eq!(shared.metrics.gateway_waiting.get(), 0, "decided");
 }
