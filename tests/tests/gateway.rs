@@ -1,6 +1,7 @@
 //! The HTTP gateway over RabbitMQ with a real `airlock worker`: decisions by wait and by
 //! poll, idempotent retries, tokens and their policies, malformed bodies, limits, signed
-//! webhooks to a receiver that fails, and reviews.
+//! webhooks to a receiver that fails, and reviews; `airlock gateway` processes killed with a
+//! webhook owed, resuming it from the delivery log, and the metrics that count it.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -8,10 +9,11 @@ use std::time::Duration;
 
 use airlock_gateway::limit::RateConfig;
 use airlock_gateway::tokens::{TokenEntry, Tokens, sha256_hex};
+use airlock_gateway::webhook::log::DeliveryLog;
 use airlock_gateway::webhook::{RetryPolicy, WebhookSecret};
 use airlock_gateway::{GatewayConfig, Limits, Service, WebhookConfig};
-use airlock_testkit::unique_prefix;
-use airlock_tests::{TestKeys, WorkerProcess, broker, guarded, wait_for_consumers};
+use airlock_testkit::{amqp_url, unique_prefix};
+use airlock_tests::{HANG_GUARD, TestKeys, WorkerProcess, airlock_bin, broker, guarded, wait_for_consumers};
 use airlock_transport::{AmqpTransport, Topology, Transport};
 use axum::http::{HeaderMap, StatusCode};
 use base64::Engine as _;
@@ -74,6 +76,7 @@ impl Gateway {
             fleet_keys: TestKeys::get().fleet_public(),
             limits,
             webhooks,
+            metrics: Default::default(),
         };
         let service = Service::start(transport.clone(), config).await.unwrap();
         let base = format!("http://{}", service.local_addr());
@@ -416,7 +419,7 @@ gateway_test!(a_callback_that_fails_twice_gets_the_event_once_by_its_id_signed, 
         period: Duration::from_secs(60),
         attempt_timeout: Duration::from_secs(10),
     };
-    let webhooks = WebhookConfig { secret: secret.clone(), retry };
+    let webhooks = WebhookConfig { secret: secret.clone(), retry, log: None };
     let gateway = Gateway::start(&transport, &prefix, Limits::default(), Some(webhooks)).await;
     let mut body = approval("c1", inline(APPROVE_ALL));
     body["callback_url"] = json!(hook);
@@ -484,4 +487,187 @@ gateway_test!(the_same_call_pending_from_another_token_is_409_and_not_sent_again
     wait_for_messages(&transport, &format!("{prefix}.requests"), 1).await;
     assert_eq!(gateway.get(first.header("location").unwrap(), ALPHA, &[]).await.status, StatusCode::ACCEPTED);
     gateway.service.stop().await;
+});
+
+/// An `airlock gateway` process, killed when dropped; its API and metrics addresses come from
+/// its JSON log lines.
+struct GatewayProcess {
+    child: std::process::Child,
+    api: String,
+    metrics: String,
+}
+
+impl GatewayProcess {
+    /// Starts a gateway on `prefix` with the callers of `tokens`, signing webhooks with
+    /// `secret` and logging them in `log`; returns once it serves.
+    async fn start(prefix: &str, tokens: &std::path::Path, secret: &WebhookSecret, log: &std::path::Path) -> Self {
+        let keys = TestKeys::get();
+        let mut child = std::process::Command::new(airlock_bin())
+            .args(["gateway", "--amqp", &amqp_url(), "--prefix", prefix, "--listen", "127.0.0.1:0"])
+            .arg("--tokens")
+            .arg(tokens)
+            .args([
+                "--webhook-secret",
+                &secret.to_string(),
+                "--webhook-first-delay",
+                "0.05",
+                "--webhook-max-delay",
+                "1",
+            ])
+            .arg("--webhook-log")
+            .arg(log)
+            .arg("--verify-key")
+            .arg(keys.dir.join("fleet.pub"))
+            .args(["--metrics-listen", "127.0.0.1:0", "--log-format", "json"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("airlock gateway starts");
+        let (lines, mut read) = mpsc::unbounded_channel::<Value>();
+        let stderr = child.stderr.take().unwrap();
+        // Reads every line (a full pipe would stop the gateway), echoing it for the test's log.
+        std::thread::spawn(move || {
+            use std::io::BufRead as _;
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("gateway: {line}");
+                let _ = lines.send(serde_json::from_str(&line).unwrap_or(Value::Null));
+            }
+        });
+        let (mut api, mut metrics) = (None, None);
+        while api.is_none() || metrics.is_none() {
+            let line = tokio::time::timeout(HANG_GUARD, read.recv()).await.expect("the gateway starts in time");
+            let line = line.expect("the gateway exited before serving");
+            match line["fields"]["message"].as_str() {
+                Some("Gateway ready.") => api = line["fields"]["url"].as_str().map(str::to_owned),
+                Some("Serving metrics.") => metrics = line["fields"]["bound"].as_str().map(|a| format!("http://{a}")),
+                _ => {}
+            }
+        }
+        GatewayProcess { child, api: api.unwrap(), metrics: metrics.unwrap() }
+    }
+
+    /// The value of the series `series` (name and labels as exposed), 0 when absent.
+    async fn metric(&self, series: &str) -> f64 {
+        let http = airlock_gateway::webhook::http_client().unwrap();
+        let text = http.get(format!("{}/metrics", self.metrics)).send().await.unwrap().text().await.unwrap();
+        text.lines()
+            .find_map(|line| line.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
+            .map_or(0.0, |value| value.trim().parse().unwrap())
+    }
+
+    /// Waits until `series` is at least `value` (a hang guard, not a measure).
+    async fn wait_for_metric(&self, series: &str, value: f64) {
+        let deadline = tokio::time::Instant::now() + HANG_GUARD;
+        while self.metric(series).await < value {
+            assert!(tokio::time::Instant::now() < deadline, "{series} never reached {value}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// SIGKILL: the gateway dies with whatever it still owed.
+    fn kill(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// SIGTERM, and a clean exit.
+    async fn stop(mut self) {
+        let pid = self.child.id().to_string();
+        assert!(tokio::process::Command::new("kill").args(["-TERM", &pid]).status().await.unwrap().success());
+        let status = tokio::task::spawn_blocking(move || self.child.wait()).await.unwrap().unwrap();
+        assert!(status.success(), "{status}");
+    }
+}
+
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Verifies a Standard Webhooks signature with an HMAC of the test's own.
+fn signed_by(secret: &WebhookSecret, attempt: &Attempt) -> bool {
+    let key =
+        base64::engine::general_purpose::STANDARD.decode(secret.to_string().strip_prefix("whsec_").unwrap()).unwrap();
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(&key).unwrap();
+    mac.update(format!("{}.{}.", attempt.id, attempt.timestamp).as_bytes());
+    mac.update(&attempt.body);
+    let expected = format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes()));
+    attempt.signature.split(' ').any(|s| s == expected)
+}
+
+gateway_test!(a_webhook_owed_by_a_killed_gateway_is_delivered_by_the_next_one_from_the_log, |transport, prefix| {
+    transport.declare(&fleet(&prefix)).await.unwrap();
+    let dir = std::env::temp_dir().join(format!("airlock-gateway-{prefix}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (tokens, log) = (dir.join("tokens.yaml"), dir.join("webhooks.db"));
+    let entry = format!("- name: beta\n  token_sha256: {}\n  policies: [\"*\"]\n  inline: true\n", sha256_hex(BETA));
+    std::fs::write(&tokens, entry).unwrap();
+    let secret = WebhookSecret::generate();
+    // The receiver's address, with nothing listening there yet.
+    let receiver_addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let hook = format!("http://{receiver_addr}/hook");
+
+    let _worker = WorkerProcess::start(&prefix, "gw-worker");
+    wait_for_consumers(&format!("{prefix}.requests"), 1).await;
+    let mut first = GatewayProcess::start(&prefix, &tokens, &secret, &log).await;
+    let mut body = approval("c1", inline(APPROVE_ALL));
+    body["callback_url"] = json!(hook);
+    let response = airlock_gateway::webhook::http_client()
+        .unwrap()
+        .post(format!("{}/v1/approvals", first.api))
+        .bearer_auth(BETA)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let location = response.headers()["location"].to_str().unwrap().to_owned();
+    // Decided, in the log, and refused at least once by the absent receiver.
+    first.wait_for_metric("airlock_webhook_deliveries_total{outcome=\"retried\"}", 1.0).await;
+    assert_eq!(first.metric("airlock_webhook_backlog").await, 1.0);
+    assert_eq!(first.metric("airlock_gateway_requests_total{route=\"/v1/approvals\",status=\"202\"}").await, 1.0);
+    assert_eq!(first.metric("airlock_gateway_waiting").await, 0.0);
+    first.kill();
+
+    let (attempts, mut seen) = mpsc::unbounded_channel::<Attempt>();
+    let receiver = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: HeaderMap, body: axum::body::Bytes| {
+            let attempts = attempts.clone();
+            async move {
+                let header =
+                    |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+                let _ = attempts.send(Attempt {
+                    id: header("webhook-id"),
+                    timestamp: header("webhook-timestamp"),
+                    signature: header("webhook-signature"),
+                    body: body.to_vec(),
+                });
+                StatusCode::NO_CONTENT
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind(receiver_addr).await.unwrap();
+    tokio::spawn(async move { axum::serve(listener, receiver).await.unwrap() });
+
+    let second = GatewayProcess::start(&prefix, &tokens, &secret, &log).await;
+    let attempt = seen.recv().await.unwrap();
+    assert_eq!(format!("/v1/decisions/{}", attempt.id), location, "the same webhook-id: the decision's id");
+    assert!(signed_by(&secret, &attempt), "a valid signature: {}", attempt.signature);
+    let event: Value = serde_json::from_slice(&attempt.body).unwrap();
+    assert_eq!((event["type"].as_str(), event["data"]["id"].as_str()), (Some("decision.ready"), Some(&*attempt.id)));
+    assert_eq!(event["data"]["decision"]["decision"], "approve");
+    // The second gateway counts the delivery and empties its backlog.
+    second.wait_for_metric("airlock_webhook_deliveries_total{outcome=\"delivered\"}", 1.0).await;
+    assert_eq!(second.metric("airlock_webhook_backlog").await, 0.0);
+    assert_eq!(second.metric("airlock_webhook_deliveries_total{outcome=\"given_up\"}").await, 0.0);
+    second.stop().await;
+    assert!(seen.try_recv().is_err(), "delivered once");
+    let left = DeliveryLog::open(&log).await.unwrap();
+    assert_eq!(left.pending().await.unwrap(), Vec::new(), "nothing left in the log");
+    left.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
 });
