@@ -279,7 +279,8 @@ impl Webhooks {
                 tokio::select! {
                     () = tokio::time::sleep(wait) => {}
                     () = stop.cancelled() => {
-                        info!(webhook_id = %delivery.id, attempts = delivery.attempts, "Webhook left in the log for the next start.");
+                        let (webhook_id, attempts) = (&delivery.id, delivery.attempts);
+                        info!(%webhook_id, attempts, "Webhook left in the log for the next start.");
                         return;
                     }
                 }
@@ -288,26 +289,13 @@ impl Webhooks {
             }
             delivery.attempts += 1;
             let outcome = match self.attempt(&delivery).await {
-                Outcome::Retried => {
-                    match self.retry.next_attempt(delivery.first_attempt, delivery.attempts, SystemTime::now()) {
-                        Some(next) => {
-                            delivery.next_attempt = next;
-                            if let Some(log) = &self.log
-                                && let Err(e) = log.attempted(&delivery).await
-                            {
-                                warn!(webhook_id = %delivery.id, error = %e, "The webhook's next attempt is not in the log.");
-                            }
-                            self.count(Outcome::Retried);
-                            continue;
-                        }
-                        None => {
-                            warn!(webhook_id = %delivery.id, attempts = delivery.attempts, "Webhook given up: its retry period ended.");
-                            Outcome::GivenUp
-                        }
-                    }
-                }
+                Outcome::Retried => self.reschedule(&mut delivery).await,
                 over => over,
             };
+            if outcome == Outcome::Retried {
+                self.count(outcome);
+                continue;
+            }
             if let Some(log) = &self.log
                 && let Err(e) = log.remove(&delivery.id).await
             {
@@ -317,6 +305,22 @@ impl Webhooks {
             self.count(outcome);
             return;
         }
+    }
+
+    /// After a failed attempt: the next one scheduled (and logged), or none past the period.
+    async fn reschedule(&self, delivery: &mut Delivery) -> Outcome {
+        let attempts = delivery.attempts;
+        let Some(next) = self.retry.next_attempt(delivery.first_attempt, attempts, SystemTime::now()) else {
+            warn!(webhook_id = %delivery.id, attempts, "Webhook given up: its retry period ended.");
+            return Outcome::GivenUp;
+        };
+        delivery.next_attempt = next;
+        if let Some(log) = &self.log
+            && let Err(e) = log.attempted(delivery).await
+        {
+            warn!(webhook_id = %delivery.id, error = %e, "The webhook's next attempt is not in the log.");
+        }
+        Outcome::Retried
     }
 
     /// One signed attempt.
