@@ -12,7 +12,7 @@
 //! - [`limit`]: per-caller rate limits (token buckets).
 //! - [`decisions`]: the records of requests sent, by id and by idempotency key; waiters.
 //! - [`state`]: what the routes share, the [`state::Fleet`] asked, and sending one request.
-//! - [`webhook`]: Standard Webhooks signatures, secrets, delivery with retries, and
+//! - [`webhook`]: decisions delivered with retries (signed by `airlock_webhook`), and
 //!   [`webhook::log`], the delivery log a restarted gateway resumes from.
 //! - [`http`]: the axum router, its extractors and errors, the OpenAPI document.
 //! - [`run`] / [`Service`]: start, serve, stop in order.
