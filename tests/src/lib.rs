@@ -208,6 +208,7 @@ pub fn reviewer_config(prefix: &str, store: &str, instance: &str) -> ReviewerCon
         instance: instance.into(),
         signing_key: Some(TestKeys::get().reviewer_key()),
         metrics: Default::default(),
+        webhooks: Default::default(),
     }
 }
 

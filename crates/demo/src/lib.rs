@@ -238,6 +238,7 @@ async fn start_reviewer<T: Transport>(
         instance: REVIEWER.into(),
         metrics: Default::default(),
         signing_key: Some(signing_key.clone()),
+        webhooks: Default::default(),
     };
     let service = match airlock_reviewer::Service::start(transport.clone(), config(listen)).await {
         Err(airlock_reviewer::ReviewerError::Listen { .. }) => {

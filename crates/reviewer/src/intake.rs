@@ -25,6 +25,7 @@ use tracing::{debug, info, warn};
 use crate::shared::Shared;
 use crate::store::Inserted;
 use crate::task::Incoming;
+use crate::webhooks::EventKind;
 
 /// Retry delays while the store fails, capped at the last.
 const RETRY: [Duration; 4] =
@@ -69,7 +70,10 @@ async fn take<T: Transport>(shared: Arc<Shared>, transport: T, topology: Topolog
     };
     let mut attempt = 0;
     let inserted = loop {
-        match shared.store.insert(&incoming, now_ms()).await {
+        let (id, now) = (uuid::Uuid::now_v7().to_string(), now_ms());
+        let task = incoming.pending(&id, now);
+        let webhooks = shared.webhooks.announce(EventKind::Created, &task, shared.site.public_url.as_ref());
+        match shared.store.insert_as(&id, &incoming, now, &webhooks).await {
             Ok(inserted) => break inserted,
             Err(e) => {
                 let delay = RETRY[attempt.min(RETRY.len() - 1)];
@@ -90,6 +94,7 @@ async fn take<T: Transport>(shared: Arc<Shared>, transport: T, topology: Topolog
             info!(task = %id, correlation = %incoming.correlation, pool = %incoming.pool, "Human task stored.");
             shared.poke();
             shared.deadlines.notify_one();
+            shared.webhooks_due.notify_one();
             announce(&transport, &topology, &incoming, id).await;
         }
         Inserted::Duplicate => debug!(correlation = %incoming.correlation, "Duplicate human task ignored."),

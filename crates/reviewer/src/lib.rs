@@ -13,6 +13,8 @@
 //! - [`intake`]: human queues → store → ack; the cancels queue.
 //! - [`outbox`]: answers published with confirms, marked sent, resent after a restart.
 //! - [`deadlines`]: `on_timeout` for tasks nobody answered in time.
+//! - [`webhooks`]: `task.created`, `task.decided` and `task.expired` paged to the endpoints
+//!   of a pool, written with their change, leased per attempt, retried.
 //! - [`shared`]: the state the parts share, the decision path, the change feed.
 //! - [`http`]: the axum router; [`http::extract`] (bearer [`auth::Reviewer`], cookie session,
 //!   same origin, CSRF-checked forms as extractors), [`http::api`] (the JSON API, whose views
@@ -41,6 +43,7 @@ pub mod store;
 pub mod task;
 pub mod testing;
 pub mod ui;
+pub mod webhooks;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -57,6 +60,7 @@ use crate::auth::Reviewers;
 use crate::shared::Shared;
 use crate::site::{PublicUrl, Site};
 use crate::store::{Store, StoreError};
+use crate::webhooks::Webhooks;
 
 /// Deliveries of a human queue taken at once.
 pub const PREFETCH: u16 = 32;
@@ -87,6 +91,8 @@ pub struct ReviewerConfig {
     /// The key this service signs the answers it records with; workers take human answers
     /// only signed by a reviewer key they hold. `None` for a fleet that runs unsigned.
     pub signing_key: Option<Arc<SigningKey>>,
+    /// The endpoints that page people about tasks (none: no webhooks).
+    pub webhooks: Webhooks,
 }
 
 /// Why the service could not start or run.
@@ -124,6 +130,10 @@ impl ReviewerConfig {
         }
         if self.instance.is_empty() {
             return Err(ReviewerError::Config("the instance name is empty".into()));
+        }
+        let retry = &self.webhooks.retry;
+        if retry.first_delay.is_zero() || retry.attempt_timeout.is_zero() {
+            return Err(ReviewerError::Config("webhook delays and timeouts must be above 0".into()));
         }
         Ok(())
     }
@@ -192,11 +202,13 @@ impl Service {
             site,
             config.metrics.clone(),
             config.signing_key.clone(),
+            config.webhooks.clone(),
         );
         let background = TaskTracker::new();
         let results = topology.results_route();
         background.spawn(outbox::run(shared.clone(), transport.clone(), results, answers));
         background.spawn(deadlines::run(shared.clone()));
+        background.spawn(webhooks::run(shared.clone()));
         background.spawn(shared::watch(shared.clone()));
 
         let consumers = TaskTracker::new();
@@ -217,7 +229,8 @@ impl Service {
                 warn!(error = %e, "The HTTP server failed.");
             }
         });
-        info!(pools = ?config.pools, %addr, reviewers = config.reviewers.len(), "Reviewer service started.");
+        let webhooks = config.webhooks.endpoints.len();
+        info!(pools = ?config.pools, %addr, reviewers = config.reviewers.len(), webhooks, "Reviewer service started.");
         Ok(Service { shared, addr, consumers, background, server })
     }
 

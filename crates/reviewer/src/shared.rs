@@ -19,7 +19,8 @@ use tracing::{debug, warn};
 use crate::auth::{LoginLimiter, Reviewers, Sessions};
 use crate::site::Site;
 use crate::store::{Decided, OutboxEntry, Store, StoreError};
-use crate::task::{Task, Verdict};
+use crate::task::{State, Task, Verdict};
+use crate::webhooks::Webhooks;
 
 /// How long the process that records a decision has to publish its answer before any other
 /// sender may (its outbox lease).
@@ -80,6 +81,10 @@ pub struct Shared {
     pub(crate) changed: Notify,
     /// Wakes the deadline keeper: a task may have arrived with an earlier deadline.
     pub(crate) deadlines: Notify,
+    /// The endpoints that page people.
+    pub webhooks: Webhooks,
+    /// Wakes the webhook sender: a webhook was written here.
+    pub(crate) webhooks_due: Notify,
     /// Answers to publish now (their outbox rows are leased to this process).
     outbox: mpsc::UnboundedSender<OutboxEntry>,
     /// Where the service counts tasks taken and answers sent.
@@ -95,11 +100,11 @@ impl Shared {
         reviewers: Reviewers,
         pools: Vec<String>,
     ) -> (Arc<Self>, mpsc::UnboundedReceiver<OutboxEntry>) {
-        Shared::observed(store, reviewers, pools, Site::default(), Arc::default(), None)
+        Shared::observed(store, reviewers, pools, Site::default(), Arc::default(), None, Webhooks::default())
     }
 
-    /// [`Shared::new`], serving browsers as `site` says, counting in `metrics` and signing
-    /// answers with `signer`.
+    /// [`Shared::new`], serving browsers as `site` says, counting in `metrics`, signing
+    /// answers with `signer` and paging people through `webhooks`.
     pub fn observed(
         store: Store,
         reviewers: Reviewers,
@@ -107,6 +112,7 @@ impl Shared {
         site: Site,
         metrics: Arc<Metrics>,
         signer: Option<Arc<SigningKey>>,
+        webhooks: Webhooks,
     ) -> (Arc<Self>, mpsc::UnboundedReceiver<OutboxEntry>) {
         let (outbox, answers) = mpsc::unbounded_channel();
         let shared = Shared {
@@ -120,6 +126,8 @@ impl Shared {
             stop: CancellationToken::new(),
             changed: Notify::new(),
             deadlines: Notify::new(),
+            webhooks,
+            webhooks_due: Notify::new(),
             outbox,
             metrics,
             signer,
@@ -148,8 +156,14 @@ impl Shared {
             sign_human_answer(key, &mut result);
         }
         let lease_until = now + OUTBOX_LEASE.as_millis() as i64;
-        let decided = self.store.decide(task, &verdict, &result.encode_to_vec(), lease_until).await?;
+        let decided_task = Task { state: State::Decided(verdict.clone()), ..task.clone() };
+        let kind = Webhooks::decision_kind(decided_by);
+        let webhooks = self.webhooks.announce(kind, &decided_task, self.site.public_url.as_ref());
+        let decided = self.store.decide(task, &verdict, &result.encode_to_vec(), lease_until, &webhooks).await?;
         if let Decided::Recorded(entry) = &decided {
+            if !webhooks.is_empty() {
+                self.webhooks_due.notify_one();
+            }
             debug!(task = %task.id, correlation = %task.correlation, %decision, %decided_by, "Task decided.");
             if self.outbox.send(entry.clone()).is_err() {
                 // The outbox stopped (shutdown): the answer waits in the store for the next start.

@@ -12,7 +12,10 @@
 //!   exists exactly when a decision does;
 //! - an answer is published by one process at a time: a sender leases its outbox row with a
 //!   conditional `UPDATE … WHERE lease_until <= now`, and a lease that ran out (its process
-//!   died) lets another sender resend it.
+//!   died) lets another sender resend it;
+//! - a webhook is written in the transaction of the change it announces (a task stored, a
+//!   decision recorded), and each attempt is leased the same way as an answer, so processes
+//!   sharing the store send each event once.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -38,11 +41,15 @@ struct Schema {
 }
 
 /// The schema, for SQLite.
-const SQLITE_MIGRATIONS: &[Schema] =
-    &[Schema { version: 1, name: "tasks", sql: include_str!("../migrations/sqlite/0001_tasks.sql") }];
+const SQLITE_MIGRATIONS: &[Schema] = &[
+    Schema { version: 1, name: "tasks", sql: include_str!("../migrations/sqlite/0001_tasks.sql") },
+    Schema { version: 2, name: "webhooks", sql: include_str!("../migrations/sqlite/0002_webhooks.sql") },
+];
 /// The same schema, for PostgreSQL.
-const POSTGRES_MIGRATIONS: &[Schema] =
-    &[Schema { version: 1, name: "tasks", sql: include_str!("../migrations/postgres/0001_tasks.sql") }];
+const POSTGRES_MIGRATIONS: &[Schema] = &[
+    Schema { version: 1, name: "tasks", sql: include_str!("../migrations/postgres/0001_tasks.sql") },
+    Schema { version: 2, name: "webhooks", sql: include_str!("../migrations/postgres/0002_webhooks.sql") },
+];
 
 /// Task states as stored.
 const PENDING: &str = "pending";
@@ -56,6 +63,10 @@ const TASK_COLUMNS: &str = "id, correlation, pool, step, body, received_at, dead
 /// The stored `deadline_at` of a task without a deadline: the column is `NOT NULL`, and every
 /// query on deadlines skips it with `deadline_at > 0`.
 const NO_DEADLINE: i64 = 0;
+
+/// Writes a [`NewWebhook`] ($1 id, $2 endpoint, $3 body) at $4, due at once.
+const ADD_WEBHOOK: &str = "INSERT INTO webhooks (id, endpoint, body, created_at, next_attempt, attempts, lease_until) \
+                           VALUES ($1, $2, $3, $4, $4, 0, 0)";
 
 /// What can go wrong with the store.
 #[derive(Debug, thiserror::Error)]
@@ -108,6 +119,32 @@ pub struct OutboxEntry {
     pub correlation: String,
     /// The encoded `StepResult`.
     pub body: Vec<u8>,
+}
+
+/// A webhook to write with the change it announces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewWebhook {
+    /// Its `webhook-id`, the same on every attempt.
+    pub id: String,
+    /// The endpoint's URL.
+    pub endpoint: String,
+    /// The body sent.
+    pub body: Vec<u8>,
+}
+
+/// A webhook leased to the caller for one attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwedWebhook {
+    /// Its `webhook-id`.
+    pub id: String,
+    /// The endpoint's URL.
+    pub endpoint: String,
+    /// The body sent.
+    pub body: Vec<u8>,
+    /// When it was written (unix ms): its retry period starts then.
+    pub created_at: i64,
+    /// The attempts made so far.
+    pub attempts: u32,
 }
 
 /// What a decision attempt did.
@@ -211,27 +248,54 @@ impl Store {
     /// Stores an incoming task unless its call, kind and step is stored already or the call
     /// was withdrawn. Durable when this returns: the delivery may then be acknowledged.
     pub async fn insert(&self, incoming: &Incoming, now: i64) -> Result<Inserted, StoreError> {
+        self.insert_as(&uuid::Uuid::now_v7().to_string(), incoming, now, &[]).await
+    }
+
+    /// [`Store::insert`] as task `id`, with the `webhooks` announcing it written in the same
+    /// transaction (none when the task is not stored).
+    pub async fn insert_as(
+        &self,
+        id: &str,
+        incoming: &Incoming,
+        now: i64,
+        webhooks: &[NewWebhook],
+    ) -> Result<Inserted, StoreError> {
         const SQL: &str = "INSERT INTO tasks (id, dedup_key, correlation, pool, step, body, received_at, \
                            deadline_at, state) \
                            SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'pending' \
                            WHERE NOT EXISTS (SELECT 1 FROM withdrawn WHERE correlation = $3) \
                            ON CONFLICT (dedup_key) DO NOTHING";
-        let id = uuid::Uuid::now_v7().to_string();
         let body = incoming.human.encode_to_vec();
-        let affected = on_db!(self, pool => sqlx::query(SQL)
-            .bind(&id)
-            .bind(incoming.dedup_key())
-            .bind(&incoming.correlation)
-            .bind(&incoming.pool)
-            .bind(i64::from(incoming.step()))
-            .bind(&body)
-            .bind(now)
-            .bind(incoming.deadline().unwrap_or(NO_DEADLINE))
-            .execute(pool)
-            .await?
-            .rows_affected());
+        let affected = on_db!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let affected = sqlx::query(SQL)
+                .bind(id)
+                .bind(incoming.dedup_key())
+                .bind(&incoming.correlation)
+                .bind(&incoming.pool)
+                .bind(i64::from(incoming.step()))
+                .bind(&body)
+                .bind(now)
+                .bind(incoming.deadline().unwrap_or(NO_DEADLINE))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if affected == 1 {
+                for webhook in webhooks {
+                    sqlx::query(ADD_WEBHOOK)
+                        .bind(&webhook.id)
+                        .bind(&webhook.endpoint)
+                        .bind(&webhook.body)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+            tx.commit().await?;
+            affected
+        });
         if affected == 1 {
-            return Ok(Inserted::Created(id));
+            return Ok(Inserted::Created(id.to_owned()));
         }
         let withdrawn: Option<(i64,)> = on_db!(self, pool =>
             sqlx::query_as("SELECT withdrawn_at FROM withdrawn WHERE correlation = $1")
@@ -289,14 +353,16 @@ impl Store {
     }
 
     /// Records `verdict` on `task` if it is still pending, with `answer` (its encoded
-    /// `StepResult`) in the outbox leased to the caller until `lease_until`. The first
-    /// decision wins; any later one changes nothing and gets [`Decided::NotPending`].
+    /// `StepResult`) in the outbox leased to the caller until `lease_until` and the
+    /// `webhooks` announcing it. The first decision wins; any later one changes nothing and
+    /// gets [`Decided::NotPending`].
     pub async fn decide(
         &self,
         task: &Task,
         verdict: &Verdict,
         answer: &[u8],
         lease_until: i64,
+        webhooks: &[NewWebhook],
     ) -> Result<Decided, StoreError> {
         const UPDATE: &str = "UPDATE tasks SET state = 'decided', decision = $2, explanation = $3, \
                               decided_by = $4, decided_at = $5 WHERE id = $1 AND state = 'pending'";
@@ -322,6 +388,15 @@ impl Store {
                     .bind(lease_until)
                     .execute(&mut *tx)
                     .await?;
+                for webhook in webhooks {
+                    sqlx::query(ADD_WEBHOOK)
+                        .bind(&webhook.id)
+                        .bind(&webhook.endpoint)
+                        .bind(&webhook.body)
+                        .bind(verdict.decided_at)
+                        .execute(&mut *tx)
+                        .await?;
+                }
                 tx.commit().await?;
                 true
             } else {
@@ -438,6 +513,76 @@ impl Store {
         let (count,): (i64,) = on_db!(self, pool =>
             sqlx::query_as("SELECT COUNT(*) FROM outbox WHERE sent_at IS NULL").fetch_one(pool).await?);
         Ok(count.max(0) as u64)
+    }
+
+    /// Leases up to `limit` webhooks due at `now` whose lease ran out (or that were never
+    /// leased) to the caller until `lease_until`, for one attempt each, the soonest due first.
+    pub async fn claim_webhooks(&self, now: i64, lease_until: i64, limit: u32) -> Result<Vec<OwedWebhook>, StoreError> {
+        const CANDIDATES: &str = "SELECT id FROM webhooks WHERE done_at IS NULL AND next_attempt <= $1 \
+                                  AND lease_until <= $1 ORDER BY next_attempt LIMIT $2";
+        const CLAIM: &str = "UPDATE webhooks SET lease_until = $2 \
+                             WHERE id = $1 AND done_at IS NULL AND lease_until <= $3 \
+                             RETURNING id, endpoint, body, created_at, attempts";
+        let candidates: Vec<(String,)> =
+            on_db!(self, pool => sqlx::query_as(CANDIDATES).bind(now).bind(i64::from(limit)).fetch_all(pool).await?);
+        let mut claimed = Vec::with_capacity(candidates.len());
+        for (id,) in candidates {
+            let row: Option<(String, String, Vec<u8>, i64, i64)> = on_db!(self, pool => sqlx::query_as(CLAIM)
+                .bind(&id)
+                .bind(lease_until)
+                .bind(now)
+                .fetch_optional(pool)
+                .await?);
+            if let Some((id, endpoint, body, created_at, attempts)) = row {
+                let attempts = u32::try_from(attempts).unwrap_or(u32::MAX);
+                claimed.push(OwedWebhook { id, endpoint, body, created_at, attempts });
+            }
+        }
+        Ok(claimed)
+    }
+
+    /// After failed attempt number `attempts`: the next one at `next_attempt`, by whichever
+    /// sender claims it then.
+    pub async fn webhook_retry(&self, id: &str, attempts: u32, next_attempt: i64) -> Result<(), StoreError> {
+        const SQL: &str = "UPDATE webhooks SET attempts = $2, next_attempt = $3, lease_until = 0 WHERE id = $1";
+        on_db!(self, pool => sqlx::query(SQL)
+            .bind(id)
+            .bind(i64::from(attempts))
+            .bind(next_attempt)
+            .execute(pool)
+            .await
+            .map(drop)?);
+        Ok(())
+    }
+
+    /// A webhook is over after `attempts`: delivered, gone or given up (`outcome`).
+    pub async fn webhook_done(&self, id: &str, attempts: u32, outcome: &str, now: i64) -> Result<(), StoreError> {
+        const SQL: &str = "UPDATE webhooks SET attempts = $2, outcome = $3, done_at = $4 WHERE id = $1";
+        on_db!(self, pool => sqlx::query(SQL)
+            .bind(id)
+            .bind(i64::from(attempts))
+            .bind(outcome)
+            .bind(now)
+            .execute(pool)
+            .await
+            .map(drop)?);
+        Ok(())
+    }
+
+    /// How many webhooks are neither delivered nor given up.
+    pub async fn webhooks_owed(&self) -> Result<u64, StoreError> {
+        let (count,): (i64,) = on_db!(self, pool =>
+            sqlx::query_as("SELECT COUNT(*) FROM webhooks WHERE done_at IS NULL").fetch_one(pool).await?);
+        Ok(count.max(0) as u64)
+    }
+
+    /// Forgets webhooks over before `before` (unix ms).
+    pub async fn prune_webhooks(&self, before: i64) -> Result<u64, StoreError> {
+        Ok(on_db!(self, pool => sqlx::query("DELETE FROM webhooks WHERE done_at < $1")
+            .bind(before)
+            .execute(pool)
+            .await?
+            .rows_affected()))
     }
 
     /// Closes the pool (waits for connections in use to come back).

@@ -223,6 +223,20 @@ impl Incoming {
         v1::Reply { body: body.encode_to_vec(), ..Default::default() }
     }
 
+    /// The pending task it becomes when stored as `id` at `now`.
+    pub fn pending(&self, id: &str, now: i64) -> Task {
+        Task {
+            id: id.to_owned(),
+            correlation: self.correlation.clone(),
+            pool: self.pool.clone(),
+            step: self.step(),
+            received_at: now,
+            deadline: self.deadline(),
+            human: self.human.clone(),
+            state: State::Pending,
+        }
+    }
+
     /// One task per call, kind and step: a redelivered or duplicated task maps to the same key.
     pub fn dedup_key(&self) -> String {
         format!("{}#{}", self.correlation, self.step())

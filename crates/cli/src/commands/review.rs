@@ -89,6 +89,7 @@ pub async fn run(args: ReviewArgs) -> Result<(), Failure> {
                 public_url: None,
                 reviewers,
                 signing_key: reviewer_signing_key(args.signing_key.as_deref())?,
+                webhooks: Default::default(),
             };
             config.validate().map_err(|e| Failure::config(e.to_string()))?;
             let transport = connect(

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use airlock_reviewer::auth::{self, Reviewers};
 use airlock_reviewer::site::PublicUrl;
+use airlock_reviewer::webhooks::{self, Webhooks};
 use airlock_reviewer::{ReviewerConfig, instance_for_store};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -69,6 +70,10 @@ pub struct ServeArgs {
     /// The reviewers: a YAML list of {name, token_sha256, pools} (see `add-token`).
     #[arg(long)]
     tokens: Option<PathBuf>,
+    /// Endpoints that page people about tasks: a YAML list of {url, pools: [..] or "*",
+    /// secret: {file: PATH} or {env: NAME} (whsec_…), format: standard|slack, events: [..]}.
+    #[arg(long, env = "AIRLOCK_REVIEWER_WEBHOOKS")]
+    webhooks: Option<PathBuf>,
     /// Names this service's queue of cancels; default: derived from --store, so processes
     /// sharing a store share it.
     #[arg(long)]
@@ -125,6 +130,13 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
             tokens.display()
         )));
     }
+    let endpoints = match &args.webhooks {
+        Some(path) => {
+            webhooks::load(path, |name| std::env::var(name).ok()).map_err(|e| Failure::config(e.to_string()))?
+        }
+        None => Vec::new(),
+    };
+    let webhooks = Webhooks { endpoints, ..Webhooks::default() };
     let pools: Vec<String> = args.pools.iter().map(|p| p.trim().to_owned()).filter(|p| !p.is_empty()).collect();
     let config = ReviewerConfig {
         prefix: args.prefix.clone(),
@@ -136,6 +148,7 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
         public_url: args.public_url,
         reviewers,
         signing_key: reviewer_signing_key(args.signing_key.as_deref())?,
+        webhooks,
     };
     config.validate().map_err(|e| Failure::config(e.to_string()))?;
     let transport =

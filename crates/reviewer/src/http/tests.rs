@@ -34,7 +34,16 @@ async fn setup() -> (Arc<Shared>, Outbox, Vec<String>) {
 }
 
 async fn setup_site(site: Site) -> (Arc<Shared>, Outbox, Vec<String>) {
-    with_tasks(Shared::observed(memory_store().await, reviewers(), pools(), site, Arc::default(), None)).await
+    with_tasks(Shared::observed(
+        memory_store().await,
+        reviewers(),
+        pools(),
+        site,
+        Arc::default(),
+        None,
+        Default::default(),
+    ))
+    .await
 }
 
 fn reviewers() -> Reviewers {

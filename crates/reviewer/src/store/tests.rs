@@ -8,6 +8,10 @@ fn verdict(decision: Decision, by: &str, at: i64) -> Verdict {
     Verdict { decision, explanation: format!("{by} says {decision}"), decided_by: by.into(), decided_at: at }
 }
 
+fn hook(id: &str) -> NewWebhook {
+    NewWebhook { id: id.into(), endpoint: "http://hooks.test/ops".into(), body: format!("{{\"id\":\"{id}\"}}").into() }
+}
+
 async fn suite(store: Store) {
     // A task is stored once per call, kind and step.
     let a = human("ops", "s1", "c1", false, 0);
@@ -34,7 +38,7 @@ async fn suite(store: Store) {
     // The first decision wins, with its answer leased in the outbox; a second changes nothing.
     let approve = verdict(Decision::Approve, "alice", 2_000);
     let answer = task.step_result(&approve).encode_to_vec();
-    let Decided::Recorded(entry) = store.decide(&task, &approve, &answer, 2_000 + 30_000).await.unwrap() else {
+    let Decided::Recorded(entry) = store.decide(&task, &approve, &answer, 2_000 + 30_000, &[]).await.unwrap() else {
         panic!("not recorded")
     };
     let result = v1::StepResult::decode(entry.body.as_slice()).unwrap();
@@ -42,13 +46,17 @@ async fn suite(store: Store) {
     assert_eq!((answer.decided_by.as_str(), answer.step, answer.approver.as_str()), ("alice", Some(2), "human"));
     assert_eq!(answer.decision, i32::from(v1::DecisionKind::Approve));
     assert_eq!(result.task, a.human.task);
-    let Decided::NotPending(now) = store.decide(&task, &verdict(Decision::Reject, "bob", 2_001), &[], 0).await.unwrap()
+    let Decided::NotPending(now) =
+        store.decide(&task, &verdict(Decision::Reject, "bob", 2_001), &[], 0, &[hook("late")]).await.unwrap()
     else {
         panic!("decided twice")
     };
     assert_eq!(now.state, State::Decided(verdict(Decision::Approve, "alice", 2_000)));
     let missing = Task { id: "nope".into(), ..task.clone() };
-    assert_eq!(store.decide(&missing, &verdict(Decision::Approve, "x", 1), &[], 0).await.unwrap(), Decided::NotFound);
+    assert_eq!(
+        store.decide(&missing, &verdict(Decision::Approve, "x", 1), &[], 0, &[]).await.unwrap(),
+        Decided::NotFound
+    );
 
     // The outbox: leased rows wait for their lease; a released or expired one is claimed once.
     assert_eq!(store.unsent().await.unwrap(), 1);
@@ -86,6 +94,43 @@ async fn suite(store: Store) {
     assert!(matches!(&history[1].state, State::Decided(v) if v.decided_by == "alice"));
     assert!(store.history(Some(&["security".to_owned()]), 10).await.unwrap().is_empty());
     assert_eq!(store.pending_ids().await.unwrap().len(), 1);
+    webhooks(&store).await;
+}
+
+/// Webhooks: written with their change only, leased for one attempt at a time, rescheduled,
+/// then over.
+async fn webhooks(store: &Store) {
+    assert_eq!(store.webhooks_owed().await.unwrap(), 0, "a decision that changed nothing wrote none");
+    let incoming = human("ops", "s4", "c4", false, 0);
+    let created = store.insert_as("t4", &incoming, 7_000, &[hook("w1"), hook("w2")]).await.unwrap();
+    assert_eq!(created, Inserted::Created("t4".into()));
+    assert_eq!(store.insert_as("t5", &incoming, 7_001, &[hook("w3")]).await.unwrap(), Inserted::Duplicate);
+    assert_eq!(store.webhooks_owed().await.unwrap(), 2, "a duplicate task wrote none");
+
+    let claimed = store.claim_webhooks(7_000, 17_000, 10).await.unwrap();
+    let first = OwedWebhook {
+        id: "w1".into(),
+        endpoint: "http://hooks.test/ops".into(),
+        body: hook("w1").body,
+        created_at: 7_000,
+        attempts: 0,
+    };
+    assert_eq!(claimed.len(), 2);
+    assert!(claimed.contains(&first));
+    assert!(store.claim_webhooks(7_001, 17_000, 10).await.unwrap().is_empty(), "leased once");
+
+    // A failed attempt waits for its next one, whoever claims it; the other is delivered.
+    store.webhook_retry("w1", 1, 9_000).await.unwrap();
+    store.webhook_done("w2", 1, "delivered", 7_100).await.unwrap();
+    assert!(store.claim_webhooks(8_999, 20_000, 10).await.unwrap().is_empty(), "not due yet");
+    let again = store.claim_webhooks(9_000, 20_000, 10).await.unwrap();
+    assert_eq!(again, [OwedWebhook { attempts: 1, ..first }]);
+    assert_eq!(store.webhooks_owed().await.unwrap(), 1);
+    store.webhook_done("w1", 2, "given_up", 9_100).await.unwrap();
+    assert_eq!(store.webhooks_owed().await.unwrap(), 0);
+    assert!(store.claim_webhooks(100_000, 200_000, 10).await.unwrap().is_empty(), "over is never resent");
+    assert_eq!(store.prune_webhooks(9_100).await.unwrap(), 1);
+    assert_eq!(store.prune_webhooks(9_101).await.unwrap(), 1);
 }
 
 #[tokio::test]
@@ -103,7 +148,7 @@ async fn store_on_a_sqlite_file_survives_a_reopen() {
     store.close().await;
     // Migrations run again without harm, and everything is still there.
     let store = Store::open(&url).await.unwrap();
-    assert_eq!(store.pending(None).await.unwrap().len(), 1);
+    assert_eq!(store.pending(None).await.unwrap().len(), 2);
     assert_eq!(store.history(None, 10).await.unwrap().len(), 2);
     store.close().await;
     std::fs::remove_dir_all(dir).unwrap();
@@ -145,7 +190,7 @@ async fn first_answer_wins(url: String) {
             races.spawn(async move {
                 let task = store.task(&id).await.unwrap().unwrap();
                 matches!(
-                    store.decide(&task, &verdict(Decision::Approve, who, 1), &[], 1).await.unwrap(),
+                    store.decide(&task, &verdict(Decision::Approve, who, 1), &[], 1, &[]).await.unwrap(),
                     Decided::Recorded(_)
                 )
             });

@@ -1,0 +1,439 @@
+//! Webhooks that page people: `task.created`, `task.decided` and `task.expired`, sent to the
+//! endpoints configured for a task's pool, signed and retried as [`airlock_webhook`] does.
+//!
+//! Each webhook is written to the store in the transaction of the change it announces (a task
+//! stored by the intake, a decision recorded by a person or a deadline), so a restart loses
+//! none and a change made once is announced once. [`run`] then leases the webhooks that are
+//! due, one attempt per lease, as the outbox leases answers: processes sharing a store send
+//! each event once, with the same `webhook-id` on every attempt. Attempts are counted in
+//! `airlock_webhook_deliveries_total{outcome}`, and the webhooks still owed in
+//! `airlock_webhook_backlog`.
+//!
+//! An endpoint takes the Standard Webhooks body (`{type, timestamp, data}` with a
+//! [`TaskEvent`]) or, with `format: slack`, a Slack-compatible `{"text": "…"}`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use airlock_records::time::now_ms;
+use airlock_webhook::{Event, Outcome, RetryPolicy, WebhookSecret};
+use serde::{Deserialize, Serialize};
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn};
+
+use crate::shared::Shared;
+use crate::site::PublicUrl;
+use crate::store::{NewWebhook, OwedWebhook};
+use crate::task::{DECIDED_BY_TIMEOUT, State, Task};
+
+/// How often due webhooks are looked for, when nothing here wrote one.
+const POLL: Duration = Duration::from_secs(1);
+/// Webhooks leased per look.
+const BATCH: u32 = 64;
+/// How long over webhooks are kept (for looking into a delivery), before they are forgotten.
+const KEEP_DONE: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How much longer than one attempt may take a lease lasts.
+const LEASE_MARGIN: Duration = Duration::from_secs(30);
+/// The most characters of a call a Slack message shows.
+const CALL_CHARS: usize = 300;
+
+/// What happened to a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+pub enum EventKind {
+    /// A task waits for a person.
+    #[serde(rename = "task.created")]
+    Created,
+    /// A person decided a task.
+    #[serde(rename = "task.decided")]
+    Decided,
+    /// A task's deadline passed: its step's `on_timeout` decided it.
+    #[serde(rename = "task.expired")]
+    Expired,
+}
+
+impl EventKind {
+    /// The event's type, as sent.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Created => "task.created",
+            EventKind::Decided => "task.decided",
+            EventKind::Expired => "task.expired",
+        }
+    }
+
+    const ALL: [EventKind; 3] = [EventKind::Created, EventKind::Decided, EventKind::Expired];
+}
+
+/// The body an endpoint takes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    /// `{type, timestamp, data}`, with a [`TaskEvent`] as `data`.
+    #[default]
+    Standard,
+    /// `{"text": "…"}`, as Slack's incoming webhooks (and compatible chats) take it.
+    Slack,
+}
+
+/// The pools an endpoint hears of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pools {
+    /// Every pool (`"*"`).
+    All,
+    /// These.
+    Only(Vec<String>),
+}
+
+impl Pools {
+    fn contains(&self, pool: &str) -> bool {
+        match self {
+            Pools::All => true,
+            Pools::Only(pools) => pools.iter().any(|p| p == pool),
+        }
+    }
+}
+
+/// An endpoint that pages people.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// Where events are posted.
+    pub url: reqwest::Url,
+    /// The pools whose tasks it hears of.
+    pub pools: Pools,
+    /// The key its events are signed with.
+    pub secret: WebhookSecret,
+    /// The body it takes.
+    pub format: Format,
+    /// The events it hears of.
+    pub events: Vec<EventKind>,
+}
+
+/// The endpoints, and how long and how often each event is tried.
+#[derive(Debug, Clone, Default)]
+pub struct Webhooks {
+    /// The endpoints.
+    pub endpoints: Vec<Endpoint>,
+    /// Backoff and the retry period.
+    pub retry: RetryPolicy,
+}
+
+/// `data` of a standard event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskEvent {
+    /// The task's id in this service.
+    pub task_id: String,
+    /// Its pool.
+    pub pool: String,
+    /// The call's correlation id.
+    pub correlation: String,
+    /// The call, as `function(arguments)`.
+    pub call: String,
+    /// The task in the UI, when the service knows its public URL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The decision (`task.decided`, `task.expired`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<String>,
+    /// Who decided (`timeout` for `task.expired`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    /// Why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<String>,
+}
+
+/// A Slack-compatible body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SlackMessage {
+    /// The message.
+    pub text: String,
+}
+
+impl TaskEvent {
+    /// What `task` (decided or not) says, linking to `public_url`'s UI if known.
+    pub fn of(task: &Task, public_url: Option<&PublicUrl>) -> Self {
+        let verdict = match &task.state {
+            State::Decided(verdict) => Some(verdict),
+            State::Pending | State::Cancelled { .. } => None,
+        };
+        TaskEvent {
+            task_id: task.id.clone(),
+            pool: task.pool.clone(),
+            correlation: task.correlation.clone(),
+            call: task.call().map_or_else(String::new, |c| format!("{}({})", c.function, c.arguments_json)),
+            url: public_url.map(|url| format!("{url}/#task-{}", task.id)),
+            decision: verdict.map(|v| v.decision.as_str().to_owned()),
+            decided_by: verdict.map(|v| v.decided_by.clone()),
+            explanation: verdict.map(|v| v.explanation.clone()).filter(|e| !e.is_empty()),
+        }
+    }
+
+    /// The Slack message for `kind`.
+    pub fn slack(&self, kind: EventKind) -> SlackMessage {
+        let call = shorten(&self.call, CALL_CHARS);
+        let decision = self.decision.as_deref().unwrap_or_default();
+        let mut text = match kind {
+            EventKind::Created => format!("A call waits for a person in pool {}: {call}", self.pool),
+            EventKind::Decided => format!(
+                "{} decided {decision} in pool {}: {call}",
+                self.decided_by.as_deref().unwrap_or_default(),
+                self.pool
+            ),
+            EventKind::Expired => format!("No one answered in time in pool {}, so {decision}: {call}", self.pool),
+        };
+        if let Some(url) = &self.url {
+            text.push_str(&format!("\n<{url}|Open the task>"));
+        }
+        SlackMessage { text }
+    }
+}
+
+/// At most `chars` characters of `text`, with `…` when cut.
+fn shorten(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+impl Webhooks {
+    /// The webhooks announcing `kind` of `task` to the endpoints of its pool that hear of it.
+    pub fn announce(&self, kind: EventKind, task: &Task, public_url: Option<&PublicUrl>) -> Vec<NewWebhook> {
+        let listening: Vec<&Endpoint> =
+            self.endpoints.iter().filter(|e| e.pools.contains(&task.pool) && e.events.contains(&kind)).collect();
+        if listening.is_empty() {
+            return Vec::new();
+        }
+        let data = TaskEvent::of(task, public_url);
+        let timestamp = airlock_webhook::rfc3339_now();
+        listening
+            .into_iter()
+            .map(|endpoint| {
+                let body = match endpoint.format {
+                    Format::Standard => {
+                        let event = Event { kind: kind.as_str(), timestamp: timestamp.clone(), data: &data };
+                        serde_json::to_vec(&event)
+                    }
+                    Format::Slack => serde_json::to_vec(&data.slack(kind)),
+                };
+                NewWebhook {
+                    id: format!("msg_{}", uuid::Uuid::now_v7().simple()),
+                    endpoint: endpoint.url.to_string(),
+                    body: body.expect("an event serialises"),
+                }
+            })
+            .collect()
+    }
+
+    /// The event a decision by `decided_by` announces.
+    pub fn decision_kind(decided_by: &str) -> EventKind {
+        if decided_by == DECIDED_BY_TIMEOUT { EventKind::Expired } else { EventKind::Decided }
+    }
+
+    fn endpoint(&self, url: &str) -> Option<&Endpoint> {
+        self.endpoints.iter().find(|e| e.url.as_str() == url)
+    }
+}
+
+// === config ===
+
+/// One endpoint as written in the webhooks file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EndpointConfig {
+    /// Where events are posted (`http://` or `https://`).
+    url: String,
+    /// The pools it hears of: a list, or `"*"` for all.
+    pools: PoolsConfig,
+    /// Where its `whsec_…` secret is read.
+    secret: SecretConfig,
+    /// `standard` (the default) or `slack`.
+    #[serde(default)]
+    format: Format,
+    /// The events it hears of; all three when missing.
+    #[serde(default = "all_events")]
+    events: Vec<EventKind>,
+}
+
+fn all_events() -> Vec<EventKind> {
+    EventKind::ALL.to_vec()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum PoolsConfig {
+    Star(String),
+    List(Vec<String>),
+}
+
+/// Where a secret is read: never inline, so the webhooks file may be shared.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum SecretConfig {
+    /// A file holding `whsec_…`.
+    File(PathBuf),
+    /// An environment variable holding `whsec_…`.
+    Env(String),
+}
+
+/// Why the webhooks file is not usable.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookConfigError {
+    /// It cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It is not a list of endpoints.
+    #[error("{path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// Where and why.
+        message: String,
+    },
+    /// An endpoint is wrong.
+    #[error("webhook endpoint {url}: {why}")]
+    Endpoint {
+        /// Its URL as written.
+        url: String,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+/// Reads the endpoints from a YAML list of `{url, pools, secret: {file | env}, format,
+/// events}`; `env` looks environment variables up.
+pub fn load(path: &Path, env: impl Fn(&str) -> Option<String>) -> Result<Vec<Endpoint>, WebhookConfigError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| WebhookConfigError::Read { path: path.to_owned(), source })?;
+    let configs: Vec<EndpointConfig> = serde_saphyr::from_str(&text)
+        .map_err(|e| WebhookConfigError::Parse { path: path.to_owned(), message: e.to_string() })?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut endpoints: Vec<Endpoint> = Vec::with_capacity(configs.len());
+    for config in configs {
+        let endpoint = resolve(config, base, &env)?;
+        if endpoints.iter().any(|e| e.url == endpoint.url) {
+            let why = "listed twice".to_owned();
+            return Err(WebhookConfigError::Endpoint { url: endpoint.url.to_string(), why });
+        }
+        endpoints.push(endpoint);
+    }
+    Ok(endpoints)
+}
+
+fn resolve(
+    config: EndpointConfig,
+    base: &Path,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<Endpoint, WebhookConfigError> {
+    let fail = |why: String| WebhookConfigError::Endpoint { url: config.url.clone(), why };
+    let url = reqwest::Url::parse(&config.url).map_err(|e| fail(format!("not a URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(fail("use http:// or https://".into()));
+    }
+    let pools = match config.pools {
+        PoolsConfig::Star(star) if star == "*" => Pools::All,
+        PoolsConfig::Star(other) => return Err(fail(format!("pools is a list or \"*\", not '{other}'"))),
+        PoolsConfig::List(pools) if pools.is_empty() => return Err(fail("pools is empty".into())),
+        PoolsConfig::List(pools) => Pools::Only(pools),
+    };
+    let text = match &config.secret {
+        SecretConfig::File(file) => std::fs::read_to_string(base.join(file))
+            .map_err(|e| fail(format!("cannot read the secret {}: {e}", file.display())))?,
+        SecretConfig::Env(name) => env(name).ok_or_else(|| fail(format!("the secret's variable {name} is not set")))?,
+    };
+    let secret = text.parse().map_err(|e: airlock_webhook::SecretError| fail(e.to_string()))?;
+    if config.events.is_empty() {
+        return Err(fail("events is empty".into()));
+    }
+    Ok(Endpoint { url, pools, secret, format: config.format, events: config.events })
+}
+
+// === sending ===
+
+/// Sends the webhooks due until the service stops; attempts under way then finish.
+pub async fn run(shared: Arc<Shared>) {
+    if shared.webhooks.endpoints.is_empty() {
+        return;
+    }
+    let http = match airlock_webhook::http_client() {
+        Ok(http) => http,
+        Err(e) => {
+            warn!(error = %e, "No webhooks are sent.");
+            return;
+        }
+    };
+    let lease = shared.webhooks.retry.attempt_timeout + LEASE_MARGIN;
+    let tracker = TaskTracker::new();
+    loop {
+        let now = now_ms();
+        match shared.store.claim_webhooks(now, now + lease.as_millis() as i64, BATCH).await {
+            Ok(due) => {
+                for webhook in due {
+                    tracker.spawn(attempt(shared.clone(), http.clone(), webhook));
+                }
+            }
+            Err(e) => warn!(error = %e, "Looking for webhooks due failed."),
+        }
+        if let Ok(owed) = shared.store.webhooks_owed().await {
+            shared.metrics.webhook_backlog.set(owed as i64);
+        }
+        let _ = shared.store.prune_webhooks(now - KEEP_DONE.as_millis() as i64).await;
+        tokio::select! {
+            () = shared.stop.cancelled() => break,
+            () = shared.webhooks_due.notified() => {}
+            () = tokio::time::sleep(POLL) => {}
+        }
+    }
+    tracker.close();
+    tracker.wait().await;
+}
+
+/// One attempt of a leased webhook, and what comes after it: done, or the next attempt.
+async fn attempt(shared: Arc<Shared>, http: reqwest::Client, webhook: OwedWebhook) {
+    let attempts = webhook.attempts.saturating_add(1);
+    let retry = shared.webhooks.retry;
+    let outcome = match shared.webhooks.endpoint(&webhook.endpoint) {
+        Some(endpoint) => {
+            let (url, id, body) = (endpoint.url.as_str(), &webhook.id, &webhook.body);
+            airlock_webhook::attempt(&http, &endpoint.secret, url, id, body, attempts, retry.attempt_timeout).await
+        }
+        None => {
+            warn!(webhook_id = %webhook.id, endpoint = %webhook.endpoint, "Webhook given up: its endpoint is no longer configured.");
+            Outcome::GivenUp
+        }
+    };
+    let outcome = match outcome {
+        Outcome::Retried => {
+            let first = UNIX_EPOCH + Duration::from_millis(webhook.created_at.max(0) as u64);
+            match retry.next_attempt(first, attempts, std::time::SystemTime::now()) {
+                Some(next) => {
+                    let next = next.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as i64;
+                    if let Err(e) = shared.store.webhook_retry(&webhook.id, attempts, next).await {
+                        warn!(webhook_id = %webhook.id, error = %e, "The webhook's next attempt is not stored; its lease ends first.");
+                    }
+                    airlock_webhook::count(&shared.metrics, Outcome::Retried);
+                    return;
+                }
+                None => {
+                    warn!(webhook_id = %webhook.id, attempts, "Webhook given up: its retry period ended.");
+                    Outcome::GivenUp
+                }
+            }
+        }
+        over => over,
+    };
+    if let Err(e) = shared.store.webhook_done(&webhook.id, attempts, outcome.label(), now_ms()).await {
+        warn!(webhook_id = %webhook.id, error = %e, "The webhook is not marked over; it may be sent again.");
+    }
+    info!(webhook_id = %webhook.id, outcome = outcome.label(), attempts, "Webhook over.");
+    airlock_webhook::count(&shared.metrics, outcome);
+}
+
+#[cfg(test)]
+mod tests;
