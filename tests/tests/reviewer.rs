@@ -291,7 +291,7 @@ async fn a_restart_loses_nothing_and_sends_nothing_twice() {
         let mut answer = task.step_result(&verdict);
         airlock_records::signed::sign_human_answer(&TestKeys::get().reviewer_key(), &mut answer);
         let answer = prost::Message::encode_to_vec(&answer);
-        assert!(matches!(store.decide(&task, &verdict, &answer, 0).await.unwrap(), Decided::Recorded(_)));
+        assert!(matches!(store.decide(&task, &verdict, &answer, 0, &[]).await.unwrap(), Decided::Recorded(_)));
         assert_eq!(store.unsent().await.unwrap(), 1);
         store.close().await;
 

@@ -380,9 +380,7 @@ pub async fn run(shared: Arc<Shared>) {
             }
             Err(e) => warn!(error = %e, "Looking for webhooks due failed."),
         }
-        if let Ok(owed) = shared.store.webhooks_owed().await {
-            shared.metrics.webhook_backlog.set(owed as i64);
-        }
+        count_backlog(&shared).await;
         let _ = shared.store.prune_webhooks(now - KEEP_DONE.as_millis() as i64).await;
         tokio::select! {
             () = shared.stop.cancelled() => break,
@@ -433,6 +431,15 @@ async fn attempt(shared: Arc<Shared>, http: reqwest::Client, webhook: OwedWebhoo
     }
     info!(webhook_id = %webhook.id, outcome = outcome.label(), attempts, "Webhook over.");
     airlock_webhook::count(&shared.metrics, outcome);
+    count_backlog(&shared).await;
+}
+
+/// Sets `airlock_webhook_backlog` to the webhooks the store still owes (whichever process of a
+/// shared store sends them).
+async fn count_backlog(shared: &Shared) {
+    if let Ok(owed) = shared.store.webhooks_owed().await {
+        shared.metrics.webhook_backlog.set(owed as i64);
+    }
 }
 
 #[cfg(test)]
