@@ -33,6 +33,49 @@ use tokio::process::{Child, Command};
 /// nothing is measured against it.
 pub const HANG_GUARD: Duration = Duration::from_secs(120);
 
+/// The repository's root.
+pub fn repo() -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository root").to_path_buf()
+}
+
+/// The Python of the repository's virtual environment (`.venv`, which `.ci/run` makes), if
+/// it imports every module of `modules` (as `import` lists them); otherwise the test skips,
+/// saying that `needed` is missing, except under `CI`, where it fails.
+pub fn venv_python(modules: &str, needed: &str) -> Option<PathBuf> {
+    let python = repo().join(".venv/bin/python");
+    let ready = python.is_file()
+        && std::process::Command::new(&python)
+            .args(["-c", &format!("import {modules}")])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success());
+    if ready {
+        return Some(python);
+    }
+    let reason = format!("no {} with {needed}", python.display());
+    if std::env::var_os("CI").is_some() {
+        panic!("CI is set and there is {reason}");
+    }
+    eprintln!("skipping: {reason}");
+    None
+}
+
+/// Runs the pytest suite in `suite` (a path from the repository's root) with `python`,
+/// against the test broker and this build's `airlock`, and fails with its output when it
+/// fails.
+pub fn run_pytest(python: &std::path::Path, suite: &str) {
+    let output = std::process::Command::new(python)
+        .args(["-m", "pytest", suite, "-q", "-p", "no:cacheprovider"])
+        .current_dir(repo())
+        .env("AIRLOCK_AMQP_URL", amqp_url())
+        .env("AIRLOCK_BIN", airlock_bin())
+        .output()
+        .expect("pytest runs");
+    println!("{}", String::from_utf8_lossy(&output.stdout));
+    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "the suite in {suite} failed ({})", output.status);
+}
+
 /// The `airlock` binary of this build. `cargo test --workspace` builds it (the `airlock`
 /// package's own tests need it); a run of this package alone builds it if it is missing.
 pub fn airlock_bin() -> PathBuf {

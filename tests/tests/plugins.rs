@@ -5,13 +5,15 @@
 //! `.ci/run` creates `.venv` and installs the plugin's requirements. Without them the tests
 //! skip with the reason, except under `CI`, where they fail.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
 use airlock_client::{Client, ClientConfig};
 use airlock_testkit::{amqp_url, unique_prefix};
-use airlock_tests::{HANG_GUARD, TestKeys, approval, broker, decision_name, guarded, review, wait_for_consumers};
+use airlock_tests::{
+    HANG_GUARD, TestKeys, approval, broker, decision_name, guarded, repo, review, venv_python, wait_for_consumers,
+};
 use airlock_transport::{Topology, Transport};
 use airlock_worker::WorkerConfig;
 use serde_json::json;
@@ -30,36 +32,14 @@ reviewers:
     tools: "bash"
 "#;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository root").to_path_buf()
+/// The virtual environment's Python, if it has the plugin's requirements.
+fn python() -> Option<PathBuf> {
+    let needed = "the plugin's requirements (python3 -m venv .venv && .venv/bin/pip install -r examples/plugins/python/requirements.txt)";
+    venv_python("pika, google.protobuf, grpc_tools", needed)
 }
 
 fn plugin_dir() -> PathBuf {
     repo().join("examples/plugins/python")
-}
-
-/// The virtual environment's Python, if it has the plugin's requirements; otherwise the test
-/// skips (or fails under `CI`).
-fn python() -> Option<PathBuf> {
-    let python = repo().join(".venv/bin/python");
-    let ready = python.is_file()
-        && std::process::Command::new(&python)
-            .args(["-c", "import pika, google.protobuf, grpc_tools"])
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|status| status.success());
-    if ready {
-        return Some(python);
-    }
-    let reason = format!(
-        "no {} with the plugin's requirements (python3 -m venv .venv && .venv/bin/pip install -r examples/plugins/python/requirements.txt)",
-        python.display()
-    );
-    if std::env::var_os("CI").is_some() {
-        panic!("CI is set and there is {reason}");
-    }
-    eprintln!("skipping: {reason}");
-    None
 }
 
 #[test]
