@@ -14,16 +14,17 @@
 //! fails to sign in [`LOGIN_FAILURES`] times within [`LOGIN_WINDOW`] waits for the window's end.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv6Addr};
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use airlock_tokens::{Tokens, TokensError};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+pub use airlock_tokens::{check_name, constant_time_eq, new_token, random_hex, sha256_hex};
 
 /// The pool pattern that stands for every pool the service serves.
 pub const ALL_POOLS: &str = "*";
@@ -58,180 +59,38 @@ impl Reviewer {
     }
 }
 
-/// What is wrong with a tokens file or a new reviewer.
-#[derive(Debug, thiserror::Error)]
-pub enum AuthError {
-    /// The file cannot be read or written.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The file is not a list of reviewers (the message has line and column).
-    #[error("{path}: {message}")]
-    Parse {
-        /// The file.
-        path: String,
-        /// What the parser said.
-        message: String,
-    },
-    /// A reviewer entry is not valid.
-    #[error("{path}: {message}")]
-    Invalid {
-        /// The file.
-        path: String,
-        /// What is wrong.
-        message: String,
-    },
+impl airlock_tokens::Entry for Reviewer {
+    const KIND: &'static str = "reviewer";
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn token_sha256(&self) -> &str {
+        &self.token_sha256
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.pools.is_empty() {
+            return Err("pools must name at least one pool".into());
+        }
+        Ok(())
+    }
 }
+
+/// What is wrong with a tokens file or a new reviewer.
+pub type AuthError = TokensError;
 
 /// Every reviewer the service knows.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Reviewers {
-    list: Vec<Reviewer>,
-}
-
-impl Reviewers {
-    /// Reads and checks a tokens file.
-    pub fn load(path: &Path) -> Result<Self, AuthError> {
-        let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| AuthError::Io { path: shown.clone(), source })?;
-        Self::parse(&text, &shown)
-    }
-
-    /// Reads and checks the text of a tokens file; `origin` names it in errors.
-    pub fn parse(text: &str, origin: &str) -> Result<Self, AuthError> {
-        let list: Vec<Reviewer> = if text.trim().is_empty() {
-            Vec::new()
-        } else {
-            serde_saphyr::from_str(text)
-                .map_err(|e| AuthError::Parse { path: origin.to_owned(), message: e.to_string() })?
-        };
-        let invalid = |message: String| AuthError::Invalid { path: origin.to_owned(), message };
-        for (index, reviewer) in list.iter().enumerate() {
-            check_name(&reviewer.name).map_err(|m| invalid(format!("reviewer {}: {m}", index + 1)))?;
-            let hash = &reviewer.token_sha256;
-            if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(invalid(format!("reviewer '{}': token_sha256 must be 64 hex digits", reviewer.name)));
-            }
-            if reviewer.pools.is_empty() {
-                return Err(invalid(format!("reviewer '{}': pools must name at least one pool", reviewer.name)));
-            }
-            if list[..index].iter().any(|other| other.name == reviewer.name) {
-                return Err(invalid(format!("reviewer '{}' is listed twice", reviewer.name)));
-            }
-        }
-        Ok(Reviewers { list })
-    }
-
-    /// Reviewers from a list (tests, the demo).
-    pub fn from_list(list: Vec<Reviewer>) -> Self {
-        Reviewers { list }
-    }
-
-    /// The reviewer whose token this is.
-    pub fn authenticate(&self, token: &str) -> Option<&Reviewer> {
-        let hash = sha256_hex(token.trim());
-        self.list.iter().find(|r| constant_time_eq(r.token_sha256.to_ascii_lowercase().as_bytes(), hash.as_bytes()))
-    }
-
-    /// The reviewer called `name`.
-    pub fn by_name(&self, name: &str) -> Option<&Reviewer> {
-        self.list.iter().find(|r| r.name == name)
-    }
-
-    /// How many there are.
-    pub fn len(&self) -> usize {
-        self.list.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.list.is_empty()
-    }
-}
-
-/// A reviewer name: letters, digits and `._@-`, 1 to 64 of them.
-pub fn check_name(name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '-'));
-    if ok { Ok(()) } else { Err(format!("name '{name}' must be 1 to 64 letters, digits or . _ @ -")) }
-}
+pub type Reviewers = Tokens<Reviewer>;
 
 /// Appends a reviewer with a new random token to the tokens file (created if missing) and
 /// returns the token, which is stored nowhere else.
 pub fn add_token(path: &Path, name: &str, pools: &[String]) -> Result<String, AuthError> {
-    let shown = path.display().to_string();
-    let invalid = |message: String| AuthError::Invalid { path: shown.clone(), message };
-    check_name(name).map_err(invalid)?;
-    if pools.is_empty() || pools.iter().any(|p| p.is_empty() || p.contains(['\n', '"', '\\'])) {
-        return Err(invalid("--pools must name at least one pool".into()));
-    }
-    let existing = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(source) => return Err(AuthError::Io { path: shown, source }),
-    };
-    let reviewers = Reviewers::parse(&existing, &shown)?;
-    if reviewers.by_name(name).is_some() {
-        return Err(invalid(format!("a reviewer named '{name}' exists already")));
-    }
-    let token = new_token();
-    let mut entry = String::new();
-    if !existing.is_empty() && !existing.ends_with('\n') {
-        entry.push('\n');
-    }
-    let pools: Vec<String> = pools.iter().map(|p| format!("\"{p}\"")).collect();
-    let _ = writeln!(entry, "- name: {name}\n  token_sha256: {}\n  pools: [{}]", sha256_hex(&token), pools.join(", "));
-    let mut text = existing;
-    text.push_str(&entry);
-    Reviewers::parse(&text, &shown)?;
-    write_private(path, &text).map_err(|source| AuthError::Io { path: shown, source })?;
-    Ok(token)
-}
-
-/// Writes the file readable by its owner only (it lists who may decide).
-fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let tmp = path.with_extension("tmp");
-    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-    file.write_all(text.as_bytes())?;
-    file.sync_all()?;
-    std::fs::rename(tmp, path)
-}
-
-/// A fresh random token: 32 bytes from the OS, hex.
-pub fn new_token() -> String {
-    random_hex::<32>()
-}
-
-/// `N` random bytes from the OS, as lowercase hex.
-pub fn random_hex<const N: usize>() -> String {
-    let mut bytes = [0u8; N];
-    getrandom::fill(&mut bytes).expect("the OS random source works");
-    hex(&bytes)
-}
-
-/// SHA-256 of `text`, lowercase hex.
-pub fn sha256_hex(text: &str) -> String {
-    hex(&Sha256::digest(text.as_bytes()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
-}
-
-/// Compares without stopping at the first difference.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    let pools = airlock_tokens::quoted_list(pools).filter(|_| !pools.is_empty()).ok_or_else(|| {
+        TokensError::Invalid { path: path.display().to_string(), message: "--pools must name at least one pool".into() }
+    })?;
+    airlock_tokens::add_token::<Reviewer>(path, name, &[("pools", pools)])
 }
 
 // === impl Sessions ===
