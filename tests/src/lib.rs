@@ -7,12 +7,20 @@
 //! - `demo`: `airlock demo` as a newcomer runs it.
 //! - `reviewer`: the reviewer service over RabbitMQ: API answers, deadlines, cancels, restarts.
 //! - `browser`: the reviewer UI in headless Chromium ([`webdriver`]).
+//! - `reviewer_webhooks`: the reviewer service paging people: webhooks per pool, retried,
+//!   signed ([`webhooks`]).
 //! - `gateway`: the HTTP gateway over RabbitMQ with a real worker: waits, polls, retries,
-//!   tokens, limits, webhooks.
+//!   tokens, limits, webhooks, its delivery log across a restart.
+//! - `inspect`, `agent_examples`, `plugins`: the Python suites (the Inspect integration, the
+//!   agent frameworks' examples through the gateway, the example plugin) in `.venv`.
+//! - `cluster`, `roles`, `tls`, `integrity`, `audit`, `monitors`, `telemetry`: a three-node
+//!   cluster, least-privilege broker users, TLS, signed fleets, the decision log, model
+//!   monitors, traces and metrics.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
 pub mod webdriver;
+pub mod webhooks;
 
 use std::path::PathBuf;
 use std::process::Stdio;

@@ -3,7 +3,7 @@
 //! the same `webhook-id`, and only for the pools each endpoint hears of.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_client::{Client, ClientConfig};
@@ -13,13 +13,11 @@ use airlock_reviewer::testing::with_pg;
 use airlock_reviewer::webhooks::{Endpoint, EventKind, Format, Pools, Webhooks};
 use airlock_telemetry::metrics::{Metrics, OutcomeLabels};
 use airlock_testkit::unique_prefix;
+use airlock_tests::webhooks::{Attempt, receiver, serve, signed_by};
 use airlock_tests::{REVIEWER_TOKEN, TestKeys, approval, broker, decision_name, guarded, pending, reviewer_config};
 use airlock_transport::{AmqpTransport, Topology, Transport};
 use airlock_webhook::{RetryPolicy, WebhookSecret};
 use airlock_worker::WorkerConfig;
-use axum::http::{HeaderMap, StatusCode};
-use base64::Engine as _;
-use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
@@ -36,53 +34,6 @@ approvers:
     timeout: 1
     on_timeout: reject
 "#;
-
-/// One attempt a receiver saw.
-#[derive(Debug, Clone)]
-struct Attempt {
-    id: String,
-    timestamp: String,
-    signature: String,
-    body: Vec<u8>,
-}
-
-/// A receiver at `/{path}` that records every attempt and refuses the first `failures`.
-fn receiver(path: &str, failures: u32) -> (axum::Router, mpsc::UnboundedReceiver<Attempt>) {
-    let (attempts, seen) = mpsc::unbounded_channel::<Attempt>();
-    let failures = Arc::new(Mutex::new(failures));
-    let route = axum::routing::post(move |headers: HeaderMap, body: axum::body::Bytes| {
-        let (attempts, failures) = (attempts.clone(), failures.clone());
-        async move {
-            let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
-            let attempt = Attempt {
-                id: header("webhook-id"),
-                timestamp: header("webhook-timestamp"),
-                signature: header("webhook-signature"),
-                body: body.to_vec(),
-            };
-            let _ = attempts.send(attempt);
-            let mut failures = failures.lock().unwrap();
-            if *failures > 0 {
-                *failures -= 1;
-                StatusCode::SERVICE_UNAVAILABLE
-            } else {
-                StatusCode::NO_CONTENT
-            }
-        }
-    });
-    (axum::Router::new().route(&format!("/{path}"), route), seen)
-}
-
-/// Verifies a Standard Webhooks signature with an HMAC of the test's own.
-fn signed_by(secret: &WebhookSecret, attempt: &Attempt) -> bool {
-    let engine = base64::engine::general_purpose::STANDARD;
-    let key = engine.decode(secret.to_string().strip_prefix("whsec_").unwrap()).unwrap();
-    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(&key).unwrap();
-    mac.update(format!("{}.{}.", attempt.id, attempt.timestamp).as_bytes());
-    mac.update(&attempt.body);
-    let expected = format!("v1,{}", engine.encode(mac.finalize().into_bytes()));
-    attempt.signature.split(' ').any(|s| s == expected)
-}
 
 /// The attempts a receiver saw and the events they carry, one per `webhook-id`.
 #[derive(Default)]
@@ -129,9 +80,7 @@ async fn paged(transport: AmqpTransport, prefix: String, store: String) {
     // Two endpoints: one for `ops`, whose first attempt fails; one for another pool.
     let (ops, mut ops_seen) = receiver("ops", 1);
     let (security, mut security_seen) = receiver("security", 0);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, ops.merge(security)).await.unwrap() });
+    let base = format!("http://{}", serve(ops.merge(security), ([127, 0, 0, 1], 0).into()).await);
     let secret = WebhookSecret::generate();
     let endpoint = |path: &str, pool: &str| Endpoint {
         url: format!("{base}/{path}").parse().unwrap(),
