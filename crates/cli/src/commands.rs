@@ -199,6 +199,32 @@ pub struct TelemetryArgs {
     pub log_format: LogFormat,
 }
 
+/// How a role that sends webhooks retries them.
+#[derive(Debug, Clone, Args)]
+pub struct WebhookRetryArgs {
+    /// Seconds after the first attempt during which a webhook is retried.
+    #[arg(long, default_value_t = 3600)]
+    pub webhook_retry_period: u64,
+    /// Seconds before the first webhook retry; each next wait doubles it (with jitter).
+    #[arg(long, default_value_t = 1.0)]
+    pub webhook_first_delay: f64,
+    /// The longest wait between two webhook attempts, in seconds.
+    #[arg(long, default_value_t = 300)]
+    pub webhook_max_delay: u64,
+}
+
+impl WebhookRetryArgs {
+    /// The retry policy these arguments give.
+    pub fn policy(&self) -> airlock_gateway::webhook::RetryPolicy {
+        airlock_gateway::webhook::RetryPolicy {
+            first_delay: std::time::Duration::from_secs_f64(self.webhook_first_delay.max(0.0)),
+            max_delay: std::time::Duration::from_secs(self.webhook_max_delay),
+            period: std::time::Duration::from_secs(self.webhook_retry_period),
+            ..Default::default()
+        }
+    }
+}
+
 /// The format of log lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {

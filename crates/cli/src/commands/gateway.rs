@@ -13,14 +13,14 @@ use std::time::Duration;
 
 use airlock_gateway::limit::RateConfig;
 use airlock_gateway::tokens::{self, Tokens};
-use airlock_gateway::webhook::{RetryPolicy, WebhookSecret};
+use airlock_gateway::webhook::WebhookSecret;
 use airlock_gateway::{GatewayConfig, Limits, WebhookConfig};
 use airlock_telemetry::metrics::Metrics;
 use clap::{Args, Subcommand};
 
 use super::{
-    Failure, FleetArgs, LOG_TOOL, ReplicationArgs, TelemetryArgs, TlsArgs, block_on, block_on_role, connect,
-    fleet_keys, shutdown_signal,
+    Failure, FleetArgs, LOG_TOOL, ReplicationArgs, TelemetryArgs, TlsArgs, WebhookRetryArgs, block_on, block_on_role,
+    connect, fleet_keys, shutdown_signal,
 };
 
 /// Arguments of `airlock gateway`.
@@ -97,15 +97,8 @@ pub struct ServeArgs {
     /// Requests each token may make at once after a quiet spell.
     #[arg(long, default_value_t = 100)]
     burst: u32,
-    /// Seconds after the first attempt during which a webhook is retried.
-    #[arg(long, default_value_t = 3600)]
-    webhook_retry_period: u64,
-    /// Seconds before the first webhook retry; each next wait doubles it (with jitter).
-    #[arg(long, default_value_t = 1.0)]
-    webhook_first_delay: f64,
-    /// The longest wait between two webhook attempts, in seconds.
-    #[arg(long, default_value_t = 300)]
-    webhook_max_delay: u64,
+    #[command(flatten)]
+    webhook_retry: WebhookRetryArgs,
     #[command(flatten)]
     telemetry: TelemetryArgs,
 }
@@ -182,12 +175,7 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
     }
     let webhooks = args.webhook_secret.map(|secret| WebhookConfig {
         secret,
-        retry: RetryPolicy {
-            first_delay: Duration::from_secs_f64(args.webhook_first_delay.max(0.0)),
-            max_delay: Duration::from_secs(args.webhook_max_delay),
-            period: Duration::from_secs(args.webhook_retry_period),
-            ..RetryPolicy::default()
-        },
+        retry: args.webhook_retry.policy(),
         log: args.webhook_log,
     });
     let mut config = GatewayConfig {

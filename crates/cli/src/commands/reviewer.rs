@@ -16,8 +16,8 @@ use airlock_telemetry::metrics::Metrics;
 use clap::{Args, Subcommand};
 
 use super::{
-    Failure, FleetArgs, LOG_TOOL, ReplicationArgs, TelemetryArgs, TlsArgs, block_on, block_on_role, connect,
-    reviewer_signing_key, shutdown_signal,
+    Failure, FleetArgs, LOG_TOOL, ReplicationArgs, TelemetryArgs, TlsArgs, WebhookRetryArgs, block_on, block_on_role,
+    connect, reviewer_signing_key, shutdown_signal,
 };
 
 /// Arguments of `airlock reviewer`.
@@ -74,6 +74,8 @@ pub struct ServeArgs {
     /// secret: {file: PATH} or {env: NAME} (whsec_…), format: standard|slack, events: [..]}.
     #[arg(long, env = "AIRLOCK_REVIEWER_WEBHOOKS")]
     webhooks: Option<PathBuf>,
+    #[command(flatten)]
+    webhook_retry: WebhookRetryArgs,
     /// Names this service's queue of cancels; default: derived from --store, so processes
     /// sharing a store share it.
     #[arg(long)]
@@ -136,7 +138,7 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
         }
         None => Vec::new(),
     };
-    let webhooks = Webhooks { endpoints, ..Webhooks::default() };
+    let webhooks = Webhooks { endpoints, retry: args.webhook_retry.policy() };
     let pools: Vec<String> = args.pools.iter().map(|p| p.trim().to_owned()).filter(|p| !p.is_empty()).collect();
     let config = ReviewerConfig {
         prefix: args.prefix.clone(),
