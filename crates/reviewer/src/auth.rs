@@ -9,9 +9,11 @@
 //! The API takes `Authorization: Bearer <token>`. The web UI trades a token for a session
 //! cookie (`HttpOnly`, `SameSite=Strict`); every state-changing UI request must also carry the
 //! session's CSRF token (a form field or the `X-CSRF-Token` header) and, when the browser sends
-//! one, an `Origin` naming this very host (see [`crate::site`]). A session ends at logout or
-//! expiry, and whatever follows it (the event stream) ends with it. A client address that
-//! fails to sign in [`LOGIN_FAILURES`] times within [`LOGIN_WINDOW`] waits for the window's end.
+//! one, an `Origin` naming this very host (see [`crate::site`]). Sessions live in the store,
+//! so they outlast a restart and hold across processes sharing it. A session ends at logout
+//! or expiry, and whatever follows it (the event stream) ends with it. A client address that
+//! fails to sign in [`LOGIN_FAILURES`] times within [`LOGIN_WINDOW`] waits for the window's
+//! end; failures are counted per process.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
@@ -19,10 +21,13 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use airlock_records::time::now_ms;
 use airlock_tokens::{Tokens, TokensError};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+use crate::store::{Store, StoreError, StoredSession};
 
 pub use airlock_tokens::{check_name, constant_time_eq, new_token, random_hex, sha256_hex};
 
@@ -128,52 +133,76 @@ impl SessionEnd {
     }
 }
 
-/// Browser sessions, in memory: a restart of the service logs browsers out (a token logs in
-/// again), and several processes behind one address need sticky routing.
+/// How often a session's event stream asks the store whether its session is still live, so
+/// that a logout on another process sharing the store ends it within this long.
+pub const SESSION_RECHECK: Duration = Duration::from_secs(2);
+
+/// Browser sessions, kept in the store (by the SHA-256 of their ids), so a restart keeps them
+/// and every process sharing the store accepts them without sticky routing. Each lookup asks
+/// the store (one primary-key read), so a logout anywhere is seen at the next request; a
+/// logout here also ends this process's event streams of the session at once.
 #[derive(Debug)]
 pub struct Sessions {
+    store: Store,
     ttl: Duration,
-    map: Mutex<HashMap<String, SessionEntry>>,
-}
-
-impl Default for Sessions {
-    fn default() -> Self {
-        Sessions::new(SESSION_TTL)
-    }
+    /// The ends of the live sessions this process has served, by id hash.
+    local: Mutex<HashMap<String, SessionEnd>>,
 }
 
 impl Sessions {
-    /// No sessions yet; each will last `ttl`.
-    pub fn new(ttl: Duration) -> Self {
-        Sessions { ttl, map: Mutex::default() }
+    /// Sessions kept in `store`; each new one lasts `ttl`.
+    pub fn new(store: Store, ttl: Duration) -> Self {
+        Sessions { store, ttl, local: Mutex::default() }
     }
 
-    /// Opens a session for `reviewer`; returns its id (the cookie's value).
-    pub fn open(&self, reviewer: &str) -> String {
+    /// Opens a session for `reviewer`; returns its id (the cookie's value). Forgets the
+    /// sessions that expired meanwhile.
+    pub async fn open(&self, reviewer: &str) -> Result<String, StoreError> {
         let id = random_hex::<32>();
-        let now = Instant::now();
-        let session = SessionEntry {
+        let now = now_ms();
+        self.store.prune_sessions(now).await?;
+        self.local.lock().expect("sessions lock").retain(|_, end| !end.is_over());
+        let session = StoredSession {
+            id_sha256: sha256_hex(&id),
             reviewer: reviewer.to_owned(),
             csrf: random_hex::<32>(),
-            end: SessionEnd { closed: CancellationToken::new(), expires: now + self.ttl },
+            created_at: now,
+            expires_at: now.saturating_add(i64::try_from(self.ttl.as_millis()).unwrap_or(i64::MAX)),
         };
-        let mut map = self.map.lock().expect("sessions lock");
-        map.retain(|_, s| !s.end.is_over());
-        map.insert(id.clone(), session);
-        id
+        self.store.open_session(&session).await?;
+        Ok(id)
     }
 
-    /// The live session with this id.
-    pub fn get(&self, id: &str) -> Option<SessionEntry> {
-        let map = self.map.lock().expect("sessions lock");
-        map.get(id).filter(|s| !s.end.is_over()).cloned()
+    /// The live session with this id: neither logged out (by any process) nor expired.
+    pub async fn get(&self, id: &str) -> Result<Option<SessionEntry>, StoreError> {
+        let hash = sha256_hex(id);
+        let now = now_ms();
+        let Some(stored) = self.store.session(&hash, now).await? else {
+            if let Some(end) = self.local.lock().expect("sessions lock").remove(&hash) {
+                end.closed.cancel();
+            }
+            return Ok(None);
+        };
+        let left = Duration::from_millis(u64::try_from(stored.expires_at - now).unwrap_or_default());
+        let end = self
+            .local
+            .lock()
+            .expect("sessions lock")
+            .entry(hash)
+            .or_insert_with(|| SessionEnd { closed: CancellationToken::new(), expires: Instant::now() + left })
+            .clone();
+        Ok(Some(SessionEntry { reviewer: stored.reviewer, csrf: stored.csrf, end }))
     }
 
-    /// Ends a session; whatever waits for its end (an event stream) stops.
-    pub fn close(&self, id: &str) {
-        if let Some(session) = self.map.lock().expect("sessions lock").remove(id) {
-            session.end.closed.cancel();
+    /// Ends a session for every process sharing the store; whatever waits for its end here (an
+    /// event stream) stops at once, elsewhere within [`SESSION_RECHECK`].
+    pub async fn close(&self, id: &str) -> Result<(), StoreError> {
+        let hash = sha256_hex(id);
+        self.store.log_out(&hash, now_ms()).await?;
+        if let Some(end) = self.local.lock().expect("sessions lock").remove(&hash) {
+            end.closed.cancel();
         }
+        Ok(())
     }
 }
 
@@ -384,18 +413,23 @@ mod tests {
 
     #[tokio::test]
     async fn sessions_end_at_logout_and_at_expiry() {
-        let sessions = Sessions::new(Duration::from_millis(50));
-        let expiring = sessions.open("alice");
-        let end = sessions.get(&expiring).unwrap().end;
+        let store = crate::fixtures::memory_store().await;
+        let sessions = Sessions::new(store.clone(), Duration::from_millis(50));
+        let expiring = sessions.open("alice").await.unwrap();
+        let end = sessions.get(&expiring).await.unwrap().unwrap().end;
         tokio::time::timeout(Duration::from_secs(5), end.wait()).await.expect("the session expired");
-        assert!(end.is_over() && sessions.get(&expiring).is_none());
+        assert!(end.is_over() && sessions.get(&expiring).await.unwrap().is_none());
 
-        let sessions = Sessions::default();
-        let id = sessions.open("alice");
-        let end = sessions.get(&id).unwrap().end;
+        let sessions = Sessions::new(store.clone(), SESSION_TTL);
+        let id = sessions.open("alice").await.unwrap();
+        let end = sessions.get(&id).await.unwrap().unwrap().end;
         assert!(!end.is_over());
-        sessions.close(&id);
+        // Another process on the same store knows the session.
+        let elsewhere = Sessions::new(store, SESSION_TTL);
+        assert_eq!(elsewhere.get(&id).await.unwrap().unwrap().reviewer, "alice");
+        sessions.close(&id).await.unwrap();
         tokio::time::timeout(Duration::from_secs(1), end.wait()).await.expect("logout ended it");
-        assert!(sessions.get(&id).is_none());
+        assert!(sessions.get(&id).await.unwrap().is_none());
+        assert!(elsewhere.get(&id).await.unwrap().is_none(), "logged out everywhere");
     }
 }

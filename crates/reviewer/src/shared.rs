@@ -116,10 +116,10 @@ impl Shared {
     ) -> (Arc<Self>, mpsc::UnboundedReceiver<OutboxEntry>) {
         let (outbox, answers) = mpsc::unbounded_channel();
         let shared = Shared {
-            store,
             reviewers,
             pools,
-            sessions: Sessions::new(site.session_ttl),
+            sessions: Sessions::new(store.clone(), site.session_ttl),
+            store,
             logins: LoginLimiter::new(site.login_limit),
             site,
             changes: broadcast::channel(1024).0,

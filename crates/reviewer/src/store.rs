@@ -15,7 +15,9 @@
 //!   died) lets another sender resend it;
 //! - a webhook is written in the transaction of the change it announces (a task stored, a
 //!   decision recorded), and each attempt is leased the same way as an answer, so processes
-//!   sharing the store send each event once.
+//!   sharing the store send each event once;
+//! - a browser session is a row keyed by the SHA-256 of its id, so every process sharing the
+//!   store accepts it and refuses it once it is logged out (anywhere) or expired.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -44,11 +46,13 @@ struct Schema {
 const SQLITE_MIGRATIONS: &[Schema] = &[
     Schema { version: 1, name: "tasks", sql: include_str!("../migrations/sqlite/0001_tasks.sql") },
     Schema { version: 2, name: "webhooks", sql: include_str!("../migrations/sqlite/0002_webhooks.sql") },
+    Schema { version: 3, name: "sessions", sql: include_str!("../migrations/sqlite/0003_sessions.sql") },
 ];
 /// The same schema, for PostgreSQL.
 const POSTGRES_MIGRATIONS: &[Schema] = &[
     Schema { version: 1, name: "tasks", sql: include_str!("../migrations/postgres/0001_tasks.sql") },
     Schema { version: 2, name: "webhooks", sql: include_str!("../migrations/postgres/0002_webhooks.sql") },
+    Schema { version: 3, name: "sessions", sql: include_str!("../migrations/postgres/0003_sessions.sql") },
 ];
 
 /// Task states as stored.
@@ -108,6 +112,23 @@ pub struct PendingId {
     pub id: String,
     /// Its pool.
     pub pool: String,
+    /// When it was stored (unix ms).
+    pub received_at: i64,
+}
+
+/// A browser session as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSession {
+    /// The SHA-256 of the session's id (lowercase hex); the id itself is never stored.
+    pub id_sha256: String,
+    /// The reviewer's name.
+    pub reviewer: String,
+    /// The token forms and scripts must echo.
+    pub csrf: String,
+    /// When it was opened (unix ms).
+    pub created_at: i64,
+    /// When it expires (unix ms).
+    pub expires_at: i64,
 }
 
 /// An answer waiting in the outbox, leased to the caller for sending.
@@ -347,9 +368,9 @@ impl Store {
 
     /// The ids and pools of every pending task (cheap: no bodies), for change detection.
     pub async fn pending_ids(&self) -> Result<Vec<PendingId>, StoreError> {
-        const SQL: &str = "SELECT id, pool FROM tasks WHERE state = 'pending' ORDER BY received_at, id";
-        let rows: Vec<(String, String)> = on_db!(self, pool => sqlx::query_as(SQL).fetch_all(pool).await?);
-        Ok(rows.into_iter().map(|(id, pool)| PendingId { id, pool }).collect())
+        const SQL: &str = "SELECT id, pool, received_at FROM tasks WHERE state = 'pending' ORDER BY received_at, id";
+        let rows: Vec<(String, String, i64)> = on_db!(self, pool => sqlx::query_as(SQL).fetch_all(pool).await?);
+        Ok(rows.into_iter().map(|(id, pool, received_at)| PendingId { id, pool, received_at }).collect())
     }
 
     /// Records `verdict` on `task` if it is still pending, with `answer` (its encoded
@@ -580,6 +601,55 @@ impl Store {
     pub async fn prune_webhooks(&self, before: i64) -> Result<u64, StoreError> {
         Ok(on_db!(self, pool => sqlx::query("DELETE FROM webhooks WHERE done_at < $1")
             .bind(before)
+            .execute(pool)
+            .await?
+            .rows_affected()))
+    }
+
+    /// Stores a new browser session.
+    pub async fn open_session(&self, session: &StoredSession) -> Result<(), StoreError> {
+        const SQL: &str = "INSERT INTO sessions (id_sha256, reviewer, csrf, created_at, expires_at) \
+                           VALUES ($1, $2, $3, $4, $5)";
+        on_db!(self, pool => sqlx::query(SQL)
+            .bind(&session.id_sha256)
+            .bind(&session.reviewer)
+            .bind(&session.csrf)
+            .bind(session.created_at)
+            .bind(session.expires_at)
+            .execute(pool)
+            .await
+            .map(drop)?);
+        Ok(())
+    }
+
+    /// The session whose id hashes to `id_sha256`, if it is neither logged out nor expired at
+    /// `now` (one primary-key lookup).
+    pub async fn session(&self, id_sha256: &str, now: i64) -> Result<Option<StoredSession>, StoreError> {
+        const SQL: &str = "SELECT id_sha256, reviewer, csrf, created_at, expires_at FROM sessions \
+                           WHERE id_sha256 = $1 AND logged_out_at IS NULL AND expires_at > $2";
+        let row: Option<(String, String, String, i64, i64)> =
+            on_db!(self, pool => sqlx::query_as(SQL).bind(id_sha256).bind(now).fetch_optional(pool).await?);
+        Ok(row.map(|(id_sha256, reviewer, csrf, created_at, expires_at)| StoredSession {
+            id_sha256,
+            reviewer,
+            csrf,
+            created_at,
+            expires_at,
+        }))
+    }
+
+    /// Marks a session logged out at `now`: every process sharing the store refuses it from
+    /// then on.
+    pub async fn log_out(&self, id_sha256: &str, now: i64) -> Result<(), StoreError> {
+        const SQL: &str = "UPDATE sessions SET logged_out_at = $2 WHERE id_sha256 = $1 AND logged_out_at IS NULL";
+        on_db!(self, pool => sqlx::query(SQL).bind(id_sha256).bind(now).execute(pool).await.map(drop)?);
+        Ok(())
+    }
+
+    /// Forgets the sessions expired at `now`, logged out or not.
+    pub async fn prune_sessions(&self, now: i64) -> Result<u64, StoreError> {
+        Ok(on_db!(self, pool => sqlx::query("DELETE FROM sessions WHERE expires_at <= $1")
+            .bind(now)
             .execute(pool)
             .await?
             .rows_affected()))

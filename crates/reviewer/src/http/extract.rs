@@ -10,7 +10,6 @@
 //! Each refuses with the [`ApiError`] the handlers used to return themselves: `401` without a
 //! valid token or session, `403` from another origin or without the CSRF token.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -54,14 +53,17 @@ pub struct Session {
 }
 
 impl Session {
-    /// The session of the request's cookie, if it is live and its reviewer still listed.
-    fn of(headers: &HeaderMap, shared: &Shared) -> Option<Self> {
+    /// The session of the request's cookie, if it is live and its reviewer still listed; an
+    /// error when the store cannot tell.
+    async fn of(headers: &HeaderMap, shared: &Shared) -> Result<Option<Self>, ApiError> {
         let cookies = headers.get_all(header::COOKIE);
         let name = shared.site.session_cookie();
-        let id = cookies.iter().filter_map(|v| v.to_str().ok()).find_map(|h| auth::cookie(h, name))?;
-        let entry = shared.sessions.get(id)?;
-        let reviewer = shared.reviewers.by_name(&entry.reviewer)?.clone();
-        Some(Session { id: id.to_owned(), csrf: entry.csrf, reviewer, end: entry.end })
+        let Some(id) = cookies.iter().filter_map(|v| v.to_str().ok()).find_map(|h| auth::cookie(h, name)) else {
+            return Ok(None);
+        };
+        let Some(entry) = shared.sessions.get(id).await? else { return Ok(None) };
+        let Some(reviewer) = shared.reviewers.by_name(&entry.reviewer) else { return Ok(None) };
+        Ok(Some(Session { id: id.to_owned(), csrf: entry.csrf, reviewer: reviewer.clone(), end: entry.end }))
     }
 
     /// The session's reviewer's pools among those the service serves.
@@ -74,15 +76,15 @@ impl FromRequestParts<Arc<Shared>> for Session {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, shared: &Arc<Shared>) -> Result<Self, Self::Rejection> {
-        Session::of(&parts.headers, shared).ok_or(ApiError::Unauthorized)
+        Session::of(&parts.headers, shared).await?.ok_or(ApiError::Unauthorized)
     }
 }
 
 impl OptionalFromRequestParts<Arc<Shared>> for Session {
-    type Rejection = Infallible;
+    type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, shared: &Arc<Shared>) -> Result<Option<Self>, Self::Rejection> {
-        Ok(Session::of(&parts.headers, shared))
+        Session::of(&parts.headers, shared).await
     }
 }
 
@@ -166,7 +168,10 @@ impl<T: DeserializeOwned + Send> FromRequest<Arc<Shared>> for CsrfForm<T> {
 
     async fn from_request(request: Request, shared: &Arc<Shared>) -> Result<Self, Self::Rejection> {
         let (parts, body) = request.into_parts();
-        let session = Session::of(&parts.headers, shared).ok_or_else(|| ApiError::Unauthorized.into_response())?;
+        let session = Session::of(&parts.headers, shared)
+            .await
+            .map_err(IntoResponse::into_response)?
+            .ok_or_else(|| ApiError::Unauthorized.into_response())?;
         CsrfForm::read(session, shared, parts, body).await
     }
 }
@@ -176,7 +181,7 @@ impl<T: DeserializeOwned + Send> OptionalFromRequest<Arc<Shared>> for CsrfForm<T
 
     async fn from_request(request: Request, shared: &Arc<Shared>) -> Result<Option<Self>, Self::Rejection> {
         let (parts, body) = request.into_parts();
-        match Session::of(&parts.headers, shared) {
+        match Session::of(&parts.headers, shared).await.map_err(IntoResponse::into_response)? {
             Some(session) => CsrfForm::read(session, shared, parts, body).await.map(Some),
             None => Ok(None),
         }

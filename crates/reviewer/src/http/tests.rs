@@ -552,7 +552,7 @@ async fn an_https_public_url_fixes_cookies_host_and_origin() {
     assert_eq!(status, StatusCode::SEE_OTHER);
     let cleared = headers[header::SET_COOKIE].to_str().unwrap();
     assert!(cleared.starts_with("__Host-airlock_session=; Path=/; Secure;") && cleared.ends_with("Max-Age=0"));
-    assert!(shared.sessions.get(id).is_none());
+    assert!(shared.sessions.get(id).await.unwrap().is_none());
 }
 
 #[tokio::test]

@@ -138,19 +138,22 @@ pub async fn login(
         return Ok((StatusCode::UNAUTHORIZED, Html(pages::login(Some("That token is not valid.")))).into_response());
     };
     shared.logins.succeeded(peer.ip());
-    let id = shared.sessions.open(&reviewer.name);
+    let id = shared.sessions.open(&reviewer.name).await?;
     let mut response = Redirect::to("/").into_response();
     response.headers_mut().insert(header::SET_COOKIE, shared.site.set_session(&id));
     Ok(response)
 }
 
-/// `POST /logout`: ends the session (if any), and with it its event stream, and clears the
-/// cookie.
-pub async fn logout(State(shared): State<Arc<Shared>>, signed: Option<CsrfForm<IgnoredAny>>) -> Response {
+/// `POST /logout`: ends the session (if any) on every process sharing the store, and with it
+/// its event streams, and clears the cookie.
+pub async fn logout(
+    State(shared): State<Arc<Shared>>,
+    signed: Option<CsrfForm<IgnoredAny>>,
+) -> Result<Response, ApiError> {
     if let Some(CsrfForm { session, .. }) = signed {
-        shared.sessions.close(&session.id);
+        shared.sessions.close(&session.id).await?;
     }
     let mut response = Redirect::to("/").into_response();
     response.headers_mut().insert(header::SET_COOKIE, shared.site.clear_session());
-    response
+    Ok(response)
 }

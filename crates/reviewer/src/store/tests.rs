@@ -93,8 +93,39 @@ async fn suite(store: Store) {
     assert!(matches!(&history[0].state, State::Cancelled { reason, .. } if reason == "sample ended"));
     assert!(matches!(&history[1].state, State::Decided(v) if v.decided_by == "alice"));
     assert!(store.history(Some(&["security".to_owned()]), 10).await.unwrap().is_empty());
-    assert_eq!(store.pending_ids().await.unwrap().len(), 1);
+    let pending = store.pending_ids().await.unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].received_at, 1_003);
     webhooks(&store).await;
+    sessions(&store).await;
+}
+
+/// Sessions: found by their id's hash while live; refused once logged out or expired; pruned
+/// after expiry.
+async fn sessions(store: &Store) {
+    let session = |id: &str, expires_at: i64| StoredSession {
+        id_sha256: crate::auth::sha256_hex(id),
+        reviewer: "alice".into(),
+        csrf: format!("csrf-of-{id}"),
+        created_at: 1_000,
+        expires_at,
+    };
+    let (live, other) = (session("live", 10_000), session("other", 20_000));
+    store.open_session(&live).await.unwrap();
+    store.open_session(&other).await.unwrap();
+    assert_eq!(store.session(&live.id_sha256, 9_999).await.unwrap(), Some(live.clone()));
+    assert_eq!(store.session(&live.id_sha256, 10_000).await.unwrap(), None, "expired");
+    assert_eq!(store.session(&crate::auth::sha256_hex("unknown"), 1_000).await.unwrap(), None);
+
+    store.log_out(&other.id_sha256, 2_000).await.unwrap();
+    assert_eq!(store.session(&other.id_sha256, 2_001).await.unwrap(), None, "logged out");
+    store.log_out(&other.id_sha256, 3_000).await.unwrap();
+    assert_eq!(store.session(&live.id_sha256, 2_001).await.unwrap(), Some(live.clone()), "the other one lives");
+
+    // Pruning forgets the expired sessions only, logged out or not.
+    assert_eq!(store.prune_sessions(10_000).await.unwrap(), 1);
+    assert_eq!(store.prune_sessions(19_999).await.unwrap(), 0);
+    assert_eq!(store.prune_sessions(20_000).await.unwrap(), 1);
 }
 
 /// Webhooks: written with their change only, leased for one attempt at a time, rescheduled,
