@@ -10,7 +10,7 @@ use airlock_integrity::SigningKey;
 use airlock_policy::Decision;
 use airlock_records::signed::sign_human_answer;
 use airlock_records::time::now_ms;
-use airlock_telemetry::metrics::Metrics;
+use airlock_telemetry::metrics::{Metrics, PoolLabels, ReviewLabels};
 use prost::Message as _;
 use tokio::sync::{Notify, broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -18,8 +18,8 @@ use tracing::{debug, warn};
 
 use crate::auth::{LoginLimiter, Reviewers, Sessions};
 use crate::site::Site;
-use crate::store::{Decided, OutboxEntry, Store, StoreError};
-use crate::task::{State, Task, Verdict};
+use crate::store::{Decided, OutboxEntry, PendingId, Store, StoreError};
+use crate::task::{DECIDED_BY_TIMEOUT, State, Task, Verdict};
 use crate::webhooks::Webhooks;
 
 /// How long the process that records a decision has to publish its answer before any other
@@ -161,6 +161,10 @@ impl Shared {
         let webhooks = self.webhooks.announce(kind, &decided_task, self.site.public_url.as_ref());
         let decided = self.store.decide(task, &verdict, &result.encode_to_vec(), lease_until, &webhooks).await?;
         if let Decided::Recorded(entry) = &decided {
+            let decider = if decided_by == DECIDED_BY_TIMEOUT { "timeout" } else { "person" };
+            let labels = ReviewLabels { pool: task.pool.clone(), decider: decider.into() };
+            let waited = (now - task.received_at).max(0) as f64 / 1000.0;
+            self.metrics.review_seconds.get_or_create(&labels).observe(waited);
             if !webhooks.is_empty() {
                 self.webhooks_due.notify_one();
             }
@@ -180,14 +184,28 @@ impl Shared {
     }
 }
 
+/// Sets the per-pool gauges of the served pools from the store's pending list at `now`: every
+/// process sharing a store reports the same figures (aggregate them with `max`, not `sum`).
+fn gauge_pending(shared: &Shared, pending: &[PendingId], now: i64) {
+    for pool in &shared.pools {
+        let received: Vec<i64> = pending.iter().filter(|p| &p.pool == pool).map(|p| p.received_at).collect();
+        let labels = PoolLabels { pool: pool.clone() };
+        shared.metrics.review_pending.get_or_create(&labels).set(received.len() as i64);
+        let age = received.iter().min().map_or(0, |at| (now - at).max(0) / 1000);
+        shared.metrics.review_oldest_pending.get_or_create(&labels).set(age);
+    }
+}
+
 /// Follows the pending list and broadcasts what appears and leaves, whichever process of a
-/// shared store changed it: woken at once by local changes, and every [`WATCH_INTERVAL`].
+/// shared store changed it, and keeps the pending gauges: woken at once by local changes, and
+/// every [`WATCH_INTERVAL`].
 pub async fn watch(shared: Arc<Shared>) {
     let mut known: HashMap<String, String> = HashMap::new();
     let mut first = true;
     loop {
         match shared.store.pending_ids().await {
             Ok(pending) => {
+                gauge_pending(&shared, &pending, now_ms());
                 let now: HashMap<String, String> = pending.into_iter().map(|p| (p.id, p.pool)).collect();
                 if !first {
                     for (id, pool) in &known {
@@ -211,5 +229,35 @@ pub async fn watch(shared: Arc<Shared>) {
             () = shared.changed.notified() => {}
             () = tokio::time::sleep(WATCH_INTERVAL) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{human, memory_store};
+    use crate::store::Inserted;
+
+    #[tokio::test]
+    async fn decisions_and_pending_tasks_are_measured_per_pool() {
+        let pools = vec!["ops".to_owned(), "security".to_owned()];
+        let (shared, _outbox) = Shared::new(memory_store().await, Reviewers::default(), pools);
+        let Inserted::Created(id) = shared.store.insert(&human("ops", "s1", "c1", false, 0), 1_000).await.unwrap()
+        else {
+            panic!()
+        };
+        gauge_pending(&shared, &shared.store.pending_ids().await.unwrap(), 61_000);
+        let text = shared.metrics.render();
+        assert!(text.contains("airlock_reviewer_pending{pool=\"ops\"} 1"), "{text}");
+        assert!(text.contains("airlock_reviewer_pending{pool=\"security\"} 0"), "{text}");
+        assert!(text.contains("airlock_reviewer_oldest_pending_seconds{pool=\"ops\"} 60"), "{text}");
+
+        let task = shared.store.task(&id).await.unwrap().unwrap();
+        shared.decide(&task, Decision::Approve, String::new(), "alice").await.unwrap();
+        gauge_pending(&shared, &shared.store.pending_ids().await.unwrap(), 62_000);
+        let text = shared.metrics.render();
+        assert!(text.contains("airlock_reviewer_decision_seconds_count{pool=\"ops\",decider=\"person\"} 1"), "{text}");
+        assert!(text.contains("airlock_reviewer_pending{pool=\"ops\"} 0"), "{text}");
+        assert!(text.contains("airlock_reviewer_oldest_pending_seconds{pool=\"ops\"} 0"), "{text}");
     }
 }

@@ -78,6 +78,22 @@ pub struct OutcomeLabels {
     pub outcome: String,
 }
 
+/// Labels of a human task's decision, by the reviewer service.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReviewLabels {
+    /// The task's pool.
+    pub pool: String,
+    /// `person` (through the UI or the API) or `timeout` (its deadline passed).
+    pub decider: String,
+}
+
+/// Labels by human pool.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolLabels {
+    /// The pool.
+    pub pool: String,
+}
+
 /// Every metric a role may move; each role moves the ones that concern it.
 #[derive(Debug)]
 pub struct Metrics {
@@ -112,6 +128,13 @@ pub struct Metrics {
     pub webhook_deliveries: Family<OutcomeLabels, Counter>,
     /// Webhooks neither delivered nor given up yet (those in the delivery log, when there is one).
     pub webhook_backlog: Gauge,
+    /// Reviewer service: from a task's arrival in the store to its decision, seconds, by pool
+    /// and decider.
+    pub review_seconds: Family<ReviewLabels, Histogram>,
+    /// Reviewer service: pending tasks per pool, as the store holds them.
+    pub review_pending: Family<PoolLabels, Gauge>,
+    /// Reviewer service: the age of each pool's oldest pending task, seconds (0 when none).
+    pub review_oldest_pending: Family<PoolLabels, Gauge>,
 }
 
 fn latency() -> Histogram {
@@ -173,6 +196,19 @@ impl Metrics {
             webhook_deliveries.clone(),
         );
         registry.register("webhook_backlog", "Webhooks neither delivered nor given up yet", webhook_backlog.clone());
+        let review_seconds = Family::<ReviewLabels, Histogram>::new_with_constructor(latency as fn() -> Histogram);
+        let (review_pending, review_oldest_pending) = (Family::default(), Family::default());
+        registry.register(
+            "reviewer_decision_seconds",
+            "Human tasks, from their arrival in the reviewer's store to their decision, by pool and decider",
+            review_seconds.clone(),
+        );
+        registry.register("reviewer_pending", "Pending human tasks per pool, in the store", review_pending.clone());
+        registry.register(
+            "reviewer_oldest_pending_seconds",
+            "Age of each pool's oldest pending human task (0 when none)",
+            review_oldest_pending.clone(),
+        );
         Metrics {
             registry,
             messages,
@@ -190,6 +226,9 @@ impl Metrics {
             gateway_waiting,
             webhook_deliveries,
             webhook_backlog,
+            review_seconds,
+            review_pending,
+            review_oldest_pending,
         }
     }
 
