@@ -1,23 +1,27 @@
 //! The reviewer service over RabbitMQ with a real worker and runner: human steps answered
 //! through the HTTP API, deadlines, cancels, duplicates, a restart with tasks pending, and the
-//! progress that tells a runner its call waits for a person.
+//! progress that tells a runner its call waits for a person; browser sessions across a
+//! restart and across services sharing a PostgreSQL store; the per-pool metrics.
 
 use std::time::Duration;
 
 use airlock_client::{Client, ClientConfig};
 use airlock_contract::v1;
 use airlock_records::review::{Settled, TaskState};
-use airlock_reviewer::Service;
-use airlock_reviewer::client::{ApiClient, RequestError};
-use airlock_reviewer::store::{Decided, Store};
+use airlock_reviewer::auth::{SESSION_COOKIE, sha256_hex};
+use airlock_reviewer::client::{ApiClient, RequestError, request};
+use airlock_reviewer::store::{Decided, Store, StoredSession};
 use airlock_reviewer::task::Verdict;
+use airlock_reviewer::testing::with_pg;
+use airlock_reviewer::{ReviewerConfig, Service};
 use airlock_testkit::unique_prefix;
 use airlock_tests::{
-    REVIEWER_TOKEN, TestKeys, approval, broker, decision_name, guarded, pending, review, reviewer_config,
+    HANG_GUARD, REVIEWER_TOKEN, TestKeys, approval, broker, decision_name, guarded, pending, review, reviewer_config,
 };
 use airlock_transport::{AmqpTransport, Destination, Message, Topology, Transport};
 use airlock_worker::WorkerConfig;
 use serde_json::json;
+use tokio::io::AsyncReadExt as _;
 use tokio::sync::oneshot;
 
 const INSTANCE: &str = "reviewer-test";
@@ -338,6 +342,147 @@ async fn a_restart_loses_nothing_and_sends_nothing_twice() {
         assert_eq!(fleet.client.stats().ignored_replies, 0);
         fleet.stop().await;
         std::fs::remove_dir_all(dir).unwrap();
+    })
+    .await;
+}
+
+/// What a browser holds after signing in: its session cookie and the page's CSRF token.
+struct Browser {
+    cookie: String,
+    csrf: String,
+}
+
+/// Signs in at `base` with the reviewer's token, as the login form posts it.
+async fn sign_in(base: &str) -> Browser {
+    let headers = [("Origin", base), ("Content-Type", "application/x-www-form-urlencoded")];
+    let body = format!("token={REVIEWER_TOKEN}");
+    let response = request("POST", &format!("{base}/login"), &headers, Some(body.as_bytes())).await.unwrap();
+    assert_eq!(response.status, 303);
+    let cookie = response.header("set-cookie").unwrap().split(';').next().unwrap().to_owned();
+    let page = request("GET", &format!("{base}/"), &[("Cookie", &cookie)], None).await.unwrap();
+    let page = String::from_utf8(page.body).unwrap();
+    let csrf = page.split("name=\"csrf-token\" content=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
+    Browser { cookie, csrf }
+}
+
+impl Browser {
+    /// Posts `body` to `path` at `base` with the cookie, this origin and the CSRF token.
+    async fn post(&self, base: &str, path: &str, body: &str) -> airlock_reviewer::client::Response {
+        let headers = [
+            ("Origin", base),
+            ("Cookie", self.cookie.as_str()),
+            ("X-CSRF-Token", self.csrf.as_str()),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+            ("Accept", "application/json"),
+        ];
+        request("POST", &format!("{base}{path}"), &headers, Some(body.as_bytes())).await.unwrap()
+    }
+
+    /// The status of the pending-ids route for this session at `base` (200 or 401).
+    async fn status(&self, base: &str) -> u16 {
+        request("GET", &format!("{base}/ui/pending"), &[("Cookie", &self.cookie)], None).await.unwrap().status
+    }
+}
+
+/// Opens the event stream of session `cookie` at `addr` and reads up to its headers, so the
+/// stream is known to be open.
+async fn open_events(addr: std::net::SocketAddr, cookie: &str) -> tokio::net::TcpStream {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!("GET /events HTTP/1.1\r\nHost: {addr}\r\nCookie: {cookie}\r\nConnection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut seen = Vec::new();
+    while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        assert_eq!(stream.read(&mut byte).await.unwrap(), 1, "the stream closed before its headers");
+        seen.push(byte[0]);
+    }
+    assert!(seen.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&seen));
+    stream
+}
+
+/// The value of series `series` (name and labels) in a Prometheus scrape of `addr`.
+async fn scraped(addr: std::net::SocketAddr, series: &str) -> Option<f64> {
+    let text = request("GET", &format!("http://{addr}/metrics"), &[], None).await.unwrap().body;
+    let text = String::from_utf8(text).unwrap();
+    text.lines().find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Waits until the scrape of `addr` shows `value` for `series`.
+async fn scrape_until(addr: std::net::SocketAddr, series: &str, value: f64) {
+    while scraped(addr, series).await != Some(value) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn sessions_hold_across_restarts_and_services_sharing_a_store() {
+    let prefix = unique_prefix();
+    let Some(transport) = broker(&prefix).await else { return };
+    guarded(fleet(&prefix), async move {
+        with_pg("sessions", move |store| async move {
+            let fleet = start_fleet(&transport, &prefix).await;
+            let metrics = std::sync::Arc::new(airlock_telemetry::metrics::Metrics::new());
+            let scrape =
+                airlock_telemetry::metrics::serve("127.0.0.1:0".parse().unwrap(), metrics.clone()).await.unwrap();
+            let config = || ReviewerConfig { metrics: metrics.clone(), ..reviewer_config(&prefix, &store, INSTANCE) };
+
+            // Signed in on A; A stops.
+            let a = Service::start(transport.clone(), config()).await.unwrap();
+            let browser = sign_in(&format!("http://{}", a.local_addr())).await;
+            a.stop().await;
+
+            // B, a new service on the same store, takes the cookie and the CSRF token for a decision.
+            let b = Service::start(transport.clone(), config()).await.unwrap();
+            let b_url = format!("http://{}", b.local_addr());
+            let api = ApiClient::new(&b_url, REVIEWER_TOKEN);
+            let client = fleet.client.clone();
+            let asked =
+                tokio::spawn(async move { client.approve(approval("s1", "c1", bash("rm -r build"), POLICY)).await });
+            let id = pending(&api, 1).await.remove(0)["id"].as_str().unwrap().to_owned();
+            scrape_until(scrape, "airlock_reviewer_pending{pool=\"ops\"}", 1.0).await;
+            let decided = browser.post(&b_url, &format!("/ui/tasks/{id}/decision"), "decision=approve").await;
+            assert_eq!(decided.status, 200, "{}", String::from_utf8_lossy(&decided.body));
+            let decision = asked.await.unwrap().unwrap();
+            assert_eq!((decision_name(&decision), decision.decided_by.as_str()), ("approve", "alice"));
+            scrape_until(scrape, "airlock_reviewer_pending{pool=\"ops\"}", 0.0).await;
+            let count = "airlock_reviewer_decision_seconds_count{pool=\"ops\",decider=\"person\"}";
+            assert_eq!(scraped(scrape, count).await, Some(1.0));
+
+            // C, another replica on the store, serves the same session and its event stream…
+            let c = Service::start(transport.clone(), config()).await.unwrap();
+            let c_url = format!("http://{}", c.local_addr());
+            assert_eq!(browser.status(&c_url).await, 200);
+            let mut events = open_events(c.local_addr(), &browser.cookie).await;
+
+            // …until a logout on B: C's stream ends (C rechecks its sessions) and C refuses the cookie.
+            assert_eq!(browser.post(&b_url, "/logout", "").await.status, 303);
+            let mut rest = Vec::new();
+            tokio::time::timeout(HANG_GUARD, events.read_to_end(&mut rest)).await.expect("the stream ended").unwrap();
+            assert_eq!(browser.status(&c_url).await, 401);
+            assert_eq!(browser.status(&b_url).await, 401);
+
+            // An expired session is refused.
+            let handle = Store::open(&store).await.unwrap();
+            let expired = "0123456789abcdef".repeat(4);
+            let now = airlock_records::time::now_ms();
+            let session = StoredSession {
+                id_sha256: sha256_hex(&expired),
+                reviewer: "alice".into(),
+                csrf: "csrf".into(),
+                created_at: now - 2_000,
+                expires_at: now - 1_000,
+            };
+            handle.open_session(&session).await.unwrap();
+            let stale = Browser { cookie: format!("{SESSION_COOKIE}={expired}"), csrf: "csrf".into() };
+            assert_eq!(stale.status(&c_url).await, 401);
+            handle.close().await;
+
+            b.stop().await;
+            c.stop().await;
+            fleet.stop().await;
+        })
+        .await;
     })
     .await;
 }

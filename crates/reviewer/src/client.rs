@@ -16,11 +16,18 @@ use tokio::net::TcpStream;
 pub struct Response {
     /// The status code.
     pub status: u16,
+    /// The headers, names in lowercase, in the order received.
+    pub headers: Vec<(String, String)>,
     /// The body (de-chunked).
     pub body: Vec<u8>,
 }
 
 impl Response {
+    /// The first value of header `name` (lowercase).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
     /// The body as JSON (`null` when it is not JSON).
     pub fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap_or(Value::Null)
@@ -102,6 +109,7 @@ fn parse(raw: &[u8]) -> io::Result<Response> {
         .ok_or_else(|| bad("no status line"))?;
     let mut chunked = false;
     let mut length = None;
+    let mut headers = Vec::new();
     for line in lines {
         if let Some((name, value)) = line.split_once(':') {
             let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
@@ -110,6 +118,7 @@ fn parse(raw: &[u8]) -> io::Result<Response> {
             } else if name == "content-length" {
                 length = value.parse::<usize>().ok();
             }
+            headers.push((name, value.to_owned()));
         }
     }
     let mut body = &raw[end + 4..];
@@ -128,12 +137,12 @@ fn parse(raw: &[u8]) -> io::Result<Response> {
             out.extend_from_slice(body.get(..size).ok_or_else(|| bad("truncated chunk"))?);
             body = body.get(size + 2..).unwrap_or_default();
         }
-        return Ok(Response { status, body: out });
+        return Ok(Response { status, headers, body: out });
     }
     if let Some(length) = length {
         body = body.get(..length).unwrap_or(body);
     }
-    Ok(Response { status, body: body.to_vec() })
+    Ok(Response { status, headers, body: body.to_vec() })
 }
 
 /// Why a call of the reviewer API failed.
@@ -234,14 +243,15 @@ mod tests {
 
     #[test]
     fn refusals_keep_their_status_and_reason() {
-        let refused = |body: &[u8]| Response { status: 409, body: body.to_vec() };
+        let refused = |body: &[u8]| Response { status: 409, headers: Vec::new(), body: body.to_vec() };
         let body = br#"{"error": "withdrawn by the runner", "reason": "the sample ended"}"#;
         let err = view::<TaskView>(refused(body)).unwrap_err();
         assert_eq!(err.status(), Some(409));
         assert_eq!(err.to_string(), "409: withdrawn by the runner");
-        let err = view::<TaskView>(Response { status: 502, body: b"Bad Gateway".to_vec() }).unwrap_err();
+        let err =
+            view::<TaskView>(Response { status: 502, headers: Vec::new(), body: b"Bad Gateway".to_vec() }).unwrap_err();
         assert_eq!(err.to_string(), "502: Bad Gateway");
-        let err = view::<TaskView>(Response { status: 200, body: b"{}".to_vec() }).unwrap_err();
+        let err = view::<TaskView>(Response { status: 200, headers: Vec::new(), body: b"{}".to_vec() }).unwrap_err();
         assert!(matches!(err, RequestError::Unreadable(_)), "{err}");
     }
 }
