@@ -5,11 +5,12 @@
 //! Field names and nesting are the wire's: the web UI's script, the Inspect suite and any
 //! other API client read this JSON.
 
+use airlock_contract::v1;
 use airlock_policy::{Decision, Kind};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::view::{KeyView, OriginView};
+use crate::view::{KeyView, OriginView, TrailView};
 
 /// The pending list or the history: `{"tasks": [...]}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,6 +50,18 @@ pub struct TaskView {
     pub result: Option<ResultView>,
     /// For a review: the tool's raw output.
     pub output: Option<String>,
+    /// Why the task is here: every answer of the chain before this step, in order.
+    #[serde(default)]
+    pub trail: Vec<TrailView<'static>>,
+    /// The policy the call is decided by, if the request names one.
+    #[serde(default)]
+    pub policy: Option<PolicyView>,
+    /// The recent conversation, ending with the assistant message that carries the call.
+    #[serde(default)]
+    pub history: Vec<MessageView>,
+    /// How many earlier messages the runner left out of `history`.
+    #[serde(default)]
+    pub history_omitted: u32,
     /// Where the request comes from.
     pub origin: Option<OriginView>,
     /// When the service received it (unix ms).
@@ -88,6 +101,33 @@ pub enum TaskState {
         /// When (unix ms).
         decided_at_unix_ms: i64,
     },
+}
+
+/// The policy a task's call is decided by.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyView {
+    /// The policy's name, or none for a document sent with the request.
+    pub name: Option<String>,
+    /// sha256 of the document's text, hex; empty when neither the request nor the task holds it.
+    pub digest: String,
+}
+
+/// One message of the conversation (Inspect's `ChatMessage`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessageView {
+    /// `system`, `user`, `assistant` or `tool`.
+    pub role: String,
+    /// The message's text.
+    pub text: String,
+    /// The calls an assistant message carries.
+    #[serde(default)]
+    pub tool_calls: Vec<CallView>,
+    /// For a tool message: the tool's name.
+    #[serde(default)]
+    pub function: Option<String>,
+    /// For a tool message: the error the tool returned, if any.
+    #[serde(default)]
+    pub error: Option<ToolErrorView>,
 }
 
 /// A tool call as Inspect writes it.
@@ -209,6 +249,32 @@ pub enum Settled {
         /// Why, as the runner said.
         reason: String,
     },
+}
+
+// === impl CallView ===
+
+impl From<&v1::ToolCall> for CallView {
+    fn from(call: &v1::ToolCall) -> Self {
+        CallView {
+            id: call.id.clone(),
+            function: call.function.clone(),
+            arguments: serde_json::from_str(&call.arguments_json).unwrap_or_default(),
+        }
+    }
+}
+
+// === impl MessageView ===
+
+impl From<&v1::ChatMessage> for MessageView {
+    fn from(message: &v1::ChatMessage) -> Self {
+        MessageView {
+            role: message.role.clone(),
+            text: message.text.clone(),
+            tool_calls: message.tool_calls.iter().map(CallView::from).collect(),
+            function: message.function.clone(),
+            error: message.error.as_ref().map(|e| ToolErrorView { kind: e.r#type.clone(), message: e.message.clone() }),
+        }
+    }
 }
 
 /// A [`Decision`] as its name (`approve`, …).

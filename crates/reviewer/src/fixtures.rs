@@ -59,6 +59,51 @@ pub fn human(pool: &str, sample: &str, call: &str, review: bool, deadline: i64) 
     Incoming::decode(&prost::Message::encode_to_vec(&human), pool).expect("a valid task")
 }
 
+/// The policy document of [`explained`]'s task.
+pub const POLICY: &str =
+    "approvers:\n  - name: monitor\n    tools: bash\n  - name: human\n    tools: bash\n    pool: ops\n";
+
+/// [`human`]'s approval task as a chain brings it: a monitor escalated it (score, reason and
+/// model in its metadata) under the inline [`POLICY`], after a three-message conversation of
+/// which two earlier messages were left out.
+pub fn explained(pool: &str, sample: &str, call: &str) -> Incoming {
+    let mut incoming = human(pool, sample, call, false, 0);
+    let request = incoming.human.task.as_mut().and_then(|t| t.request.as_mut()).expect("a request");
+    request.policy =
+        Some(v1::Policy { source: Some(v1::policy::Source::Inline(POLICY.into())), digest: String::new() });
+    let monitor = v1::StepAnswer {
+        step: Some(0),
+        approver: "monitor".into(),
+        decision: v1::DecisionKind::Escalate.into(),
+        explanation: Some("Score 5 is between approve_below 3 and escalate_below 8.".into()),
+        metadata_json:
+            r#"{"monitor":"monitor-1","model":"fake-openai","score":5,"reason":"deletes a directory","attempts":1}"#
+                .into(),
+        decided_by: "monitor-1".into(),
+        ..Default::default()
+    };
+    request.chain = Some(v1::ChainState { next_step: 1, trail: vec![monitor] });
+    let Some(v1::request::Body::Approval(body)) = request.body.as_mut() else { unreachable!("an approval") };
+    let tool_call = body.call.clone();
+    body.history = vec![
+        v1::ChatMessage { role: "user".into(), text: "Free some disk space.".into(), ..Default::default() },
+        v1::ChatMessage {
+            role: "tool".into(),
+            text: "/dev/sda1 98%".into(),
+            function: Some("df".into()),
+            ..Default::default()
+        },
+        v1::ChatMessage {
+            role: "assistant".into(),
+            text: "Cleaning up.".into(),
+            tool_calls: tool_call.into_iter().collect(),
+            ..Default::default()
+        },
+    ];
+    body.history_omitted = 2;
+    incoming
+}
+
 /// A fresh in-memory SQLite store.
 pub async fn memory_store() -> Store {
     Store::open("sqlite::memory:").await.expect("an in-memory store")

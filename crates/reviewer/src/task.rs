@@ -2,6 +2,7 @@
 
 use airlock_contract::v1;
 use airlock_policy::{Decision, Kind};
+use airlock_records::review::PolicyView;
 use prost::Message as _;
 
 /// Who is recorded as having decided a task whose deadline passed.
@@ -126,6 +127,41 @@ impl Task {
         }
     }
 
+    /// Why the task is here: the chain's answers before this step, in order, as the request
+    /// carries them in its chain state.
+    pub fn trail(&self) -> &[v1::StepAnswer] {
+        self.request().and_then(|r| r.chain.as_ref()).map_or(&[], |chain| chain.trail.as_slice())
+    }
+
+    /// The conversation the request carries, ending with the assistant message with the call.
+    pub fn history(&self) -> Conversation<'_> {
+        match self.request().and_then(|r| r.body.as_ref()) {
+            Some(v1::request::Body::Approval(body)) => {
+                Conversation { messages: &body.history, omitted: body.history_omitted }
+            }
+            Some(v1::request::Body::Review(body)) => {
+                Conversation { messages: &body.history, omitted: body.history_omitted }
+            }
+            None => Conversation { messages: &[], omitted: 0 },
+        }
+    }
+
+    /// The policy the call is decided by: its name (none for an inline document) and digest,
+    /// the request's or, when it has none, that of the inline document it carries.
+    pub fn policy(&self) -> Option<PolicyView> {
+        let policy = self.request()?.policy.as_ref()?;
+        let (name, inline) = match &policy.source {
+            Some(v1::policy::Source::Name(name)) => (Some(name.clone()), None),
+            Some(v1::policy::Source::Inline(text)) => (None, Some(text)),
+            None => (None, None),
+        };
+        let digest = match inline {
+            Some(text) if policy.digest.is_empty() => airlock_policy::document::digest(text),
+            _ => policy.digest.clone(),
+        };
+        Some(PolicyView { name, digest })
+    }
+
     /// Where the request comes from.
     pub fn origin(&self) -> Option<&v1::Origin> {
         self.request()?.origin.as_ref()
@@ -157,6 +193,15 @@ pub struct Returned<'a> {
     pub message: Option<&'a v1::ChatMessage>,
     /// The tool's raw output.
     pub output: &'a str,
+}
+
+/// The conversation a request carries.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Conversation<'a> {
+    /// The messages, oldest first.
+    pub messages: &'a [v1::ChatMessage],
+    /// How many earlier messages the runner left out.
+    pub omitted: u32,
 }
 
 /// A task received from the human queue, before it is stored.

@@ -215,12 +215,59 @@ pub fn shown(call: Option<&v1::ToolCall>, view: Option<&v1::ToolCallView>, revie
 /// Inspect's default view: the call as `format_function_call` renders it, in a Python block.
 fn default_view(call: Option<&v1::ToolCall>, arguments: &serde_json::Map<String, serde_json::Value>) -> String {
     let Some(call) = call else { return "*(the request carries no call)*".into() };
-    let rendered = format_function_call(&Call {
-        id: call.id.clone(),
-        function: call.function.clone(),
-        arguments: arguments.clone(),
-    });
-    fenced(&rendered, "python")
+    fenced(&rendered_call(call, arguments), "python")
+}
+
+/// A call on one line, as Inspect's `format_function_call` renders it.
+fn rendered_call(call: &v1::ToolCall, arguments: &serde_json::Map<String, serde_json::Value>) -> String {
+    format_function_call(&Call { id: call.id.clone(), function: call.function.clone(), arguments: arguments.clone() })
+}
+
+/// A call of the conversation on one line (its arguments, when unreadable, as none).
+pub fn call_line(call: &v1::ToolCall) -> String {
+    rendered_call(call, &serde_json::from_str(&call.arguments_json).unwrap_or_default())
+}
+
+/// The metadata keys a model monitor's answer carries that a person reads first, with their
+/// labels, in the order shown.
+pub const MONITOR_FIELDS: [(&str, &str); 3] = [("score", "Score"), ("reason", "Reason"), ("model", "Model")];
+
+/// One labelled value of a step's metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Field {
+    /// What it is: a monitor field's label, or the key as given.
+    pub label: String,
+    /// The value as text: a string as is, anything else as compact JSON.
+    pub value: String,
+    /// Whether it is one of a monitor's [`MONITOR_FIELDS`].
+    pub monitor: bool,
+}
+
+/// A step's metadata (a JSON object) as labelled values: a monitor's score, reason and model
+/// first, then the other keys in their order. Anything but an object is one `Metadata` field.
+pub fn metadata_fields(metadata_json: &str) -> Vec<Field> {
+    if metadata_json.trim().is_empty() {
+        return Vec::new();
+    }
+    let Ok(serde_json::Value::Object(object)) = serde_json::from_str(metadata_json) else {
+        return vec![Field { label: "Metadata".into(), value: metadata_json.to_owned(), monitor: false }];
+    };
+    let text = |value: &serde_json::Value| match value {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let mut fields: Vec<Field> = MONITOR_FIELDS
+        .iter()
+        .filter_map(|(key, label)| {
+            object.get(*key).map(|v| Field { label: (*label).into(), value: text(v), monitor: true })
+        })
+        .collect();
+    for (key, value) in &object {
+        if !MONITOR_FIELDS.iter().any(|(known, _)| known == key) {
+            fields.push(Field { label: key.clone(), value: text(value), monitor: false });
+        }
+    }
+    fields
 }
 
 /// `text` in a backtick fence longer than any backtick run inside it (at least three).

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use airlock_contract::v1;
 use airlock_policy::Decision;
 use airlock_records::review::{
-    CallView, DecisionBody, ErrorView, ResultView, ReviewerView, Settled, ShownContent, ShownView, TaskList, TaskState,
-    TaskView, ToolContentView, ToolErrorView, ToolViewView,
+    CallView, DecisionBody, ErrorView, MessageView, ResultView, ReviewerView, Settled, ShownContent, ShownView,
+    TaskList, TaskState, TaskView, ToolContentView, ToolErrorView, ToolViewView,
 };
-use airlock_records::view::{KeyView, OriginView};
+use airlock_records::view::{KeyView, OriginView, TrailView};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -163,6 +163,7 @@ pub fn task_view(task: &Task) -> TaskView {
     let shown_content = |c: ui::Content| ShownContent { title: c.title, markdown: c.markdown, text: c.text };
     let shown = ui::shown(task.call(), task.view(), task.result());
     let returned = task.result();
+    let history = task.history();
     TaskView {
         id: task.id.clone(),
         key: KeyView::from(&key),
@@ -172,11 +173,7 @@ pub fn task_view(task: &Task) -> TaskView {
         step: task.step,
         choices: task.choices(),
         message: task.message().to_owned(),
-        call: task.call().map(|c| CallView {
-            id: c.id.clone(),
-            function: c.function.clone(),
-            arguments: serde_json::from_str(&c.arguments_json).unwrap_or_default(),
-        }),
+        call: task.call().map(CallView::from),
         view: task.view().map(|v| ToolViewView {
             context: v.context.as_ref().map(tool_content),
             call: v.call.as_ref().map(tool_content),
@@ -187,6 +184,10 @@ pub fn task_view(task: &Task) -> TaskView {
             error: m.error.as_ref().map(|e| ToolErrorView { kind: e.r#type.clone(), message: e.message.clone() }),
         }),
         output: returned.map(|r| r.output.to_owned()),
+        trail: task.trail().iter().map(TrailView::from_wire).collect(),
+        policy: task.policy(),
+        history: history.messages.iter().map(MessageView::from).collect(),
+        history_omitted: history.omitted,
         origin: task.origin().map(OriginView::from),
         received_at_unix_ms: task.received_at,
         deadline_unix_ms: task.deadline,

@@ -15,7 +15,7 @@ use tower::ServiceExt as _;
 
 use super::*;
 use crate::auth::{CSRF_HEADER, Reviewer, Reviewers, SESSION_COOKIE, sha256_hex};
-use crate::fixtures::{human, memory_store};
+use crate::fixtures::{POLICY, explained, human, memory_store};
 use crate::shared::Shared;
 use crate::site::Site;
 use crate::store::Inserted;
@@ -296,6 +296,34 @@ async fn model_text_is_escaped_and_invisible_characters_are_shown() {
     assert!(card.contains("&lt;img src=x onerror=alert(1)&gt;"), "{card}");
     assert!(card.contains("‹U+001B›</span>[2J") && card.contains("‹U+202E›</span>txt.exe"), "{card}");
     assert!(card.contains("class=\"warn\""), "{card}");
+}
+
+#[tokio::test]
+async fn the_task_json_carries_the_trail_the_policy_and_the_conversation() {
+    let (shared, _outbox, _) = setup().await;
+    let Inserted::Created(id) = shared.store.insert(&explained("ops", "s7", "c7"), now_ms()).await.unwrap() else {
+        panic!()
+    };
+    let (status, _, body) = send(&shared, api("GET", &format!("/api/tasks/{id}"), Some(ALICE), None)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let task: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        task["trail"],
+        json!([{
+            "approver": "monitor",
+            "decision": "escalate",
+            "explanation": "Score 5 is between approve_below 3 and escalate_below 8.",
+            "decided_by": "monitor-1",
+            "metadata": {"monitor": "monitor-1", "model": "fake-openai", "score": 5, "reason": "deletes a directory",
+                         "attempts": 1},
+        }])
+    );
+    assert_eq!(task["policy"], json!({"name": null, "digest": airlock_policy::document::digest(POLICY)}));
+    assert_eq!(task["history_omitted"], 2);
+    let history = task["history"].as_array().unwrap();
+    assert_eq!(history.iter().map(|m| m["role"].as_str().unwrap()).collect::<Vec<_>>(), ["user", "tool", "assistant"]);
+    assert_eq!(history[1]["function"], "df");
+    assert_eq!(history[2]["tool_calls"][0]["arguments"]["cmd"], "rm -r build");
 }
 
 #[tokio::test]

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 
 use airlock_policy::Kind;
 
-use super::{Content, escape, safe_html, shown};
-use crate::task::{State, Task, shortcut};
+use super::{Content, call_line, escape, metadata_fields, safe_html, shown};
+use crate::task::{State, Task, decision_from_wire, shortcut};
 
 /// The stylesheet, served at `/assets/app.css`.
 pub const CSS: &str = include_str!("../../assets/app.css");
@@ -157,6 +157,8 @@ pub fn card(task: &Task, csrf: &str, now_ms: i64) -> String {
         );
     }
     html.push_str("</div></header>");
+    html.push_str(&why_here(task));
+    html.push_str(&conversation(task));
 
     let message = task.message().trim();
     if !message.is_empty() {
@@ -225,12 +227,112 @@ pub fn card(task: &Task, csrf: &str, now_ms: i64) -> String {
     html
 }
 
+/// Why the task is here: the policy, then every answer before this step with its
+/// explanation and metadata (a monitor's score, reason and model by name).
+fn why_here(task: &Task) -> String {
+    let mut html = String::from("<section class=\"trail\"><h3>Why it is here</h3>");
+    if let Some(policy) = task.policy() {
+        let name = policy.name.as_deref().map_or_else(|| "inline document".to_owned(), safe_html);
+        let _ = write!(html, "<p class=\"policy\">Policy <span class=\"name\">{name}</span>");
+        if !policy.digest.is_empty() {
+            let _ = write!(
+                html,
+                " <code class=\"digest\" title=\"sha256 of the policy's text\">{}</code>",
+                safe_html(&policy.digest)
+            );
+        }
+        html.push_str("</p>");
+    }
+    if task.trail().is_empty() {
+        html.push_str("<p class=\"empty\">No step answered before this one.</p>");
+    } else {
+        html.push_str("<ol class=\"answers\">");
+        for answer in task.trail() {
+            let decision = decision_from_wire(answer.decision).map_or("unspecified", |d| d.as_str());
+            let step = answer.step.map(|s| format!("<span class=\"step\">step {s}</span> ")).unwrap_or_default();
+            let _ = write!(
+                html,
+                "<li class=\"answer\">{step}<span class=\"approver\">{}</span> <span class=\"badge {decision}\">{decision}</span>",
+                safe_html(&answer.approver)
+            );
+            if !answer.decided_by.is_empty() {
+                let _ = write!(html, " <span class=\"by\">by {}</span>", safe_html(&answer.decided_by));
+            }
+            if let Some(explanation) = answer.explanation.as_deref().filter(|e| !e.is_empty()) {
+                let _ = write!(html, "<p class=\"why\">{}</p>", safe_html(explanation));
+            }
+            let fields = metadata_fields(&answer.metadata_json);
+            if !fields.is_empty() {
+                html.push_str("<dl class=\"meta\">");
+                for field in fields {
+                    let _ = write!(
+                        html,
+                        "<div class=\"{}\"><dt>{}</dt><dd>{}</dd></div>",
+                        if field.monitor { "monitor" } else { "other" },
+                        safe_html(&field.label),
+                        safe_html(&field.value)
+                    );
+                }
+                html.push_str("</dl>");
+            }
+            html.push_str("</li>");
+        }
+        html.push_str("</ol>");
+    }
+    html.push_str("</section>");
+    html
+}
+
+/// The conversation the request carries, collapsed: a person opens it when the call alone
+/// does not say enough.
+fn conversation(task: &Task) -> String {
+    let history = task.history();
+    if history.messages.is_empty() {
+        return String::new();
+    }
+    let omitted = match history.omitted {
+        0 => String::new(),
+        n => format!(", {n} earlier left out"),
+    };
+    let mut html = format!(
+        "<details class=\"conversation\"><summary>Conversation ({} message{}{omitted})</summary><ol>",
+        history.messages.len(),
+        if history.messages.len() == 1 { "" } else { "s" }
+    );
+    for message in history.messages {
+        let role = safe_html(&message.role);
+        let _ = write!(html, "<li class=\"msg\"><span class=\"role\">{role}</span>");
+        if let Some(function) = message.function.as_deref().filter(|f| !f.is_empty()) {
+            let _ = write!(html, " <code class=\"fn\">{}</code>", safe_html(function));
+        }
+        if !message.text.is_empty() {
+            let _ = write!(html, "<div class=\"text\">{}</div>", safe_html(&message.text));
+        }
+        for call in &message.tool_calls {
+            let _ = write!(html, "<pre class=\"text\">{}</pre>", safe_html(&call_line(call)));
+        }
+        if let Some(error) = &message.error {
+            let _ = write!(
+                html,
+                "<p class=\"error\">Error ({}): {}</p>",
+                safe_html(&error.r#type),
+                safe_html(&error.message)
+            );
+        }
+        html.push_str("</li>");
+    }
+    html.push_str("</ol></details>");
+    html
+}
+
 fn contains_marker(task: &Task, call: &Content, context: Option<&Content>) -> bool {
     let unsafe_in = |s: &str| s.chars().any(super::is_unsafe);
     unsafe_in(task.message())
         || unsafe_in(&call.text)
         || context.is_some_and(|c| unsafe_in(&c.text))
         || task.call().is_some_and(|c| unsafe_in(&c.function))
+        || task.trail().iter().any(|a| a.explanation.as_deref().is_some_and(unsafe_in) || unsafe_in(&a.metadata_json))
+        || task.history().messages.iter().any(|m| unsafe_in(&m.text))
 }
 
 /// The tasks that left the list: decided (by whom) or withdrawn.

@@ -1,4 +1,5 @@
 use super::*;
+use crate::fixtures::explained;
 
 /// Vectors produced by Inspect's own `display_safe` (inspect-ai 0.3.285).
 #[test]
@@ -69,4 +70,125 @@ fn the_default_view_is_the_rendered_call_and_placeholders_are_filled() {
     let shown = super::shown(Some(&call), Some(&view), Some(Returned { message: None, output: "out" }));
     assert_eq!(shown.call.title.as_deref(), Some("Run ls ```"));
     assert_eq!(shown.call.text, "$ ls ``` {{missing}}\n\nResult\n\nout");
+}
+
+/// [`explained`]'s task, pending, as a card.
+fn explained_card(incoming: &crate::task::Incoming) -> String {
+    pages::card(&incoming.pending("t1", 1_000), "csrf", 2_000)
+}
+
+#[test]
+fn the_trail_shows_a_monitors_score_reason_and_model_by_name() {
+    let card = explained_card(&explained("ops", "s1", "c1"));
+    assert!(card.contains("<h3>Why it is here</h3>"), "{card}");
+    assert!(card.contains("<span class=\"step\">step 0</span> <span class=\"approver\">monitor</span>"), "{card}");
+    assert!(card.contains("<span class=\"badge escalate\">escalate</span> <span class=\"by\">by monitor-1</span>"));
+    assert!(card.contains("<p class=\"why\">Score 5 is between approve_below 3 and escalate_below 8.</p>"), "{card}");
+    let score = card.find("<dt>Score</dt><dd>5</dd>").expect("the score");
+    let reason = card.find("<dt>Reason</dt><dd>deletes a directory</dd>").expect("the reason");
+    let model = card.find("<dt>Model</dt><dd>fake-openai</dd>").expect("the model");
+    assert!(score < reason && reason < model, "{card}");
+    assert!(card.contains("<div class=\"other\"><dt>attempts</dt><dd>1</dd></div>"), "{card}");
+    assert!(!card.contains("&quot;score&quot;") && !card.contains("{\"score"), "no raw JSON: {card}");
+}
+
+#[test]
+fn metadata_that_is_not_an_object_is_one_field() {
+    assert_eq!(metadata_fields(""), []);
+    let fields = metadata_fields("[1, 2]");
+    assert_eq!(fields, [Field { label: "Metadata".into(), value: "[1, 2]".into(), monitor: false }]);
+    let fields = metadata_fields(r#"{"thresholds": {"approve_below": 3}, "reason": "r"}"#);
+    assert_eq!(fields[0], Field { label: "Reason".into(), value: "r".into(), monitor: true });
+    assert_eq!(fields[1], Field { label: "thresholds".into(), value: r#"{"approve_below":3}"#.into(), monitor: false });
+}
+
+#[test]
+fn the_policy_is_named_with_its_digest() {
+    let mut incoming = explained("ops", "s1", "c1");
+    let inline = explained_card(&incoming);
+    let digest = airlock_policy::document::digest(crate::fixtures::POLICY);
+    assert!(
+        inline.contains(&format!("Policy <span class=\"name\">inline document</span> <code class=\"digest\" title=\"sha256 of the policy's text\">{digest}</code>")),
+        "{inline}"
+    );
+    let request = incoming.human.task.as_mut().unwrap().request.as_mut().unwrap();
+    request.policy =
+        Some(v1::Policy { source: Some(v1::policy::Source::Name("prod".into())), digest: "0123abcd".into() });
+    let named = explained_card(&incoming);
+    assert!(named.contains("Policy <span class=\"name\">prod</span> <code class=\"digest\""), "{named}");
+    assert!(named.contains(">0123abcd</code>"), "{named}");
+}
+
+#[test]
+fn the_conversation_is_collapsed_and_complete() {
+    let card = explained_card(&explained("ops", "s1", "c1"));
+    let start = card.find("<details class=\"conversation\">").expect("collapsed: no open attribute");
+    let end = card.find("</details>").unwrap();
+    let conversation = &card[start..end];
+    assert!(conversation.contains("<summary>Conversation (3 messages, 2 earlier left out)</summary>"), "{card}");
+    assert!(conversation.contains("<span class=\"role\">user</span><div class=\"text\">Free some disk space.</div>"));
+    assert!(conversation.contains("<span class=\"role\">tool</span> <code class=\"fn\">df</code>"), "{conversation}");
+    assert!(conversation.contains("<pre class=\"text\">bash(cmd=&#39;rm -r build&#39;)</pre>"), "{conversation}");
+    // Without a conversation there is nothing to open.
+    assert!(
+        !pages::card(&crate::fixtures::human("ops", "s", "c", false, 0).pending("t", 0), "x", 0).contains("<details")
+    );
+}
+
+#[test]
+fn the_view_keeps_its_format_and_code_blocks_their_language() {
+    let mut incoming = explained("ops", "s1", "c1");
+    let request = incoming.human.task.as_mut().unwrap().request.as_mut().unwrap();
+    let Some(v1::request::Body::Approval(body)) = request.body.as_mut() else { panic!() };
+    let content = |format: &str, content: &str| v1::ToolCallContent {
+        title: None,
+        format: format.into(),
+        content: content.into(),
+    };
+    body.view = Some(v1::ToolCallView {
+        context: Some(content("text", "## not a heading\n{{cmd}}")),
+        call: Some(content("markdown", "Run this:\n\n```bash\n{{cmd}}\n```\n")),
+    });
+    let card = explained_card(&incoming);
+    assert!(card.contains("<pre class=\"text\">## not a heading\nrm -r build</pre>"), "{card}");
+    assert!(card.contains("<code class=\"language-bash\">rm -r build\n</code>"), "{card}");
+}
+
+#[test]
+fn hostile_text_in_every_new_field_is_shown_not_run() {
+    const HOSTILE: &str = "<script>alert(1)</script><img src=x onerror=alert(2)>";
+    let mut incoming = explained("ops", "s1", "c1");
+    let request = incoming.human.task.as_mut().unwrap().request.as_mut().unwrap();
+    request.policy =
+        Some(v1::Policy { source: Some(v1::policy::Source::Name(HOSTILE.into())), digest: HOSTILE.into() });
+    let answer = &mut request.chain.as_mut().unwrap().trail[0];
+    answer.approver = HOSTILE.into();
+    answer.decided_by = HOSTILE.into();
+    answer.explanation = Some(HOSTILE.into());
+    answer.metadata_json = serde_json::json!({"reason": HOSTILE, "model": HOSTILE, HOSTILE: [HOSTILE]}).to_string();
+    let Some(v1::request::Body::Approval(body)) = request.body.as_mut() else { panic!() };
+    for message in &mut body.history {
+        message.role = HOSTILE.into();
+        message.text = HOSTILE.into();
+        message.function = Some(HOSTILE.into());
+        message.error = Some(v1::ToolCallError { r#type: HOSTILE.into(), message: HOSTILE.into() });
+        for call in &mut message.tool_calls {
+            call.function = HOSTILE.into();
+            call.arguments_json = serde_json::json!({"cmd": HOSTILE}).to_string();
+        }
+    }
+    let hostile = |format: &str| v1::ToolCallContent {
+        title: Some(HOSTILE.into()),
+        format: format.into(),
+        content: HOSTILE.into(),
+    };
+    body.view = Some(v1::ToolCallView { context: Some(hostile("text")), call: Some(hostile("markdown")) });
+    let card = explained_card(&incoming);
+    assert!(!card.contains("<script") && !card.contains("<img"), "{card}");
+    // Each field shows the text: the trail's approver, decider and explanation, two metadata
+    // values and a key and its value; the policy's name and digest; five fields per message;
+    // the view's two titles and two contents.
+    let shown = card.matches("&lt;script&gt;alert(1)&lt;/script&gt;").count();
+    assert!(shown >= 7 + 2 + 5 * 3 + 4, "{shown}: {card}");
+    assert!(card.contains("<dt>Reason</dt><dd>&lt;script&gt;"), "{card}");
 }
