@@ -1,18 +1,51 @@
 //! The reviewer UI in real headless Chromium: a task appears live, a person clicks a choice,
 //! and the runner gets the decision; a tool call full of HTML, script, ANSI escapes and bidi
-//! overrides executes nothing and shows everything.
+//! overrides executes nothing and shows everything; a task a monitor escalated shows why it is
+//! here (the monitor's score and reason) and its conversation, collapsed until clicked.
 
 use std::time::Duration;
 
 use airlock_client::{Client, ClientConfig};
+use airlock_contract::v1;
 use airlock_reviewer::Service;
 use airlock_tests::webdriver::{Browser, browser_available};
 use airlock_tests::{HANG_GUARD, REVIEWER_TOKEN, TestKeys, approval, decision_name, reviewer_config};
-use airlock_transport::MemoryTransport;
+use airlock_transport::{Destination, MemoryTransport, Message, Topology, Transport};
 use airlock_worker::WorkerConfig;
+use prost::Message as _;
 use serde_json::json;
 
 const POLICY: &str = "approvers:\n  - name: human\n    tools: \"*\"\n    pool: ops\n    timeout: 600\n";
+
+/// A monitor step before the person.
+const MONITORED: &str = "approvers:\n  - name: monitor\n    tools: \"*\"\n  - name: human\n    tools: \"*\"\n    pool: ops\n    timeout: 600\n";
+
+/// A model monitor's answer, as `airlock monitor` gives it for a middle score: escalate, with
+/// the score, the reason and the model in its metadata.
+async fn serve_monitor(transport: &MemoryTransport, prefix: &str) {
+    let topology = Topology::new(prefix).with_step("monitor");
+    transport.declare(&topology).await.unwrap();
+    let results = Destination::queue(topology.results_queue());
+    let mut tasks = transport.consume(&topology.step_queue("monitor"), 8).await.unwrap();
+    let transport = transport.clone();
+    tokio::spawn(async move {
+        while let Some(delivery) = tasks.next().await {
+            let task = v1::StepTask::decode(delivery.message.body.as_ref()).unwrap();
+            let answer = v1::StepAnswer {
+                decision: v1::DecisionKind::Escalate.into(),
+                explanation: Some("Score 5 is between approve_below 3 and escalate_below 8.".into()),
+                metadata_json: json!({"monitor": "monitor-1", "provider": "openai", "model": "fake-openai",
+                                      "score": 5, "reason": "removes a build directory"})
+                .to_string(),
+                decided_by: "monitor-1".into(),
+                ..Default::default()
+            };
+            let result = v1::StepResult { task: Some(task), answer: Some(answer), ..Default::default() };
+            transport.publish(&results, Message::new(result.encode_to_vec())).await.unwrap();
+            delivery.ack().await.unwrap();
+        }
+    });
+}
 
 #[tokio::test]
 async fn a_person_decides_in_the_browser() {
@@ -37,6 +70,7 @@ async fn scenario() {
     let worker = tokio::spawn(airlock_worker::run(transport.clone(), config, async {
         let _ = stopped.await;
     }));
+    serve_monitor(&transport, prefix).await;
     let config = reviewer_config(prefix, "sqlite::memory:", "reviewer");
     let service = Service::start(transport.clone(), config).await.unwrap();
     let url = format!("http://{}/", service.local_addr());
@@ -117,6 +151,42 @@ async fn scenario() {
     let decision = asked.await.unwrap().unwrap();
     assert_eq!((decision_name(&decision), decision.decided_by.as_str()), ("approve", "alice"));
     assert_eq!(decision.explanation.as_deref(), Some("Human operator approved tool call."));
+    browser.wait_gone("article.task").await;
+
+    // A task the monitor escalated says why it is here; its conversation opens on a click.
+    let mut request = approval("s3", "c1", json!({"function": "bash", "arguments": {"cmd": "rm -r build"}}), MONITORED);
+    if let Some(v1::request::Body::Approval(body)) = request.body.as_mut() {
+        body.message = "Removing the build directory.".into();
+        body.history = vec![
+            v1::ChatMessage { role: "user".into(), text: "Free some disk space.".into(), ..Default::default() },
+            v1::ChatMessage {
+                role: "assistant".into(),
+                text: "Removing the build directory.".into(),
+                tool_calls: body.call.clone().into_iter().collect(),
+                ..Default::default()
+            },
+        ];
+    }
+    let asker = client.clone();
+    let asked = tokio::spawn(async move { asker.approve(request).await });
+    let trail = browser.text(&browser.wait_for("article.task section.trail").await).await;
+    assert!(trail.contains("monitor") && trail.contains("escalate") && trail.contains("by monitor-1"), "{trail}");
+    assert!(trail.contains("Score\n5") || trail.contains("Score 5"), "{trail}");
+    assert!(trail.contains("Reason\nremoves a build directory") || trail.contains("Reason removes a build directory"));
+    assert!(trail.contains("Model\nfake-openai") || trail.contains("Model fake-openai"), "{trail}");
+    assert!(!trail.contains('{'), "metadata as fields, not JSON: {trail}");
+    let conversation = browser.wait_for("article.task details.conversation").await;
+    assert_eq!(browser.execute("return document.querySelector('article details.conversation').open").await, false);
+    assert!(!browser.text(&conversation).await.contains("Free some disk space."), "collapsed");
+    browser.click(&browser.wait_for("article.task details.conversation summary").await).await;
+    browser.wait_for("article.task details.conversation[open]").await;
+    let opened = browser.text(&conversation).await;
+    assert!(opened.contains("Free some disk space.") && opened.contains("bash(cmd='rm -r build')"), "{opened}");
+    browser.click(&browser.wait_for("article.task button.approve").await).await;
+    let decision = asked.await.unwrap().unwrap();
+    assert_eq!(decision_name(&decision), "approve");
+    let approvers: Vec<&str> = decision.trail.iter().map(|t| t.approver.as_str()).collect();
+    assert_eq!(approvers, ["monitor", "human"]);
     browser.wait_gone("article.task").await;
 
     browser.goto(&format!("{url}history")).await;
