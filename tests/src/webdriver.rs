@@ -1,5 +1,6 @@
 //! Just enough of the W3C WebDriver protocol to drive headless Chromium through
-//! `chromedriver`: sessions, navigation, elements, clicks, typing, scripts and screenshots.
+//! `chromedriver`: sessions, navigation, elements, clicks, typing, scripts, screenshots and an
+//! accessibility audit with axe-core.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -13,20 +14,22 @@ use tokio::process::{Child, Command};
 pub const CHROMIUM: &str = "/usr/bin/chromium";
 /// Debian's chromedriver.
 pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// axe-core's script, from npm (`.ci/run` installs it under `.node/`).
+pub const AXE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../.node/node_modules/axe-core/axe.min.js");
 /// The key WebDriver names element references with.
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 /// Whether the browser tests can run: with `CI` set, missing packages fail the test;
 /// elsewhere the reason is printed and the test skips.
 pub fn browser_available() -> bool {
-    let missing: Vec<&str> = [CHROMIUM, CHROMEDRIVER].into_iter().filter(|p| !Path::new(p).exists()).collect();
+    let missing: Vec<&str> = [CHROMIUM, CHROMEDRIVER, AXE].into_iter().filter(|p| !Path::new(p).exists()).collect();
     if missing.is_empty() {
         return true;
     }
     if std::env::var_os("CI").is_some() {
-        panic!("CI is set and {missing:?} is missing: apt-get install chromium chromium-driver");
+        panic!("CI is set and {missing:?} is missing: run .ci/run (Debian chromium, chromium-driver; npm axe-core)");
     }
-    eprintln!("skipping: {missing:?} missing (apt-get install chromium chromium-driver)");
+    eprintln!("skipping: {missing:?} missing (.ci/run installs Debian chromium, chromium-driver and npm axe-core)");
     false
 }
 
@@ -70,7 +73,7 @@ impl Browser {
                 "args": [
                     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                    "--window-size=1280,1000", format!("--user-data-dir={}", profile.display()),
+                    "--window-size=1024,768", format!("--user-data-dir={}", profile.display()),
                 ],
             },
         }}});
@@ -143,6 +146,47 @@ impl Browser {
         self.call("POST", "/execute/sync", Some(json!({"script": script, "args": []}))).await
     }
 
+    /// Runs axe-core's audit on the page as it is now and returns its violations, each with
+    /// its rule, impact, help text and the elements it found.
+    pub async fn audit(&self) -> Vec<Violation> {
+        let axe = std::fs::read_to_string(AXE).expect("axe-core's script is readable");
+        // Injected by the driver, not by a <script> element, so the page's CSP holds.
+        let script = format!(
+            "var done = arguments[arguments.length - 1];\n{axe}\n\
+             axe.run(document, {{resultTypes: ['violations']}}).then(function (r) {{\
+               done(r.violations.map(function (v) {{ return {{rule: v.id, impact: v.impact, help: v.help,\
+                 nodes: v.nodes.map(function (n) {{ return n.target.join(' '); }})}}; }}));\
+             }}, function (e) {{ done('axe failed: ' + e); }});"
+        );
+        let found = self.call("POST", "/execute/async", Some(json!({"script": script, "args": []}))).await;
+        let violations = found.as_array().unwrap_or_else(|| panic!("axe's answer: {found}"));
+        violations
+            .iter()
+            .map(|v| Violation {
+                rule: v["rule"].as_str().unwrap_or_default().to_owned(),
+                impact: v["impact"].as_str().map(str::to_owned),
+                help: v["help"].as_str().unwrap_or_default().to_owned(),
+                nodes: v["nodes"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|n| n.as_str().map(str::to_owned))
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// The element that has the focus, as its tag and classes (`button.btn.approve`).
+    pub async fn focused(&self) -> String {
+        let described = self
+            .execute(
+                "var e = document.activeElement; \
+                 return e.tagName.toLowerCase() + (e.className ? '.' + e.className.trim().split(/\\s+/).join('.') : '');",
+            )
+            .await;
+        described.as_str().unwrap_or_default().to_owned()
+    }
+
     /// Sends keys to the page (the focused element, or the body).
     pub async fn press(&self, key: &str) {
         let actions = json!({"actions": [{"type": "key", "id": "keyboard", "actions": [
@@ -162,6 +206,26 @@ impl Browser {
         let _ = request("DELETE", &format!("{}/session/{}", self.base, self.session), &[], None).await;
         let _ = self.driver.kill().await;
         let _ = std::fs::remove_dir_all(&self.profile);
+    }
+}
+
+/// One rule axe-core found broken on a page.
+#[derive(Debug)]
+pub struct Violation {
+    /// The rule's id (`color-contrast`, `label`, …).
+    pub rule: String,
+    /// `minor`, `moderate`, `serious` or `critical`.
+    pub impact: Option<String>,
+    /// What the rule asks for.
+    pub help: String,
+    /// The elements that break it, as CSS selectors.
+    pub nodes: Vec<String>,
+}
+
+impl Violation {
+    /// Whether it is `serious` or `critical`.
+    pub fn grave(&self) -> bool {
+        matches!(self.impact.as_deref(), Some("serious" | "critical"))
     }
 }
 

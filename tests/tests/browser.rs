@@ -1,7 +1,9 @@
 //! The reviewer UI in real headless Chromium: a task appears live, a person clicks a choice,
 //! and the runner gets the decision; a tool call full of HTML, script, ANSI escapes and bidi
 //! overrides executes nothing and shows everything; a task a monitor escalated shows why it is
-//! here (the monitor's score and reason) and its conversation, collapsed until clicked.
+//! here (the monitor's score and reason) and its conversation, collapsed until clicked; axe-core
+//! finds nothing serious or critical on the login, pending and history pages; and Tab and Enter
+//! alone reach and use a task's approve button, with the focus visible.
 
 use std::time::Duration;
 
@@ -47,6 +49,24 @@ async fn serve_monitor(transport: &MemoryTransport, prefix: &str) {
     });
 }
 
+/// Where the test's screenshots go: the directory `AIRLOCK_SCREENSHOTS` names (an absolute path;
+/// README's images come from `AIRLOCK_SCREENSHOTS=$PWD/docs/images`), else the temporary directory.
+fn screenshot_path(name: &str) -> std::path::PathBuf {
+    let dir = std::env::var_os("AIRLOCK_SCREENSHOTS").map_or_else(std::env::temp_dir, std::path::PathBuf::from);
+    dir.join(name)
+}
+
+/// axe-core's audit of the page as it is: every violation is printed, and none may be serious
+/// or critical.
+async fn assert_accessible(browser: &Browser, page: &str) {
+    let violations = browser.audit().await;
+    for v in &violations {
+        eprintln!("axe on {page}: {} ({}): {} at {:?}", v.rule, v.impact.as_deref().unwrap_or("?"), v.help, v.nodes);
+    }
+    let grave: Vec<&str> = violations.iter().filter(|v| v.grave()).map(|v| v.rule.as_str()).collect();
+    assert!(grave.is_empty(), "serious or critical accessibility violations on {page}: {grave:?}");
+}
+
 #[tokio::test]
 async fn a_person_decides_in_the_browser() {
     if !browser_available() {
@@ -89,6 +109,7 @@ async fn scenario() {
     let browser = Browser::start().await;
     browser.goto(&url).await;
     let token = browser.wait_for("input#token").await;
+    assert_accessible(&browser, "the login page").await;
     browser.type_into(&token, REVIEWER_TOKEN).await;
     browser.click(&browser.wait_for("section.login button").await).await;
     browser.wait_for("#empty").await;
@@ -126,10 +147,6 @@ async fn scenario() {
     assert!(text.contains("cleanup") && text.contains("mockllm/model") && text.contains("s1"), "{text}");
     let controls = browser.execute("return document.querySelectorAll('article .ctl').length").await;
     assert!(controls.as_u64().unwrap() >= 6, "{controls}");
-    let shot = std::env::temp_dir().join("airlock-reviewer-ui.png");
-    browser.screenshot(&shot).await;
-    eprintln!("screenshot: {}", shot.display());
-
     // The person explains and rejects with the keyboard shortcut.
     browser.press("x").await;
     let explanation = browser.wait_for("article.task textarea").await;
@@ -178,11 +195,30 @@ async fn scenario() {
     let conversation = browser.wait_for("article.task details.conversation").await;
     assert_eq!(browser.execute("return document.querySelector('article details.conversation').open").await, false);
     assert!(!browser.text(&conversation).await.contains("Free some disk space."), "collapsed");
+    assert_accessible(&browser, "the pending page").await;
+    let shot = screenshot_path("reviewer-task.png");
+    browser.screenshot(&shot).await;
+    eprintln!("screenshot: {}", shot.display());
     browser.click(&browser.wait_for("article.task details.conversation summary").await).await;
     browser.wait_for("article.task details.conversation[open]").await;
     let opened = browser.text(&conversation).await;
     assert!(opened.contains("Free some disk space.") && opened.contains("bash(cmd='rm -r build')"), "{opened}");
-    browser.click(&browser.wait_for("article.task button.approve").await).await;
+
+    // By keyboard alone, from a fresh load: Tab reaches the approve button, its focus shows,
+    // and Enter approves. Each Tab moves on, so the page's controls bound the walk.
+    browser.goto(&url).await;
+    browser.wait_for("#live.on").await;
+    let controls =
+        browser.execute("return document.querySelectorAll('a, button, input, textarea, summary').length").await;
+    let mut tabs = 0;
+    while browser.focused().await != "button.btn.approve" {
+        assert!(tabs <= controls.as_u64().unwrap(), "Tab never reached the approve button");
+        browser.press("\u{e004}").await; // Tab
+        tabs += 1;
+    }
+    let outline = browser.execute("return getComputedStyle(document.activeElement).outlineStyle").await;
+    assert_eq!(outline, "solid", "the focused button shows the page's focus outline");
+    browser.press("\u{e007}").await; // Enter
     let decision = asked.await.unwrap().unwrap();
     assert_eq!(decision_name(&decision), "approve");
     let approvers: Vec<&str> = decision.trail.iter().map(|t| t.approver.as_str()).collect();
@@ -193,6 +229,10 @@ async fn scenario() {
     let table = browser.text(&browser.wait_for("table.history").await).await;
     let lower = table.to_lowercase();
     assert!(lower.contains("alice") && lower.contains("reject") && lower.contains("approve"), "{table}");
+    assert_accessible(&browser, "the history page").await;
+    let shot = screenshot_path("reviewer-history.png");
+    browser.screenshot(&shot).await;
+    eprintln!("screenshot: {}", shot.display());
 
     browser.quit().await;
     service.stop().await;
