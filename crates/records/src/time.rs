@@ -10,6 +10,41 @@ pub fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
+/// A moment in UTC, to the second, as a calendar and a clock show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Utc {
+    /// The year.
+    pub year: i64,
+    /// The month, 1 to 12.
+    pub month: i64,
+    /// The day of the month, from 1.
+    pub day: i64,
+    /// The hour, 0 to 23.
+    pub hour: i64,
+    /// The minute, 0 to 59.
+    pub minute: i64,
+    /// The second, 0 to 59.
+    pub second: i64,
+}
+
+impl Utc {
+    /// The moment `seconds` after the Unix epoch (before it when negative).
+    pub fn from_unix_seconds(seconds: i64) -> Self {
+        let (days, rest) = (seconds.div_euclid(86_400), seconds.rem_euclid(86_400));
+        // Days to a civil date (Howard Hinnant's civil_from_days).
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z.rem_euclid(146_097);
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = doy - (153 * mp + 2) / 5 + 1;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 };
+        let year = yoe + era * 400 + i64::from(month <= 2);
+        Utc { year, month, day, hour: rest / 3600, minute: rest % 3600 / 60, second: rest % 60 }
+    }
+}
+
 /// A moment after which nobody waits for an answer any more.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
@@ -66,6 +101,15 @@ impl Deadline {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utc_reads_the_calendar_across_leap_days_and_before_the_epoch() {
+        let at = |year, month, day, hour, minute, second| Utc { year, month, day, hour, minute, second };
+        assert_eq!(Utc::from_unix_seconds(0), at(1970, 1, 1, 0, 0, 0));
+        assert_eq!(Utc::from_unix_seconds(951_782_400), at(2000, 2, 29, 0, 0, 0));
+        assert_eq!(Utc::from_unix_seconds(1_614_265_330), at(2021, 2, 25, 15, 2, 10));
+        assert_eq!(Utc::from_unix_seconds(-1), at(1969, 12, 31, 23, 59, 59));
+    }
 
     #[test]
     fn the_wire_zero_is_no_deadline_and_back() {
