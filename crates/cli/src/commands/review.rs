@@ -16,7 +16,7 @@ use airlock_policy::Kind;
 use airlock_records::review::{Settled, TaskView};
 use airlock_reviewer::auth::{Reviewer, Reviewers, new_token, sha256_hex};
 use airlock_reviewer::client::{ApiClient, RequestError};
-use airlock_reviewer::ui::{display_safe, has_unsafe};
+use airlock_reviewer::ui::{display_safe, has_unsafe, metadata_fields};
 use airlock_reviewer::{ReviewerConfig, Service, instance_for_store};
 use clap::Args;
 use tokio::sync::mpsc;
@@ -261,6 +261,7 @@ pub fn render(task: &TaskView) -> String {
         let left = (deadline - airlock_records::time::now_ms()) / 1000;
         out.push_str(&format!("│ deadline in {left}s, then {}\n", task.on_timeout));
     }
+    out.push_str(&why_here(task));
     let message = safe(&task.message);
     if !message.trim().is_empty() {
         out.push_str(&format!("\nAssistant\n{}\n", message.trim()));
@@ -279,8 +280,46 @@ pub fn render(task: &TaskView) -> String {
     out.push_str(&format!("{}\n{rule}\n", safe(&shown.call.text)));
     let contents = shown.context.iter().chain([&shown.call]);
     let mut texts = contents.flat_map(|c| [c.title.as_deref().unwrap_or_default(), c.text.as_str()]);
-    if has_unsafe(&task.message) || texts.any(has_unsafe) {
+    let trail_unsafe = task.trail.iter().any(|a| {
+        let metadata = a.metadata.as_ref().map(ToString::to_string).unwrap_or_default();
+        has_unsafe(&a.approver)
+            || a.explanation.as_deref().is_some_and(has_unsafe)
+            || metadata_fields(&metadata).iter().any(|f| has_unsafe(&f.label) || has_unsafe(&f.value))
+    });
+    if has_unsafe(&task.message) || texts.any(has_unsafe) || trail_unsafe {
         out.push_str("Note: control or invisible characters in this task are shown as ‹U+XXXX›.\n");
+    }
+    out
+}
+
+/// Why the task is here, as the web UI says it: the policy, then each earlier step's answer
+/// with its explanation and metadata (a monitor's score, reason and model first).
+fn why_here(task: &TaskView) -> String {
+    let safe = display_safe;
+    let mut out = String::new();
+    if let Some(policy) = &task.policy {
+        let name = policy.name.as_deref().map_or_else(|| "inline document".to_owned(), safe);
+        let digest = policy.digest.get(..12).unwrap_or(&policy.digest);
+        out.push_str(&format!("│ policy {name} ({})\n", safe(digest)));
+    }
+    if task.trail.is_empty() {
+        return out;
+    }
+    out.push_str("\nWhy it is here\n");
+    for (index, answer) in task.trail.iter().enumerate() {
+        let decision = answer.decision.map_or("unspecified", |d| d.as_str());
+        out.push_str(&format!("{}. {} → {decision}", index + 1, safe(&answer.approver)));
+        if let Some(by) = answer.decided_by.as_deref().filter(|by| !by.is_empty()) {
+            out.push_str(&format!(" (by {})", safe(by)));
+        }
+        out.push('\n');
+        if let Some(explanation) = answer.explanation.as_deref().filter(|e| !e.trim().is_empty()) {
+            out.push_str(&format!("   {}\n", safe(explanation.trim())));
+        }
+        let metadata = answer.metadata.as_ref().map(ToString::to_string).unwrap_or_default();
+        for field in metadata_fields(&metadata) {
+            out.push_str(&format!("   {}: {}\n", safe(&field.label), safe(&field.value)));
+        }
     }
     out
 }
@@ -311,6 +350,35 @@ mod tests {
         .unwrap();
         let shown = render(&task);
         assert!(!shown.contains('\u{1b}') && !shown.contains('\u{202e}'), "{shown:?}");
+        assert!(!shown.contains("Why it is here"), "no step answered before: {shown}");
         assert!(shown.contains("hi‹U+001B›[2J") && shown.contains("‹U+202E›exe"), "{shown}");
+    }
+
+    #[test]
+    fn a_task_says_why_it_is_here() {
+        let task: TaskView = serde_json::from_value(serde_json::json!({
+            "id": "t1", "correlation": "approval/r/s/1/c", "step": 2, "choices": ["approve", "reject"],
+            "kind": "approval", "message": "", "pool": "ops",
+            "key": {"run_id": "r", "sample_id": "s", "epoch": 1, "tool_call_id": "c"},
+            "call": null, "view": null, "result": null, "output": null, "origin": null,
+            "shown": {"call": {"text": "bash(cmd='rm -rf /tmp/x')", "title": null, "markdown": true}, "context": null},
+            "received_at_unix_ms": 1, "deadline_unix_ms": null, "on_timeout": "reject", "state": "pending",
+            "policy": {"name": "ops-policy", "digest": "0123456789abcdef0123"},
+            "trail": [
+                {"approver": "allow_reads", "decision": "escalate", "explanation": "not a read"},
+                {"approver": "monitor", "decision": "escalate", "explanation": "looks destructive",
+                 "decided_by": "monitor-1",
+                 "metadata": {"score": 7.5, "reason": "deletes files\u{1b}[2J", "model": "openai/gpt-x"}}
+            ]
+        }))
+        .unwrap();
+        let shown = render(&task);
+        assert!(shown.contains("│ policy ops-policy (0123456789ab)"), "{shown}");
+        let why = &shown[shown.find("Why it is here").expect("a trail section")..];
+        assert!(why.contains("1. allow_reads → escalate\n   not a read\n"), "{why}");
+        assert!(why.contains("2. monitor → escalate (by monitor-1)\n   looks destructive\n"), "{why}");
+        assert!(why.contains("   Score: 7.5\n") && why.contains("   Model: openai/gpt-x\n"), "{why}");
+        assert!(why.contains("   Reason: deletes files‹U+001B›[2J\n"), "{why}");
+        assert!(shown.contains("Note: control or invisible characters"), "{shown}");
     }
 }
