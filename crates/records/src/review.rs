@@ -12,6 +12,8 @@ use serde_json::{Map, Value};
 
 use crate::view::{KeyView, OriginView, TrailView};
 
+pub mod standing;
+
 /// The pending list or the history: `{"tasks": [...]}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskList {
