@@ -220,3 +220,6 @@ fn error_page(error: ApiError) -> Response {
     let status = error.into_response().status();
     (status, Html(pages::error(status.as_str(), &message))).into_response()
 }
+
+#[cfg(test)]
+mod tests;
