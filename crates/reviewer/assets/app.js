@@ -51,7 +51,8 @@
         var template = document.createElement("template");
         template.innerHTML = html;
         var card = template.content.firstElementChild;
-        if (!card || card.dataset.id !== id) { return; }
+        // A task decided before its card arrived (by a standing decision, or elsewhere) is not added.
+        if (!card || card.dataset.id !== id || !card.querySelector("form.decide")) { return; }
         list.appendChild(card);
         refreshCount();
         tick();

@@ -102,16 +102,19 @@ async fn take<T: Transport>(shared: Arc<Shared>, transport: T, topology: Topolog
     match &inserted {
         Inserted::Created(id) => {
             info!(task = %id, correlation = %incoming.correlation, pool = %incoming.pool, "Human task stored.");
-            shared.poke();
             shared.deadlines.notify_one();
             shared.webhooks_due.notify_one();
             // Read after the task is stored: a standing decision made meanwhile either sees
             // the task among the pending ones or is seen here.
             match standing::settle(&shared, &task, now_ms()).await {
                 Ok(Some(_)) => {}
-                Ok(None) => announce(&transport, &topology, &incoming, id).await,
+                Ok(None) => {
+                    shared.poke();
+                    announce(&transport, &topology, &incoming, id).await;
+                }
                 Err(e) => {
                     warn!(task = %id, error = %e, "Reading the standing decisions failed; the task waits for a person.");
+                    shared.poke();
                     announce(&transport, &topology, &incoming, id).await;
                 }
             }
