@@ -232,3 +232,31 @@ async fn a_standing_decision_decides_pending_and_new_tasks_until_revoked() {
     assert!(text.contains("airlock_reviewer_standing_decisions_total{pool=\"ops\"} 2"), "{text}");
     assert!(text.contains("airlock_reviewer_decision_seconds_count{pool=\"ops\",decider=\"standing\"} 2"), "{text}");
 }
+
+#[tokio::test]
+async fn postgres_a_revocation_on_one_service_stops_another_at_once() {
+    with_pg("standing_shared", |url| async move {
+        let pools = || vec!["ops".to_owned()];
+        let (a, _outbox_a) = Shared::new(Store::open(&url).await.unwrap(), Reviewers::default(), pools());
+        let (b, _outbox_b) = Shared::new(Store::open(&url).await.unwrap(), Reviewers::default(), pools());
+        let now = now_ms();
+        let mut made = new(sample("s1"), EXACT, Decision::Reject);
+        (made.created_at, made.expires_at) = (now, now + 60_000);
+        let standing = a.store.add_standing(&made).await.unwrap();
+        let arrive = |call: &str| {
+            let b = b.clone();
+            let incoming = human("ops", "s1", call, false, 0);
+            async move {
+                let Inserted::Created(id) = b.store.insert(&incoming, now_ms()).await.unwrap() else { panic!() };
+                let task = b.store.task(&id).await.unwrap().unwrap();
+                settle(&b, &task, now_ms()).await.unwrap().map(|s| s.id)
+            }
+        };
+        assert_eq!(arrive("c1").await, Some(standing.id), "made on a, applied by b");
+        assert!(a.store.revoke_standing(standing.id, "alice", now_ms()).await.unwrap());
+        assert_eq!(arrive("c2").await, None, "revoked on a, no longer applied by b");
+        a.store.close().await;
+        b.store.close().await;
+    })
+    .await;
+}
