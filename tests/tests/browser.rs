@@ -3,7 +3,9 @@
 //! overrides executes nothing and shows everything; a task a monitor escalated shows why it is
 //! here (the monitor's score and reason) and its conversation, collapsed until clicked; axe-core
 //! finds nothing serious or critical on the login, pending and history pages; and Tab and Enter
-//! alone reach and use a task's approve button, with the focus visible.
+//! alone reach and use a task's approve button, with the focus visible; and a person answers
+//! a call and every identical call of its sample, a later identical call is answered without
+//! anyone, and once the standing decision is revoked on its page the next one waits again.
 
 use std::time::Duration;
 
@@ -75,46 +77,82 @@ async fn a_person_decides_in_the_browser() {
     tokio::time::timeout(HANG_GUARD, scenario()).await.expect("the browser test hung");
 }
 
-async fn scenario() {
-    let transport = MemoryTransport::new();
-    let prefix = "browser";
-    let (stop_worker, stopped) = tokio::sync::oneshot::channel::<()>();
-    let config = WorkerConfig {
-        prefix: prefix.into(),
-        concurrency: 8,
-        policy_dir: None,
-        worker_id: "worker".into(),
-        metrics: Default::default(),
-        trust: TestKeys::get().trust(),
-    };
-    let worker = tokio::spawn(airlock_worker::run(transport.clone(), config, async {
-        let _ = stopped.await;
-    }));
-    serve_monitor(&transport, prefix).await;
-    let config = reviewer_config(prefix, "sqlite::memory:", "reviewer");
-    let service = Service::start(transport.clone(), config).await.unwrap();
-    let url = format!("http://{}/", service.local_addr());
-    let client = Client::connect(
-        transport.clone(),
-        ClientConfig {
-            prefix: prefix.into(),
-            runner_id: "runner".into(),
-            default_timeout: Duration::from_secs(600),
-            fleet_keys: TestKeys::get().fleet_public(),
-        },
-    )
-    .await
-    .unwrap();
+/// A policy worker, a reviewer service on an in-memory store and a runner's client on one
+/// in-memory broker, with the browser signed in as alice on the (empty, live) pending page.
+struct Fleet {
+    transport: MemoryTransport,
+    worker: tokio::task::JoinHandle<Result<(), airlock_worker::WorkerError>>,
+    stop_worker: tokio::sync::oneshot::Sender<()>,
+    service: Service,
+    client: Client<MemoryTransport>,
+    browser: Browser,
+    url: String,
+}
 
-    let browser = Browser::start().await;
-    browser.goto(&url).await;
-    let token = browser.wait_for("input#token").await;
-    assert_accessible(&browser, "the login page").await;
-    browser.type_into(&token, REVIEWER_TOKEN).await;
-    browser.click(&browser.wait_for("section.login button").await).await;
-    browser.wait_for("#empty").await;
-    let live = browser.wait_for("#live.on").await;
-    assert_eq!(browser.text(&live).await, "live");
+impl Fleet {
+    /// Starts everything under `prefix`; `signing_in` runs on the login page before the
+    /// token is typed.
+    async fn start(prefix: &str, signing_in: impl AsyncFnOnce(&Browser)) -> Fleet {
+        let transport = MemoryTransport::new();
+        let (stop_worker, stopped) = tokio::sync::oneshot::channel::<()>();
+        let config = WorkerConfig {
+            prefix: prefix.into(),
+            concurrency: 8,
+            policy_dir: None,
+            worker_id: "worker".into(),
+            metrics: Default::default(),
+            trust: TestKeys::get().trust(),
+        };
+        let worker = tokio::spawn(airlock_worker::run(transport.clone(), config, async {
+            let _ = stopped.await;
+        }));
+        let config = reviewer_config(prefix, "sqlite::memory:", "reviewer");
+        let service = Service::start(transport.clone(), config).await.unwrap();
+        let url = format!("http://{}/", service.local_addr());
+        let client = Client::connect(
+            transport.clone(),
+            ClientConfig {
+                prefix: prefix.into(),
+                runner_id: "runner".into(),
+                default_timeout: Duration::from_secs(600),
+                fleet_keys: TestKeys::get().fleet_public(),
+            },
+        )
+        .await
+        .unwrap();
+
+        let browser = Browser::start().await;
+        browser.goto(&url).await;
+        let token = browser.wait_for("input#token").await;
+        signing_in(&browser).await;
+        browser.type_into(&token, REVIEWER_TOKEN).await;
+        browser.click(&browser.wait_for("section.login button").await).await;
+        browser.wait_for("#empty").await;
+        let live = browser.wait_for("#live.on").await;
+        assert_eq!(browser.text(&live).await, "live");
+        Fleet { transport, worker, stop_worker, service, client, browser, url }
+    }
+
+    /// Asks the runner's question in the background.
+    fn approve(&self, request: v1::Request) -> tokio::task::JoinHandle<v1::Decision> {
+        let asker = self.client.clone();
+        tokio::spawn(async move { asker.approve(request).await.unwrap() })
+    }
+
+    async fn stop(self) {
+        self.browser.quit().await;
+        self.service.stop().await;
+        self.client.close().await;
+        let _ = self.stop_worker.send(());
+        self.worker.await.unwrap().unwrap();
+    }
+}
+
+async fn scenario() {
+    let prefix = "browser";
+    let fleet = Fleet::start(prefix, async |browser| assert_accessible(browser, "the login page").await).await;
+    serve_monitor(&fleet.transport, prefix).await;
+    let (browser, client, url) = (&fleet.browser, &fleet.client, &fleet.url);
 
     // The runner asks while the page is open: the task appears without a reload.
     let hostile = json!({"function": "bash", "arguments": {
@@ -195,7 +233,7 @@ async fn scenario() {
     let conversation = browser.wait_for("article.task details.conversation").await;
     assert_eq!(browser.execute("return document.querySelector('article details.conversation').open").await, false);
     assert!(!browser.text(&conversation).await.contains("Free some disk space."), "collapsed");
-    assert_accessible(&browser, "the pending page").await;
+    assert_accessible(browser, "the pending page").await;
     let shot = screenshot_path("reviewer-task.png");
     browser.screenshot(&shot).await;
     eprintln!("screenshot: {}", shot.display());
@@ -206,7 +244,7 @@ async fn scenario() {
 
     // By keyboard alone, from a fresh load: Tab reaches the approve button, its focus shows,
     // and Enter approves. Each Tab moves on, so the page's controls bound the walk.
-    browser.goto(&url).await;
+    browser.goto(url).await;
     browser.wait_for("#live.on").await;
     let controls =
         browser.execute("return document.querySelectorAll('a, button, input, textarea, summary').length").await;
@@ -229,14 +267,77 @@ async fn scenario() {
     let table = browser.text(&browser.wait_for("table.history").await).await;
     let lower = table.to_lowercase();
     assert!(lower.contains("alice") && lower.contains("reject") && lower.contains("approve"), "{table}");
-    assert_accessible(&browser, "the history page").await;
+    assert_accessible(browser, "the history page").await;
     let shot = screenshot_path("reviewer-history.png");
     browser.screenshot(&shot).await;
     eprintln!("screenshot: {}", shot.display());
 
-    browser.quit().await;
-    service.stop().await;
-    client.close().await;
-    let _ = stop_worker.send(());
-    worker.await.unwrap().unwrap();
+    fleet.stop().await;
+}
+
+#[tokio::test]
+async fn a_standing_decision_answers_identical_calls_until_revoked() {
+    if !browser_available() {
+        return;
+    }
+    tokio::time::timeout(HANG_GUARD, standing()).await.expect("the browser test hung");
+}
+
+async fn standing() {
+    let fleet = Fleet::start("browser-standing", async |_| {}).await;
+    let (browser, url) = (&fleet.browser, &fleet.url);
+    let clean = || json!({"function": "bash", "arguments": {"cmd": "rm -r build"}});
+
+    // Alice approves a call and every identical call of its sample, for an hour.
+    let asked = fleet.approve(approval("s1", "c1", clean(), POLICY));
+    browser.click(&browser.wait_for("article.task details.standing summary").await).await;
+    browser.wait_for("article.task details.standing input[name=pattern]").await;
+    let prefilled =
+        browser.execute("return document.querySelector('details.standing input[name=pattern]').value").await;
+    assert_eq!(prefilled, "bash(cmd='rm -r build')");
+    let explanation = browser.wait_for("article.task details.standing textarea").await;
+    browser.type_into(&explanation, "Build output is disposable.").await;
+    browser.click(&browser.wait_for("article.task details.standing button.approve").await).await;
+    let decision = asked.await.unwrap();
+    assert_eq!((decision_name(&decision), decision.decided_by.as_str()), ("approve", "alice"));
+    browser.wait_gone("article.task").await;
+
+    // The same call later in the sample is answered without a person.
+    let started = std::time::Instant::now();
+    let decision = fleet.approve(approval("s1", "c2", clean(), POLICY)).await.unwrap();
+    eprintln!("an identical call decided by the standing decision in {:?}", started.elapsed());
+    assert_eq!(decision_name(&decision), "approve");
+    assert_eq!(decision.decided_by, "alice (standing #1)");
+    let human = decision.trail.last().expect("the human step's answer");
+    assert_eq!((human.approver.as_str(), human.decided_by.as_str()), ("human", "alice (standing #1)"));
+    assert!(decision.explanation.as_deref().is_some_and(|e| e.starts_with("Build output is disposable.")));
+
+    // Another sample's identical call, and another call of the sample, wait for a person.
+    for (sample, call) in [("s2", clean()), ("s1", json!({"function": "bash", "arguments": {"cmd": "rm -r src"}}))] {
+        let asked = fleet.approve(approval(sample, "c3", call, POLICY));
+        browser.click(&browser.wait_for("article.task button.reject").await).await;
+        let decision = asked.await.unwrap();
+        assert_eq!((decision_name(&decision), decision.decided_by.as_str()), ("reject", "alice"), "{sample}");
+        browser.wait_gone("article.task").await;
+    }
+
+    // The standing page lists it; Revoke ends it.
+    browser.click(&browser.wait_for("nav a[href='/standing']").await).await;
+    let row = browser.text(&browser.wait_for("table.standing tr#standing-1").await).await;
+    assert!(row.contains("alice") && row.contains("bash(cmd='rm -r build')") && row.contains("sample s1 of run run"));
+    assert_accessible(browser, "the standing page").await;
+    let shot = screenshot_path("reviewer-standing.png");
+    browser.screenshot(&shot).await;
+    eprintln!("screenshot: {}", shot.display());
+    browser.click(&browser.wait_for("tr#standing-1 button.revoke").await).await;
+    browser.wait_for("main p.empty").await;
+
+    // From then on the identical call waits for a person again.
+    browser.goto(url).await;
+    browser.wait_for("#live.on").await;
+    let asked = fleet.approve(approval("s1", "c4", clean(), POLICY));
+    browser.click(&browser.wait_for("article.task button.approve").await).await;
+    let decision = asked.await.unwrap();
+    assert_eq!(decision.decided_by, "alice");
+    fleet.stop().await;
 }

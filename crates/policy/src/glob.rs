@@ -102,6 +102,42 @@ impl ToolMatcher {
     }
 }
 
+/// One glob matched against a whole text, as `fnmatch.fnmatch` matches it: no `*` is
+/// appended, so a glob without stars matches exactly one text.
+#[derive(Debug, Clone)]
+pub struct WholeGlob {
+    /// `None` for a glob that can never match (an empty range).
+    glob: Option<Glob>,
+}
+
+impl WholeGlob {
+    /// Compiles `glob`, as Python would.
+    pub fn new(glob: &str) -> Result<Self, GlobError> {
+        let tokens = tokenize(glob).map_err(|reason| GlobError { glob: glob.to_owned(), reason })?;
+        Ok(WholeGlob { glob: tokens.map(|tokens| Glob::new(&tokens)) })
+    }
+
+    /// Whether the glob matches the whole of `text`.
+    pub fn is_match(&self, text: &str) -> bool {
+        self.glob.as_ref().is_some_and(|glob| glob.is_match(text))
+    }
+}
+
+/// A glob that matches `text` and nothing else: each of fnmatch's special characters
+/// (`*`, `?`, `[`) becomes a one-character class (`[*]`, `[?]`, `[[]`).
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '*' => out.push_str("[*]"),
+            '?' => out.push_str("[?]"),
+            '[' => out.push_str("[[]"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// One compiled glob: fixed-length segments separated by stars.
 #[derive(Debug, Clone)]
 struct Glob {

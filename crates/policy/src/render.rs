@@ -32,6 +32,37 @@ pub fn format_function_call(call: &Call) -> String {
     out
 }
 
+/// `name(k1=v1, k2=v2)` as a Python call expression: like [`format_function_call`], but every
+/// string (top-level values, and keys that are not identifiers) as Python's `repr`. Unlike
+/// Inspect's rendering, which quotes top-level strings without escaping them, no argument
+/// can make one call's text equal another's, and the text is one line.
+pub fn format_call_expression(call: &Call) -> String {
+    let mut out = String::with_capacity(call.function.len() + 32);
+    out.push_str(&call.function);
+    out.push('(');
+    for (index, (key, value)) in call.arguments.iter().enumerate() {
+        if index > 0 {
+            out.push_str(", ");
+        }
+        if is_identifier(key) {
+            out.push_str(key);
+        } else {
+            write_str_repr(&mut out, key);
+        }
+        out.push('=');
+        write_repr(&mut out, value);
+    }
+    out.push(')');
+    out
+}
+
+/// An ASCII Python identifier: a letter or `_`, then letters, digits or `_`.
+fn is_identifier(text: &str) -> bool {
+    let mut chars = text.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// One argument value as Inspect's `format_value` renders it.
 pub fn format_value(value: &Value) -> String {
     let mut out = String::new();

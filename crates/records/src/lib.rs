@@ -5,7 +5,8 @@
 //! - [`time`]: wall-clock helpers and [`time::Deadline`], read from the wire's `0`-is-none.
 //! - [`code`]: the stable error codes of replies and dead-letter reasons.
 //! - [`view`]: the JSON views of decisions: `airlock request`, `policy eval`, the decision log.
-//! - [`review`]: the reviewer API's views (task, pending list and history, caller, refusals).
+//! - [`review`]: the reviewer API's views (task, pending list and history, caller, refusals,
+//!   standing decisions).
 //! - [`signed`]: reply proofs as runners open them; human answers as reviewer services sign
 //!   them and workers check them.
 #![forbid(unsafe_code)]

@@ -51,7 +51,8 @@
         var template = document.createElement("template");
         template.innerHTML = html;
         var card = template.content.firstElementChild;
-        if (!card || card.dataset.id !== id) { return; }
+        // A task decided before its card arrived (by a standing decision, or elsewhere) is not added.
+        if (!card || card.dataset.id !== id || !card.querySelector("form.decide")) { return; }
         list.appendChild(card);
         refreshCount();
         tick();
@@ -88,9 +89,11 @@
     var status = form.querySelector(".status");
     var buttons = form.querySelectorAll("button");
     buttons.forEach(function (b) { b.disabled = true; });
-    var body = new URLSearchParams();
+    // Every field of the form (a standing decision's scope, duration and pattern too); the
+    // CSRF token goes in the header.
+    var body = new URLSearchParams(new FormData(form));
+    body.delete("csrf");
     body.set("decision", decision);
-    body.set("explanation", form.querySelector("textarea").value);
     fetch(form.action, {
       method: "POST",
       credentials: "same-origin",

@@ -9,12 +9,18 @@
 //! | `POST /api/tasks/{id}/decision` | `{"decision", "explanation"}`: answer a task |
 //! | `GET /api/history?limit=N` | decided and withdrawn tasks, newest first |
 //! | `GET /api/me` | the caller's name and pools |
+//! | `GET /api/standing` | the active standing decisions of the caller's pools |
+//! | `POST /api/standing` | `{"task", "decision", "scope", "seconds", "pattern"?}`: answer a task and every identical call |
+//! | `POST /api/standing/{id}/revoke` | revoke a standing decision |
 //! | `GET /` | the pending list (or the login page) |
 //! | `GET /history` | the history |
+//! | `GET /standing` | the active standing decisions, each with a Revoke button |
 //! | `GET /events` | server-sent events: `added` / `removed` task ids, `resync` |
 //! | `GET /ui/tasks/{id}` | one task's card (HTML), for live insertion |
 //! | `GET /ui/pending` | the ids on the caller's pending list (JSON), to resynchronise |
 //! | `POST /ui/tasks/{id}/decision` | a decision from the UI (form) |
+//! | `POST /ui/tasks/{id}/standing` | a decision for every identical call from the UI (form) |
+//! | `POST /ui/standing/{id}/revoke` | a revocation from the UI (form) |
 //! | `POST /login`, `POST /logout` | session |
 //!
 //! Layout:
@@ -24,6 +30,7 @@
 //!   takes one cannot skip its check.
 //! - [`api`]: the JSON API, the task view it shows, and the decision path the UI shares.
 //! - [`ui`]: the pages, the card, login and logout, the UI's decisions.
+//! - [`standing`]: standing decisions in the API and the UI.
 //! - [`events`]: the UI's live event stream.
 //! - [`security`]: the headers every response carries; the `Host` a public URL fixes.
 
@@ -31,6 +38,7 @@ pub mod api;
 pub mod events;
 pub mod extract;
 pub mod security;
+pub mod standing;
 pub mod ui;
 
 use std::sync::Arc;
@@ -56,8 +64,13 @@ pub fn app(shared: Arc<Shared>) -> Router {
         .route("/api/tasks/{id}/decision", post(api::decide))
         .route("/api/history", get(api::history))
         .route("/api/me", get(api::me))
+        .route("/api/standing", get(standing::list).post(standing::create))
+        .route("/api/standing/{id}/revoke", post(standing::revoke))
         .route("/", get(ui::pending))
         .route("/history", get(ui::history))
+        .route("/standing", get(standing::page))
+        .route("/ui/tasks/{id}/standing", post(standing::form))
+        .route("/ui/standing/{id}/revoke", post(standing::revoke_form))
         .route("/events", get(events::stream))
         .route("/ui/pending", get(ui::pending_ids))
         .route("/ui/tasks/{id}", get(ui::card))
@@ -86,6 +99,8 @@ pub enum ApiError {
     Misdirected,
     /// No such task among the caller's pools.
     NotFound,
+    /// No such thing (named) among the caller's pools.
+    NoSuch(&'static str),
     /// The request cannot be read.
     BadRequest(String),
     /// The decision is not one the task offers.
@@ -116,6 +131,7 @@ impl IntoResponse for ApiError {
             ApiError::Forbidden(why) => error(StatusCode::FORBIDDEN, why),
             ApiError::Misdirected => error(StatusCode::MISDIRECTED_REQUEST, "this service does not serve that host"),
             ApiError::NotFound => error(StatusCode::NOT_FOUND, "no such task among your pools"),
+            ApiError::NoSuch(what) => error(StatusCode::NOT_FOUND, what),
             ApiError::BadRequest(why) => error(StatusCode::BAD_REQUEST, &why),
             ApiError::Unprocessable(why) => error(StatusCode::UNPROCESSABLE_ENTITY, &why),
             ApiError::Conflict(body) => (StatusCode::CONFLICT, body),

@@ -10,6 +10,9 @@
 //! A newly stored task is announced to its runner: a `Progress` reply (pool, task id, step)
 //! to the request's reply queue under the call's correlation id, so that the runner can page
 //! someone. It is best effort and unproved, and it never settles the call.
+//!
+//! A task a reviewer's standing decision covers is stored, then decided by it at once (it
+//! stays in the history), without paging anyone or announcing it to the runner.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +26,7 @@ use prost::Message as _;
 use tracing::{debug, info, warn};
 
 use crate::shared::Shared;
+use crate::standing;
 use crate::store::Inserted;
 use crate::task::Incoming;
 use crate::webhooks::EventKind;
@@ -69,12 +73,18 @@ async fn take<T: Transport>(shared: Arc<Shared>, transport: T, topology: Topolog
         }
     };
     let mut attempt = 0;
-    let inserted = loop {
+    let (inserted, task) = loop {
         let (id, now) = (uuid::Uuid::now_v7().to_string(), now_ms());
         let task = incoming.pending(&id, now);
-        let webhooks = shared.webhooks.announce(EventKind::Created, &task, shared.site.public_url.as_ref());
+        // Nobody is paged about a task a standing decision is about to decide.
+        let covered = standing::covering(&shared, &task, now).await.is_ok_and(|standing| standing.is_some());
+        let webhooks = if covered {
+            Vec::new()
+        } else {
+            shared.webhooks.announce(EventKind::Created, &task, shared.site.public_url.as_ref())
+        };
         match shared.store.insert_as(&id, &incoming, now, &webhooks).await {
-            Ok(inserted) => break inserted,
+            Ok(inserted) => break (inserted, task),
             Err(e) => {
                 let delay = RETRY[attempt.min(RETRY.len() - 1)];
                 attempt += 1;
@@ -92,10 +102,22 @@ async fn take<T: Transport>(shared: Arc<Shared>, transport: T, topology: Topolog
     match &inserted {
         Inserted::Created(id) => {
             info!(task = %id, correlation = %incoming.correlation, pool = %incoming.pool, "Human task stored.");
-            shared.poke();
             shared.deadlines.notify_one();
             shared.webhooks_due.notify_one();
-            announce(&transport, &topology, &incoming, id).await;
+            // Read after the task is stored: a standing decision made meanwhile either sees
+            // the task among the pending ones or is seen here.
+            match standing::settle(&shared, &task, now_ms()).await {
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    shared.poke();
+                    announce(&transport, &topology, &incoming, id).await;
+                }
+                Err(e) => {
+                    warn!(task = %id, error = %e, "Reading the standing decisions failed; the task waits for a person.");
+                    shared.poke();
+                    announce(&transport, &topology, &incoming, id).await;
+                }
+            }
         }
         Inserted::Duplicate => debug!(correlation = %incoming.correlation, "Duplicate human task ignored."),
         Inserted::Withdrawn => debug!(correlation = %incoming.correlation, "Human task for a withdrawn call dropped."),

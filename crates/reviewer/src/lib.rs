@@ -15,6 +15,8 @@
 //! - [`deadlines`]: `on_timeout` for tasks nobody answered in time.
 //! - [`webhooks`]: `task.created`, `task.decided` and `task.expired` paged to the endpoints
 //!   of a pool, written with their change, leased per attempt, retried.
+//! - [`standing`]: standing decisions: a reviewer's answer to every identical call, applied
+//!   to pending tasks when made and to new tasks at intake.
 //! - [`shared`]: the state the parts share, the decision path, the change feed.
 //! - [`http`]: the axum router; [`http::extract`] (bearer [`auth::Reviewer`], cookie session,
 //!   same origin, CSRF-checked forms as extractors), [`http::api`] (the JSON API, whose views
@@ -39,6 +41,7 @@ pub mod intake;
 pub mod outbox;
 pub mod shared;
 pub mod site;
+pub mod standing;
 pub mod store;
 pub mod task;
 pub mod testing;

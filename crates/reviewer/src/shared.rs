@@ -149,6 +149,19 @@ impl Shared {
         explanation: String,
         decided_by: &str,
     ) -> Result<Decided, StoreError> {
+        let decider = if decided_by == DECIDED_BY_TIMEOUT { "timeout" } else { "person" };
+        self.record(task, decision, explanation, decided_by, decider).await
+    }
+
+    /// [`Shared::decide`], measured as `decider`'s (`person`, `timeout` or `standing`).
+    pub(crate) async fn record(
+        &self,
+        task: &Task,
+        decision: Decision,
+        explanation: String,
+        decided_by: &str,
+        decider: &'static str,
+    ) -> Result<Decided, StoreError> {
         let now = now_ms();
         let verdict = Verdict { decision, explanation, decided_by: decided_by.to_owned(), decided_at: now };
         let mut result = task.step_result(&verdict);
@@ -161,7 +174,6 @@ impl Shared {
         let webhooks = self.webhooks.announce(kind, &decided_task, self.site.public_url.as_ref());
         let decided = self.store.decide(task, &verdict, &result.encode_to_vec(), lease_until, &webhooks).await?;
         if let Decided::Recorded(entry) = &decided {
-            let decider = if decided_by == DECIDED_BY_TIMEOUT { "timeout" } else { "person" };
             let labels = ReviewLabels { pool: task.pool.clone(), decider: decider.into() };
             let waited = (now - task.received_at).max(0) as f64 / 1000.0;
             self.metrics.review_seconds.get_or_create(&labels).observe(waited);

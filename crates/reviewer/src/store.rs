@@ -17,7 +17,9 @@
 //!   decision recorded), and each attempt is leased the same way as an answer, so processes
 //!   sharing the store send each event once;
 //! - a browser session is a row keyed by the SHA-256 of its id, so every process sharing the
-//!   store accepts it and refuses it once it is logged out (anywhere) or expired.
+//!   store accepts it and refuses it once it is logged out (anywhere) or expired;
+//! - a standing decision is a numbered row, read afresh each time one is
+//!   applied, so a revocation anywhere stops it everywhere.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -47,12 +49,14 @@ const SQLITE_MIGRATIONS: &[Schema] = &[
     Schema { version: 1, name: "tasks", sql: include_str!("../migrations/sqlite/0001_tasks.sql") },
     Schema { version: 2, name: "webhooks", sql: include_str!("../migrations/sqlite/0002_webhooks.sql") },
     Schema { version: 3, name: "sessions", sql: include_str!("../migrations/sqlite/0003_sessions.sql") },
+    Schema { version: 6, name: "standing", sql: include_str!("../migrations/sqlite/0006_standing.sql") },
 ];
 /// The same schema, for PostgreSQL.
 const POSTGRES_MIGRATIONS: &[Schema] = &[
     Schema { version: 1, name: "tasks", sql: include_str!("../migrations/postgres/0001_tasks.sql") },
     Schema { version: 2, name: "webhooks", sql: include_str!("../migrations/postgres/0002_webhooks.sql") },
     Schema { version: 3, name: "sessions", sql: include_str!("../migrations/postgres/0003_sessions.sql") },
+    Schema { version: 6, name: "standing", sql: include_str!("../migrations/postgres/0006_standing.sql") },
 ];
 
 /// Task states as stored.
@@ -737,5 +741,8 @@ pub fn redact(url: &str) -> String {
     }
 }
 
+mod standing;
 #[cfg(test)]
 mod tests;
+
+pub use standing::NewStanding;

@@ -83,7 +83,8 @@ pub struct OutcomeLabels {
 pub struct ReviewLabels {
     /// The task's pool.
     pub pool: String,
-    /// `person` (through the UI or the API) or `timeout` (its deadline passed).
+    /// `person` (through the UI or the API), `standing` (a person's standing decision) or
+    /// `timeout` (its deadline passed).
     pub decider: String,
 }
 
@@ -135,6 +136,8 @@ pub struct Metrics {
     pub review_pending: Family<PoolLabels, Gauge>,
     /// Reviewer service: the age of each pool's oldest pending task, seconds (0 when none).
     pub review_oldest_pending: Family<PoolLabels, Gauge>,
+    /// Reviewer service: tasks decided by standing decisions, per pool.
+    pub review_standing: Family<PoolLabels, Counter>,
 }
 
 fn latency() -> Histogram {
@@ -209,6 +212,12 @@ impl Metrics {
             "Age of each pool's oldest pending human task (0 when none)",
             review_oldest_pending.clone(),
         );
+        let review_standing = Family::default();
+        registry.register(
+            "reviewer_standing_decisions",
+            "Human tasks decided by a reviewer's standing decision instead of a person, per pool",
+            review_standing.clone(),
+        );
         Metrics {
             registry,
             messages,
@@ -229,6 +238,7 @@ impl Metrics {
             review_seconds,
             review_pending,
             review_oldest_pending,
+            review_standing,
         }
     }
 

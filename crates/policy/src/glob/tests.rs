@@ -81,3 +81,26 @@ fn segments_anchor_at_both_ends_and_search_in_between() {
     assert!(exact.step_matches(1, "zzéy") && !exact.step_matches(1, "zzéx") && !exact.step_matches(1, "éyz"));
     assert!(exact.step_matches(2, "") && !exact.step_matches(2, "x"));
 }
+
+#[test]
+fn whole_globs_match_the_whole_text() {
+    let glob = WholeGlob::new("bash(cmd='ls*')").unwrap();
+    assert!(glob.is_match("bash(cmd='ls -la')"));
+    assert!(!glob.is_match("bash(cmd='ls -la') and more"), "no star is appended");
+    assert!(!glob.is_match("sudo bash(cmd='ls')"), "not a substring search");
+    assert!(!WholeGlob::new("bash(cmd='ls')").unwrap().is_match("bash(cmd='ls -la')"));
+    assert!(!WholeGlob::new("[z-a]").unwrap().is_match("z"), "an empty range never matches");
+}
+
+#[test]
+fn an_escaped_text_matches_itself_and_nothing_else() {
+    for text in ["bash(cmd='ls *')", "f(x='[a-z]?', y='[!]')", "g(q='**/[', r=']]')", "h(s='a\\nb')", "plain"] {
+        let glob = WholeGlob::new(&escape(text)).unwrap();
+        assert!(glob.is_match(text), "{text}");
+        for other in [format!("{text}x"), text.replacen('*', "anything", 1), text.replacen('?', "z", 1)] {
+            assert!(other == text || !glob.is_match(&other), "{text} matched {other}");
+        }
+    }
+    assert!(!WholeGlob::new(&escape("ls [ab]")).unwrap().is_match("ls a"));
+    assert!(!WholeGlob::new(&escape("ls ?")).unwrap().is_match("ls x"));
+}

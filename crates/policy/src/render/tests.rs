@@ -55,3 +55,17 @@ fn containers_use_repr_and_sorted_keys() {
         r#"f(items=["a'b", 'q"', 'both\'"', 1, [True]], d={'a': '\x07é\u200b', 'z': 1})"#
     );
 }
+
+#[test]
+fn call_expressions_tell_apart_calls_that_render_alike() {
+    let two = call(json!({"function": "f", "arguments": {"a": "x", "b": "y"}}));
+    let crafted = call(json!({"function": "f", "arguments": {"a": "x', b='y"}}));
+    let key = call(json!({"function": "f", "arguments": {"a='x', b": "y"}}));
+    assert_eq!(format_function_call(&two), format_function_call(&crafted), "Inspect's text is ambiguous");
+    assert_eq!(format_function_call(&two), format_function_call(&key));
+    assert_eq!(format_call_expression(&two), "f(a='x', b='y')");
+    assert_eq!(format_call_expression(&crafted), "f(a=\"x', b='y\")");
+    assert_eq!(format_call_expression(&key), "f(\"a='x', b\"='y')");
+    let lines = call(json!({"function": "bash", "arguments": {"cmd": "ls\nrm -rf /", "n": [1, "two"], "_k2": null}}));
+    assert_eq!(format_call_expression(&lines), "bash(cmd='ls\\nrm -rf /', n=[1, 'two'], _k2=None)");
+}

@@ -21,15 +21,15 @@ use crate::site::Site;
 use crate::store::Inserted;
 use crate::task::DISMISSED_EXPLANATION;
 
-const ALICE: &str = "alice-token";
-const BOB: &str = "bob-token";
+pub(super) const ALICE: &str = "alice-token";
+pub(super) const BOB: &str = "bob-token";
 
 /// The address requests come from unless a test says otherwise.
 const PEER: &str = "192.0.2.1:50000";
 
-type Outbox = tokio::sync::mpsc::UnboundedReceiver<crate::store::OutboxEntry>;
+pub(super) type Outbox = tokio::sync::mpsc::UnboundedReceiver<crate::store::OutboxEntry>;
 
-async fn setup() -> (Arc<Shared>, Outbox, Vec<String>) {
+pub(super) async fn setup() -> (Arc<Shared>, Outbox, Vec<String>) {
     with_tasks(Shared::new(memory_store().await, reviewers(), pools())).await
 }
 
@@ -76,13 +76,13 @@ async fn respond(shared: &Arc<Shared>, mut request: Request<Body>) -> axum::resp
     app(shared.clone()).oneshot(request).await.unwrap()
 }
 
-async fn send(shared: &Arc<Shared>, request: Request<Body>) -> (StatusCode, HeaderMap, String) {
+pub(super) async fn send(shared: &Arc<Shared>, request: Request<Body>) -> (StatusCode, HeaderMap, String) {
     let (parts, body) = respond(shared, request).await.into_parts();
     let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
     (parts.status, parts.headers, String::from_utf8_lossy(&bytes).into_owned())
 }
 
-fn api(method: &str, uri: &str, token: Option<&str>, body: Option<Value>) -> Request<Body> {
+pub(super) fn api(method: &str, uri: &str, token: Option<&str>, body: Option<Value>) -> Request<Body> {
     let mut request = Request::builder().method(method).uri(uri);
     if let Some(token) = token {
         request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));

@@ -1,5 +1,5 @@
 //! The web UI's pages, rendered on the server: the pending list, one task's card, the
-//! history and the login page. Every value from a task goes through [`safe_html`] or
+//! history, the standing decisions and the login page. Every value from a task goes through [`safe_html`] or
 //! [`Content::html`]; the only script is `app.js`, served from this process.
 
 use std::fmt::Write as _;
@@ -9,6 +9,10 @@ use airlock_records::time::Utc;
 
 use super::{Content, call_line, escape, metadata_fields, safe_html, shown};
 use crate::task::{State, Task, decision_from_wire, shortcut};
+
+mod standing;
+
+pub use standing::{standing, standing_form};
 
 /// The stylesheet, served at `/assets/app.css`.
 pub const CSS: &str = include_str!("../../assets/app.css");
@@ -44,12 +48,14 @@ fn shell(title: &str, active: &str, viewer: Option<&Viewer<'_>>, pending: Option
         let class = |page: &str| if page == active { " class=\"active\"" } else { "" };
         let _ = write!(
             html,
-            "<nav><a href=\"/\"{}>Pending{count}</a><a href=\"/history\"{}>History</a></nav>\
+            "<nav><a href=\"/\"{}>Pending{count}</a><a href=\"/history\"{}>History</a>\
+             <a href=\"/standing\"{}>Standing</a></nav>\
              <div class=\"who\"><span class=\"name\">{}</span><span class=\"pools\">{}</span>\
              <form method=\"post\" action=\"/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
              <button class=\"link\" type=\"submit\">Log out</button></form></div>",
             class("pending"),
             class("history"),
+            class("standing"),
             escape(viewer.name),
             viewer.pools.iter().map(|p| escape(p)).collect::<Vec<_>>().join(" · "),
         );
@@ -208,6 +214,7 @@ pub fn card(task: &Task, csrf: &str, now_ms: i64) -> String {
                 );
             }
             html.push_str("</div><p class=\"status\" role=\"status\"></p></form>");
+            html.push_str(&standing_form(task, csrf));
         }
         State::Decided(verdict) => {
             let _ = write!(

@@ -131,7 +131,8 @@ fn the_conversation_is_collapsed_and_complete() {
     assert!(conversation.contains("<pre class=\"text\">bash(cmd=&#39;rm -r build&#39;)</pre>"), "{conversation}");
     // Without a conversation there is nothing to open.
     assert!(
-        !pages::card(&crate::fixtures::human("ops", "s", "c", false, 0).pending("t", 0), "x", 0).contains("<details")
+        !pages::card(&crate::fixtures::human("ops", "s", "c", false, 0).pending("t", 0), "x", 0)
+            .contains("<details class=\"conversation\"")
     );
 }
 
@@ -191,4 +192,24 @@ fn hostile_text_in_every_new_field_is_shown_not_run() {
     let shown = card.matches("&lt;script&gt;alert(1)&lt;/script&gt;").count();
     assert!(shown >= 7 + 2 + 5 * 3 + 4, "{shown}: {card}");
     assert!(card.contains("<dt>Reason</dt><dd>&lt;script&gt;"), "{card}");
+}
+
+#[test]
+fn a_pending_card_offers_every_identical_call_with_the_call_escaped_as_a_glob() {
+    let mut incoming = crate::fixtures::human("ops", "s", "c", false, 0);
+    let request = incoming.human.task.as_mut().and_then(|t| t.request.as_mut()).unwrap();
+    let Some(v1::request::Body::Approval(body)) = request.body.as_mut() else { unreachable!() };
+    body.call.as_mut().unwrap().arguments_json = r#"{"cmd": "rm -r *\"<b>"}"#.into();
+    let card = pages::card(&incoming.pending("t", 0), "x", 0);
+    let start = card.find("<details class=\"standing\">").expect("the standing form");
+    let form = &card[start..];
+    assert!(form.contains("action=\"/ui/tasks/t/standing\""), "{form}");
+    assert!(
+        form.contains("value=\"bash(cmd=&#39;rm -r [*]&quot;&lt;b&gt;&#39;)\""),
+        "escaped glob, escaped HTML: {form}"
+    );
+    for choice in ["approve", "reject", "terminate"] {
+        assert!(form.contains(&format!("value=\"{choice}\"")), "{choice}: {form}");
+    }
+    assert!(!form.contains("modify"));
 }
