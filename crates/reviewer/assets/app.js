@@ -18,12 +18,15 @@
     }
   }
 
+  // The page's figures come from the server (the pending total of the reviewer's pools);
+  // the empty note follows the cards on this page.
   function refreshCount() {
-    var n = cards().filter(function (c) { return !c.classList.contains("leaving"); }).length;
+    var results = document.getElementById("results");
+    var n = results ? results.dataset.pending : String(cards().length);
     var count = document.getElementById("count");
-    if (count) { count.textContent = String(n); }
+    if (count) { count.textContent = n; }
     var empty = document.getElementById("empty");
-    if (empty) { empty.hidden = n > 0; }
+    if (empty) { empty.hidden = cards().some(function (c) { return !c.classList.contains("leaving"); }); }
     document.title = "(" + n + ") Airlock review";
     if (!selected()) { select(cards()[0]); }
   }
@@ -42,31 +45,55 @@
 
   function byId(id) { return document.getElementById("task-" + id); }
 
-  function add(id) {
-    if (byId(id)) { return; }
-    fetch("/ui/tasks/" + encodeURIComponent(id), { credentials: "same-origin" })
-      .then(function (r) { return r.ok ? r.text() : null; })
-      .then(function (html) {
-        if (!html || byId(id)) { return; }
-        var template = document.createElement("template");
-        template.innerHTML = html;
-        var card = template.content.firstElementChild;
-        if (!card || card.dataset.id !== id) { return; }
-        list.appendChild(card);
-        refreshCount();
-        tick();
-      });
+  // Brings the page in line with the store: the same filter, order and cursor (the URL's)
+  // fetched again, only this page (never the whole list). Cards still shown keep their node,
+  // so a half-written explanation and the selection survive; counts and pager are replaced.
+  function merge(html) {
+    var template = document.createElement("template");
+    template.innerHTML = html;
+    var fresh = template.content.getElementById("results");
+    var results = document.getElementById("results");
+    if (!fresh || !results) { return; }
+    results.dataset.pending = fresh.dataset.pending;
+    ["counts", "pager", "empty"].forEach(function (id) {
+      var old = document.getElementById(id);
+      var replacement = template.content.getElementById(id);
+      if (old && replacement) { old.replaceWith(replacement); }
+    });
+    var wanted = Array.prototype.slice.call(template.content.querySelectorAll("#tasks > article.task"));
+    var keep = {};
+    wanted.forEach(function (card) { keep[card.dataset.id] = true; });
+    cards().forEach(function (card) { if (!keep[card.dataset.id]) { remove(card); } });
+    var previous = null;
+    wanted.forEach(function (card) {
+      var node = byId(card.dataset.id) || card;
+      if (node.classList.contains("leaving")) { return; }
+      var at = previous ? previous.nextElementSibling : list.firstElementChild;
+      if (at !== node) { list.insertBefore(node, at); }
+      previous = node;
+    });
+    refreshCount();
+    tick();
   }
 
-  // What changed while the stream was not connected (before it opened, or while it reconnected).
-  function resync() {
-    fetch("/ui/pending", { credentials: "same-origin" })
-      .then(function (r) { return r.ok ? r.json() : null; })
-      .then(function (ids) {
-        if (!ids) { return; }
-        cards().forEach(function (card) { if (ids.indexOf(card.dataset.id) < 0) { remove(card); } });
-        ids.forEach(add);
-      });
+  // Events come in bursts (thousands of tasks at once): one refetch per burst, none running
+  // twice at a time.
+  var refreshing = false, again = false, timer = null;
+  function refresh() {
+    if (timer) { return; }
+    timer = setTimeout(function () {
+      timer = null;
+      if (refreshing) { again = true; return; }
+      refreshing = true;
+      fetch("/ui/pending" + window.location.search, { credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.text() : null; })
+        .then(function (html) { if (html) { merge(html); } })
+        .catch(function () {})
+        .then(function () {
+          refreshing = false;
+          if (again) { again = false; refresh(); }
+        });
+    }, 300);
   }
 
   function connect() {
@@ -75,12 +102,12 @@
     source.addEventListener("open", function () {
       live.textContent = "live";
       live.className = "live on";
-      resync();
+      refresh();
     });
     source.addEventListener("error", function () { live.textContent = "reconnecting…"; live.className = "live off"; });
-    source.addEventListener("added", function (e) { add(e.data); });
-    source.addEventListener("removed", function (e) { remove(byId(e.data)); });
-    source.addEventListener("resync", function () { window.location.reload(); });
+    source.addEventListener("added", refresh);
+    source.addEventListener("removed", function (e) { remove(byId(e.data)); refresh(); });
+    source.addEventListener("resync", refresh);
   }
 
   function decide(form, decision) {
@@ -145,7 +172,7 @@
 
   document.addEventListener("keydown", function (e) {
     if (!list || e.ctrlKey || e.metaKey || e.altKey) { return; }
-    var typing = e.target && (e.target.tagName === "TEXTAREA" || e.target.tagName === "INPUT");
+    var typing = e.target && ["TEXTAREA", "INPUT", "SELECT"].indexOf(e.target.tagName) >= 0;
     if (typing) {
       if (e.key === "Escape") { e.target.blur(); }
       return;

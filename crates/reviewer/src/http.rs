@@ -4,16 +4,16 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `GET /api/tasks` | the caller's pending tasks |
+//! | `GET /api/tasks?pool=&tool=&run=&sample=&older_than=&sort=&q=&limit=&cursor=` | a page of the caller's pending tasks, with counts |
 //! | `GET /api/tasks/{id}` | one task, in any state |
 //! | `POST /api/tasks/{id}/decision` | `{"decision", "explanation"}`: answer a task |
 //! | `GET /api/history?limit=N` | decided and withdrawn tasks, newest first |
 //! | `GET /api/me` | the caller's name and pools |
-//! | `GET /` | the pending list (or the login page) |
+//! | `GET /?pool=&tool=…` | a page of the pending list, filtered (or the login page) |
 //! | `GET /history` | the history |
 //! | `GET /events` | server-sent events: `added` / `removed` task ids, `resync` |
 //! | `GET /ui/tasks/{id}` | one task's card (HTML), for live insertion |
-//! | `GET /ui/pending` | the ids on the caller's pending list (JSON), to resynchronise |
+//! | `GET /ui/pending?pool=&tool=…` | the counts, cards and pager of a page (HTML), to refresh it |
 //! | `POST /ui/tasks/{id}/decision` | a decision from the UI (form) |
 //! | `POST /login`, `POST /logout` | session |
 //!
@@ -59,7 +59,7 @@ pub fn app(shared: Arc<Shared>) -> Router {
         .route("/", get(ui::pending))
         .route("/history", get(ui::history))
         .route("/events", get(events::stream))
-        .route("/ui/pending", get(ui::pending_ids))
+        .route("/ui/pending", get(ui::results))
         .route("/ui/tasks/{id}", get(ui::card))
         .route("/ui/tasks/{id}/decision", post(ui::decide))
         .route("/login", post(ui::login))
