@@ -10,7 +10,7 @@ use std::time::Duration;
 use airlock_client::{Client, ClientConfig};
 use airlock_contract::v1;
 use airlock_reviewer::Service;
-use airlock_tests::webdriver::{Browser, browser_available};
+use airlock_tests::webdriver::{Browser, browser_available, screenshot_path};
 use airlock_tests::{HANG_GUARD, REVIEWER_TOKEN, TestKeys, approval, decision_name, reviewer_config};
 use airlock_transport::{Destination, MemoryTransport, Message, Topology, Transport};
 use airlock_worker::WorkerConfig;
@@ -47,24 +47,6 @@ async fn serve_monitor(transport: &MemoryTransport, prefix: &str) {
             delivery.ack().await.unwrap();
         }
     });
-}
-
-/// Where the test's screenshots go: the directory `AIRLOCK_SCREENSHOTS` names (an absolute path;
-/// README's images come from `AIRLOCK_SCREENSHOTS=$PWD/docs/images`), else the temporary directory.
-fn screenshot_path(name: &str) -> std::path::PathBuf {
-    let dir = std::env::var_os("AIRLOCK_SCREENSHOTS").map_or_else(std::env::temp_dir, std::path::PathBuf::from);
-    dir.join(name)
-}
-
-/// axe-core's audit of the page as it is: every violation is printed, and none may be serious
-/// or critical.
-async fn assert_accessible(browser: &Browser, page: &str) {
-    let violations = browser.audit().await;
-    for v in &violations {
-        eprintln!("axe on {page}: {} ({}): {} at {:?}", v.rule, v.impact.as_deref().unwrap_or("?"), v.help, v.nodes);
-    }
-    let grave: Vec<&str> = violations.iter().filter(|v| v.grave()).map(|v| v.rule.as_str()).collect();
-    assert!(grave.is_empty(), "serious or critical accessibility violations on {page}: {grave:?}");
 }
 
 #[tokio::test]
@@ -109,7 +91,7 @@ async fn scenario() {
     let browser = Browser::start().await;
     browser.goto(&url).await;
     let token = browser.wait_for("input#token").await;
-    assert_accessible(&browser, "the login page").await;
+    browser.assert_accessible("the login page").await;
     browser.type_into(&token, REVIEWER_TOKEN).await;
     browser.click(&browser.wait_for("section.login button").await).await;
     browser.wait_for("#empty").await;
@@ -195,7 +177,7 @@ async fn scenario() {
     let conversation = browser.wait_for("article.task details.conversation").await;
     assert_eq!(browser.execute("return document.querySelector('article details.conversation').open").await, false);
     assert!(!browser.text(&conversation).await.contains("Free some disk space."), "collapsed");
-    assert_accessible(&browser, "the pending page").await;
+    browser.assert_accessible("the pending page").await;
     let shot = screenshot_path("reviewer-task.png");
     browser.screenshot(&shot).await;
     eprintln!("screenshot: {}", shot.display());
@@ -209,7 +191,7 @@ async fn scenario() {
     browser.goto(&url).await;
     browser.wait_for("#live.on").await;
     let controls =
-        browser.execute("return document.querySelectorAll('a, button, input, textarea, summary').length").await;
+        browser.execute("return document.querySelectorAll('a, button, input, select, textarea, summary').length").await;
     let mut tabs = 0;
     while browser.focused().await != "button.btn.approve" {
         assert!(tabs <= controls.as_u64().unwrap(), "Tab never reached the approve button");
@@ -229,7 +211,7 @@ async fn scenario() {
     let table = browser.text(&browser.wait_for("table.history").await).await;
     let lower = table.to_lowercase();
     assert!(lower.contains("alice") && lower.contains("reject") && lower.contains("approve"), "{table}");
-    assert_accessible(&browser, "the history page").await;
+    browser.assert_accessible("the history page").await;
     let shot = screenshot_path("reviewer-history.png");
     browser.screenshot(&shot).await;
     eprintln!("screenshot: {}", shot.display());

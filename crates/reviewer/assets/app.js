@@ -108,6 +108,9 @@
     source.addEventListener("added", refresh);
     source.addEventListener("removed", function (e) { remove(byId(e.data)); refresh(); });
     source.addEventListener("resync", refresh);
+    // A page left for another (a filter, the next page) gives its connection back at once:
+    // browsers allow a handful per host, and a kept page would hold one.
+    window.addEventListener("pagehide", function () { source.close(); });
   }
 
   function decide(form, decision) {
@@ -157,8 +160,20 @@
     });
   }
 
+  // The filter form works without the script (a plain GET); with it, the URL keeps only the
+  // fields that are set.
+  function applyFilters(form) {
+    var params = new URLSearchParams();
+    new FormData(form).forEach(function (value, name) {
+      if (value && !(name === "sort" && value === "oldest")) { params.set(name, value); }
+    });
+    var query = params.toString();
+    window.location.assign("/" + (query ? "?" + query : ""));
+  }
+
   document.addEventListener("submit", function (e) {
     var form = e.target;
+    if (form.id === "filters") { e.preventDefault(); applyFilters(form); return; }
     if (!form.classList || !form.classList.contains("decide")) { return; }
     e.preventDefault();
     var decision = e.submitter && e.submitter.value;

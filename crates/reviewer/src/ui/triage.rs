@@ -8,7 +8,8 @@ use super::escape;
 use super::pages::card;
 use crate::triage::{Filter, Page, Sort, Triage};
 
-/// The filter form, its values those of `filter`, the pools offered with their counts.
+/// The filter form, its values those of `filter`, offering the pools of `page`'s counts (the
+/// counts themselves are shown apart, where a live refresh keeps them current).
 pub fn form(page: &Page, filter: &Filter) -> String {
     let mut html = String::from(
         "<form id=\"filters\" class=\"filters\" method=\"get\" action=\"/\" role=\"search\" \
@@ -18,16 +19,14 @@ pub fn form(page: &Page, filter: &Filter) -> String {
     let _ = write!(
         html,
         "<div class=\"field\"><label for=\"f-pool\">Pool</label><select id=\"f-pool\" name=\"pool\">\
-         <option value=\"\"{}>All pools ({})</option>",
+         <option value=\"\"{}>All pools</option>",
         selected(filter.pool.is_none()),
-        page.pending()
     );
     for count in &page.counts {
         let _ = write!(
             html,
-            "<option value=\"{pool}\"{}>{pool} ({})</option>",
+            "<option value=\"{pool}\"{}>{pool}</option>",
             selected(filter.pool.as_deref() == Some(count.pool.as_str())),
-            count.pending,
             pool = escape(&count.pool),
         );
     }
