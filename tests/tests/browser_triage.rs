@@ -2,7 +2,8 @@
 //! reviewer does not see), filtered, searched, sorted and paged from the form by keyboard,
 //! the filter kept in the URL across a reload, the counts per pool shown, the current page
 //! updated live (a matching task appears, a decided one leaves, a task the filter hides only
-//! moves the count), and axe-core content with the filtered page.
+//! moves the count), a linked task shown though it is on another page, and axe-core content
+//! with the filtered page.
 //!
 //! `measure_triage_with_10000_pending_tasks` (ignored; run it by name) prints, as JSON, how
 //! long Chromium takes to show the first page and a filter's result with 10,000 pending tasks
@@ -184,6 +185,14 @@ async fn triage() {
     assert_eq!(reloaded["search"], page["search"]);
     let tool = browser.execute("return document.getElementById('f-tool').value").await;
     assert_eq!(tool, "python");
+
+    // A link to one task (as a webhook sends) shows it on the first page, though it is not
+    // among the first page's tasks.
+    let linked = second_page[0].as_str().unwrap();
+    assert!(!first_page.as_array().unwrap().contains(&second_page[0]));
+    browser.goto(&format!("{url}#task-{linked}")).await;
+    let page = until(&browser, |p| p["ids"][0] == linked).await;
+    assert_eq!(page["ids"].as_array().unwrap().len(), 51);
 
     // A search in the calls, in another case, and a pool from the select, newest first.
     browser.click(&browser.wait_for("#filters a.clear").await).await;

@@ -45,6 +45,31 @@
 
   function byId(id) { return document.getElementById("task-" + id); }
 
+  // The task a link names (`/#task-<id>`, as webhooks send): shown even when it is not on
+  // this page, until it leaves the pending list.
+  function linked() {
+    var match = /^#task-(.+)$/.exec(window.location.hash);
+    return match ? decodeURIComponent(match[1]) : null;
+  }
+
+  function showLinked() {
+    var id = linked();
+    if (!id || byId(id)) { return; }
+    fetch("/ui/tasks/" + encodeURIComponent(id), { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (!html || byId(id)) { return; }
+        var template = document.createElement("template");
+        template.innerHTML = html;
+        var card = template.content.firstElementChild;
+        if (!card || card.dataset.id !== id || !card.querySelector("form.decide")) { return; }
+        list.insertBefore(card, list.firstElementChild);
+        select(card);
+        refreshCount();
+        tick();
+      });
+  }
+
   // Brings the page in line with the store: the same filter, order and cursor (the URL's)
   // fetched again, only this page (never the whole list). Cards still shown keep their node,
   // so a half-written explanation and the selection survive; counts and pager are replaced.
@@ -63,7 +88,9 @@
     var wanted = Array.prototype.slice.call(template.content.querySelectorAll("#tasks > article.task"));
     var keep = {};
     wanted.forEach(function (card) { keep[card.dataset.id] = true; });
-    cards().forEach(function (card) { if (!keep[card.dataset.id]) { remove(card); } });
+    cards().forEach(function (card) {
+      if (!keep[card.dataset.id] && card.dataset.id !== linked()) { remove(card); }
+    });
     var previous = null;
     wanted.forEach(function (card) {
       var node = byId(card.dataset.id) || card;
@@ -205,6 +232,7 @@
 
   if (document.body.dataset.page === "pending" && list) {
     refreshCount();
+    showLinked();
     connect();
     tick();
     setInterval(tick, 1000);

@@ -1,8 +1,9 @@
 //! The web UI's routes: the pending list (or the login page), filtered and paged, the history,
-//! one task's card and the current page's cards for the page's script, decisions from a form or the script, login and
-//! logout. Pages need a [`Session`]; every post that changes something is a [`CsrfForm`] (or,
-//! for login, [`SameOrigin`]). Sign-ins are limited per client address (the connection's
-//! peer): past the limit `/login` answers `429` with `Retry-After`, whatever the token.
+//! one task's card and the current page's cards for the page's script, decisions from a form
+//! or the script, login and logout. Pages need a [`Session`]; every post that changes
+//! something is a [`CsrfForm`] (or, for login, [`SameOrigin`]). Sign-ins are limited per
+//! client address (the connection's peer): past the limit `/login` answers `429` with
+//! `Retry-After`, whatever the token.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
