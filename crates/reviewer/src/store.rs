@@ -377,9 +377,10 @@ impl Store {
         })
     }
 
-    /// The ids and pools of every pending task (cheap: no bodies), for change detection.
+    /// The ids and pools of every pending task, in no order (cheap: no bodies, no sort), for
+    /// change detection.
     pub async fn pending_ids(&self) -> Result<Vec<PendingId>, StoreError> {
-        const SQL: &str = "SELECT id, pool, received_at FROM tasks WHERE state = 'pending' ORDER BY received_at, id";
+        const SQL: &str = "SELECT id, pool, received_at FROM tasks WHERE state = 'pending'";
         let rows: Vec<(String, String, i64)> = on_db!(self, pool => sqlx::query_as(SQL).fetch_all(pool).await?);
         Ok(rows.into_iter().map(|(id, pool, received_at)| PendingId { id, pool, received_at }).collect())
     }
