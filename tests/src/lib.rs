@@ -7,6 +7,8 @@
 //! - `demo`: `airlock demo` as a newcomer runs it.
 //! - `reviewer`: the reviewer service over RabbitMQ: API answers, deadlines, cancels, restarts.
 //! - `browser`: the reviewer UI in headless Chromium ([`webdriver`]).
+//! - `browser_triage`: the pending list's filters, pages, counts and live refresh in Chromium
+//!   with hundreds of tasks, and (ignored, run by name) its timings with 10,000.
 //! - `reviewer_webhooks`: the reviewer service paging people: webhooks per pool, retried,
 //!   signed ([`webhooks`]).
 //! - `gateway`: the HTTP gateway over RabbitMQ with a real worker: waits, polls, retries,

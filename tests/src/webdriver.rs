@@ -146,6 +146,29 @@ impl Browser {
         self.call("POST", "/execute/sync", Some(json!({"script": script, "args": []}))).await
     }
 
+    /// Runs an asynchronous script (it calls `arguments[arguments.length - 1]` with its
+    /// result) and returns what it passed.
+    pub async fn execute_async(&self, script: &str) -> Value {
+        self.call("POST", "/execute/async", Some(json!({"script": script, "args": []}))).await
+    }
+
+    /// axe-core's audit of the page as it is: every violation is printed, and none may be
+    /// serious or critical.
+    pub async fn assert_accessible(&self, page: &str) {
+        let violations = self.audit().await;
+        for v in &violations {
+            eprintln!(
+                "axe on {page}: {} ({}): {} at {:?}",
+                v.rule,
+                v.impact.as_deref().unwrap_or("?"),
+                v.help,
+                v.nodes
+            );
+        }
+        let grave: Vec<&str> = violations.iter().filter(|v| v.grave()).map(|v| v.rule.as_str()).collect();
+        assert!(grave.is_empty(), "serious or critical accessibility violations on {page}: {grave:?}");
+    }
+
     /// Runs axe-core's audit on the page as it is now and returns its violations, each with
     /// its rule, impact, help text and the elements it found.
     pub async fn audit(&self) -> Vec<Violation> {
@@ -158,7 +181,7 @@ impl Browser {
                  nodes: v.nodes.map(function (n) {{ return n.target.join(' '); }})}}; }}));\
              }}, function (e) {{ done('axe failed: ' + e); }});"
         );
-        let found = self.call("POST", "/execute/async", Some(json!({"script": script, "args": []}))).await;
+        let found = self.execute_async(&script).await;
         let violations = found.as_array().unwrap_or_else(|| panic!("axe's answer: {found}"));
         violations
             .iter()
@@ -207,6 +230,13 @@ impl Browser {
         let _ = self.driver.kill().await;
         let _ = std::fs::remove_dir_all(&self.profile);
     }
+}
+
+/// Where screenshots go: the directory `AIRLOCK_SCREENSHOTS` names (an absolute path; README's
+/// images come from `AIRLOCK_SCREENSHOTS=$PWD/docs/images`), else the temporary directory.
+pub fn screenshot_path(name: &str) -> PathBuf {
+    let dir = std::env::var_os("AIRLOCK_SCREENSHOTS").map_or_else(std::env::temp_dir, PathBuf::from);
+    dir.join(name)
 }
 
 /// One rule axe-core found broken on a page.

@@ -12,7 +12,7 @@ use std::time::Duration;
 use airlock_client::{Client, ClientConfig};
 use airlock_contract::v1;
 use airlock_reviewer::Service;
-use airlock_tests::webdriver::{Browser, browser_available};
+use airlock_tests::webdriver::{Browser, browser_available, screenshot_path};
 use airlock_tests::{HANG_GUARD, REVIEWER_TOKEN, TestKeys, approval, decision_name, reviewer_config};
 use airlock_transport::{Destination, MemoryTransport, Message, Topology, Transport};
 use airlock_worker::WorkerConfig;
@@ -49,24 +49,6 @@ async fn serve_monitor(transport: &MemoryTransport, prefix: &str) {
             delivery.ack().await.unwrap();
         }
     });
-}
-
-/// Where the test's screenshots go: the directory `AIRLOCK_SCREENSHOTS` names (an absolute path;
-/// README's images come from `AIRLOCK_SCREENSHOTS=$PWD/docs/images`), else the temporary directory.
-fn screenshot_path(name: &str) -> std::path::PathBuf {
-    let dir = std::env::var_os("AIRLOCK_SCREENSHOTS").map_or_else(std::env::temp_dir, std::path::PathBuf::from);
-    dir.join(name)
-}
-
-/// axe-core's audit of the page as it is: every violation is printed, and none may be serious
-/// or critical.
-async fn assert_accessible(browser: &Browser, page: &str) {
-    let violations = browser.audit().await;
-    for v in &violations {
-        eprintln!("axe on {page}: {} ({}): {} at {:?}", v.rule, v.impact.as_deref().unwrap_or("?"), v.help, v.nodes);
-    }
-    let grave: Vec<&str> = violations.iter().filter(|v| v.grave()).map(|v| v.rule.as_str()).collect();
-    assert!(grave.is_empty(), "serious or critical accessibility violations on {page}: {grave:?}");
 }
 
 #[tokio::test]
@@ -150,7 +132,7 @@ impl Fleet {
 
 async fn scenario() {
     let prefix = "browser";
-    let fleet = Fleet::start(prefix, async |browser| assert_accessible(browser, "the login page").await).await;
+    let fleet = Fleet::start(prefix, async |browser| browser.assert_accessible("the login page").await).await;
     serve_monitor(&fleet.transport, prefix).await;
     let (browser, client, url) = (&fleet.browser, &fleet.client, &fleet.url);
 
@@ -233,7 +215,7 @@ async fn scenario() {
     let conversation = browser.wait_for("article.task details.conversation").await;
     assert_eq!(browser.execute("return document.querySelector('article details.conversation').open").await, false);
     assert!(!browser.text(&conversation).await.contains("Free some disk space."), "collapsed");
-    assert_accessible(browser, "the pending page").await;
+    browser.assert_accessible("the pending page").await;
     let shot = screenshot_path("reviewer-task.png");
     browser.screenshot(&shot).await;
     eprintln!("screenshot: {}", shot.display());
@@ -247,7 +229,7 @@ async fn scenario() {
     browser.goto(url).await;
     browser.wait_for("#live.on").await;
     let controls =
-        browser.execute("return document.querySelectorAll('a, button, input, textarea, summary').length").await;
+        browser.execute("return document.querySelectorAll('a, button, input, select, textarea, summary').length").await;
     let mut tabs = 0;
     while browser.focused().await != "button.btn.approve" {
         assert!(tabs <= controls.as_u64().unwrap(), "Tab never reached the approve button");
@@ -267,7 +249,7 @@ async fn scenario() {
     let table = browser.text(&browser.wait_for("table.history").await).await;
     let lower = table.to_lowercase();
     assert!(lower.contains("alice") && lower.contains("reject") && lower.contains("approve"), "{table}");
-    assert_accessible(browser, "the history page").await;
+    browser.assert_accessible("the history page").await;
     let shot = screenshot_path("reviewer-history.png");
     browser.screenshot(&shot).await;
     eprintln!("screenshot: {}", shot.display());
@@ -325,7 +307,7 @@ async fn standing() {
     browser.click(&browser.wait_for("nav a[href='/standing']").await).await;
     let row = browser.text(&browser.wait_for("table.standing tr#standing-1").await).await;
     assert!(row.contains("alice") && row.contains("bash(cmd='rm -r build')") && row.contains("sample s1 of run run"));
-    assert_accessible(browser, "the standing page").await;
+    browser.assert_accessible("the standing page").await;
     let shot = screenshot_path("reviewer-standing.png");
     browser.screenshot(&shot).await;
     eprintln!("screenshot: {}", shot.display());

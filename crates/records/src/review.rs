@@ -6,6 +6,8 @@
 //! Field names and nesting are the wire's: the web UI's script, the Inspect suite and any
 //! other API client read this JSON.
 
+use std::collections::BTreeMap;
+
 use airlock_contract::v1;
 use airlock_policy::{Decision, Kind};
 use serde::{Deserialize, Serialize};
@@ -20,6 +22,25 @@ pub mod standing;
 pub struct TaskList {
     /// The tasks: oldest first when pending, newest first in the history.
     pub tasks: Vec<TaskView>,
+}
+
+/// A page of the pending list (`GET /api/tasks` with or without triage parameters): its
+/// tasks (read as a [`TaskList`] by clients that want only them), how many match the filter
+/// on every page, the pending tasks of each of the caller's pools, and where the next page
+/// starts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskPage {
+    /// The tasks, in the order asked for (oldest first by default).
+    pub tasks: Vec<TaskView>,
+    /// How many pending tasks match the filter, this page's and the others'.
+    pub matching: u64,
+    /// The pending tasks of each of the caller's pools, whatever the filter.
+    pub counts: BTreeMap<String, u64>,
+    /// Whether another page follows.
+    pub more: bool,
+    /// The `cursor` of the next page, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
 
 /// One human task, in any state.

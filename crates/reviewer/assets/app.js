@@ -18,12 +18,15 @@
     }
   }
 
+  // The page's figures come from the server (the pending total of the reviewer's pools);
+  // the empty note follows the cards on this page.
   function refreshCount() {
-    var n = cards().filter(function (c) { return !c.classList.contains("leaving"); }).length;
+    var results = document.getElementById("results");
+    var n = results ? results.dataset.pending : String(cards().length);
     var count = document.getElementById("count");
-    if (count) { count.textContent = String(n); }
+    if (count) { count.textContent = n; }
     var empty = document.getElementById("empty");
-    if (empty) { empty.hidden = n > 0; }
+    if (empty) { empty.hidden = cards().some(function (c) { return !c.classList.contains("leaving"); }); }
     document.title = "(" + n + ") Airlock review";
     if (!selected()) { select(cards()[0]); }
   }
@@ -42,8 +45,16 @@
 
   function byId(id) { return document.getElementById("task-" + id); }
 
-  function add(id) {
-    if (byId(id)) { return; }
+  // The task a link names (`/#task-<id>`, as webhooks send): shown even when it is not on
+  // this page, until it leaves the pending list.
+  function linked() {
+    var match = /^#task-(.+)$/.exec(window.location.hash);
+    return match ? decodeURIComponent(match[1]) : null;
+  }
+
+  function showLinked() {
+    var id = linked();
+    if (!id || byId(id)) { return; }
     fetch("/ui/tasks/" + encodeURIComponent(id), { credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
@@ -53,21 +64,64 @@
         var card = template.content.firstElementChild;
         // A task decided before its card arrived (by a standing decision, or elsewhere) is not added.
         if (!card || card.dataset.id !== id || !card.querySelector("form.decide")) { return; }
-        list.appendChild(card);
+        list.insertBefore(card, list.firstElementChild);
+        select(card);
         refreshCount();
         tick();
       });
   }
 
-  // What changed while the stream was not connected (before it opened, or while it reconnected).
-  function resync() {
-    fetch("/ui/pending", { credentials: "same-origin" })
-      .then(function (r) { return r.ok ? r.json() : null; })
-      .then(function (ids) {
-        if (!ids) { return; }
-        cards().forEach(function (card) { if (ids.indexOf(card.dataset.id) < 0) { remove(card); } });
-        ids.forEach(add);
-      });
+  // Brings the page in line with the store: the same filter, order and cursor (the URL's)
+  // fetched again, only this page (never the whole list). Cards still shown keep their node,
+  // so a half-written explanation and the selection survive; counts and pager are replaced.
+  function merge(html) {
+    var template = document.createElement("template");
+    template.innerHTML = html;
+    var fresh = template.content.getElementById("results");
+    var results = document.getElementById("results");
+    if (!fresh || !results) { return; }
+    results.dataset.pending = fresh.dataset.pending;
+    ["counts", "pager", "empty"].forEach(function (id) {
+      var old = document.getElementById(id);
+      var replacement = template.content.getElementById(id);
+      if (old && replacement) { old.replaceWith(replacement); }
+    });
+    var wanted = Array.prototype.slice.call(template.content.querySelectorAll("#tasks > article.task"));
+    var keep = {};
+    wanted.forEach(function (card) { keep[card.dataset.id] = true; });
+    cards().forEach(function (card) {
+      if (!keep[card.dataset.id] && card.dataset.id !== linked()) { remove(card); }
+    });
+    var previous = null;
+    wanted.forEach(function (card) {
+      var node = byId(card.dataset.id) || card;
+      if (node.classList.contains("leaving")) { return; }
+      var at = previous ? previous.nextElementSibling : list.firstElementChild;
+      if (at !== node) { list.insertBefore(node, at); }
+      previous = node;
+    });
+    refreshCount();
+    tick();
+  }
+
+  // Events come in bursts (thousands of tasks at once): one refetch per burst, none running
+  // twice at a time.
+  var refreshing = false, again = false, timer = null;
+  function refresh() {
+    if (timer) { return; }
+    timer = setTimeout(function () {
+      timer = null;
+      if (refreshing) { again = true; return; }
+      refreshing = true;
+      fetch("/ui/pending" + window.location.search, { credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.text() : null; })
+        .then(function (html) { if (html) { merge(html); } })
+        .catch(function () {})
+        .then(function () {
+          refreshing = false;
+          if (again) { again = false; refresh(); }
+        });
+    }, 300);
   }
 
   function connect() {
@@ -76,12 +130,15 @@
     source.addEventListener("open", function () {
       live.textContent = "live";
       live.className = "live on";
-      resync();
+      refresh();
     });
     source.addEventListener("error", function () { live.textContent = "reconnecting…"; live.className = "live off"; });
-    source.addEventListener("added", function (e) { add(e.data); });
-    source.addEventListener("removed", function (e) { remove(byId(e.data)); });
-    source.addEventListener("resync", function () { window.location.reload(); });
+    source.addEventListener("added", refresh);
+    source.addEventListener("removed", function (e) { remove(byId(e.data)); refresh(); });
+    source.addEventListener("resync", refresh);
+    // A page left for another (a filter, the next page) gives its connection back at once:
+    // browsers allow a handful per host, and a kept page would hold one.
+    window.addEventListener("pagehide", function () { source.close(); });
   }
 
   function decide(form, decision) {
@@ -133,8 +190,20 @@
     });
   }
 
+  // The filter form works without the script (a plain GET); with it, the URL keeps only the
+  // fields that are set.
+  function applyFilters(form) {
+    var params = new URLSearchParams();
+    new FormData(form).forEach(function (value, name) {
+      if (value && !(name === "sort" && value === "oldest")) { params.set(name, value); }
+    });
+    var query = params.toString();
+    window.location.assign("/" + (query ? "?" + query : ""));
+  }
+
   document.addEventListener("submit", function (e) {
     var form = e.target;
+    if (form.id === "filters") { e.preventDefault(); applyFilters(form); return; }
     if (!form.classList || !form.classList.contains("decide")) { return; }
     e.preventDefault();
     var decision = e.submitter && e.submitter.value;
@@ -148,7 +217,7 @@
 
   document.addEventListener("keydown", function (e) {
     if (!list || e.ctrlKey || e.metaKey || e.altKey) { return; }
-    var typing = e.target && (e.target.tagName === "TEXTAREA" || e.target.tagName === "INPUT");
+    var typing = e.target && ["TEXTAREA", "INPUT", "SELECT"].indexOf(e.target.tagName) >= 0;
     if (typing) {
       if (e.key === "Escape") { e.target.blur(); }
       return;
@@ -166,6 +235,7 @@
 
   if (document.body.dataset.page === "pending" && list) {
     refreshCount();
+    showLinked();
     connect();
     tick();
     setInterval(tick, 1000);

@@ -59,6 +59,29 @@ pub fn human(pool: &str, sample: &str, call: &str, review: bool, deadline: i64) 
     Incoming::decode(&prost::Message::encode_to_vec(&human), pool).expect("a valid task")
 }
 
+/// [`human`]'s approval task in `pool` for a call of `function` with `arguments_json`, from
+/// eval run `run`, with `deadline`.
+pub fn calling(
+    pool: &str,
+    run: &str,
+    sample: &str,
+    call: &str,
+    function: &str,
+    arguments_json: &str,
+    deadline: i64,
+) -> Incoming {
+    let mut human = human(pool, sample, call, false, deadline).human;
+    let request = human.task.as_mut().and_then(|t| t.request.as_mut()).expect("a request");
+    if let Some(key) = request.key.as_mut() {
+        key.run_id = run.into();
+    }
+    let Some(v1::request::Body::Approval(body)) = request.body.as_mut() else { unreachable!("an approval") };
+    let tool_call = body.call.as_mut().expect("a call");
+    tool_call.function = function.into();
+    tool_call.arguments_json = arguments_json.into();
+    Incoming::decode(&prost::Message::encode_to_vec(&human), pool).expect("a valid task")
+}
+
 /// The policy document of [`explained`]'s task.
 pub const POLICY: &str =
     "approvers:\n  - name: monitor\n    tools: bash\n  - name: human\n    tools: bash\n    pool: ops\n";

@@ -4,7 +4,7 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `GET /api/tasks` | the caller's pending tasks |
+//! | `GET /api/tasks?pool=&tool=&run=&sample=&older_than=&sort=&q=&limit=&cursor=` | a page of the caller's pending tasks, with counts |
 //! | `GET /api/tasks/{id}` | one task, in any state |
 //! | `POST /api/tasks/{id}/decision` | `{"decision", "explanation"}`: answer a task |
 //! | `GET /api/history?limit=N` | decided and withdrawn tasks, newest first |
@@ -12,12 +12,12 @@
 //! | `GET /api/standing` | the active standing decisions of the caller's pools |
 //! | `POST /api/standing` | `{"task", "decision", "scope", "seconds", "pattern"?}`: answer a task and every identical call |
 //! | `POST /api/standing/{id}/revoke` | revoke a standing decision |
-//! | `GET /` | the pending list (or the login page) |
+//! | `GET /?pool=&tool=…` | a page of the pending list, filtered (or the login page) |
 //! | `GET /history` | the history |
 //! | `GET /standing` | the active standing decisions, each with a Revoke button |
 //! | `GET /events` | server-sent events: `added` / `removed` task ids, `resync` |
 //! | `GET /ui/tasks/{id}` | one task's card (HTML), for live insertion |
-//! | `GET /ui/pending` | the ids on the caller's pending list (JSON), to resynchronise |
+//! | `GET /ui/pending?pool=&tool=…` | the counts, cards and pager of a page (HTML), to refresh it |
 //! | `POST /ui/tasks/{id}/decision` | a decision from the UI (form) |
 //! | `POST /ui/tasks/{id}/standing` | a decision for every identical call from the UI (form) |
 //! | `POST /ui/standing/{id}/revoke` | a revocation from the UI (form) |
@@ -72,7 +72,7 @@ pub fn app(shared: Arc<Shared>) -> Router {
         .route("/ui/tasks/{id}/standing", post(standing::form))
         .route("/ui/standing/{id}/revoke", post(standing::revoke_form))
         .route("/events", get(events::stream))
-        .route("/ui/pending", get(ui::pending_ids))
+        .route("/ui/pending", get(ui::results))
         .route("/ui/tasks/{id}", get(ui::card))
         .route("/ui/tasks/{id}/decision", post(ui::decide))
         .route("/login", post(ui::login))

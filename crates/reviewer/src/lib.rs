@@ -10,6 +10,7 @@
 //! Layout:
 //! - [`task`]: a stored task, the choices it offers, Inspect's explanations.
 //! - [`store`]: SQLite or PostgreSQL, one schema with migrations; dedup, first answer wins.
+//! - [`triage`]: filters, orders and pages of the pending list, for thousands of tasks.
 //! - [`intake`]: human queues → store → ack; the cancels queue.
 //! - [`outbox`]: answers published with confirms, marked sent, resent after a restart.
 //! - [`deadlines`]: `on_timeout` for tasks nobody answered in time.
@@ -45,6 +46,7 @@ pub mod standing;
 pub mod store;
 pub mod task;
 pub mod testing;
+pub mod triage;
 pub mod ui;
 pub mod webhooks;
 

@@ -16,6 +16,8 @@
 //! - a webhook is written in the transaction of the change it announces (a task stored, a
 //!   decision recorded), and each attempt is leased the same way as an answer, so processes
 //!   sharing the store send each event once;
+//! - the pending list is paged and filtered (`triage`) in SQL on columns written with the task,
+//!   always within the caller's pools;
 //! - a browser session is a row keyed by the SHA-256 of its id, so every process sharing the
 //!   store accepts it and refuses it once it is logged out (anywhere) or expired;
 //! - a standing decision is a numbered row, read afresh each time one is
@@ -33,6 +35,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, SqlSafeStr, Type};
 
 use crate::task::{Incoming, State, Task, Verdict};
+use crate::triage::Columns;
 
 /// One step of the schema.
 struct Schema {
@@ -49,6 +52,7 @@ const SQLITE_MIGRATIONS: &[Schema] = &[
     Schema { version: 1, name: "tasks", sql: include_str!("../migrations/sqlite/0001_tasks.sql") },
     Schema { version: 2, name: "webhooks", sql: include_str!("../migrations/sqlite/0002_webhooks.sql") },
     Schema { version: 3, name: "sessions", sql: include_str!("../migrations/sqlite/0003_sessions.sql") },
+    Schema { version: 4, name: "triage", sql: include_str!("../migrations/sqlite/0004_triage.sql") },
     Schema { version: 6, name: "standing", sql: include_str!("../migrations/sqlite/0006_standing.sql") },
 ];
 /// The same schema, for PostgreSQL.
@@ -56,6 +60,7 @@ const POSTGRES_MIGRATIONS: &[Schema] = &[
     Schema { version: 1, name: "tasks", sql: include_str!("../migrations/postgres/0001_tasks.sql") },
     Schema { version: 2, name: "webhooks", sql: include_str!("../migrations/postgres/0002_webhooks.sql") },
     Schema { version: 3, name: "sessions", sql: include_str!("../migrations/postgres/0003_sessions.sql") },
+    Schema { version: 4, name: "triage", sql: include_str!("../migrations/postgres/0004_triage.sql") },
     Schema { version: 6, name: "standing", sql: include_str!("../migrations/postgres/0006_standing.sql") },
 ];
 
@@ -242,6 +247,7 @@ impl Store {
             return Err(StoreError::Unsupported(redact(url)));
         };
         store.migrate().await?;
+        store.fill_triage_columns().await?;
         Ok(store)
     }
 
@@ -286,11 +292,12 @@ impl Store {
         webhooks: &[NewWebhook],
     ) -> Result<Inserted, StoreError> {
         const SQL: &str = "INSERT INTO tasks (id, dedup_key, correlation, pool, step, body, received_at, \
-                           deadline_at, state) \
-                           SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'pending' \
+                           deadline_at, state, function, run_id, sample_id, search) \
+                           SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12 \
                            WHERE NOT EXISTS (SELECT 1 FROM withdrawn WHERE correlation = $3) \
                            ON CONFLICT (dedup_key) DO NOTHING";
         let body = incoming.human.encode_to_vec();
+        let columns = Columns::of(&incoming.human);
         let affected = on_db!(self, pool => {
             let mut tx = pool.begin().await?;
             let affected = sqlx::query(SQL)
@@ -302,6 +309,10 @@ impl Store {
                 .bind(&body)
                 .bind(now)
                 .bind(incoming.deadline().unwrap_or(NO_DEADLINE))
+                .bind(&columns.function)
+                .bind(&columns.run_id)
+                .bind(&columns.sample_id)
+                .bind(&columns.search)
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
@@ -370,9 +381,10 @@ impl Store {
         })
     }
 
-    /// The ids and pools of every pending task (cheap: no bodies), for change detection.
+    /// The ids and pools of every pending task, in no order (cheap: no bodies, no sort), for
+    /// change detection.
     pub async fn pending_ids(&self) -> Result<Vec<PendingId>, StoreError> {
-        const SQL: &str = "SELECT id, pool, received_at FROM tasks WHERE state = 'pending' ORDER BY received_at, id";
+        const SQL: &str = "SELECT id, pool, received_at FROM tasks WHERE state = 'pending'";
         let rows: Vec<(String, String, i64)> = on_db!(self, pool => sqlx::query_as(SQL).fetch_all(pool).await?);
         Ok(rows.into_iter().map(|(id, pool, received_at)| PendingId { id, pool, received_at }).collect())
     }
@@ -742,6 +754,8 @@ pub fn redact(url: &str) -> String {
 }
 
 mod standing;
+mod triage;
+
 #[cfg(test)]
 mod tests;
 

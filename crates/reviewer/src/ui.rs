@@ -8,6 +8,7 @@
 //! their text and address, never followed or loaded.
 
 pub mod pages;
+pub mod triage;
 
 use airlock_contract::v1;
 use airlock_policy::Call;

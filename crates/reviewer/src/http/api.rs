@@ -9,8 +9,9 @@ use airlock_contract::v1;
 use airlock_policy::Decision;
 use airlock_records::review::{
     CallView, DecisionBody, ErrorView, MessageView, ResultView, ReviewerView, Settled, ShownContent, ShownView,
-    TaskList, TaskState, TaskView, ToolContentView, ToolErrorView, ToolViewView,
+    TaskList, TaskPage, TaskState, TaskView, ToolContentView, ToolErrorView, ToolViewView,
 };
+use airlock_records::time::now_ms;
 use airlock_records::view::{KeyView, OriginView, TrailView};
 use axum::Json;
 use axum::body::Bytes;
@@ -22,6 +23,7 @@ use crate::auth::Reviewer;
 use crate::shared::Shared;
 use crate::store::Decided;
 use crate::task::{DISMISS, DISMISSED_EXPLANATION, State as Stored, Task, default_explanation};
+use crate::triage::TriageQuery;
 use crate::ui;
 
 /// The longest explanation kept.
@@ -29,10 +31,23 @@ pub const MAX_EXPLANATION: usize = 4000;
 /// History entries shown when the caller asks for no number.
 pub(super) const HISTORY_DEFAULT: u32 = 100;
 
-/// `GET /api/tasks`: the caller's pending tasks, oldest first.
-pub async fn list(State(shared): State<Arc<Shared>>, reviewer: Reviewer) -> Result<Json<TaskList>, ApiError> {
-    let tasks = shared.store.pending(Some(&reviewer.pools_among(&shared.pools))).await?;
-    Ok(Json(TaskList { tasks: tasks.iter().map(task_view).collect() }))
+/// `GET /api/tasks`: a page of the caller's pending tasks as a [`TriageQuery`] asks (without
+/// parameters: all of them, oldest first), with the counts.
+pub async fn list(
+    State(shared): State<Arc<Shared>>,
+    reviewer: Reviewer,
+    Query(query): Query<TriageQuery>,
+) -> Result<Json<TaskPage>, ApiError> {
+    let triage = query.parse().map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let pools = reviewer.pools_among(&shared.pools);
+    let page = shared.store.page(&pools, &triage.filter, triage.limit, triage.cursor.as_ref(), now_ms()).await?;
+    Ok(Json(TaskPage {
+        tasks: page.tasks.iter().map(task_view).collect(),
+        matching: page.matching,
+        counts: page.counts.into_iter().map(|c| (c.pool, c.pending)).collect(),
+        more: page.next.is_some(),
+        next_cursor: page.next.map(|c| c.to_string()),
+    }))
 }
 
 /// `GET /api/tasks/{id}`: one task of the caller's pools, in any state.

@@ -1,15 +1,16 @@
-//! The web UI's routes: the pending list (or the login page), the history, one task's card
-//! and the pending ids for the page's script, decisions from a form or the script, login and
-//! logout. Pages need a [`Session`]; every post that changes something is a [`CsrfForm`] (or,
-//! for login, [`SameOrigin`]). Sign-ins are limited per client address (the connection's
-//! peer): past the limit `/login` answers `429` with `Retry-After`, whatever the token.
+//! The web UI's routes: the pending list (or the login page), filtered and paged, the history,
+//! one task's card and the current page's cards for the page's script, decisions from a form
+//! or the script, login and logout. Pages need a [`Session`]; every post that changes
+//! something is a [`CsrfForm`] (or, for login, [`SameOrigin`]). Sign-ins are limited per
+//! client address (the connection's peer): past the limit `/login` answers `429` with
+//! `Retry-After`, whatever the token.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use airlock_records::time::now_ms;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, Path, State};
+use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
@@ -19,20 +20,36 @@ use super::ApiError;
 use super::api::{self, HISTORY_DEFAULT};
 use super::extract::{CsrfForm, SameOrigin, Session, form};
 use crate::shared::Shared;
-use crate::ui::pages;
+use crate::triage::{Page, Triage, TriageQuery, UI_PAGE};
+use crate::ui::{pages, triage};
 
 fn viewer<'a>(session: &'a Session, pools: &'a [String]) -> pages::Viewer<'a> {
     pages::Viewer { name: &session.reviewer.name, pools, csrf: &session.csrf }
 }
 
-/// `GET /`: the pending list, or the login page without a session.
-pub async fn pending(State(shared): State<Arc<Shared>>, session: Option<Session>) -> Result<Response, ApiError> {
+/// `GET /`: a page of the pending list as the query filters it, or the login page without a
+/// session.
+pub async fn pending(
+    State(shared): State<Arc<Shared>>,
+    session: Option<Session>,
+    Query(query): Query<TriageQuery>,
+) -> Result<Response, ApiError> {
     let Some(session) = session else {
         return Ok(Html(pages::login(None)).into_response());
     };
     let pools = session.pools(&shared);
-    let tasks = shared.store.pending(Some(&pools)).await?;
-    Ok(Html(pages::pending(&viewer(&session, &pools), &tasks, now_ms())).into_response())
+    let triage = match query.parse() {
+        Ok(triage) => triage,
+        Err(e) => return Ok((StatusCode::BAD_REQUEST, Html(pages::error("400", &e.to_string()))).into_response()),
+    };
+    let page = triage_page(&shared, &pools, &triage).await?;
+    Ok(Html(pages::pending(&viewer(&session, &pools), &page, &triage, now_ms())).into_response())
+}
+
+/// The page of `triage` among `pools`, [`UI_PAGE`] tasks unless it asks for another size.
+async fn triage_page(shared: &Shared, pools: &[String], triage: &Triage) -> Result<Page, ApiError> {
+    let limit = triage.limit.unwrap_or(UI_PAGE);
+    Ok(shared.store.page(pools, &triage.filter, Some(limit), triage.cursor.as_ref(), now_ms()).await?)
 }
 
 /// `GET /history`: the history, or back to the login without a session.
@@ -55,20 +72,16 @@ pub async fn card(
     Ok(Html(pages::card(&task, &session.csrf, now_ms())))
 }
 
-/// `GET /ui/pending`: the ids on the caller's pending list, for the script to resynchronise.
-pub async fn pending_ids(
+/// `GET /ui/pending`: the counts, cards and pager of the page the query asks for (as `GET /`
+/// shows them), for the script to refresh the page it shows after a change.
+pub async fn results(
     State(shared): State<Arc<Shared>>,
     session: Session,
-) -> Result<axum::Json<Vec<String>>, ApiError> {
-    let ids = shared
-        .store
-        .pending_ids()
-        .await?
-        .into_iter()
-        .filter(|pending| shared.serves(&pending.pool) && session.reviewer.sees(&pending.pool))
-        .map(|pending| pending.id)
-        .collect();
-    Ok(axum::Json(ids))
+    Query(query): Query<TriageQuery>,
+) -> Result<Html<String>, ApiError> {
+    let triage = query.parse().map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let page = triage_page(&shared, &session.pools(&shared), &triage).await?;
+    Ok(Html(triage::results(&page, &triage, &session.csrf, now_ms())))
 }
 
 /// The fields of a decision from the UI (its CSRF token is [`CsrfForm`]'s).

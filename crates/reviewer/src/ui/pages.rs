@@ -7,8 +7,9 @@ use std::fmt::Write as _;
 use airlock_policy::Kind;
 use airlock_records::time::Utc;
 
-use super::{Content, call_line, escape, metadata_fields, safe_html, shown};
+use super::{Content, call_line, escape, metadata_fields, safe_html, shown, triage};
 use crate::task::{State, Task, decision_from_wire, shortcut};
+use crate::triage::{Page, Triage};
 
 mod standing;
 
@@ -79,29 +80,22 @@ pub fn login(error: Option<&str>) -> String {
     shell("Airlock review: sign in", "login", None, None, &body)
 }
 
-/// The pending list.
-pub fn pending(viewer: &Viewer<'_>, tasks: &[Task], now_ms: i64) -> String {
+/// The pending list: the filter form, then one page of what it matches.
+pub fn pending(viewer: &Viewer<'_>, page: &Page, triage: &Triage, now_ms: i64) -> String {
     let mut body = String::new();
     body.push_str(
         "<div class=\"bar\"><h1>Pending tasks</h1><span id=\"live\" class=\"live\" title=\"updates arrive as they \
          happen\">connecting…</span></div>",
     );
-    let _ = write!(
-        body,
-        "<p id=\"empty\" class=\"empty\"{}>Nothing to decide. New tasks appear here as they arrive.</p>",
-        if tasks.is_empty() { "" } else { " hidden" }
-    );
-    body.push_str("<section id=\"tasks\">");
-    for task in tasks {
-        body.push_str(&card(task, viewer.csrf, now_ms));
-    }
-    body.push_str("</section>");
+    body.push_str(&triage::form(page, &triage.filter));
+    body.push_str(&triage::results(page, triage, viewer.csrf, now_ms));
     body.push_str(
         "<footer class=\"keys\"><kbd>a</kbd> approve <kbd>r</kbd> reject <kbd>t</kbd> terminate \
          <kbd>c</kbd> continue <kbd>e</kbd> escalate, on the selected task · <kbd>j</kbd>/<kbd>k</kbd> next/previous \
          · <kbd>x</kbd> write an explanation · <kbd>Esc</kbd> leave the field</footer>",
     );
-    shell(&format!("({}) Airlock review", tasks.len()), "pending", Some(viewer), Some(tasks.len()), &body)
+    let pending = usize::try_from(page.pending()).unwrap_or(usize::MAX);
+    shell(&format!("({pending}) Airlock review"), "pending", Some(viewer), Some(pending), &body)
 }
 
 /// One task's card: everything a person needs to decide, and the buttons of its choices.
