@@ -6,7 +6,8 @@
 //!   under load, poison messages, deadlines.
 //! - `demo`: `airlock demo` as a newcomer runs it.
 //! - `reviewer`: the reviewer service over RabbitMQ: API answers, deadlines, cancels, restarts.
-//! - `browser`: the reviewer UI in headless Chromium ([`webdriver`]).
+//! - `browser`: the reviewer UI in headless Chromium ([`webdriver`]) on a worker, a reviewer
+//!   service and a client ([`fleet`]).
 //! - `reviewer_webhooks`: the reviewer service paging people: webhooks per pool, retried,
 //!   signed ([`webhooks`]).
 //! - `gateway`: the HTTP gateway over RabbitMQ with a real worker: waits, polls, retries,
@@ -19,6 +20,7 @@
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
+pub mod fleet;
 pub mod webdriver;
 pub mod webhooks;
 

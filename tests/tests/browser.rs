@@ -3,17 +3,16 @@
 //! overrides executes nothing and shows everything; a task a monitor escalated shows why it is
 //! here (the monitor's score and reason) and its conversation, collapsed until clicked; axe-core
 //! finds nothing serious or critical on the login, pending and history pages; and Tab and Enter
-//! alone reach and use a task's approve button, with the focus visible.
+//! alone reach and use a task's approve button, with the focus visible. A step that needs two
+//! approvals shows the first approver and keeps them from approving again, and the runner gets
+//! the approval of both.
 
-use std::time::Duration;
-
-use airlock_client::{Client, ClientConfig};
 use airlock_contract::v1;
-use airlock_reviewer::Service;
+use airlock_reviewer::auth::{Reviewer, Reviewers, sha256_hex};
+use airlock_tests::fleet::ReviewFleet;
 use airlock_tests::webdriver::{Browser, browser_available};
-use airlock_tests::{HANG_GUARD, REVIEWER_TOKEN, TestKeys, approval, decision_name, reviewer_config};
+use airlock_tests::{HANG_GUARD, REVIEWER_TOKEN, approval, decision_name, reviewer_config};
 use airlock_transport::{Destination, MemoryTransport, Message, Topology, Transport};
-use airlock_worker::WorkerConfig;
 use prost::Message as _;
 use serde_json::json;
 
@@ -76,35 +75,10 @@ async fn a_person_decides_in_the_browser() {
 }
 
 async fn scenario() {
-    let transport = MemoryTransport::new();
     let prefix = "browser";
-    let (stop_worker, stopped) = tokio::sync::oneshot::channel::<()>();
-    let config = WorkerConfig {
-        prefix: prefix.into(),
-        concurrency: 8,
-        policy_dir: None,
-        worker_id: "worker".into(),
-        metrics: Default::default(),
-        trust: TestKeys::get().trust(),
-    };
-    let worker = tokio::spawn(airlock_worker::run(transport.clone(), config, async {
-        let _ = stopped.await;
-    }));
-    serve_monitor(&transport, prefix).await;
-    let config = reviewer_config(prefix, "sqlite::memory:", "reviewer");
-    let service = Service::start(transport.clone(), config).await.unwrap();
-    let url = format!("http://{}/", service.local_addr());
-    let client = Client::connect(
-        transport.clone(),
-        ClientConfig {
-            prefix: prefix.into(),
-            runner_id: "runner".into(),
-            default_timeout: Duration::from_secs(600),
-            fleet_keys: TestKeys::get().fleet_public(),
-        },
-    )
-    .await
-    .unwrap();
+    let fleet = ReviewFleet::start(reviewer_config(prefix, "sqlite::memory:", "reviewer")).await;
+    serve_monitor(&fleet.transport, prefix).await;
+    let (url, client) = (fleet.url.clone(), fleet.client.clone());
 
     let browser = Browser::start().await;
     browser.goto(&url).await;
@@ -235,8 +209,82 @@ async fn scenario() {
     eprintln!("screenshot: {}", shot.display());
 
     browser.quit().await;
-    service.stop().await;
-    client.close().await;
-    let _ = stop_worker.send(());
-    worker.await.unwrap().unwrap();
+    fleet.stop().await;
+}
+
+/// A step that needs two reviewers.
+const TWO_PERSON: &str =
+    "approvers:\n  - name: human\n    tools: \"*\"\n    pool: ops\n    timeout: 600\n    approvals: 2\n";
+
+/// Bob's token, beside alice's [`REVIEWER_TOKEN`].
+const BOB_TOKEN: &str = "bob-secret-token";
+
+#[tokio::test]
+async fn two_people_approve_in_the_browser() {
+    if !browser_available() {
+        return;
+    }
+    tokio::time::timeout(HANG_GUARD, two_person_scenario()).await.expect("the browser test hung");
+}
+
+async fn sign_in(browser: &Browser, url: &str, token: &str) {
+    browser.goto(url).await;
+    browser.type_into(&browser.wait_for("input#token").await, token).await;
+    browser.click(&browser.wait_for("section.login button").await).await;
+    browser.wait_for("#live.on").await;
+}
+
+async fn two_person_scenario() {
+    let mut config = reviewer_config("browser-two", "sqlite::memory:", "reviewer");
+    config.reviewers = Reviewers::from_list(
+        [("alice", REVIEWER_TOKEN), ("bob", BOB_TOKEN)]
+            .map(|(name, token)| Reviewer {
+                name: name.into(),
+                token_sha256: sha256_hex(token),
+                pools: vec!["ops".into()],
+            })
+            .to_vec(),
+    );
+    let fleet = ReviewFleet::start(config).await;
+    let asker = fleet.client.clone();
+    let request = approval("s1", "c1", json!({"function": "bash", "arguments": {"cmd": "make deploy"}}), TWO_PERSON);
+    let asked = tokio::spawn(async move { asker.approve(request).await });
+
+    // Alice approves: the card stays, says so, and her approve button is disabled with the reason.
+    let browser = Browser::start().await;
+    sign_in(&browser, &fleet.url, REVIEWER_TOKEN).await;
+    browser.type_into(&browser.wait_for("article.task textarea").await, "Deploys are fine today.").await;
+    browser.click(&browser.wait_for("article.task button.approve").await).await;
+    let note = browser.text(&browser.wait_for("article.task section.approvals .note").await).await;
+    assert_eq!(note, "You approved this task; it needs one more approval from another reviewer.");
+    let approvals = browser.text(&browser.wait_for("article.task section.approvals").await).await;
+    assert!(
+        approvals.contains("1 of 2 approvals: alice") && approvals.contains("Deploys are fine today."),
+        "{approvals}"
+    );
+    assert_eq!(browser.execute("return document.querySelector('article.task button.approve').disabled").await, true);
+    assert_accessible(&browser, "a half-approved task").await;
+    browser.goto(&fleet.url).await;
+    browser.wait_for("article.task section.approvals .note").await;
+    assert_eq!(browser.execute("return document.querySelector('article.task button.approve').disabled").await, true);
+
+    // Bob signs in on the same browser and gives the second approval.
+    browser.click(&browser.wait_for("form[action='/logout'] button").await).await;
+    sign_in(&browser, &fleet.url, BOB_TOKEN).await;
+    let approvals = browser.text(&browser.wait_for("article.task section.approvals").await).await;
+    assert!(approvals.contains("1 of 2 approvals: alice") && !approvals.contains("You approved"), "{approvals}");
+    browser.click(&browser.wait_for("article.task button.approve:not([disabled])").await).await;
+    let decision = asked.await.unwrap().unwrap();
+    assert_eq!((decision_name(&decision), decision.decided_by.as_str()), ("approve", "alice+bob"));
+    let human = decision.trail.iter().find(|t| t.approver == "human").expect("the human step in the trail");
+    assert_eq!(human.decided_by, "alice+bob");
+    let metadata: serde_json::Value = serde_json::from_str(&human.metadata_json).unwrap();
+    let names: Vec<&str> =
+        metadata["approvals"].as_array().unwrap().iter().map(|a| a["reviewer"].as_str().unwrap()).collect();
+    assert_eq!(names, ["alice", "bob"]);
+    assert_eq!(metadata["approvals"][0]["explanation"], "Deploys are fine today.");
+    browser.wait_gone("article.task").await;
+
+    browser.quit().await;
+    fleet.stop().await;
 }

@@ -58,6 +58,21 @@
       });
   }
 
+  function refresh(card) {
+    fetch("/ui/tasks/" + encodeURIComponent(card.dataset.id), { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (!html || !card.isConnected) { return; }
+        var template = document.createElement("template");
+        template.innerHTML = html;
+        var fresh = template.content.firstElementChild;
+        if (!fresh || fresh.dataset.id !== card.dataset.id) { return; }
+        if (card.classList.contains("selected")) { fresh.classList.add("selected"); }
+        card.replaceWith(fresh);
+        tick();
+      });
+  }
+
   // What changed while the stream was not connected (before it opened, or while it reconnected).
   function resync() {
     fetch("/ui/pending", { credentials: "same-origin" })
@@ -99,7 +114,11 @@
     }).then(function (r) {
       return r.json().catch(function () { return {}; }).then(function (json) { return { status: r.status, json: json }; });
     }).then(function (res) {
-      if (res.status >= 200 && res.status < 300) { remove(card); return; }
+      if (res.status >= 200 && res.status < 300) {
+        // An approval that leaves the task pending (it needs more reviewers): show it anew.
+        if (res.json && res.json.state === "pending") { refresh(card); } else { remove(card); }
+        return;
+      }
       status.textContent = (res.json && res.json.error) || ("The decision failed (" + res.status + ").");
       if (res.status === 409 || res.status === 404) { setTimeout(function () { remove(card); }, 1500); return; }
       buttons.forEach(function (b) { b.disabled = false; });

@@ -18,7 +18,7 @@ use tracing::{debug, warn};
 
 use crate::auth::{LoginLimiter, Reviewers, Sessions};
 use crate::site::Site;
-use crate::store::{Decided, OutboxEntry, PendingId, Store, StoreError};
+use crate::store::{Decided, OutboxEntry, PendingId, Recording, Store, StoreError};
 use crate::task::{DECIDED_BY_TIMEOUT, State, Task, Verdict};
 use crate::webhooks::Webhooks;
 
@@ -149,33 +149,47 @@ impl Shared {
         explanation: String,
         decided_by: &str,
     ) -> Result<Decided, StoreError> {
-        let now = now_ms();
-        let verdict = Verdict { decision, explanation, decided_by: decided_by.to_owned(), decided_at: now };
+        let verdict = Verdict { decision, explanation, decided_by: decided_by.to_owned(), decided_at: now_ms() };
+        let recording = self.recording(task, verdict);
+        let Recording { verdict, answer, lease_until, webhooks } = &recording;
+        let decided = self.store.decide(task, verdict, answer, *lease_until, webhooks).await?;
+        if let Decided::Recorded(entry) = &decided {
+            self.recorded(task, &recording, entry);
+        }
+        Ok(decided)
+    }
+
+    /// What recording `verdict` on `task` writes: the signed answer, its outbox lease, the
+    /// webhooks announcing it.
+    fn recording(&self, task: &Task, verdict: Verdict) -> Recording {
         let mut result = task.step_result(&verdict);
         if let Some(key) = &self.signer {
             sign_human_answer(key, &mut result);
         }
-        let lease_until = now + OUTBOX_LEASE.as_millis() as i64;
+        let lease_until = verdict.decided_at + OUTBOX_LEASE.as_millis() as i64;
         let decided_task = Task { state: State::Decided(verdict.clone()), ..task.clone() };
-        let kind = Webhooks::decision_kind(decided_by);
+        let kind = Webhooks::decision_kind(&verdict.decided_by);
         let webhooks = self.webhooks.announce(kind, &decided_task, self.site.public_url.as_ref());
-        let decided = self.store.decide(task, &verdict, &result.encode_to_vec(), lease_until, &webhooks).await?;
-        if let Decided::Recorded(entry) = &decided {
-            let decider = if decided_by == DECIDED_BY_TIMEOUT { "timeout" } else { "person" };
-            let labels = ReviewLabels { pool: task.pool.clone(), decider: decider.into() };
-            let waited = (now - task.received_at).max(0) as f64 / 1000.0;
-            self.metrics.review_seconds.get_or_create(&labels).observe(waited);
-            if !webhooks.is_empty() {
-                self.webhooks_due.notify_one();
-            }
-            debug!(task = %task.id, correlation = %task.correlation, %decision, %decided_by, "Task decided.");
-            if self.outbox.send(entry.clone()).is_err() {
-                // The outbox stopped (shutdown): the answer waits in the store for the next start.
-                warn!(task = %task.id, "Outbox stopped; the answer is sent after the next start.");
-            }
-            self.poke();
+        Recording { answer: result.encode_to_vec(), verdict, lease_until, webhooks }
+    }
+
+    /// After a decision was recorded: measures it, wakes the webhook sender, hands the answer
+    /// to the outbox.
+    fn recorded(&self, task: &Task, recording: &Recording, entry: &OutboxEntry) {
+        let Verdict { decision, decided_by, decided_at, .. } = &recording.verdict;
+        let decider = if decided_by == DECIDED_BY_TIMEOUT { "timeout" } else { "person" };
+        let labels = ReviewLabels { pool: task.pool.clone(), decider: decider.into() };
+        let waited = (decided_at - task.received_at).max(0) as f64 / 1000.0;
+        self.metrics.review_seconds.get_or_create(&labels).observe(waited);
+        if !recording.webhooks.is_empty() {
+            self.webhooks_due.notify_one();
         }
-        Ok(decided)
+        debug!(task = %task.id, correlation = %task.correlation, %decision, %decided_by, "Task decided.");
+        if self.outbox.send(entry.clone()).is_err() {
+            // The outbox stopped (shutdown): the answer waits in the store for the next start.
+            warn!(task = %task.id, "Outbox stopped; the answer is sent after the next start.");
+        }
+        self.poke();
     }
 
     /// Tells the watcher the pending list changed here.
@@ -231,6 +245,8 @@ pub async fn watch(shared: Arc<Shared>) {
         }
     }
 }
+
+mod approvals;
 
 #[cfg(test)]
 mod tests {

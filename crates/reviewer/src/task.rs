@@ -2,7 +2,7 @@
 
 use airlock_contract::v1;
 use airlock_policy::{Decision, Kind};
-use airlock_records::review::PolicyView;
+use airlock_records::review::{ApprovalView, ApprovalsMetadata, PolicyView};
 use prost::Message as _;
 
 /// Who is recorded as having decided a task whose deadline passed.
@@ -60,6 +60,8 @@ pub struct Task {
     pub human: v1::HumanTask,
     /// Where it stands.
     pub state: State,
+    /// The approvals given so far, in order (only a step that needs several keeps them).
+    pub approvals: Vec<ApprovalView>,
 }
 
 impl Task {
@@ -82,6 +84,24 @@ impl Task {
     /// The choices offered, in order (`modify` never is, whatever the wire says).
     pub fn choices(&self) -> Vec<Decision> {
         choices_of(&self.human)
+    }
+
+    /// How many distinct reviewers must give [`Task::approving`] before the step answers.
+    pub fn approvals_needed(&self) -> u32 {
+        self.human.approvals.max(1)
+    }
+
+    /// The approving choice: `approve`, or `continue` for a review.
+    pub fn approving(&self) -> Decision {
+        match self.kind() {
+            Kind::Approval => Decision::Approve,
+            Kind::Review => Decision::Continue,
+        }
+    }
+
+    /// Whether `reviewer` has approved it.
+    pub fn approved_by(&self, reviewer: &str) -> bool {
+        self.approvals.iter().any(|a| a.reviewer == reviewer)
     }
 
     /// What a timeout answers.
@@ -168,15 +188,21 @@ impl Task {
     }
 
     /// The answer a person (or the deadline) gives, as the `StepResult` the policy workers
-    /// continue the chain with.
+    /// continue the chain with; its metadata names every approval the task holds.
     pub fn step_result(&self, verdict: &Verdict) -> v1::StepResult {
+        let metadata_json = if self.approvals.is_empty() {
+            String::new()
+        } else {
+            let metadata = ApprovalsMetadata { approvals: self.approvals.clone() };
+            serde_json::to_string(&metadata).unwrap_or_default()
+        };
         let answer = v1::StepAnswer {
             step: Some(self.step),
             approver: self.step_task().name.clone(),
             decision: decision_to_wire(verdict.decision).into(),
             modified: None,
             explanation: Some(verdict.explanation.clone()),
-            metadata_json: String::new(),
+            metadata_json,
             decided_by: verdict.decided_by.clone(),
             started_at_unix_ms: self.received_at,
             answered_at_unix_ms: verdict.decided_at,
@@ -279,6 +305,7 @@ impl Incoming {
             deadline: self.deadline(),
             human: self.human.clone(),
             state: State::Pending,
+            approvals: Vec::new(),
         }
     }
 
@@ -332,9 +359,20 @@ pub fn default_explanation(kind: Kind, decision: Decision) -> &'static str {
 pub const DISMISSED_EXPLANATION: &str =
     "The human reviewer dismissed the task without one of the offered choices; the sample is terminated.";
 
-/// The explanation of a task whose deadline passed.
-pub fn timeout_explanation(decision: Decision) -> String {
-    format!("No human decision before the deadline; the step's on_timeout decision ({decision}) applies.")
+/// The explanation of a task whose deadline passed, naming whoever approved it in part.
+pub fn timeout_explanation(decision: Decision, approvals: &[ApprovalView]) -> String {
+    let text = format!("No human decision before the deadline; the step's on_timeout decision ({decision}) applies.");
+    if approvals.is_empty() {
+        return text;
+    }
+    let names: Vec<&str> = approvals.iter().map(|a| a.reviewer.as_str()).collect();
+    format!("{text} Approved only by {}.", names.join(", "))
+}
+
+/// Who decided a task the approvals of `approvals` decided: the reviewers joined by `+`, in
+/// the order they approved (`alice+bob`).
+pub fn approvers(approvals: &[ApprovalView]) -> String {
+    approvals.iter().map(|a| a.reviewer.as_str()).collect::<Vec<_>>().join("+")
 }
 
 pub use airlock_records::convert::{decision_from_wire, decision_to_wire};

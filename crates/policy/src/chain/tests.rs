@@ -143,3 +143,31 @@ fn bad_steps_are_located() {
             .unwrap_err();
     assert!(err.message.contains("cannot choose 'modify'"), "{err}");
 }
+
+#[test]
+fn human_approvals_are_a_whole_number_from_one() {
+    let human = |extra: &str| {
+        Policy::parse("p.yaml", &format!("approvers:\n  - name: human\n    tools: x\n{extra}"), Kind::Approval)
+    };
+    let approvals = |policy: &Policy| match &policy.steps()[0].step {
+        Step::External(ExternalStep::Human(human)) => human.approvals,
+        other => panic!("not a human step: {other}"),
+    };
+    let default = human("").unwrap();
+    assert_eq!(approvals(&default), 1);
+    assert!(!default.to_string().contains("approvals"), "{default}");
+    let two = human("    approvals: 2\n").unwrap();
+    assert_eq!(approvals(&two), 2);
+    assert!(
+        two.to_string().contains("human (pool: default, choices: approve, reject, terminate, approvals: 2)"),
+        "{two}"
+    );
+    for (value, what) in
+        [("0", "not 0"), ("-1", "not -1"), ("1.5", "not 1.5"), ("'2'", "not a string"), ("[2]", "not a list")]
+    {
+        let err = human(&format!("    approvals: {value}\n")).unwrap_err();
+        assert_eq!((err.location.line, err.location.column), (4, 16), "{value}: {err}");
+        assert!(err.message.contains("'approvals' must be a whole number of reviewers from 1"), "{err}");
+        assert!(err.message.contains(what), "{value}: {err}");
+    }
+}

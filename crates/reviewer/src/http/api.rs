@@ -20,7 +20,7 @@ use serde::Deserialize;
 use super::ApiError;
 use crate::auth::Reviewer;
 use crate::shared::Shared;
-use crate::store::Decided;
+use crate::store::{Approved, Decided};
 use crate::task::{DISMISS, DISMISSED_EXPLANATION, State as Stored, Task, default_explanation};
 use crate::ui;
 
@@ -126,10 +126,32 @@ pub(super) async fn decide_as(
     if !task.is_pending() {
         return Err(conflict(&task));
     }
+    if decision == task.approving() && task.approvals_needed() > 1 {
+        return approve_as(shared, reviewer, &task, explanation).await;
+    }
     match shared.decide(&task, decision, explanation, &reviewer.name).await? {
         Decided::Recorded(_) => shared.store.task(id).await?.ok_or(ApiError::NotFound),
         Decided::NotPending(task) => Err(conflict(&task)),
         Decided::NotFound => Err(ApiError::NotFound),
+    }
+}
+
+/// One approval of a task that needs several: the task as it stands after it (decided by the
+/// one that completes the count); a second approval by the same reviewer is a conflict.
+async fn approve_as(shared: &Shared, reviewer: &Reviewer, task: &Task, explanation: String) -> Result<Task, ApiError> {
+    match shared.approve(task, explanation, &reviewer.name).await? {
+        Approved::Counted(task) => Ok(*task),
+        Approved::Decided(_) => shared.store.task(&task.id).await?.ok_or(ApiError::NotFound),
+        Approved::Again(task) => Err(ApiError::Conflict(ErrorView {
+            error: format!(
+                "you approved this task already; it needs {} approvals from distinct reviewers ({} so far)",
+                task.approvals_needed(),
+                task.approvals.len()
+            ),
+            settled: None,
+        })),
+        Approved::NotPending(task) => Err(conflict(&task)),
+        Approved::NotFound => Err(ApiError::NotFound),
     }
 }
 
@@ -192,6 +214,8 @@ pub fn task_view(task: &Task) -> TaskView {
         received_at_unix_ms: task.received_at,
         deadline_unix_ms: task.deadline,
         on_timeout: task.on_timeout(),
+        approvals_needed: task.approvals_needed(),
+        approvals: task.approvals.clone(),
         state: match &task.state {
             Stored::Pending => TaskState::Pending,
             Stored::Decided(v) => TaskState::Decided {

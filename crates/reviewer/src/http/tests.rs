@@ -633,3 +633,106 @@ async fn failed_sign_ins_are_limited_per_address() {
     assert_eq!(send(&shared, sign_in(ALICE, other)).await.0, StatusCode::SEE_OTHER);
     assert_eq!(send(&shared, sign_in(ALICE, PEER)).await.0, StatusCode::TOO_MANY_REQUESTS);
 }
+
+/// Alice, Bob and Carol, all in `ops`, and three tasks of `ops` that need two approvals.
+async fn two_person() -> (Arc<Shared>, Outbox, Vec<String>) {
+    let reviewers = Reviewers::from_list(
+        ["alice", "bob", "carol"]
+            .map(|name| Reviewer { name: name.into(), token_sha256: sha256_hex(name), pools: vec!["ops".into()] })
+            .to_vec(),
+    );
+    let (shared, outbox) = Shared::new(memory_store().await, reviewers, pools());
+    let mut ids = Vec::new();
+    for (call, review) in [("c1", false), ("c2", false), ("c3", true)] {
+        let mut incoming = human("ops", "s1", call, review, 0);
+        incoming.human.approvals = 2;
+        let Inserted::Created(id) = shared.store.insert(&incoming, now_ms()).await.unwrap() else { panic!() };
+        ids.push(id);
+    }
+    (shared, outbox, ids)
+}
+
+async fn decide_json(shared: &Arc<Shared>, id: &str, who: &str, body: Value) -> (StatusCode, Value) {
+    let (status, _, text) =
+        send(shared, api("POST", &format!("/api/tasks/{id}/decision"), Some(who), Some(body))).await;
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn two_distinct_reviewers_must_approve_and_anyone_else_decides_at_once() {
+    let (shared, mut outbox, ids) = two_person().await;
+    let (status, task) =
+        decide_json(&shared, &ids[0], "alice", json!({"decision": "approve", "explanation": "ok"})).await;
+    assert_eq!(status, StatusCode::OK, "{task}");
+    assert_eq!((task["state"].as_str(), task["approvals_needed"].as_u64()), (Some("pending"), Some(2)));
+    assert_eq!(task["approvals"][0]["reviewer"], "alice");
+    assert_eq!(task["approvals"][0]["explanation"], "ok");
+    assert!(outbox.try_recv().is_err(), "one approval of two decides nothing");
+
+    // Alice cannot approve twice, through the API or the UI's form.
+    let (status, refused) = decide_json(&shared, &ids[0], "alice", json!({"decision": "approve"})).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(refused["error"].as_str().unwrap().contains("you approved this task already"), "{refused}");
+    let cookie = login(&shared, "alice").await;
+    let csrf = csrf_of(&shared, &cookie).await;
+    let form = browser("POST", &format!("/ui/tasks/{}/decision", ids[0]), Some(&cookie), None, "x")
+        .body(Body::from(format!("csrf={csrf}&decision=approve")))
+        .unwrap();
+    let (status, _, page) = send(&shared, form).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(page.contains("you approved this task already"), "{page}");
+    assert!(outbox.try_recv().is_err());
+
+    // What Alice and Bob see: one of two, by Alice; only Alice's approve button is disabled.
+    let (_, _, listed) = send(&shared, api("GET", "/api/tasks", Some("bob"), None)).await;
+    assert_eq!(serde_json::from_str::<Value>(&listed).unwrap()["tasks"][0]["approvals"][0]["reviewer"], "alice");
+    let card_of = |cookie: &str| {
+        browser("GET", &format!("/ui/tasks/{}", ids[0]), Some(cookie), None, "").body(Body::empty()).unwrap()
+    };
+    let (_, _, card) = send(&shared, card_of(&cookie)).await;
+    assert!(card.contains("1 of 2 approvals</b>: alice"), "{card}");
+    assert!(card.contains("You approved this task; it needs one more approval from another reviewer."), "{card}");
+    assert!(card.contains("value=\"approve\" class=\"btn approve\" data-key=\"a\" disabled"), "{card}");
+    assert!(!card.contains("value=\"reject\" class=\"btn reject\" data-key=\"r\" disabled"), "{card}");
+    let bob = login(&shared, "bob").await;
+    let (_, _, card) = send(&shared, card_of(&bob)).await;
+    assert!(card.contains("1 of 2 approvals</b>: alice") && !card.contains("disabled"), "{card}");
+
+    // Bob's approval completes the count: decided by both, each in the answer's metadata.
+    let (status, task) = decide_json(&shared, &ids[0], "bob", json!({"decision": "approve"})).await;
+    assert_eq!(status, StatusCode::OK, "{task}");
+    assert_eq!((task["state"].as_str(), task["decision"].as_str()), (Some("decided"), Some("approve")));
+    assert_eq!(task["decided_by"], "alice+bob");
+    let entry = outbox.try_recv().expect("the answer went to the outbox");
+    let answer = airlock_contract::v1::StepResult::decode(entry.body.as_slice()).unwrap().answer.unwrap();
+    assert_eq!(answer.decided_by, "alice+bob");
+    assert_eq!(answer.explanation.as_deref(), Some("ok\nHuman operator approved tool call."));
+    let metadata: Value = serde_json::from_str(&answer.metadata_json).unwrap();
+    assert_eq!(metadata["approvals"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        (&metadata["approvals"][0]["reviewer"], &metadata["approvals"][1]["reviewer"]),
+        (&json!("alice"), &json!("bob"))
+    );
+    let (status, late) = decide_json(&shared, &ids[0], "carol", json!({"decision": "approve"})).await;
+    assert_eq!((status, late["decided_by"].as_str()), (StatusCode::CONFLICT, Some("alice+bob")));
+
+    // A reject after one approval decides at once, by the rejecter alone.
+    decide_json(&shared, &ids[1], "alice", json!({"decision": "approve"})).await;
+    let (status, task) = decide_json(&shared, &ids[1], "carol", json!({"decision": "reject"})).await;
+    assert_eq!(
+        (status, task["decision"].as_str(), task["decided_by"].as_str()),
+        (StatusCode::OK, Some("reject"), Some("carol"))
+    );
+    let entry = outbox.try_recv().expect("the reject went to the outbox");
+    let answer = airlock_contract::v1::StepResult::decode(entry.body.as_slice()).unwrap().answer.unwrap();
+    assert_eq!(answer.decided_by, "carol");
+    let (status, _) = decide_json(&shared, &ids[1], "bob", json!({"decision": "approve"})).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+
+    // A review counts `continue`; `terminate` by the first reviewer decides at once.
+    let (status, task) = decide_json(&shared, &ids[2], "bob", json!({"decision": "continue"})).await;
+    assert_eq!((status, task["state"].as_str()), (StatusCode::OK, Some("pending")));
+    let (status, task) = decide_json(&shared, &ids[2], "bob", json!({"decision": "terminate"})).await;
+    assert_eq!((status, task["decided_by"].as_str()), (StatusCode::OK, Some("bob")));
+    assert!(outbox.try_recv().is_ok() && outbox.try_recv().is_err());
+}

@@ -52,7 +52,7 @@ pub async fn card(
     Path(id): Path<String>,
 ) -> Result<Html<String>, ApiError> {
     let task = api::visible_task(&shared, &session.reviewer, &id).await?;
-    Ok(Html(pages::card(&task, &session.csrf, now_ms())))
+    Ok(Html(pages::card(&task, &session.reviewer.name, &session.csrf, now_ms())))
 }
 
 /// `GET /ui/pending`: the ids on the caller's pending list, for the script to resynchronise.
@@ -97,6 +97,10 @@ pub async fn decide(
         Ok(task) if wants_json => Ok(axum::Json(api::task_view(&task)).into_response()),
         Ok(_) => Ok(Redirect::to("/").into_response()),
         Err(e) if wants_json => Err(e),
+        Err(ApiError::Conflict(refused)) if refused.settled.is_none() => {
+            Ok((StatusCode::CONFLICT, Html(pages::error(StatusCode::CONFLICT.as_str(), &refused.error)))
+                .into_response())
+        }
         Err(e) => {
             let status = e.into_response().status();
             let message = match status {

@@ -87,7 +87,7 @@ pub fn pending(viewer: &Viewer<'_>, tasks: &[Task], now_ms: i64) -> String {
     );
     body.push_str("<section id=\"tasks\">");
     for task in tasks {
-        body.push_str(&card(task, viewer.csrf, now_ms));
+        body.push_str(&card(task, viewer.name, viewer.csrf, now_ms));
     }
     body.push_str("</section>");
     body.push_str(
@@ -98,8 +98,9 @@ pub fn pending(viewer: &Viewer<'_>, tasks: &[Task], now_ms: i64) -> String {
     shell(&format!("({}) Airlock review", tasks.len()), "pending", Some(viewer), Some(tasks.len()), &body)
 }
 
-/// One task's card: everything a person needs to decide, and the buttons of its choices.
-pub fn card(task: &Task, csrf: &str, now_ms: i64) -> String {
+/// One task's card, as `reviewer` sees it: everything a person needs to decide, and the
+/// buttons of its choices.
+pub fn card(task: &Task, reviewer: &str, csrf: &str, now_ms: i64) -> String {
     let kind = task.kind();
     let call = task.call();
     let view = shown(call, task.view(), task.result());
@@ -187,6 +188,8 @@ pub fn card(task: &Task, csrf: &str, now_ms: i64) -> String {
 
     match &task.state {
         State::Pending => {
+            let approved = task.approved_by(reviewer);
+            html.push_str(&approvals(task, approved));
             let _ = write!(
                 html,
                 "<form class=\"decide\" method=\"post\" action=\"/ui/tasks/{id}/decision\">\
@@ -200,10 +203,15 @@ pub fn card(task: &Task, csrf: &str, now_ms: i64) -> String {
                 let name = choice.as_str();
                 let mut label = name.to_owned();
                 label[..1].make_ascii_uppercase();
+                let again = if approved && choice == task.approving() {
+                    format!(" disabled aria-describedby=\"approved-{}\"", escape(&task.id))
+                } else {
+                    String::new()
+                };
                 let _ = write!(
                     html,
                     "<button type=\"submit\" name=\"decision\" value=\"{name}\" class=\"btn {name}\" \
-                     data-key=\"{key}\"><kbd>{key}</kbd> {label}</button>",
+                     data-key=\"{key}\"{again}><kbd>{key}</kbd> {label}</button>",
                     key = shortcut(choice),
                 );
             }
@@ -225,6 +233,48 @@ pub fn card(task: &Task, csrf: &str, now_ms: i64) -> String {
         }
     }
     html.push_str("</article>");
+    html
+}
+
+/// For a task that needs several approvals: how many it has of how many, who gave them and
+/// when, and whether the one looking gave one (then they cannot approve again).
+fn approvals(task: &Task, approved: bool) -> String {
+    let needed = task.approvals_needed();
+    if needed < 2 {
+        return String::new();
+    }
+    let mut html = format!("<section class=\"approvals\"><p><b>{} of {needed} approvals</b>", task.approvals.len());
+    if !task.approvals.is_empty() {
+        let names: Vec<String> = task.approvals.iter().map(|a| safe_html(&a.reviewer)).collect();
+        let _ = write!(html, ": {}", names.join(", "));
+    }
+    html.push_str("</p>");
+    if !task.approvals.is_empty() {
+        html.push_str("<ol class=\"answers\">");
+        for approval in &task.approvals {
+            let _ = write!(
+                html,
+                "<li class=\"answer\"><span class=\"approver\">{}</span> <span class=\"by\">at {}</span>\
+                 <p class=\"why\">{}</p></li>",
+                safe_html(&approval.reviewer),
+                utc(approval.at_unix_ms),
+                safe_html(&approval.explanation)
+            );
+        }
+        html.push_str("</ol>");
+    }
+    if approved {
+        let _ = write!(
+            html,
+            "<p class=\"note\" id=\"approved-{}\">You approved this task; it needs {} from another reviewer.</p>",
+            escape(&task.id),
+            match needed as usize - task.approvals.len() {
+                1 => "one more approval".to_owned(),
+                n => format!("{n} more approvals"),
+            },
+        );
+    }
+    html.push_str("</section>");
     html
 }
 
