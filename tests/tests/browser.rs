@@ -5,7 +5,8 @@
 //! finds nothing serious or critical on the login, pending and history pages; and Tab and Enter
 //! alone reach and use a task's approve button, with the focus visible. A step that needs two
 //! approvals shows the first approver and keeps them from approving again, and the runner gets
-//! the approval of both.
+//! the approval of both; a step that offers modify lets a person edit the call's arguments as
+//! JSON, checked in place, and the runner gets the modified call.
 
 use airlock_contract::v1;
 use airlock_reviewer::auth::{Reviewer, Reviewers, sha256_hex};
@@ -283,6 +284,76 @@ async fn two_person_scenario() {
         metadata["approvals"].as_array().unwrap().iter().map(|a| a["reviewer"].as_str().unwrap()).collect();
     assert_eq!(names, ["alice", "bob"]);
     assert_eq!(metadata["approvals"][0]["explanation"], "Deploys are fine today.");
+    browser.wait_gone("article.task").await;
+
+    browser.quit().await;
+    fleet.stop().await;
+}
+
+/// A step that lets a person edit the call's arguments.
+const EDITABLE: &str = "approvers:\n  - name: human\n    tools: \"*\"\n    pool: ops\n    timeout: 600\n    choices: [approve, reject, modify]\n";
+
+#[tokio::test]
+async fn a_person_edits_the_call_in_the_browser() {
+    if !browser_available() {
+        return;
+    }
+    tokio::time::timeout(HANG_GUARD, editing_scenario()).await.expect("the browser test hung");
+}
+
+async fn editing_scenario() {
+    let fleet = ReviewFleet::start(reviewer_config("browser-edit", "sqlite::memory:", "reviewer")).await;
+    let asker = fleet.client.clone();
+    let request = approval("s1", "c1", json!({"function": "bash", "arguments": {"cmd": "rm -rf /"}}), EDITABLE);
+    let asked = tokio::spawn(async move { asker.approve(request).await });
+
+    let browser = Browser::start().await;
+    sign_in(&browser, &fleet.url, REVIEWER_TOKEN).await;
+    browser.wait_for("article.task textarea[name=arguments]").await;
+    let shown = browser.execute("return document.querySelector('article.task textarea[name=arguments]').value").await;
+    assert_eq!(shown, "{\n  \"cmd\": \"rm -rf /\"\n}");
+    assert_accessible(&browser, "a task offering modify").await;
+
+    // What does not parse as a JSON object is refused in place, and nothing is sent.
+    let set = |text: &str| {
+        format!("document.querySelector('article.task textarea[name=arguments]').value = {}; return true", json!(text))
+    };
+    browser.execute(&set("{\"cmd\": ")).await;
+    browser.click(&browser.wait_for("article.task button.modify").await).await;
+    let error = browser.text(&browser.wait_for("article.task .arguments-error:not(:empty)").await).await;
+    assert!(error.starts_with("Not sent: the arguments are not valid JSON"), "{error}");
+    assert_eq!(browser.execute("return document.activeElement.name").await, "arguments");
+    assert_eq!(
+        browser
+            .execute(
+                "return document.querySelector('article.task textarea[name=arguments]').getAttribute('aria-invalid')"
+            )
+            .await,
+        "true"
+    );
+    browser.execute(&set("[\"rm\"]")).await;
+    browser.click(&browser.wait_for("article.task button.modify").await).await;
+    let error = browser.execute("return document.querySelector('article.task .arguments-error').textContent").await;
+    assert!(error.as_str().unwrap().contains("must be a JSON object"), "{error}");
+    assert!(!asked.is_finished(), "nothing decided");
+
+    // A valid edit reaches the runner as a modify with the new arguments, the same function.
+    browser.execute(&set("{\"cmd\": \"rm -rf ./build\"}")).await;
+    browser
+        .type_into(&browser.wait_for("article.task textarea[name=explanation]").await, "Only the build directory.")
+        .await;
+    browser.click(&browser.wait_for("article.task button.modify").await).await;
+    let decision = asked.await.unwrap().unwrap();
+    assert_eq!((decision_name(&decision), decision.decided_by.as_str()), ("modify", "alice"));
+    assert_eq!(decision.explanation.as_deref(), Some("Only the build directory."));
+    let modified = decision.modified.expect("the modified call");
+    assert_eq!(modified.function, "bash");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&modified.arguments_json).unwrap(),
+        json!({"cmd": "rm -rf ./build"})
+    );
+    let human = decision.trail.iter().find(|t| t.approver == "human").expect("the human step in the trail");
+    assert_eq!(human.decided_by, "alice");
     browser.wait_gone("article.task").await;
 
     browser.quit().await;

@@ -247,6 +247,9 @@ pub struct DecisionBody {
     /// Why; Inspect's fixed text when absent or blank.
     #[serde(default)]
     pub explanation: Option<String>,
+    /// For `modify` only: the call's new arguments, a JSON object (the function never changes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<serde_json::Value>,
 }
 
 /// The body of a refused request: why, and for a conflict where the task stands.

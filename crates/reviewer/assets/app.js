@@ -98,14 +98,33 @@
     source.addEventListener("resync", function () { window.location.reload(); });
   }
 
+  // Why the editor's text is not a call's arguments (a JSON object), or null when it is.
+  function argumentsProblem(text) {
+    var value;
+    try { value = JSON.parse(text); } catch (err) { return "the arguments are not valid JSON (" + err.message + ")."; }
+    if (value === null || typeof value !== "object" || Array.isArray(value)) {
+      return "the arguments must be a JSON object, like {\"cmd\": \"ls\"}.";
+    }
+    return null;
+  }
+
   function decide(form, decision) {
     var card = form.closest("article.task");
     var status = form.querySelector(".status");
     var buttons = form.querySelectorAll("button");
-    buttons.forEach(function (b) { b.disabled = true; });
     var body = new URLSearchParams();
     body.set("decision", decision);
-    body.set("explanation", form.querySelector("textarea").value);
+    body.set("explanation", form.querySelector("textarea[name=explanation]").value);
+    if (decision === "modify") {
+      var editor = form.querySelector("textarea[name=arguments]");
+      var problem = argumentsProblem(editor.value);
+      var error = form.querySelector(".arguments-error");
+      editor.setAttribute("aria-invalid", problem ? "true" : "false");
+      error.textContent = problem ? "Not sent: " + problem : "";
+      if (problem) { editor.focus(); return; }
+      body.set("arguments", editor.value);
+    }
+    buttons.forEach(function (b) { b.disabled = true; });
     fetch(form.action, {
       method: "POST",
       credentials: "same-origin",
@@ -175,7 +194,7 @@
     if (e.key === "j" || e.key === "ArrowDown") { select(all[Math.min(all.length - 1, index + 1)]); e.preventDefault(); return; }
     if (e.key === "k" || e.key === "ArrowUp") { select(all[Math.max(0, index - 1)]); e.preventDefault(); return; }
     if (!card) { return; }
-    if (e.key === "x" || e.key === "/") { card.querySelector("textarea").focus(); e.preventDefault(); return; }
+    if (e.key === "x" || e.key === "/") { card.querySelector("textarea[name=explanation]").focus(); e.preventDefault(); return; }
     var button = card.querySelector('button[data-key="' + e.key.toLowerCase() + '"]');
     if (button && !button.disabled) { e.preventDefault(); decide(button.form, button.value); }
   });

@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `GET /api/tasks` | the caller's pending tasks |
 //! | `GET /api/tasks/{id}` | one task, in any state |
-//! | `POST /api/tasks/{id}/decision` | `{"decision", "explanation"}`: answer a task |
+//! | `POST /api/tasks/{id}/decision` | `{"decision", "explanation"}` (a modify: `"arguments"`): answer a task |
 //! | `GET /api/history?limit=N` | decided and withdrawn tasks, newest first |
 //! | `GET /api/me` | the caller's name and pools |
 //! | `GET /` | the pending list (or the login page) |

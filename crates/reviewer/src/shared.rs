@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use airlock_contract::v1;
 use airlock_integrity::SigningKey;
 use airlock_policy::Decision;
 use airlock_records::signed::sign_human_answer;
@@ -150,7 +151,30 @@ impl Shared {
         decided_by: &str,
     ) -> Result<Decided, StoreError> {
         let verdict = Verdict { decision, explanation, decided_by: decided_by.to_owned(), decided_at: now_ms() };
-        let recording = self.recording(task, verdict);
+        self.record(task, verdict, None).await
+    }
+
+    /// [`Shared::decide`] `modify` as `reviewer`, the answer carrying `call` (the task's call
+    /// with the person's arguments).
+    pub async fn modify(
+        &self,
+        task: &Task,
+        call: v1::ToolCall,
+        explanation: String,
+        reviewer: &str,
+    ) -> Result<Decided, StoreError> {
+        let verdict =
+            Verdict { decision: Decision::Modify, explanation, decided_by: reviewer.to_owned(), decided_at: now_ms() };
+        self.record(task, verdict, Some(call)).await
+    }
+
+    async fn record(
+        &self,
+        task: &Task,
+        verdict: Verdict,
+        modified: Option<v1::ToolCall>,
+    ) -> Result<Decided, StoreError> {
+        let recording = self.recording(task, verdict, modified);
         let Recording { verdict, answer, lease_until, webhooks } = &recording;
         let decided = self.store.decide(task, verdict, answer, *lease_until, webhooks).await?;
         if let Decided::Recorded(entry) = &decided {
@@ -159,10 +183,13 @@ impl Shared {
         Ok(decided)
     }
 
-    /// What recording `verdict` on `task` writes: the signed answer, its outbox lease, the
-    /// webhooks announcing it.
-    fn recording(&self, task: &Task, verdict: Verdict) -> Recording {
+    /// What recording `verdict` on `task` (with the `modified` call of a modify) writes: the
+    /// signed answer, its outbox lease, the webhooks announcing it.
+    fn recording(&self, task: &Task, verdict: Verdict, modified: Option<v1::ToolCall>) -> Recording {
         let mut result = task.step_result(&verdict);
+        if let Some(answer) = result.answer.as_mut() {
+            answer.modified = modified;
+        }
         if let Some(key) = &self.signer {
             sign_human_answer(key, &mut result);
         }

@@ -81,7 +81,7 @@ impl Task {
         kind_of(&self.human)
     }
 
-    /// The choices offered, in order (`modify` never is, whatever the wire says).
+    /// The choices offered, in order (`modify` only for an approval whose policy lists it).
     pub fn choices(&self) -> Vec<Decision> {
         choices_of(&self.human)
     }
@@ -323,17 +323,17 @@ pub fn kind_of(human: &v1::HumanTask) -> Kind {
     }
 }
 
-/// The choices a task offers: the wire's, without `modify`, unknown values or values the
-/// kind does not allow; Inspect's defaults when nothing is left.
+/// The choices a task offers: the wire's, without unknown values or values the kind does not
+/// allow (a review never offers `modify`); Inspect's defaults when nothing but `modify` is left.
 pub fn choices_of(human: &v1::HumanTask) -> Vec<Decision> {
     let kind = kind_of(human);
     let mut choices = Vec::new();
     for decision in human.choices.iter().filter_map(|c| decision_from_wire(*c)) {
-        if decision != Decision::Modify && kind.decisions().contains(&decision) && !choices.contains(&decision) {
+        if kind.decisions().contains(&decision) && !choices.contains(&decision) {
             choices.push(decision);
         }
     }
-    if choices.is_empty() {
+    if choices.iter().all(|c| *c == Decision::Modify) {
         choices = match kind {
             Kind::Approval => vec![Decision::Approve, Decision::Reject, Decision::Terminate],
             Kind::Review => vec![Decision::Continue, Decision::Terminate],
@@ -351,6 +351,7 @@ pub fn default_explanation(kind: Kind, decision: Decision) -> &'static str {
         (Kind::Approval, Decision::Approve) => "Human operator approved tool call.",
         (Kind::Approval, Decision::Reject) => "Human operator rejected the tool call.",
         (Kind::Approval, Decision::Escalate) => "Human operator escalated the tool call approval.",
+        (Kind::Approval, Decision::Modify) => "Human operator modified the tool call.",
         (Kind::Approval, _) => "Human operator asked that the sample be terminated.",
     }
 }

@@ -17,12 +17,11 @@ pub const DEFAULT_POOL: &str = "default";
 pub struct Human {
     /// The pool of reviewers asked.
     pub pool: String,
-    /// The choices offered, in order; never `modify`.
+    /// The choices offered, in order; `modify` only when listed (an Airlock extension: the
+    /// person may edit the call's arguments).
     pub choices: Vec<Decision>,
     /// Deadline settings.
     pub timeout: Timeout,
-    /// Whether `modify` was listed and dropped, as Inspect drops it with a warning.
-    pub dropped_modify: bool,
     /// How many distinct reviewers must approve (or, for a review, continue) before the
     /// step answers; any other answer by anyone decides at once.
     pub approvals: u32,
@@ -32,7 +31,8 @@ impl Human {
     /// Reads `pool`, `choices`, `approvals`, `timeout` and `on_timeout`.
     ///
     /// Choices default to Inspect's: approve, reject, terminate for approval; continue,
-    /// terminate for review. `modify` is dropped; a list of nothing but `modify` is an error.
+    /// terminate for review. `modify` is offered only when listed (Inspect drops it); a list
+    /// of nothing but `modify` is an error, as in Inspect.
     /// `approvals` is a whole number from 1 (the default).
     pub fn from_params(kind: Kind, params: &Params) -> Result<Self, ParamError> {
         deny_unknown(NAME, params, &["choices", "pool", "approvals", "timeout", "on_timeout"])?;
@@ -40,7 +40,6 @@ impl Human {
         if pool.is_empty() {
             return Err(ParamError::at("pool", "'pool' must not be empty"));
         }
-        let mut dropped_modify = false;
         let choices = match opt_str_list(params, "choices")? {
             None => match kind {
                 Kind::Approval => vec![Decision::Approve, Decision::Reject, Decision::Terminate],
@@ -59,21 +58,15 @@ impl Human {
                             ),
                         ));
                     }
-                    if decision == Decision::Modify {
-                        dropped_modify = true;
-                    } else if !choices.contains(&decision) {
+                    if !choices.contains(&decision) {
                         choices.push(decision);
                     }
                 }
                 if choices.is_empty() {
-                    return Err(ParamError::at(
-                        "choices",
-                        if dropped_modify {
-                            "a human cannot choose 'modify', and no other choice is left"
-                        } else {
-                            "'choices' must offer at least one decision"
-                        },
-                    ));
+                    return Err(ParamError::at("choices", "'choices' must offer at least one decision"));
+                }
+                if choices == [Decision::Modify] {
+                    return Err(ParamError::at("choices", "a human cannot have 'modify' as the only choice"));
                 }
                 choices
             }
@@ -82,7 +75,6 @@ impl Human {
             pool: pool.to_owned(),
             choices,
             timeout: Timeout::from_params(kind, params)?,
-            dropped_modify,
             approvals: approvals(params)?,
         })
     }

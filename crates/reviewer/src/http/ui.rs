@@ -7,6 +7,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use airlock_policy::Decision;
 use airlock_records::time::now_ms;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Path, State};
@@ -18,6 +19,7 @@ use serde::de::IgnoredAny;
 use super::ApiError;
 use super::api::{self, HISTORY_DEFAULT};
 use super::extract::{CsrfForm, SameOrigin, Session, form};
+use crate::modify::parse_arguments;
 use crate::shared::Shared;
 use crate::ui::pages;
 
@@ -79,6 +81,10 @@ pub struct DecisionForm {
     /// Why, if the person said.
     #[serde(default)]
     explanation: Option<String>,
+    /// The call's arguments as edited (JSON text), read for a modify only: the form sends its
+    /// editor with every button.
+    #[serde(default)]
+    arguments: Option<String>,
 }
 
 /// `POST /ui/tasks/{id}/decision`: the task as JSON for the script (`Accept: application/json`),
@@ -93,10 +99,26 @@ pub async fn decide(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|accept| accept.contains("application/json"));
-    match api::decide_as(&shared, &session.reviewer, &id, &form.decision, form.explanation).await {
+    let arguments = match form.arguments {
+        Some(text) if form.decision == Decision::Modify.as_str() => Some(parse_arguments(&text)),
+        _ => None,
+    }
+    .transpose()
+    .map_err(|e| ApiError::Unprocessable(e.to_string()));
+    let decided = match arguments {
+        Ok(arguments) => {
+            api::decide_as(&shared, &session.reviewer, &id, &form.decision, form.explanation, arguments).await
+        }
+        Err(e) => Err(e),
+    };
+    match decided {
         Ok(task) if wants_json => Ok(axum::Json(api::task_view(&task)).into_response()),
         Ok(_) => Ok(Redirect::to("/").into_response()),
         Err(e) if wants_json => Err(e),
+        Err(ApiError::Unprocessable(why)) => {
+            let status = StatusCode::UNPROCESSABLE_ENTITY;
+            Ok((status, Html(pages::error(status.as_str(), &why))).into_response())
+        }
         Err(ApiError::Conflict(refused)) if refused.settled.is_none() => {
             Ok((StatusCode::CONFLICT, Html(pages::error(StatusCode::CONFLICT.as_str(), &refused.error)))
                 .into_response())
@@ -105,7 +127,6 @@ pub async fn decide(
             let status = e.into_response().status();
             let message = match status {
                 StatusCode::CONFLICT => "This task was decided or withdrawn already.",
-                StatusCode::UNPROCESSABLE_ENTITY => "That is not one of this task's choices.",
                 StatusCode::NOT_FOUND => "No such task among your pools.",
                 _ => "The decision could not be recorded; try again.",
             };

@@ -25,7 +25,7 @@ impl Shared {
                     decided_by: approvers(&approved.approvals),
                     decided_at: now,
                 };
-                let recording = self.recording(approved, verdict);
+                let recording = self.recording(approved, verdict, None);
                 recorded = Some(recording.clone());
                 recording
             })

@@ -4,10 +4,11 @@
 
 use std::fmt::Write as _;
 
-use airlock_policy::Kind;
+use airlock_policy::{Decision, Kind};
 use airlock_records::time::Utc;
 
 use super::{Content, call_line, escape, metadata_fields, safe_html, shown};
+use crate::modify::editable_arguments;
 use crate::task::{State, Task, decision_from_wire, shortcut};
 
 /// The stylesheet, served at `/assets/app.css`.
@@ -195,10 +196,12 @@ pub fn card(task: &Task, reviewer: &str, csrf: &str, now_ms: i64) -> String {
                 "<form class=\"decide\" method=\"post\" action=\"/ui/tasks/{id}/decision\">\
                  <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
                  <label class=\"explain\"><span>Explanation <i>(optional; the model sees it)</i></span>\
-                 <textarea name=\"explanation\" rows=\"2\" maxlength=\"4000\"></textarea></label><div class=\"choices\">",
+                 <textarea name=\"explanation\" rows=\"2\" maxlength=\"4000\"></textarea></label>",
                 id = escape(&task.id),
                 csrf = escape(csrf),
             );
+            html.push_str(&arguments_editor(task));
+            html.push_str("<div class=\"choices\">");
             for choice in task.choices() {
                 let name = choice.as_str();
                 let mut label = name.to_owned();
@@ -234,6 +237,25 @@ pub fn card(task: &Task, reviewer: &str, csrf: &str, now_ms: i64) -> String {
     }
     html.push_str("</article>");
     html
+}
+
+/// For a task that offers `modify`: the call's arguments as pretty JSON in an editor, and the
+/// place the script says why they do not parse.
+fn arguments_editor(task: &Task) -> String {
+    let Some(call) = task.call().filter(|_| task.choices().contains(&Decision::Modify)) else {
+        return String::new();
+    };
+    let text = editable_arguments(call);
+    let id = escape(&task.id);
+    format!(
+        "<label class=\"arguments\"><span>Arguments of <code>{function}</code> <i>(a JSON object; Modify runs \
+         the call with them)</i></span><textarea name=\"arguments\" rows=\"{rows}\" spellcheck=\"false\" \
+         aria-describedby=\"arguments-error-{id}\">{text}</textarea></label>\
+         <p class=\"error arguments-error\" id=\"arguments-error-{id}\" aria-live=\"polite\"></p>",
+        function = safe_html(&call.function),
+        rows = text.lines().count().clamp(3, 16),
+        text = escape(&text),
+    )
 }
 
 /// For a task that needs several approvals: how many it has of how many, who gave them and
