@@ -374,6 +374,7 @@ async fn racing_approvals(a: &Store, b: &Store) {
             [x.unwrap(), y.unwrap()]
         }
     };
+    let started = std::time::Instant::now();
     for task in &fresh {
         let outcomes = race(task, "alice", "bob").await;
         let decided = outcomes.iter().filter(|o| matches!(o, Approved::Decided(_))).count();
@@ -390,6 +391,7 @@ async fn racing_approvals(a: &Store, b: &Store) {
         let stored = b.task(&task.id).await.unwrap().unwrap();
         assert_eq!(stored.approvals.len(), 2, "the late approval is not kept");
     }
+    eprintln!("{} racing pairs of approvals on two processes in {:?}", 2 * TASKS, started.elapsed());
     assert_eq!(a.unsent().await.unwrap(), 2 * TASKS as u64, "one answer per task");
     assert!(b.pending(None).await.unwrap().is_empty());
 }

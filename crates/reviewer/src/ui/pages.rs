@@ -93,7 +93,7 @@ pub fn pending(viewer: &Viewer<'_>, tasks: &[Task], now_ms: i64) -> String {
     body.push_str("</section>");
     body.push_str(
         "<footer class=\"keys\"><kbd>a</kbd> approve <kbd>r</kbd> reject <kbd>t</kbd> terminate \
-         <kbd>c</kbd> continue <kbd>e</kbd> escalate, on the selected task · <kbd>j</kbd>/<kbd>k</kbd> next/previous \
+         <kbd>c</kbd> continue <kbd>e</kbd> escalate <kbd>m</kbd> modify, on the selected task · <kbd>j</kbd>/<kbd>k</kbd> next/previous \
          · <kbd>x</kbd> write an explanation · <kbd>Esc</kbd> leave the field</footer>",
     );
     shell(&format!("({}) Airlock review", tasks.len()), "pending", Some(viewer), Some(tasks.len()), &body)
