@@ -6,7 +6,8 @@
 //!   under load, poison messages, deadlines.
 //! - `demo`: `airlock demo` as a newcomer runs it.
 //! - `reviewer`: the reviewer service over RabbitMQ: API answers, deadlines, cancels, restarts.
-//! - `browser`: the reviewer UI in headless Chromium ([`webdriver`]).
+//! - `browser`: the reviewer UI in headless Chromium ([`webdriver`]) on a worker, a reviewer
+//!   service and a client ([`fleet`]).
 //! - `browser_triage`: the pending list's filters, pages, counts and live refresh in Chromium
 //!   with hundreds of tasks, and (ignored, run by name) its timings with 10,000.
 //! - `reviewer_webhooks`: the reviewer service paging people: webhooks per pool, retried,
@@ -21,6 +22,7 @@
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
+pub mod fleet;
 pub mod webdriver;
 pub mod webhooks;
 

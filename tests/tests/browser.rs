@@ -3,19 +3,19 @@
 //! overrides executes nothing and shows everything; a task a monitor escalated shows why it is
 //! here (the monitor's score and reason) and its conversation, collapsed until clicked; axe-core
 //! finds nothing serious or critical on the login, pending and history pages; and Tab and Enter
-//! alone reach and use a task's approve button, with the focus visible; and a person answers
-//! a call and every identical call of its sample, a later identical call is answered without
-//! anyone, and once the standing decision is revoked on its page the next one waits again.
+//! alone reach and use a task's approve button, with the focus visible. A step that needs two
+//! approvals shows the first approver and keeps them from approving again, and the runner gets
+//! the approval of both; a step that offers modify lets a person edit the call's arguments as
+//! JSON, checked in place, and the runner gets the modified call. A person answers a call and
+//! every identical call of its sample, a later identical call is answered without anyone, and
+//! once the standing decision is revoked on its page the next one waits again.
 
-use std::time::Duration;
-
-use airlock_client::{Client, ClientConfig};
 use airlock_contract::v1;
-use airlock_reviewer::Service;
+use airlock_reviewer::auth::{Reviewer, Reviewers, sha256_hex};
+use airlock_tests::fleet::ReviewFleet;
 use airlock_tests::webdriver::{Browser, browser_available, screenshot_path};
-use airlock_tests::{HANG_GUARD, REVIEWER_TOKEN, TestKeys, approval, decision_name, reviewer_config};
+use airlock_tests::{HANG_GUARD, REVIEWER_TOKEN, approval, decision_name, reviewer_config};
 use airlock_transport::{Destination, MemoryTransport, Message, Topology, Transport};
-use airlock_worker::WorkerConfig;
 use prost::Message as _;
 use serde_json::json;
 
@@ -59,82 +59,21 @@ async fn a_person_decides_in_the_browser() {
     tokio::time::timeout(HANG_GUARD, scenario()).await.expect("the browser test hung");
 }
 
-/// A policy worker, a reviewer service on an in-memory store and a runner's client on one
-/// in-memory broker, with the browser signed in as alice on the (empty, live) pending page.
-struct Fleet {
-    transport: MemoryTransport,
-    worker: tokio::task::JoinHandle<Result<(), airlock_worker::WorkerError>>,
-    stop_worker: tokio::sync::oneshot::Sender<()>,
-    service: Service,
-    client: Client<MemoryTransport>,
-    browser: Browser,
-    url: String,
-}
-
-impl Fleet {
-    /// Starts everything under `prefix`; `signing_in` runs on the login page before the
-    /// token is typed.
-    async fn start(prefix: &str, signing_in: impl AsyncFnOnce(&Browser)) -> Fleet {
-        let transport = MemoryTransport::new();
-        let (stop_worker, stopped) = tokio::sync::oneshot::channel::<()>();
-        let config = WorkerConfig {
-            prefix: prefix.into(),
-            concurrency: 8,
-            policy_dir: None,
-            worker_id: "worker".into(),
-            metrics: Default::default(),
-            trust: TestKeys::get().trust(),
-        };
-        let worker = tokio::spawn(airlock_worker::run(transport.clone(), config, async {
-            let _ = stopped.await;
-        }));
-        let config = reviewer_config(prefix, "sqlite::memory:", "reviewer");
-        let service = Service::start(transport.clone(), config).await.unwrap();
-        let url = format!("http://{}/", service.local_addr());
-        let client = Client::connect(
-            transport.clone(),
-            ClientConfig {
-                prefix: prefix.into(),
-                runner_id: "runner".into(),
-                default_timeout: Duration::from_secs(600),
-                fleet_keys: TestKeys::get().fleet_public(),
-            },
-        )
-        .await
-        .unwrap();
-
-        let browser = Browser::start().await;
-        browser.goto(&url).await;
-        let token = browser.wait_for("input#token").await;
-        signing_in(&browser).await;
-        browser.type_into(&token, REVIEWER_TOKEN).await;
-        browser.click(&browser.wait_for("section.login button").await).await;
-        browser.wait_for("#empty").await;
-        let live = browser.wait_for("#live.on").await;
-        assert_eq!(browser.text(&live).await, "live");
-        Fleet { transport, worker, stop_worker, service, client, browser, url }
-    }
-
-    /// Asks the runner's question in the background.
-    fn approve(&self, request: v1::Request) -> tokio::task::JoinHandle<v1::Decision> {
-        let asker = self.client.clone();
-        tokio::spawn(async move { asker.approve(request).await.unwrap() })
-    }
-
-    async fn stop(self) {
-        self.browser.quit().await;
-        self.service.stop().await;
-        self.client.close().await;
-        let _ = self.stop_worker.send(());
-        self.worker.await.unwrap().unwrap();
-    }
-}
-
 async fn scenario() {
     let prefix = "browser";
-    let fleet = Fleet::start(prefix, async |browser| browser.assert_accessible("the login page").await).await;
+    let fleet = ReviewFleet::start(reviewer_config(prefix, "sqlite::memory:", "reviewer")).await;
     serve_monitor(&fleet.transport, prefix).await;
-    let (browser, client, url) = (&fleet.browser, &fleet.client, &fleet.url);
+    let (url, client) = (fleet.url.clone(), fleet.client.clone());
+
+    let browser = Browser::start().await;
+    browser.goto(&url).await;
+    let token = browser.wait_for("input#token").await;
+    browser.assert_accessible("the login page").await;
+    browser.type_into(&token, REVIEWER_TOKEN).await;
+    browser.click(&browser.wait_for("section.login button").await).await;
+    browser.wait_for("#empty").await;
+    let live = browser.wait_for("#live.on").await;
+    assert_eq!(browser.text(&live).await, "live");
 
     // The runner asks while the page is open: the task appears without a reload.
     let hostile = json!({"function": "bash", "arguments": {
@@ -226,7 +165,7 @@ async fn scenario() {
 
     // By keyboard alone, from a fresh load: Tab reaches the approve button, its focus shows,
     // and Enter approves. Each Tab moves on, so the page's controls bound the walk.
-    browser.goto(url).await;
+    browser.goto(&url).await;
     browser.wait_for("#live.on").await;
     let controls =
         browser.execute("return document.querySelectorAll('a, button, input, select, textarea, summary').length").await;
@@ -254,6 +193,154 @@ async fn scenario() {
     browser.screenshot(&shot).await;
     eprintln!("screenshot: {}", shot.display());
 
+    browser.quit().await;
+    fleet.stop().await;
+}
+
+/// A step that needs two reviewers.
+const TWO_PERSON: &str =
+    "approvers:\n  - name: human\n    tools: \"*\"\n    pool: ops\n    timeout: 600\n    approvals: 2\n";
+
+/// Bob's token, beside alice's [`REVIEWER_TOKEN`].
+const BOB_TOKEN: &str = "bob-secret-token";
+
+#[tokio::test]
+async fn two_people_approve_in_the_browser() {
+    if !browser_available() {
+        return;
+    }
+    tokio::time::timeout(HANG_GUARD, two_person_scenario()).await.expect("the browser test hung");
+}
+
+async fn sign_in(browser: &Browser, url: &str, token: &str) {
+    browser.goto(url).await;
+    browser.type_into(&browser.wait_for("input#token").await, token).await;
+    browser.click(&browser.wait_for("section.login button").await).await;
+    browser.wait_for("#live.on").await;
+}
+
+async fn two_person_scenario() {
+    let mut config = reviewer_config("browser-two", "sqlite::memory:", "reviewer");
+    config.reviewers = Reviewers::from_list(
+        [("alice", REVIEWER_TOKEN), ("bob", BOB_TOKEN)]
+            .map(|(name, token)| Reviewer {
+                name: name.into(),
+                token_sha256: sha256_hex(token),
+                pools: vec!["ops".into()],
+            })
+            .to_vec(),
+    );
+    let fleet = ReviewFleet::start(config).await;
+    let asker = fleet.client.clone();
+    let request = approval("s1", "c1", json!({"function": "bash", "arguments": {"cmd": "make deploy"}}), TWO_PERSON);
+    let asked = tokio::spawn(async move { asker.approve(request).await });
+
+    // Alice approves: the card stays, says so, and her approve button is disabled with the reason.
+    let browser = Browser::start().await;
+    sign_in(&browser, &fleet.url, REVIEWER_TOKEN).await;
+    browser.type_into(&browser.wait_for("article.task textarea").await, "Deploys are fine today.").await;
+    browser.click(&browser.wait_for("article.task button.approve").await).await;
+    let note = browser.text(&browser.wait_for("article.task section.approvals .note").await).await;
+    assert_eq!(note, "You approved this task; it needs one more approval from another reviewer.");
+    let approvals = browser.text(&browser.wait_for("article.task section.approvals").await).await;
+    assert!(
+        approvals.contains("1 of 2 approvals: alice") && approvals.contains("Deploys are fine today."),
+        "{approvals}"
+    );
+    assert_eq!(browser.execute("return document.querySelector('article.task button.approve').disabled").await, true);
+    browser.assert_accessible("a half-approved task").await;
+    browser.goto(&fleet.url).await;
+    browser.wait_for("article.task section.approvals .note").await;
+    assert_eq!(browser.execute("return document.querySelector('article.task button.approve').disabled").await, true);
+
+    // Bob signs in on the same browser and gives the second approval.
+    browser.click(&browser.wait_for("form[action='/logout'] button").await).await;
+    sign_in(&browser, &fleet.url, BOB_TOKEN).await;
+    let approvals = browser.text(&browser.wait_for("article.task section.approvals").await).await;
+    assert!(approvals.contains("1 of 2 approvals: alice") && !approvals.contains("You approved"), "{approvals}");
+    browser.click(&browser.wait_for("article.task button.approve:not([disabled])").await).await;
+    let decision = asked.await.unwrap().unwrap();
+    assert_eq!((decision_name(&decision), decision.decided_by.as_str()), ("approve", "alice+bob"));
+    let human = decision.trail.iter().find(|t| t.approver == "human").expect("the human step in the trail");
+    assert_eq!(human.decided_by, "alice+bob");
+    let metadata: serde_json::Value = serde_json::from_str(&human.metadata_json).unwrap();
+    let names: Vec<&str> =
+        metadata["approvals"].as_array().unwrap().iter().map(|a| a["reviewer"].as_str().unwrap()).collect();
+    assert_eq!(names, ["alice", "bob"]);
+    assert_eq!(metadata["approvals"][0]["explanation"], "Deploys are fine today.");
+    browser.wait_gone("article.task").await;
+
+    browser.quit().await;
+    fleet.stop().await;
+}
+
+/// A step that lets a person edit the call's arguments.
+const EDITABLE: &str = "approvers:\n  - name: human\n    tools: \"*\"\n    pool: ops\n    timeout: 600\n    choices: [approve, reject, modify]\n";
+
+#[tokio::test]
+async fn a_person_edits_the_call_in_the_browser() {
+    if !browser_available() {
+        return;
+    }
+    tokio::time::timeout(HANG_GUARD, editing_scenario()).await.expect("the browser test hung");
+}
+
+async fn editing_scenario() {
+    let fleet = ReviewFleet::start(reviewer_config("browser-edit", "sqlite::memory:", "reviewer")).await;
+    let asker = fleet.client.clone();
+    let request = approval("s1", "c1", json!({"function": "bash", "arguments": {"cmd": "rm -rf /"}}), EDITABLE);
+    let asked = tokio::spawn(async move { asker.approve(request).await });
+
+    let browser = Browser::start().await;
+    sign_in(&browser, &fleet.url, REVIEWER_TOKEN).await;
+    browser.wait_for("article.task textarea[name=arguments]").await;
+    let shown = browser.execute("return document.querySelector('article.task textarea[name=arguments]').value").await;
+    assert_eq!(shown, "{\n  \"cmd\": \"rm -rf /\"\n}");
+    browser.assert_accessible("a task offering modify").await;
+
+    // What does not parse as a JSON object is refused in place, and nothing is sent.
+    let set = |text: &str| {
+        format!("document.querySelector('article.task textarea[name=arguments]').value = {}; return true", json!(text))
+    };
+    browser.execute(&set("{\"cmd\": ")).await;
+    browser.click(&browser.wait_for("article.task button.modify").await).await;
+    let error = browser.text(&browser.wait_for("article.task .arguments-error:not(:empty)").await).await;
+    assert!(error.starts_with("Not sent: the arguments are not valid JSON"), "{error}");
+    assert_eq!(browser.execute("return document.activeElement.name").await, "arguments");
+    assert_eq!(
+        browser
+            .execute(
+                "return document.querySelector('article.task textarea[name=arguments]').getAttribute('aria-invalid')"
+            )
+            .await,
+        "true"
+    );
+    browser.execute(&set("[\"rm\"]")).await;
+    browser.click(&browser.wait_for("article.task button.modify").await).await;
+    let error = browser.execute("return document.querySelector('article.task .arguments-error').textContent").await;
+    assert!(error.as_str().unwrap().contains("must be a JSON object"), "{error}");
+    assert!(!asked.is_finished(), "nothing decided");
+
+    // A valid edit reaches the runner as a modify with the new arguments, the same function.
+    browser.execute(&set("{\"cmd\": \"rm -rf ./build\"}")).await;
+    browser
+        .type_into(&browser.wait_for("article.task textarea[name=explanation]").await, "Only the build directory.")
+        .await;
+    browser.click(&browser.wait_for("article.task button.modify").await).await;
+    let decision = asked.await.unwrap().unwrap();
+    assert_eq!((decision_name(&decision), decision.decided_by.as_str()), ("modify", "alice"));
+    assert_eq!(decision.explanation.as_deref(), Some("Only the build directory."));
+    let modified = decision.modified.expect("the modified call");
+    assert_eq!(modified.function, "bash");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&modified.arguments_json).unwrap(),
+        json!({"cmd": "rm -rf ./build"})
+    );
+    let human = decision.trail.iter().find(|t| t.approver == "human").expect("the human step in the trail");
+    assert_eq!(human.decided_by, "alice");
+    browser.wait_gone("article.task").await;
+
+    browser.quit().await;
     fleet.stop().await;
 }
 
@@ -266,12 +353,17 @@ async fn a_standing_decision_answers_identical_calls_until_revoked() {
 }
 
 async fn standing() {
-    let fleet = Fleet::start("browser-standing", async |_| {}).await;
-    let (browser, url) = (&fleet.browser, &fleet.url);
+    let fleet = ReviewFleet::start(reviewer_config("browser-standing", "sqlite::memory:", "reviewer")).await;
+    let browser = Browser::start().await;
+    sign_in(&browser, &fleet.url, REVIEWER_TOKEN).await;
+    let approve = |request: v1::Request| {
+        let asker = fleet.client.clone();
+        tokio::spawn(async move { asker.approve(request).await.unwrap() })
+    };
     let clean = || json!({"function": "bash", "arguments": {"cmd": "rm -r build"}});
 
     // Alice approves a call and every identical call of its sample, for an hour.
-    let asked = fleet.approve(approval("s1", "c1", clean(), POLICY));
+    let asked = approve(approval("s1", "c1", clean(), POLICY));
     browser.click(&browser.wait_for("article.task details.standing summary").await).await;
     browser.wait_for("article.task details.standing input[name=pattern]").await;
     let prefilled =
@@ -286,7 +378,7 @@ async fn standing() {
 
     // The same call later in the sample is answered without a person.
     let started = std::time::Instant::now();
-    let decision = fleet.approve(approval("s1", "c2", clean(), POLICY)).await.unwrap();
+    let decision = approve(approval("s1", "c2", clean(), POLICY)).await.unwrap();
     eprintln!("an identical call decided by the standing decision in {:?}", started.elapsed());
     assert_eq!(decision_name(&decision), "approve");
     assert_eq!(decision.decided_by, "alice (standing #1)");
@@ -296,7 +388,7 @@ async fn standing() {
 
     // Another sample's identical call, and another call of the sample, wait for a person.
     for (sample, call) in [("s2", clean()), ("s1", json!({"function": "bash", "arguments": {"cmd": "rm -r src"}}))] {
-        let asked = fleet.approve(approval(sample, "c3", call, POLICY));
+        let asked = approve(approval(sample, "c3", call, POLICY));
         browser.click(&browser.wait_for("article.task button.reject").await).await;
         let decision = asked.await.unwrap();
         assert_eq!((decision_name(&decision), decision.decided_by.as_str()), ("reject", "alice"), "{sample}");
@@ -315,11 +407,13 @@ async fn standing() {
     browser.wait_for("main p.empty").await;
 
     // From then on the identical call waits for a person again.
-    browser.goto(url).await;
+    browser.goto(&fleet.url).await;
     browser.wait_for("#live.on").await;
-    let asked = fleet.approve(approval("s1", "c4", clean(), POLICY));
+    let asked = approve(approval("s1", "c4", clean(), POLICY));
     browser.click(&browser.wait_for("article.task button.approve").await).await;
     let decision = asked.await.unwrap();
     assert_eq!(decision.decided_by, "alice");
+
+    browser.quit().await;
     fleet.stop().await;
 }

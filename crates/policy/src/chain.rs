@@ -183,10 +183,11 @@ impl Policy {
                 ));
             }
             if let Step::External(ExternalStep::Human(human)) = &step
-                && human.dropped_modify
+                && human.choices.contains(&Decision::Modify)
             {
                 warnings.push(format!(
-                    "{}:{}:{}: 'modify' is not offered to humans and was dropped from 'choices'",
+                    "{}:{}:{}: 'modify' lets a person edit the call's arguments, an Airlock extension: \
+                     Inspect drops it from a human's choices, so under Inspect this step never offers it",
                     document.source_name, entry.location.line, entry.location.column
                 ));
             }

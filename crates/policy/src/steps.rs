@@ -88,6 +88,8 @@ pub enum Route {
         pool: String,
         /// The choices a person is offered.
         choices: Vec<crate::call::Decision>,
+        /// How many distinct reviewers must approve.
+        approvals: u32,
     },
     /// The queue of a named step.
     Step {
@@ -151,7 +153,9 @@ impl ExternalStep {
     /// Where the step runs.
     pub fn route(&self) -> Route {
         match self {
-            ExternalStep::Human(step) => Route::Human { pool: step.pool.clone(), choices: step.choices.clone() },
+            ExternalStep::Human(step) => {
+                Route::Human { pool: step.pool.clone(), choices: step.choices.clone(), approvals: step.approvals }
+            }
             ExternalStep::Named(step) => Route::Step { name: step.name.clone() },
         }
     }

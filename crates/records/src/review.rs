@@ -95,9 +95,38 @@ pub struct TaskView {
     /// What a timeout answers.
     #[serde(with = "decision_text")]
     pub on_timeout: Decision,
+    /// How many distinct reviewers must approve (a review: continue) before the step answers.
+    #[serde(default = "one")]
+    pub approvals_needed: u32,
+    /// The approvals given so far, in order.
+    #[serde(default)]
+    pub approvals: Vec<ApprovalView>,
     /// Where it stands (`state` and the fields of that state, beside the others).
     #[serde(flatten)]
     pub state: TaskState,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// One reviewer's approval of a task that needs several.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalView {
+    /// The reviewer's name.
+    pub reviewer: String,
+    /// When (unix ms).
+    pub at_unix_ms: i64,
+    /// Why, as the reviewer said (Inspect's fixed text when they did not).
+    pub explanation: String,
+}
+
+/// The metadata of the answer of a step that needed several approvals: every approval given,
+/// in order, so the trail the runner and the auditor see names each reviewer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalsMetadata {
+    /// The approvals, in the order they were given.
+    pub approvals: Vec<ApprovalView>,
 }
 
 /// Where a task stands, as the fields `state`, … of its view.
@@ -242,6 +271,9 @@ pub struct DecisionBody {
     /// Why; Inspect's fixed text when absent or blank.
     #[serde(default)]
     pub explanation: Option<String>,
+    /// For `modify` only: the call's new arguments, a JSON object (the function never changes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<serde_json::Value>,
 }
 
 /// The body of a refused request: why, and for a conflict where the task stands.

@@ -71,6 +71,23 @@
       });
   }
 
+  // A card whose task is still pending after a decision (an approval short of the count) is
+  // shown afresh.
+  function refreshCard(card) {
+    fetch("/ui/tasks/" + encodeURIComponent(card.dataset.id), { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (!html || !card.isConnected) { return; }
+        var template = document.createElement("template");
+        template.innerHTML = html;
+        var fresh = template.content.firstElementChild;
+        if (!fresh || fresh.dataset.id !== card.dataset.id) { return; }
+        if (card.classList.contains("selected")) { fresh.classList.add("selected"); }
+        card.replaceWith(fresh);
+        tick();
+      });
+  }
+
   // Brings the page in line with the store: the same filter, order and cursor (the URL's)
   // fetched again, only this page (never the whole list). Cards still shown keep their node,
   // so a half-written explanation and the selection survive; counts and pager are replaced.
@@ -141,16 +158,36 @@
     window.addEventListener("pagehide", function () { source.close(); });
   }
 
+  // Why the editor's text is not a call's arguments (a JSON object), or null when it is.
+  function argumentsProblem(text) {
+    var value;
+    try { value = JSON.parse(text); } catch (err) { return "the arguments are not valid JSON (" + err.message + ")."; }
+    if (value === null || typeof value !== "object" || Array.isArray(value)) {
+      return "the arguments must be a JSON object, like {\"cmd\": \"ls\"}.";
+    }
+    return null;
+  }
+
   function decide(form, decision) {
     var card = form.closest("article.task");
     var status = form.querySelector(".status");
     var buttons = form.querySelectorAll("button");
-    buttons.forEach(function (b) { b.disabled = true; });
     // Every field of the form (a standing decision's scope, duration and pattern too); the
-    // CSRF token goes in the header.
+    // CSRF token goes in the header, and the arguments only with a modify.
     var body = new URLSearchParams(new FormData(form));
     body.delete("csrf");
+    body.delete("arguments");
     body.set("decision", decision);
+    if (decision === "modify") {
+      var editor = form.querySelector("textarea[name=arguments]");
+      var problem = argumentsProblem(editor.value);
+      var error = form.querySelector(".arguments-error");
+      editor.setAttribute("aria-invalid", problem ? "true" : "false");
+      error.textContent = problem ? "Not sent: " + problem : "";
+      if (problem) { editor.focus(); return; }
+      body.set("arguments", editor.value);
+    }
+    buttons.forEach(function (b) { b.disabled = true; });
     fetch(form.action, {
       method: "POST",
       credentials: "same-origin",
@@ -159,7 +196,11 @@
     }).then(function (r) {
       return r.json().catch(function () { return {}; }).then(function (json) { return { status: r.status, json: json }; });
     }).then(function (res) {
-      if (res.status >= 200 && res.status < 300) { remove(card); return; }
+      if (res.status >= 200 && res.status < 300) {
+        // An approval that leaves the task pending (it needs more reviewers): show it anew.
+        if (res.json && res.json.state === "pending") { refreshCard(card); } else { remove(card); }
+        return;
+      }
       status.textContent = (res.json && res.json.error) || ("The decision failed (" + res.status + ").");
       if (res.status === 409 || res.status === 404) { setTimeout(function () { remove(card); }, 1500); return; }
       buttons.forEach(function (b) { b.disabled = false; });
@@ -228,7 +269,7 @@
     if (e.key === "j" || e.key === "ArrowDown") { select(all[Math.min(all.length - 1, index + 1)]); e.preventDefault(); return; }
     if (e.key === "k" || e.key === "ArrowUp") { select(all[Math.max(0, index - 1)]); e.preventDefault(); return; }
     if (!card) { return; }
-    if (e.key === "x" || e.key === "/") { card.querySelector("textarea").focus(); e.preventDefault(); return; }
+    if (e.key === "x" || e.key === "/") { card.querySelector("textarea[name=explanation]").focus(); e.preventDefault(); return; }
     var button = card.querySelector('button[data-key="' + e.key.toLowerCase() + '"]');
     if (button && !button.disabled) { e.preventDefault(); decide(button.form, button.value); }
   });

@@ -213,7 +213,11 @@ impl ApiClient {
 
     /// Answers a task; the task as decided.
     pub async fn decide(&self, id: &str, decision: &str, explanation: Option<&str>) -> Result<TaskView, RequestError> {
-        let body = DecisionBody { decision: decision.to_owned(), explanation: explanation.map(str::to_owned) };
+        let body = DecisionBody {
+            decision: decision.to_owned(),
+            explanation: explanation.map(str::to_owned),
+            arguments: None,
+        };
         view(self.post(&format!("/api/tasks/{id}/decision"), &body).await?)
     }
 }

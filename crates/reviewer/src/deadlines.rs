@@ -36,7 +36,10 @@ pub async fn run(shared: Arc<Shared>) {
             Ok(expired) => {
                 for task in expired {
                     let decision = task.on_timeout();
-                    match shared.decide(&task, decision, timeout_explanation(decision), DECIDED_BY_TIMEOUT).await {
+                    match shared
+                        .decide(&task, decision, timeout_explanation(decision, &task.approvals), DECIDED_BY_TIMEOUT)
+                        .await
+                    {
                         Ok(_) => info!(task = %task.id, correlation = %task.correlation, %decision, "Deadline passed."),
                         Err(e) => warn!(task = %task.id, error = %e, "Answering an expired task failed."),
                     }

@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `GET /api/tasks?pool=&tool=&run=&sample=&older_than=&sort=&q=&limit=&cursor=` | a page of the caller's pending tasks, with counts |
 //! | `GET /api/tasks/{id}` | one task, in any state |
-//! | `POST /api/tasks/{id}/decision` | `{"decision", "explanation"}`: answer a task |
+//! | `POST /api/tasks/{id}/decision` | `{"decision", "explanation"}` (a modify: `"arguments"`): answer a task |
 //! | `GET /api/history?limit=N` | decided and withdrawn tasks, newest first |
 //! | `GET /api/me` | the caller's name and pools |
 //! | `GET /api/standing` | the active standing decisions of the caller's pools |

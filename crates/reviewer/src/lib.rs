@@ -9,6 +9,7 @@
 //!
 //! Layout:
 //! - [`task`]: a stored task, the choices it offers, Inspect's explanations.
+//! - [`modify`]: a person's edit of a call: new arguments for the same function.
 //! - [`store`]: SQLite or PostgreSQL, one schema with migrations; dedup, first answer wins.
 //! - [`triage`]: filters, orders and pages of the pending list, for thousands of tasks.
 //! - [`intake`]: human queues → store → ack; the cancels queue.
@@ -39,6 +40,7 @@ pub mod deadlines;
 mod fixtures;
 pub mod http;
 pub mod intake;
+pub mod modify;
 pub mod outbox;
 pub mod shared;
 pub mod site;

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use airlock_contract::v1;
 use airlock_integrity::SigningKey;
 use airlock_policy::Decision;
 use airlock_records::signed::sign_human_answer;
@@ -18,7 +19,7 @@ use tracing::{debug, warn};
 
 use crate::auth::{LoginLimiter, Reviewers, Sessions};
 use crate::site::Site;
-use crate::store::{Decided, OutboxEntry, PendingId, Store, StoreError};
+use crate::store::{Decided, OutboxEntry, PendingId, Recording, Store, StoreError};
 use crate::task::{DECIDED_BY_TIMEOUT, State, Task, Verdict};
 use crate::webhooks::Webhooks;
 
@@ -149,45 +150,76 @@ impl Shared {
         explanation: String,
         decided_by: &str,
     ) -> Result<Decided, StoreError> {
+        let verdict = Verdict { decision, explanation, decided_by: decided_by.to_owned(), decided_at: now_ms() };
         let decider = if decided_by == DECIDED_BY_TIMEOUT { "timeout" } else { "person" };
-        self.record(task, decision, explanation, decided_by, decider).await
+        self.record(task, verdict, None, decider).await
     }
 
-    /// [`Shared::decide`], measured as `decider`'s (`person`, `timeout` or `standing`).
+    /// [`Shared::decide`] `modify` as `reviewer`, the answer carrying `call` (the task's call
+    /// with the person's arguments).
+    pub async fn modify(
+        &self,
+        task: &Task,
+        call: v1::ToolCall,
+        explanation: String,
+        reviewer: &str,
+    ) -> Result<Decided, StoreError> {
+        let verdict =
+            Verdict { decision: Decision::Modify, explanation, decided_by: reviewer.to_owned(), decided_at: now_ms() };
+        self.record(task, verdict, Some(call), "person").await
+    }
+
+    /// Records `verdict` (with the `modified` call of a modify) as [`Shared::decide`] does,
+    /// measured as `decider`'s (`person`, `timeout` or `standing`).
     pub(crate) async fn record(
         &self,
         task: &Task,
-        decision: Decision,
-        explanation: String,
-        decided_by: &str,
+        verdict: Verdict,
+        modified: Option<v1::ToolCall>,
         decider: &'static str,
     ) -> Result<Decided, StoreError> {
-        let now = now_ms();
-        let verdict = Verdict { decision, explanation, decided_by: decided_by.to_owned(), decided_at: now };
+        let recording = self.recording(task, verdict, modified);
+        let Recording { verdict, answer, lease_until, webhooks } = &recording;
+        let decided = self.store.decide(task, verdict, answer, *lease_until, webhooks).await?;
+        if let Decided::Recorded(entry) = &decided {
+            self.recorded(task, &recording, entry, decider);
+        }
+        Ok(decided)
+    }
+
+    /// What recording `verdict` on `task` (with the `modified` call of a modify) writes: the
+    /// signed answer, its outbox lease, the webhooks announcing it.
+    fn recording(&self, task: &Task, verdict: Verdict, modified: Option<v1::ToolCall>) -> Recording {
         let mut result = task.step_result(&verdict);
+        if let Some(answer) = result.answer.as_mut() {
+            answer.modified = modified;
+        }
         if let Some(key) = &self.signer {
             sign_human_answer(key, &mut result);
         }
-        let lease_until = now + OUTBOX_LEASE.as_millis() as i64;
+        let lease_until = verdict.decided_at + OUTBOX_LEASE.as_millis() as i64;
         let decided_task = Task { state: State::Decided(verdict.clone()), ..task.clone() };
-        let kind = Webhooks::decision_kind(decided_by);
+        let kind = Webhooks::decision_kind(&verdict.decided_by);
         let webhooks = self.webhooks.announce(kind, &decided_task, self.site.public_url.as_ref());
-        let decided = self.store.decide(task, &verdict, &result.encode_to_vec(), lease_until, &webhooks).await?;
-        if let Decided::Recorded(entry) = &decided {
-            let labels = ReviewLabels { pool: task.pool.clone(), decider: decider.into() };
-            let waited = (now - task.received_at).max(0) as f64 / 1000.0;
-            self.metrics.review_seconds.get_or_create(&labels).observe(waited);
-            if !webhooks.is_empty() {
-                self.webhooks_due.notify_one();
-            }
-            debug!(task = %task.id, correlation = %task.correlation, %decision, %decided_by, "Task decided.");
-            if self.outbox.send(entry.clone()).is_err() {
-                // The outbox stopped (shutdown): the answer waits in the store for the next start.
-                warn!(task = %task.id, "Outbox stopped; the answer is sent after the next start.");
-            }
-            self.poke();
+        Recording { answer: result.encode_to_vec(), verdict, lease_until, webhooks }
+    }
+
+    /// After a decision was recorded: measures it as `decider`'s, wakes the webhook sender,
+    /// hands the answer to the outbox.
+    fn recorded(&self, task: &Task, recording: &Recording, entry: &OutboxEntry, decider: &'static str) {
+        let Verdict { decision, decided_by, decided_at, .. } = &recording.verdict;
+        let labels = ReviewLabels { pool: task.pool.clone(), decider: decider.into() };
+        let waited = (decided_at - task.received_at).max(0) as f64 / 1000.0;
+        self.metrics.review_seconds.get_or_create(&labels).observe(waited);
+        if !recording.webhooks.is_empty() {
+            self.webhooks_due.notify_one();
         }
-        Ok(decided)
+        debug!(task = %task.id, correlation = %task.correlation, %decision, %decided_by, "Task decided.");
+        if self.outbox.send(entry.clone()).is_err() {
+            // The outbox stopped (shutdown): the answer waits in the store for the next start.
+            warn!(task = %task.id, "Outbox stopped; the answer is sent after the next start.");
+        }
+        self.poke();
     }
 
     /// Tells the watcher the pending list changed here.
@@ -243,6 +275,8 @@ pub async fn watch(shared: Arc<Shared>) {
         }
     }
 }
+
+mod approvals;
 
 #[cfg(test)]
 mod tests {

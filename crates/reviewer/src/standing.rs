@@ -19,12 +19,13 @@ use airlock_policy::glob::WholeGlob;
 use airlock_policy::render::format_call_expression;
 use airlock_records::convert::call_from_wire;
 use airlock_records::review::standing::StandingDecision;
+use airlock_records::time::now_ms;
 use airlock_telemetry::metrics::PoolLabels;
 use tracing::info;
 
 use crate::shared::Shared;
 use crate::store::{Decided, StoreError};
-use crate::task::Task;
+use crate::task::{Task, Verdict};
 
 /// The longest a standing decision may last: a working day and then some.
 pub const MAX_SECONDS: u64 = 24 * 3600;
@@ -50,12 +51,7 @@ pub fn exact_pattern(task: &Task) -> Option<String> {
 /// (`approve`, `continue`) when the task's step needs several approvals; rejections,
 /// terminations and escalations are always allowed.
 pub fn standing_may_decide(task: &Task, decision: Decision) -> bool {
-    !matches!(decision, Decision::Approve | Decision::Continue) || approvals_needed(task) <= 1
-}
-
-/// The approvals `task`'s step needs before its call may run: one, as every human task asks.
-fn approvals_needed(_task: &Task) -> u32 {
-    1
+    decision != task.approving() || task.approvals_needed() <= 1
 }
 
 /// Whether `standing` decides `task` at `now`: active, same pool, kind and step, the call
@@ -92,8 +88,13 @@ pub fn explanation(standing: &StandingDecision) -> String {
 /// Records `standing`'s decision on `task`, as a person's decision is recorded; whether this
 /// recorded it (false when the task was decided or withdrawn first).
 async fn decide(shared: &Shared, standing: &StandingDecision, task: &Task) -> Result<bool, StoreError> {
-    let decided =
-        shared.record(task, standing.decision, explanation(standing), &decided_by(standing), "standing").await?;
+    let verdict = Verdict {
+        decision: standing.decision,
+        explanation: explanation(standing),
+        decided_by: decided_by(standing),
+        decided_at: now_ms(),
+    };
+    let decided = shared.record(task, verdict, None, "standing").await?;
     let recorded = matches!(decided, Decided::Recorded(_));
     if recorded {
         shared.metrics.review_standing.get_or_create(&PoolLabels { pool: task.pool.clone() }).inc();

@@ -18,6 +18,10 @@
 //!   sharing the store send each event once;
 //! - the pending list is paged and filtered (`triage`) in SQL on columns written with the task,
 //!   always within the caller's pools;
+//! - a task that needs several approvals takes one per reviewer (`approvals` is keyed by task
+//!   and reviewer), each in a transaction that first locks the task's row, so the approval
+//!   that completes the count is seen by exactly one of the processes racing to give it, and
+//!   it decides the task in that transaction;
 //! - a browser session is a row keyed by the SHA-256 of its id, so every process sharing the
 //!   store accepts it and refuses it once it is logged out (anywhere) or expired;
 //! - a standing decision is a numbered row, read afresh each time one is
@@ -53,6 +57,7 @@ const SQLITE_MIGRATIONS: &[Schema] = &[
     Schema { version: 2, name: "webhooks", sql: include_str!("../migrations/sqlite/0002_webhooks.sql") },
     Schema { version: 3, name: "sessions", sql: include_str!("../migrations/sqlite/0003_sessions.sql") },
     Schema { version: 4, name: "triage", sql: include_str!("../migrations/sqlite/0004_triage.sql") },
+    Schema { version: 5, name: "approvals", sql: include_str!("../migrations/sqlite/0005_approvals.sql") },
     Schema { version: 6, name: "standing", sql: include_str!("../migrations/sqlite/0006_standing.sql") },
 ];
 /// The same schema, for PostgreSQL.
@@ -61,6 +66,7 @@ const POSTGRES_MIGRATIONS: &[Schema] = &[
     Schema { version: 2, name: "webhooks", sql: include_str!("../migrations/postgres/0002_webhooks.sql") },
     Schema { version: 3, name: "sessions", sql: include_str!("../migrations/postgres/0003_sessions.sql") },
     Schema { version: 4, name: "triage", sql: include_str!("../migrations/postgres/0004_triage.sql") },
+    Schema { version: 5, name: "approvals", sql: include_str!("../migrations/postgres/0005_approvals.sql") },
     Schema { version: 6, name: "standing", sql: include_str!("../migrations/postgres/0006_standing.sql") },
 ];
 
@@ -206,6 +212,46 @@ macro_rules! on_db {
     };
 }
 
+/// In transaction `$tx`: records `$verdict` on `$task` if it is still pending, with `$answer`
+/// in the outbox leased until `$lease_until` and the `$webhooks` announcing it; whether it did.
+macro_rules! record_decision {
+    ($tx:expr, $task:expr, $verdict:expr, $answer:expr, $lease_until:expr, $webhooks:expr) => {{
+        const UPDATE: &str = "UPDATE tasks SET state = 'decided', decision = $2, explanation = $3, \
+                              decided_by = $4, decided_at = $5 WHERE id = $1 AND state = 'pending'";
+        const OUTBOX: &str = "INSERT INTO outbox (task_id, correlation, body, created_at, lease_until) \
+                              VALUES ($1, $2, $3, $4, $5)";
+        let updated = sqlx::query(UPDATE)
+            .bind(&$task.id)
+            .bind($verdict.decision.as_str())
+            .bind(&$verdict.explanation)
+            .bind(&$verdict.decided_by)
+            .bind($verdict.decided_at)
+            .execute(&mut *$tx)
+            .await?
+            .rows_affected();
+        if updated == 1 {
+            sqlx::query(OUTBOX)
+                .bind(&$task.id)
+                .bind(&$task.correlation)
+                .bind($answer)
+                .bind($verdict.decided_at)
+                .bind($lease_until)
+                .execute(&mut *$tx)
+                .await?;
+            for webhook in $webhooks {
+                sqlx::query(ADD_WEBHOOK)
+                    .bind(&webhook.id)
+                    .bind(&webhook.endpoint)
+                    .bind(&webhook.body)
+                    .bind($verdict.decided_at)
+                    .execute(&mut *$tx)
+                    .await?;
+            }
+        }
+        updated == 1
+    }};
+}
+
 /// A handle on the store; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -344,10 +390,13 @@ impl Store {
     /// One task, in any state.
     pub async fn task(&self, id: &str) -> Result<Option<Task>, StoreError> {
         let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1");
-        on_db!(self, pool => {
+        let task = on_db!(self, pool => {
             let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(pool).await?;
-            row.as_ref().map(task_from_row).transpose()
-        })
+            row.as_ref().map(task_from_row).transpose()?
+        });
+        let Some(mut task) = task else { return Ok(None) };
+        self.load_approvals(std::slice::from_mut(&mut task)).await?;
+        Ok(Some(task))
     }
 
     /// The pending tasks of `pools` (every pool when `None`), oldest first.
@@ -377,7 +426,9 @@ impl Store {
             if let Some(limit) = limit {
                 query.push(" LIMIT ").push_bind(i64::from(limit));
             }
-            query.build().fetch_all(pool).await?.iter().map(task_from_row).collect()
+            let mut tasks = query.build().fetch_all(pool).await?.iter().map(task_from_row).collect::<Result<Vec<_>, _>>()?;
+            self.load_approvals(&mut tasks).await?;
+            Ok(tasks)
         })
     }
 
@@ -401,39 +452,9 @@ impl Store {
         lease_until: i64,
         webhooks: &[NewWebhook],
     ) -> Result<Decided, StoreError> {
-        const UPDATE: &str = "UPDATE tasks SET state = 'decided', decision = $2, explanation = $3, \
-                              decided_by = $4, decided_at = $5 WHERE id = $1 AND state = 'pending'";
-        const OUTBOX: &str = "INSERT INTO outbox (task_id, correlation, body, created_at, lease_until) \
-                              VALUES ($1, $2, $3, $4, $5)";
         let recorded = on_db!(self, pool => {
             let mut tx = pool.begin().await?;
-            let updated = sqlx::query(UPDATE)
-                .bind(&task.id)
-                .bind(verdict.decision.as_str())
-                .bind(&verdict.explanation)
-                .bind(&verdict.decided_by)
-                .bind(verdict.decided_at)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if updated == 1 {
-                sqlx::query(OUTBOX)
-                    .bind(&task.id)
-                    .bind(&task.correlation)
-                    .bind(answer)
-                    .bind(verdict.decided_at)
-                    .bind(lease_until)
-                    .execute(&mut *tx)
-                    .await?;
-                for webhook in webhooks {
-                    sqlx::query(ADD_WEBHOOK)
-                        .bind(&webhook.id)
-                        .bind(&webhook.endpoint)
-                        .bind(&webhook.body)
-                        .bind(verdict.decided_at)
-                        .execute(&mut *tx)
-                        .await?;
-                }
+            if record_decision!(tx, task, verdict, answer, lease_until, webhooks) {
                 tx.commit().await?;
                 true
             } else {
@@ -493,10 +514,12 @@ impl Store {
             "SELECT {TASK_COLUMNS} FROM tasks WHERE state = 'pending' AND deadline_at > 0 AND deadline_at <= $1 \
              ORDER BY deadline_at"
         );
-        on_db!(self, pool => {
+        let mut tasks = on_db!(self, pool => {
             let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now).fetch_all(pool).await?;
-            rows.iter().map(task_from_row).collect()
-        })
+            rows.iter().map(task_from_row).collect::<Result<Vec<_>, _>>()?
+        });
+        self.load_approvals(&mut tasks).await?;
+        Ok(tasks)
     }
 
     /// Leases up to `limit` unsent answers whose lease ran out (or that were never leased)
@@ -736,6 +759,7 @@ where
         human,
         state,
         id,
+        approvals: Vec::new(),
     })
 }
 
@@ -753,10 +777,12 @@ pub fn redact(url: &str) -> String {
     }
 }
 
+mod approvals;
 mod standing;
 mod triage;
 
 #[cfg(test)]
 mod tests;
 
+pub use approvals::{Approved, Recording};
 pub use standing::NewStanding;

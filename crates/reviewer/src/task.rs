@@ -2,7 +2,7 @@
 
 use airlock_contract::v1;
 use airlock_policy::{Decision, Kind};
-use airlock_records::review::PolicyView;
+use airlock_records::review::{ApprovalView, ApprovalsMetadata, PolicyView};
 use prost::Message as _;
 
 /// Who is recorded as having decided a task whose deadline passed.
@@ -60,6 +60,8 @@ pub struct Task {
     pub human: v1::HumanTask,
     /// Where it stands.
     pub state: State,
+    /// The approvals given so far, in order (only a step that needs several keeps them).
+    pub approvals: Vec<ApprovalView>,
 }
 
 impl Task {
@@ -79,9 +81,27 @@ impl Task {
         kind_of(&self.human)
     }
 
-    /// The choices offered, in order (`modify` never is, whatever the wire says).
+    /// The choices offered, in order (`modify` only for an approval whose policy lists it).
     pub fn choices(&self) -> Vec<Decision> {
         choices_of(&self.human)
+    }
+
+    /// How many distinct reviewers must give [`Task::approving`] before the step answers.
+    pub fn approvals_needed(&self) -> u32 {
+        self.human.approvals.max(1)
+    }
+
+    /// The approving choice: `approve`, or `continue` for a review.
+    pub fn approving(&self) -> Decision {
+        match self.kind() {
+            Kind::Approval => Decision::Approve,
+            Kind::Review => Decision::Continue,
+        }
+    }
+
+    /// Whether `reviewer` has approved it.
+    pub fn approved_by(&self, reviewer: &str) -> bool {
+        self.approvals.iter().any(|a| a.reviewer == reviewer)
     }
 
     /// What a timeout answers.
@@ -168,15 +188,21 @@ impl Task {
     }
 
     /// The answer a person (or the deadline) gives, as the `StepResult` the policy workers
-    /// continue the chain with.
+    /// continue the chain with; its metadata names every approval the task holds.
     pub fn step_result(&self, verdict: &Verdict) -> v1::StepResult {
+        let metadata_json = if self.approvals.is_empty() {
+            String::new()
+        } else {
+            let metadata = ApprovalsMetadata { approvals: self.approvals.clone() };
+            serde_json::to_string(&metadata).unwrap_or_default()
+        };
         let answer = v1::StepAnswer {
             step: Some(self.step),
             approver: self.step_task().name.clone(),
             decision: decision_to_wire(verdict.decision).into(),
             modified: None,
             explanation: Some(verdict.explanation.clone()),
-            metadata_json: String::new(),
+            metadata_json,
             decided_by: verdict.decided_by.clone(),
             started_at_unix_ms: self.received_at,
             answered_at_unix_ms: verdict.decided_at,
@@ -279,6 +305,7 @@ impl Incoming {
             deadline: self.deadline(),
             human: self.human.clone(),
             state: State::Pending,
+            approvals: Vec::new(),
         }
     }
 
@@ -296,17 +323,17 @@ pub fn kind_of(human: &v1::HumanTask) -> Kind {
     }
 }
 
-/// The choices a task offers: the wire's, without `modify`, unknown values or values the
-/// kind does not allow; Inspect's defaults when nothing is left.
+/// The choices a task offers: the wire's, without unknown values or values the kind does not
+/// allow (a review never offers `modify`); Inspect's defaults when nothing but `modify` is left.
 pub fn choices_of(human: &v1::HumanTask) -> Vec<Decision> {
     let kind = kind_of(human);
     let mut choices = Vec::new();
     for decision in human.choices.iter().filter_map(|c| decision_from_wire(*c)) {
-        if decision != Decision::Modify && kind.decisions().contains(&decision) && !choices.contains(&decision) {
+        if kind.decisions().contains(&decision) && !choices.contains(&decision) {
             choices.push(decision);
         }
     }
-    if choices.is_empty() {
+    if choices.iter().all(|c| *c == Decision::Modify) {
         choices = match kind {
             Kind::Approval => vec![Decision::Approve, Decision::Reject, Decision::Terminate],
             Kind::Review => vec![Decision::Continue, Decision::Terminate],
@@ -324,6 +351,7 @@ pub fn default_explanation(kind: Kind, decision: Decision) -> &'static str {
         (Kind::Approval, Decision::Approve) => "Human operator approved tool call.",
         (Kind::Approval, Decision::Reject) => "Human operator rejected the tool call.",
         (Kind::Approval, Decision::Escalate) => "Human operator escalated the tool call approval.",
+        (Kind::Approval, Decision::Modify) => "Human operator modified the tool call.",
         (Kind::Approval, _) => "Human operator asked that the sample be terminated.",
     }
 }
@@ -332,9 +360,20 @@ pub fn default_explanation(kind: Kind, decision: Decision) -> &'static str {
 pub const DISMISSED_EXPLANATION: &str =
     "The human reviewer dismissed the task without one of the offered choices; the sample is terminated.";
 
-/// The explanation of a task whose deadline passed.
-pub fn timeout_explanation(decision: Decision) -> String {
-    format!("No human decision before the deadline; the step's on_timeout decision ({decision}) applies.")
+/// The explanation of a task whose deadline passed, naming whoever approved it in part.
+pub fn timeout_explanation(decision: Decision, approvals: &[ApprovalView]) -> String {
+    let text = format!("No human decision before the deadline; the step's on_timeout decision ({decision}) applies.");
+    if approvals.is_empty() {
+        return text;
+    }
+    let names: Vec<&str> = approvals.iter().map(|a| a.reviewer.as_str()).collect();
+    format!("{text} Approved only by {}.", names.join(", "))
+}
+
+/// Who decided a task the approvals of `approvals` decided: the reviewers joined by `+`, in
+/// the order they approved (`alice+bob`).
+pub fn approvers(approvals: &[ApprovalView]) -> String {
+    approvals.iter().map(|a| a.reviewer.as_str()).collect::<Vec<_>>().join("+")
 }
 
 pub use airlock_records::convert::{decision_from_wire, decision_to_wire};

@@ -430,11 +430,12 @@ impl Handler {
                 .with_reply_to(self.topology.results_queue())
         };
         match external.route() {
-            Route::Human { pool, choices } => {
+            Route::Human { pool, choices, approvals } => {
                 let task = v1::HumanTask {
                     task: Some(task),
                     choices: choices.iter().map(|c| decision_to_wire(*c).into()).collect(),
                     pool: pool.clone(),
+                    approvals,
                 };
                 Outgoing {
                     destination: self.topology.human_route(&pool),

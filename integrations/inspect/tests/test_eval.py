@@ -1,8 +1,8 @@
 """Real Inspect evals (`inspect_ai.eval()` and the `inspect eval` command) on the scripted
 `mockllm/model`, approved and reviewed by `airlock worker` processes over RabbitMQ: approve,
-reject, modify, terminate, an escalation a person answers, calls a person decides through the
-reviewer service's HTTP API, reviews that continue and terminate, a step that fails the
-sample, many samples at once, a bridged agent, and a fleet that is down. The `.eval` logs are
+reject, modify, terminate, an escalation a person answers, calls a person decides (or edits)
+through the reviewer service's HTTP API, reviews that continue and terminate, a step that fails
+the sample, many samples at once, a bridged agent, and a fleet that is down. The `.eval` logs are
 read back with `read_eval_log`."""
 
 from __future__ import annotations
@@ -330,18 +330,17 @@ approvers:
 
 
 def decide_as_alice(
-    api: str, token: str, answers: dict[str, tuple[str, str]], stop: threading.Event
+    api: str, token: str, answers: dict[str, dict[str, Any]], stop: threading.Event
 ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """Alice at work: polls her pending tasks and decides each as `answers` says for its
-    command, until every command was decided (or `stop`). Returns each task as listed and as
-    the decision left it."""
+    """Alice at work: polls her pending tasks and decides each with the decision body `answers`
+    gives for its command, until every command was decided (or `stop`). Returns each task as
+    listed and as the decision left it."""
     decided: list[tuple[dict[str, Any], dict[str, Any]]] = []
     deadline = time.monotonic() + HANG_GUARD
     while len(decided) < len(answers) and not stop.is_set():
         assert time.monotonic() < deadline, f"alice saw {len(decided)} of {len(answers)} tasks"
         for task in call_api(api, token, "/api/tasks")["tasks"]:
-            decision, explanation = answers[task["call"]["arguments"]["cmd"]]
-            body = {"decision": decision, "explanation": explanation}
+            body = answers[task["call"]["arguments"]["cmd"]]
             decided.append((task, call_api(api, token, f"/api/tasks/{task['id']}/decision", body)))
         time.sleep(0.05)
     return decided
@@ -353,7 +352,10 @@ def test_a_person_decides_through_the_reviewer_api(fleet: Fleet, reviewer: tuple
     api, token = reviewer
     policy = tmp_path / "human.yaml"
     policy.write_text(HUMAN_POLICY)
-    answers = {"deploy prod": ("approve", "deploy window is open"), "rm -rf /": ("reject", "not on this host")}
+    answers = {
+        "deploy prod": {"decision": "approve", "explanation": "deploy window is open"},
+        "rm -rf /": {"decision": "reject", "explanation": "not on this host"},
+    }
     approver = fleet_approver(**fleet.settings(), policy=str(policy), timeout=HANG_GUARD)
     stop = threading.Event()
     with ThreadPoolExecutor(1) as person:
@@ -378,7 +380,7 @@ def test_a_person_decides_through_the_reviewer_api(fleet: Fleet, reviewer: tuple
         assert task["call"] == {"id": call_id, "function": "shell", "arguments": {"cmd": cmd}}
         assert task["key"]["tool_call_id"] == call_id
         assert (after["state"], after["decided_by"]) == ("decided", "alice")
-        assert (after["decision"], after["explanation"]) == answers[cmd]
+        assert (after["decision"], after["explanation"]) == (answers[cmd]["decision"], answers[cmd]["explanation"])
 
     assert log.status == "success", log.error
     samples = {sample.id: sample for sample in log.samples or []}
@@ -394,7 +396,7 @@ def test_a_person_decides_through_the_reviewer_api(fleet: Fleet, reviewer: tuple
 
     # Approved by alice: her explanation and name in the log, the tool runs.
     [approval] = of(samples["escalate"], ApprovalEvent)
-    assert (approval.decision, approval.explanation) == answers["deploy prod"]
+    assert (approval.decision, approval.explanation) == ("approve", "deploy window is open")
     record = approval.metadata["airlock"]
     assert (record["approver"], record["step"], record["decided_by"]) == ("human", 0, "alice")
     assert [(t["approver"], t["decision"], t["decided_by"]) for t in record["trail"]] == [("human", "approve", "alice")]
@@ -403,10 +405,47 @@ def test_a_person_decides_through_the_reviewer_api(fleet: Fleet, reviewer: tuple
 
     # Rejected by alice: the model is told why, the tool never runs, the sample goes on.
     [approval] = of(samples["reject"], ApprovalEvent)
-    assert (approval.decision, approval.explanation) == answers["rm -rf /"]
+    assert (approval.decision, approval.explanation) == ("reject", "not on this host")
     record = approval.metadata["airlock"]
     assert (record["approver"], record["step"], record["decided_by"]) == ("human", 0, "alice")
     [tool] = of(samples["reject"], ToolEvent)
     assert tool.error is not None and (tool.error.type, tool.error.message) == ("approval", "not on this host")
     assert not any("ran:" in message.text for message in samples["reject"].messages if message.role == "tool")
     assert samples["reject"].output.completion == "done"
+
+
+EDITABLE_POLICY = HUMAN_POLICY.replace("    pool: ops\n", "    pool: ops\n    choices: [approve, reject, modify]\n")
+"""As `HUMAN_POLICY`, the person also offered `modify` (an Airlock extension)."""
+
+
+def test_a_person_modifies_a_call_through_the_reviewer_api(
+    fleet: Fleet, reviewer: tuple[str, str], tmp_path: Path
+) -> None:
+    """A `human` step that offers modify: alice edits the deploy's arguments over the API, and
+    Inspect runs the modified call and logs her modify, the approval keeping the proposal."""
+    api, token = reviewer
+    policy = tmp_path / "editable.yaml"
+    policy.write_text(EDITABLE_POLICY)
+    edit = {"decision": "modify", "arguments": {"cmd": "deploy staging"}, "explanation": "staging first"}
+    approver = fleet_approver(**fleet.settings(), policy=str(policy), timeout=HANG_GUARD)
+    stop = threading.Event()
+    with ThreadPoolExecutor(1) as person:
+        alice_at_work = person.submit(decide_as_alice, api, token, {"deploy prod": edit}, stop)
+        try:
+            log = run_eval(tmp_path, tasks=airlock_script(scripts="escalate"), approval=[ApprovalPolicy(approver, "*")])
+        finally:
+            stop.set()
+        [(task, after)] = alice_at_work.result()
+
+    assert task["choices"] == ["approve", "reject", "modify"]
+    assert (after["state"], after["decision"], after["decided_by"]) == ("decided", "modify", "alice")
+    assert log.status == "success", log.error
+    [sample] = log.samples or []
+    [approval] = of(sample, ApprovalEvent)
+    assert (approval.decision, approval.explanation) == ("modify", "staging first")
+    assert approval.call.arguments == {"cmd": "deploy prod"}
+    assert approval.modified is not None and approval.modified.function == "shell"
+    assert approval.modified.arguments == {"cmd": "deploy staging"}
+    assert approval.metadata["airlock"]["decided_by"] == "alice"
+    [tool] = of(sample, ToolEvent)
+    assert tool.arguments == {"cmd": "deploy staging"} and tool.result == "ran: deploy staging"

@@ -141,5 +141,79 @@ fn bad_steps_are_located() {
     let err =
         Policy::parse("p.yaml", "approvers:\n  - name: human\n    tools: x\n    choices: [modify]\n", Kind::Approval)
             .unwrap_err();
-    assert!(err.message.contains("cannot choose 'modify'"), "{err}");
+    assert!(err.message.contains("cannot have 'modify' as the only choice"), "{err}");
+}
+
+#[test]
+fn human_approvals_are_a_whole_number_from_one() {
+    let human = |extra: &str| {
+        Policy::parse("p.yaml", &format!("approvers:\n  - name: human\n    tools: x\n{extra}"), Kind::Approval)
+    };
+    let approvals = |policy: &Policy| match &policy.steps()[0].step {
+        Step::External(ExternalStep::Human(human)) => human.approvals,
+        other => panic!("not a human step: {other}"),
+    };
+    let default = human("").unwrap();
+    assert_eq!(approvals(&default), 1);
+    assert!(!default.to_string().contains("approvals"), "{default}");
+    let two = human("    approvals: 2\n").unwrap();
+    assert_eq!(approvals(&two), 2);
+    assert!(
+        two.to_string().contains("human (pool: default, choices: approve, reject, terminate, approvals: 2)"),
+        "{two}"
+    );
+    for (value, what) in
+        [("0", "not 0"), ("-1", "not -1"), ("1.5", "not 1.5"), ("'2'", "not a string"), ("[2]", "not a list")]
+    {
+        let err = human(&format!("    approvals: {value}\n")).unwrap_err();
+        assert_eq!((err.location.line, err.location.column), (4, 16), "{value}: {err}");
+        assert!(err.message.contains("'approvals' must be a whole number of reviewers from 1"), "{err}");
+        assert!(err.message.contains(what), "{value}: {err}");
+    }
+}
+
+#[test]
+fn a_human_offers_modify_only_when_listed_with_a_warning() {
+    let human = |choices: &str| {
+        Policy::parse("p.yaml", &format!("approvers:\n  - name: human\n    tools: bash\n{choices}"), Kind::Approval)
+    };
+    let choices = |policy: &Policy| match &policy.steps()[0].step {
+        Step::External(ExternalStep::Human(human)) => human.choices.clone(),
+        other => panic!("not a human step: {other}"),
+    };
+    let plain = human("").unwrap();
+    assert!(!choices(&plain).contains(&Decision::Modify) && plain.warnings().is_empty());
+    let editing = human("    choices: [approve, modify, reject]\n").unwrap();
+    assert_eq!(choices(&editing), [Decision::Approve, Decision::Modify, Decision::Reject]);
+    assert_eq!(editing.warnings().len(), 1, "{:?}", editing.warnings());
+    assert!(editing.warnings()[0].starts_with("p.yaml:2:5: 'modify' lets a person edit"), "{:?}", editing.warnings());
+    assert!(editing.warnings()[0].contains("Airlock extension"));
+    let err = human("    choices: [modify, modify]\n").unwrap_err();
+    assert!(err.message.contains("cannot have 'modify' as the only choice"), "{err}");
+    let err = Policy::parse(
+        "p.yaml",
+        "reviewers:\n  - name: human\n    tools: bash\n    choices: [continue, modify]\n",
+        Kind::Review,
+    )
+    .unwrap_err();
+    assert!(err.message.contains("'modify' is not a choice review allows"), "{err}");
+}
+
+/// A person's modify resumes the chain with the modified call; one that names another function
+/// (which the reviewer service never sends) fails the sample all the same.
+#[test]
+fn a_human_modify_resumes_with_the_arguments_and_never_another_function() {
+    let text = "approvers:\n  - name: human\n    tools: bash\n    choices: [approve, modify]\n";
+    let policy = Policy::parse("p.yaml", text, Kind::Approval).unwrap();
+    let original = call("bash", json!({"cmd": "rm -rf /"}));
+    let input = Input { call: &original, message: "", output: None };
+    let Verdict::Pending { step, state } = policy.evaluate(&input, ChainState::default()) else { panic!() };
+    let mut answer = Answer::new(Decision::Modify, "narrower");
+    answer.modified = Some(call("bash", json!({"cmd": "rm -rf ./build"})));
+    let outcome = decided(policy.resume(&input, state.clone(), step, answer));
+    assert_eq!(outcome.decision, Decision::Modify);
+    assert_eq!(outcome.modified.unwrap().arguments["cmd"], "rm -rf ./build");
+    let mut answer = Answer::new(Decision::Modify, "another tool");
+    answer.modified = Some(call("python", json!({"code": "print(1)"})));
+    assert!(matches!(policy.resume(&input, state, step, answer), Verdict::Failed(ChainError::ModifiedFunction { .. })));
 }

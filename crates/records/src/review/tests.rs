@@ -28,10 +28,13 @@ fn decided_json() -> Value {
         "received_at_unix_ms": 1_700_000_000_000_i64,
         "deadline_unix_ms": null,
         "on_timeout": "terminate",
+        "approvals_needed": 2,
+        "approvals": [{"reviewer": "bob", "at_unix_ms": 1_700_000_000_400_i64, "explanation": "looks right"},
+                      {"reviewer": "alice", "at_unix_ms": 1_700_000_000_500_i64, "explanation": "fine"}],
         "state": "decided",
         "decision": "continue",
         "explanation": "fine",
-        "decided_by": "alice",
+        "decided_by": "bob+alice",
         "decided_at_unix_ms": 1_700_000_000_500_i64,
     })
 }
@@ -47,10 +50,12 @@ fn a_task_reads_and_writes_the_wire_json_unchanged() {
         TaskState::Decided {
             decision: Decision::Continue,
             explanation: "fine".into(),
-            decided_by: "alice".into(),
+            decided_by: "bob+alice".into(),
             decided_at_unix_ms: 1_700_000_000_500,
         }
     );
+    assert_eq!(view.approvals_needed, 2);
+    assert_eq!(view.approvals.iter().map(|a| a.reviewer.as_str()).collect::<Vec<_>>(), ["bob", "alice"]);
     assert_eq!(view.result.as_ref().and_then(|r| r.error.as_ref()).map(|e| e.kind.as_str()), Some("timeout"));
     // Same keys, same values, same order.
     assert_eq!(serde_json::to_string(&view).unwrap(), wire.to_string());

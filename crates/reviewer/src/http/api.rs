@@ -20,8 +20,9 @@ use serde::Deserialize;
 
 use super::ApiError;
 use crate::auth::Reviewer;
+use crate::modify::modified_call;
 use crate::shared::Shared;
-use crate::store::Decided;
+use crate::store::{Approved, Decided};
 use crate::task::{DISMISS, DISMISSED_EXPLANATION, State as Stored, Task, default_explanation};
 use crate::triage::TriageQuery;
 use crate::ui;
@@ -92,7 +93,7 @@ pub async fn decide(
 ) -> Result<Json<TaskView>, ApiError> {
     let body: DecisionBody = serde_json::from_slice(&body)
         .map_err(|e| ApiError::BadRequest(format!("expected {{\"decision\": …, \"explanation\": …}} as JSON: {e}")))?;
-    let task = decide_as(&shared, &reviewer, &id, &body.decision, body.explanation).await?;
+    let task = decide_as(&shared, &reviewer, &id, &body.decision, body.explanation, body.arguments).await?;
     Ok(Json(task_view(&task)))
 }
 
@@ -105,13 +106,15 @@ pub(super) async fn visible_task(shared: &Shared, reviewer: &Reviewer, id: &str)
 }
 
 /// The decision path of the API and the UI: checks `decision` (a choice of the task, or
-/// `dismiss`) and the explanation, records them as `reviewer`'s, and returns the decided task.
+/// `dismiss`), the explanation and a modify's `arguments`, records them as `reviewer`'s, and
+/// returns the decided task.
 pub(super) async fn decide_as(
     shared: &Shared,
     reviewer: &Reviewer,
     id: &str,
     decision: &str,
     explanation: Option<String>,
+    arguments: Option<serde_json::Value>,
 ) -> Result<Task, ApiError> {
     let task = visible_task(shared, reviewer, id).await?;
     let choices = task.choices();
@@ -138,13 +141,40 @@ pub(super) async fn decide_as(
         }
         (parsed, explanation.unwrap_or_else(|| default_explanation(task.kind(), parsed).to_owned()))
     };
+    let modified = modified_call(&task, decision, arguments).map_err(|e| ApiError::Unprocessable(e.to_string()))?;
     if !task.is_pending() {
         return Err(conflict(&task));
     }
-    match shared.decide(&task, decision, explanation, &reviewer.name).await? {
+    if decision == task.approving() && task.approvals_needed() > 1 {
+        return approve_as(shared, reviewer, &task, explanation).await;
+    }
+    let decided = match modified {
+        Some(call) => shared.modify(&task, call, explanation, &reviewer.name).await?,
+        None => shared.decide(&task, decision, explanation, &reviewer.name).await?,
+    };
+    match decided {
         Decided::Recorded(_) => shared.store.task(id).await?.ok_or(ApiError::NotFound),
         Decided::NotPending(task) => Err(conflict(&task)),
         Decided::NotFound => Err(ApiError::NotFound),
+    }
+}
+
+/// One approval of a task that needs several: the task as it stands after it (decided by the
+/// one that completes the count); a second approval by the same reviewer is a conflict.
+async fn approve_as(shared: &Shared, reviewer: &Reviewer, task: &Task, explanation: String) -> Result<Task, ApiError> {
+    match shared.approve(task, explanation, &reviewer.name).await? {
+        Approved::Counted(task) => Ok(*task),
+        Approved::Decided(_) => shared.store.task(&task.id).await?.ok_or(ApiError::NotFound),
+        Approved::Again(task) => Err(ApiError::Conflict(ErrorView {
+            error: format!(
+                "you approved this task already; it needs {} approvals from distinct reviewers ({} so far)",
+                task.approvals_needed(),
+                task.approvals.len()
+            ),
+            settled: None,
+        })),
+        Approved::NotPending(task) => Err(conflict(&task)),
+        Approved::NotFound => Err(ApiError::NotFound),
     }
 }
 
@@ -207,6 +237,8 @@ pub fn task_view(task: &Task) -> TaskView {
         received_at_unix_ms: task.received_at,
         deadline_unix_ms: task.deadline,
         on_timeout: task.on_timeout(),
+        approvals_needed: task.approvals_needed(),
+        approvals: task.approvals.clone(),
         state: match &task.state {
             Stored::Pending => TaskState::Pending,
             Stored::Decided(v) => TaskState::Decided {

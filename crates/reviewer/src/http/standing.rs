@@ -90,7 +90,7 @@ async fn stand(shared: &Shared, reviewer: &Reviewer, body: StandingBody) -> Resu
     if !glob.is_match(&text) {
         return Err(unprocessable("the pattern does not match this task's own call"));
     }
-    let decided = decide_as(shared, reviewer, &task.id, decision.as_str(), body.explanation).await?;
+    let decided = decide_as(shared, reviewer, &task.id, decision.as_str(), body.explanation, None).await?;
     let Stored::Decided(verdict) = &decided.state else { return Err(ApiError::NotFound) };
     let now = now_ms();
     let new = NewStanding {

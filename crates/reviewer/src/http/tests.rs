@@ -5,6 +5,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use airlock_contract::v1;
+use airlock_policy::Decision;
 use airlock_records::time::now_ms;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
@@ -418,7 +420,7 @@ async fn ui_posts_check_origin_form_and_token_in_order() {
     // A decision that is not a choice: an error page for a form, JSON for the script.
     let (status, _, page) = send(&shared, post(None, None, format!("decision=continue&csrf={csrf}"))).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
-    assert!(page.contains("That is not one of this task"), "{page}");
+    assert!(page.contains("is not one of this task"), "{page}");
 
     // Login, too, refuses another site.
     let request = browser("POST", "/login", None, None, "x")
@@ -633,6 +635,235 @@ async fn failed_sign_ins_are_limited_per_address() {
     // Another address signs in, and that frees nobody else.
     assert_eq!(send(&shared, sign_in(ALICE, other)).await.0, StatusCode::SEE_OTHER);
     assert_eq!(send(&shared, sign_in(ALICE, PEER)).await.0, StatusCode::TOO_MANY_REQUESTS);
+}
+
+/// Alice, Bob and Carol, all in `ops`, and three tasks of `ops` that need two approvals.
+pub(super) async fn two_person() -> (Arc<Shared>, Outbox, Vec<String>) {
+    let reviewers = Reviewers::from_list(
+        ["alice", "bob", "carol"]
+            .map(|name| Reviewer { name: name.into(), token_sha256: sha256_hex(name), pools: vec!["ops".into()] })
+            .to_vec(),
+    );
+    let (shared, outbox) = Shared::new(memory_store().await, reviewers, pools());
+    let mut ids = Vec::new();
+    for (call, review) in [("c1", false), ("c2", false), ("c3", true)] {
+        let mut incoming = human("ops", "s1", call, review, 0);
+        incoming.human.approvals = 2;
+        let Inserted::Created(id) = shared.store.insert(&incoming, now_ms()).await.unwrap() else { panic!() };
+        ids.push(id);
+    }
+    (shared, outbox, ids)
+}
+
+async fn decide_json(shared: &Arc<Shared>, id: &str, who: &str, body: Value) -> (StatusCode, Value) {
+    let (status, _, text) =
+        send(shared, api("POST", &format!("/api/tasks/{id}/decision"), Some(who), Some(body))).await;
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn two_distinct_reviewers_must_approve_and_anyone_else_decides_at_once() {
+    let (shared, mut outbox, ids) = two_person().await;
+    let (status, task) =
+        decide_json(&shared, &ids[0], "alice", json!({"decision": "approve", "explanation": "ok"})).await;
+    assert_eq!(status, StatusCode::OK, "{task}");
+    assert_eq!((task["state"].as_str(), task["approvals_needed"].as_u64()), (Some("pending"), Some(2)));
+    assert_eq!(task["approvals"][0]["reviewer"], "alice");
+    assert_eq!(task["approvals"][0]["explanation"], "ok");
+    assert!(outbox.try_recv().is_err(), "one approval of two decides nothing");
+
+    // Alice cannot approve twice, through the API or the UI's form.
+    let (status, refused) = decide_json(&shared, &ids[0], "alice", json!({"decision": "approve"})).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(refused["error"].as_str().unwrap().contains("you approved this task already"), "{refused}");
+    let cookie = login(&shared, "alice").await;
+    let csrf = csrf_of(&shared, &cookie).await;
+    let form = browser("POST", &format!("/ui/tasks/{}/decision", ids[0]), Some(&cookie), None, "x")
+        .body(Body::from(format!("csrf={csrf}&decision=approve")))
+        .unwrap();
+    let (status, _, page) = send(&shared, form).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(page.contains("you approved this task already"), "{page}");
+    assert!(outbox.try_recv().is_err());
+
+    // What Alice and Bob see: one of two, by Alice; only Alice's approve button is disabled.
+    let (_, _, listed) = send(&shared, api("GET", "/api/tasks", Some("bob"), None)).await;
+    assert_eq!(serde_json::from_str::<Value>(&listed).unwrap()["tasks"][0]["approvals"][0]["reviewer"], "alice");
+    let card_of = |cookie: &str| {
+        browser("GET", &format!("/ui/tasks/{}", ids[0]), Some(cookie), None, "").body(Body::empty()).unwrap()
+    };
+    let (_, _, card) = send(&shared, card_of(&cookie)).await;
+    assert!(card.contains("1 of 2 approvals</b>: alice"), "{card}");
+    assert!(card.contains("You approved this task; it needs one more approval from another reviewer."), "{card}");
+    assert!(card.contains("value=\"approve\" class=\"btn approve\" data-key=\"a\" disabled"), "{card}");
+    assert!(!card.contains("value=\"reject\" class=\"btn reject\" data-key=\"r\" disabled"), "{card}");
+    let bob = login(&shared, "bob").await;
+    let (_, _, card) = send(&shared, card_of(&bob)).await;
+    assert!(card.contains("1 of 2 approvals</b>: alice") && !card.contains("disabled"), "{card}");
+
+    // Bob's approval completes the count: decided by both, each in the answer's metadata.
+    let (status, task) = decide_json(&shared, &ids[0], "bob", json!({"decision": "approve"})).await;
+    assert_eq!(status, StatusCode::OK, "{task}");
+    assert_eq!((task["state"].as_str(), task["decision"].as_str()), (Some("decided"), Some("approve")));
+    assert_eq!(task["decided_by"], "alice+bob");
+    let entry = outbox.try_recv().expect("the answer went to the outbox");
+    let answer = airlock_contract::v1::StepResult::decode(entry.body.as_slice()).unwrap().answer.unwrap();
+    assert_eq!(answer.decided_by, "alice+bob");
+    assert_eq!(answer.explanation.as_deref(), Some("ok\nHuman operator approved tool call."));
+    let metadata: Value = serde_json::from_str(&answer.metadata_json).unwrap();
+    assert_eq!(metadata["approvals"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        (&metadata["approvals"][0]["reviewer"], &metadata["approvals"][1]["reviewer"]),
+        (&json!("alice"), &json!("bob"))
+    );
+    let (status, late) = decide_json(&shared, &ids[0], "carol", json!({"decision": "approve"})).await;
+    assert_eq!((status, late["decided_by"].as_str()), (StatusCode::CONFLICT, Some("alice+bob")));
+
+    // A reject after one approval decides at once, by the rejecter alone.
+    decide_json(&shared, &ids[1], "alice", json!({"decision": "approve"})).await;
+    let (status, task) = decide_json(&shared, &ids[1], "carol", json!({"decision": "reject"})).await;
+    assert_eq!(
+        (status, task["decision"].as_str(), task["decided_by"].as_str()),
+        (StatusCode::OK, Some("reject"), Some("carol"))
+    );
+    let entry = outbox.try_recv().expect("the reject went to the outbox");
+    let answer = airlock_contract::v1::StepResult::decode(entry.body.as_slice()).unwrap().answer.unwrap();
+    assert_eq!(answer.decided_by, "carol");
+    let (status, _) = decide_json(&shared, &ids[1], "bob", json!({"decision": "approve"})).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+
+    // A review counts `continue`; `terminate` by the first reviewer decides at once.
+    let (status, task) = decide_json(&shared, &ids[2], "bob", json!({"decision": "continue"})).await;
+    assert_eq!((status, task["state"].as_str()), (StatusCode::OK, Some("pending")));
+    let (status, task) = decide_json(&shared, &ids[2], "bob", json!({"decision": "terminate"})).await;
+    assert_eq!((status, task["decided_by"].as_str()), (StatusCode::OK, Some("bob")));
+    assert!(outbox.try_recv().is_ok() && outbox.try_recv().is_err());
+}
+
+/// Alice, Bob and Carol in `ops`; an approval task that offers modify, one that also needs two
+/// approvals, and one that does not offer modify.
+async fn editable() -> (Arc<Shared>, Outbox, Vec<String>) {
+    let (shared, outbox, _) = two_person().await;
+    let mut ids = Vec::new();
+    for (call, approvals, choices) in [
+        ("m1", 1, vec![Decision::Approve, Decision::Modify, Decision::Reject]),
+        ("m2", 2, vec![Decision::Approve, Decision::Modify, Decision::Reject]),
+        ("m3", 1, vec![Decision::Approve, Decision::Reject]),
+    ] {
+        let mut incoming = human("ops", "s9", call, false, 0);
+        incoming.human.approvals = approvals;
+        incoming.human.choices = choices.iter().map(|c| crate::task::decision_to_wire(*c).into()).collect();
+        let Inserted::Created(id) = shared.store.insert(&incoming, now_ms()).await.unwrap() else { panic!() };
+        ids.push(id);
+    }
+    (shared, outbox, ids)
+}
+
+fn modified_answer(outbox: &mut Outbox) -> airlock_contract::v1::StepAnswer {
+    let entry = outbox.try_recv().expect("the answer went to the outbox");
+    airlock_contract::v1::StepResult::decode(entry.body.as_slice()).unwrap().answer.unwrap()
+}
+
+#[tokio::test]
+async fn a_person_modifies_only_the_arguments_of_a_call_that_offers_it() {
+    let (shared, mut outbox, ids) = editable().await;
+    let (_, task) = decide_json(&shared, &ids[0], "alice", json!({"decision": "approve", "arguments": {}})).await;
+    assert!(task["error"].as_str().unwrap().contains("'arguments' go only with a modify"), "{task}");
+
+    // Anything but a JSON object of arguments is refused, and a function cannot be named.
+    for arguments in [json!(["ls"]), json!("ls"), json!(3)] {
+        let body = json!({"decision": "modify", "arguments": arguments});
+        let (status, refused) = decide_json(&shared, &ids[0], "alice", body).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{arguments}");
+        assert!(refused["error"].as_str().unwrap().contains("must be a JSON object"), "{refused}");
+    }
+    let (status, refused) = decide_json(&shared, &ids[0], "alice", json!({"decision": "modify"})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    let (status, refused) =
+        decide_json(&shared, &ids[0], "alice", json!({"decision": "modify", "arguments": null})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    let renamed = json!({"decision": "modify", "function": "python", "arguments": {"code": "print(1)"}});
+    let (status, refused) = decide_json(&shared, &ids[0], "alice", renamed).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(refused["error"].as_str().unwrap().contains("unknown field `function`"), "{refused}");
+    // Arguments past the request body limit never reach the decision.
+    let huge = json!({"decision": "modify", "arguments": {"cmd": "x".repeat(3 << 20)}});
+    let (status, _) = decide_json(&shared, &ids[0], "alice", huge).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    // A task that does not offer modify refuses it.
+    let (status, refused) =
+        decide_json(&shared, &ids[2], "alice", json!({"decision": "modify", "arguments": {"cmd": "ls"}})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(refused["error"].as_str().unwrap().contains("not one of this task's choices"), "{refused}");
+    assert!(outbox.try_recv().is_err(), "nothing decided");
+
+    // A modify: the same call (id, function) with the new arguments, decided by the person.
+    let body = json!({"decision": "modify", "arguments": {"cmd": "rm -r build/tmp"}, "explanation": "narrower"});
+    let (status, task) = decide_json(&shared, &ids[0], "alice", body).await;
+    assert_eq!(status, StatusCode::OK, "{task}");
+    assert_eq!((task["decision"].as_str(), task["decided_by"].as_str()), (Some("modify"), Some("alice")));
+    let answer = modified_answer(&mut outbox);
+    assert_eq!(
+        (answer.decision, answer.explanation.as_deref()),
+        (i32::from(v1::DecisionKind::Modify), Some("narrower"))
+    );
+    let modified = answer.modified.expect("the modified call");
+    assert_eq!((modified.id.as_str(), modified.function.as_str()), ("m1", "bash"));
+    assert_eq!(serde_json::from_str::<Value>(&modified.arguments_json).unwrap(), json!({"cmd": "rm -r build/tmp"}));
+
+    // With two approvals needed, a modify decides at once, as its author's alone: those who
+    // approved saw another call.
+    decide_json(&shared, &ids[1], "alice", json!({"decision": "approve"})).await;
+    let (status, task) =
+        decide_json(&shared, &ids[1], "bob", json!({"decision": "modify", "arguments": {"cmd": "ls"}})).await;
+    assert_eq!(
+        (status, task["decision"].as_str(), task["decided_by"].as_str()),
+        (StatusCode::OK, Some("modify"), Some("bob"))
+    );
+    let answer = modified_answer(&mut outbox);
+    assert_eq!(
+        (answer.decided_by.as_str(), answer.explanation.as_deref()),
+        ("bob", Some("Human operator modified the tool call."))
+    );
+    assert_eq!(shared.store.task(&ids[1]).await.unwrap().unwrap().choices()[1], Decision::Modify);
+}
+
+#[tokio::test]
+async fn the_ui_edits_arguments_as_json_and_refuses_what_does_not_parse() {
+    let (shared, mut outbox, ids) = editable().await;
+    let cookie = login(&shared, "alice").await;
+    let csrf = csrf_of(&shared, &cookie).await;
+    let (_, _, card) = send(
+        &shared,
+        browser("GET", &format!("/ui/tasks/{}", ids[0]), Some(&cookie), None, "").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert!(card.contains("name=\"arguments\""), "{card}");
+    assert!(card.contains("{\n  &quot;cmd&quot;: &quot;rm -r build&quot;\n}</textarea>"), "{card}");
+    assert!(card.contains("value=\"modify\""), "{card}");
+    let (_, _, plain) = send(
+        &shared,
+        browser("GET", &format!("/ui/tasks/{}", ids[2]), Some(&cookie), None, "").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert!(!plain.contains("name=\"arguments\"") && !plain.contains("value=\"modify\""), "{plain}");
+
+    let post = |form: String| {
+        browser("POST", &format!("/ui/tasks/{}/decision", ids[0]), Some(&cookie), None, "x")
+            .body(Body::from(form))
+            .unwrap()
+    };
+    let (status, _, page) = send(&shared, post(format!("csrf={csrf}&decision=modify&arguments=%7B%22cmd%22%3A"))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(page.contains("the arguments are not valid JSON"), "{page}");
+    let (status, _, page) = send(&shared, post(format!("csrf={csrf}&decision=modify&arguments=%5B%5D"))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(page.contains("must be a JSON object"), "{page}");
+    assert!(outbox.try_recv().is_err());
+    // Every button sends the editor; only a modify reads it.
+    let (status, _, _) = send(&shared, post(format!("csrf={csrf}&decision=reject&arguments=%5B%5D"))).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(modified_answer(&mut outbox).modified.is_none());
 }
 
 mod triage;

@@ -8,6 +8,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use airlock_policy::Decision;
 use airlock_records::time::now_ms;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Path, Query, State};
@@ -19,6 +20,7 @@ use serde::de::IgnoredAny;
 use super::ApiError;
 use super::api::{self, HISTORY_DEFAULT};
 use super::extract::{CsrfForm, SameOrigin, Session, form};
+use crate::modify::parse_arguments;
 use crate::shared::Shared;
 use crate::triage::{Page, Triage, TriageQuery, UI_PAGE};
 use crate::ui::{pages, triage};
@@ -69,7 +71,7 @@ pub async fn card(
     Path(id): Path<String>,
 ) -> Result<Html<String>, ApiError> {
     let task = api::visible_task(&shared, &session.reviewer, &id).await?;
-    Ok(Html(pages::card(&task, &session.csrf, now_ms())))
+    Ok(Html(pages::card(&task, &session.reviewer.name, &session.csrf, now_ms())))
 }
 
 /// `GET /ui/pending`: the counts, cards and pager of the page the query asks for (as `GET /`
@@ -81,7 +83,7 @@ pub async fn results(
 ) -> Result<Html<String>, ApiError> {
     let triage = query.parse().map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let page = triage_page(&shared, &session.pools(&shared), &triage).await?;
-    Ok(Html(triage::results(&page, &triage, &session.csrf, now_ms())))
+    Ok(Html(triage::results(&page, &triage, &session.reviewer.name, &session.csrf, now_ms())))
 }
 
 /// The fields of a decision from the UI (its CSRF token is [`CsrfForm`]'s).
@@ -92,6 +94,10 @@ pub struct DecisionForm {
     /// Why, if the person said.
     #[serde(default)]
     explanation: Option<String>,
+    /// The call's arguments as edited (JSON text), read for a modify only: the form sends its
+    /// editor with every button.
+    #[serde(default)]
+    arguments: Option<String>,
 }
 
 /// `POST /ui/tasks/{id}/decision`: the task as JSON for the script (`Accept: application/json`),
@@ -106,15 +112,34 @@ pub async fn decide(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|accept| accept.contains("application/json"));
-    match api::decide_as(&shared, &session.reviewer, &id, &form.decision, form.explanation).await {
+    let arguments = match form.arguments {
+        Some(text) if form.decision == Decision::Modify.as_str() => Some(parse_arguments(&text)),
+        _ => None,
+    }
+    .transpose()
+    .map_err(|e| ApiError::Unprocessable(e.to_string()));
+    let decided = match arguments {
+        Ok(arguments) => {
+            api::decide_as(&shared, &session.reviewer, &id, &form.decision, form.explanation, arguments).await
+        }
+        Err(e) => Err(e),
+    };
+    match decided {
         Ok(task) if wants_json => Ok(axum::Json(api::task_view(&task)).into_response()),
         Ok(_) => Ok(Redirect::to("/").into_response()),
         Err(e) if wants_json => Err(e),
+        Err(ApiError::Unprocessable(why)) => {
+            let status = StatusCode::UNPROCESSABLE_ENTITY;
+            Ok((status, Html(pages::error(status.as_str(), &why))).into_response())
+        }
+        Err(ApiError::Conflict(refused)) if refused.settled.is_none() => {
+            Ok((StatusCode::CONFLICT, Html(pages::error(StatusCode::CONFLICT.as_str(), &refused.error)))
+                .into_response())
+        }
         Err(e) => {
             let status = e.into_response().status();
             let message = match status {
                 StatusCode::CONFLICT => "This task was decided or withdrawn already.",
-                StatusCode::UNPROCESSABLE_ENTITY => "That is not one of this task's choices.",
                 StatusCode::NOT_FOUND => "No such task among your pools.",
                 _ => "The decision could not be recorded; try again.",
             };

@@ -153,6 +153,21 @@ fn a_standing_decision_gives_only_the_tasks_choices_and_never_modify() {
     }
 }
 
+#[test]
+fn a_standing_decision_never_approves_a_step_that_needs_several_people() {
+    let mut two = human("ops", "s1", "c1", false, 0);
+    two.human.approvals = 2;
+    let task = pending(&two);
+    assert!(!applies(&stored(&new(sample("s1"), EXACT, Decision::Approve)), &task, 2_000), "two people approve");
+    assert!(applies(&stored(&new(sample("s1"), EXACT, Decision::Reject)), &task, 2_000), "one person rejects");
+    let mut continuing = new(sample("s1"), EXACT, Decision::Continue);
+    continuing.kind = airlock_policy::Kind::Review;
+    let mut review = human("ops", "s1", "c1", true, 0);
+    assert!(applies(&stored(&continuing), &pending(&review), 2_000), "a review one person continues");
+    review.human.approvals = 2;
+    assert!(!applies(&stored(&continuing), &pending(&review), 2_000), "nor does one continue for two");
+}
+
 async fn store_suite(store: Store) {
     let first = store.add_standing(&new(sample("s1"), EXACT, Decision::Approve)).await.unwrap();
     let mut security = new(Scope::Pool, "*", Decision::Reject);

@@ -1,5 +1,7 @@
 //! One suite of store behaviours, run on SQLite and on the running PostgreSQL.
 
+use airlock_records::review::{ApprovalView, ApprovalsMetadata};
+
 use super::*;
 use crate::fixtures::human;
 use crate::testing::with_pg;
@@ -236,4 +238,160 @@ async fn first_answer_wins(url: String) {
     assert!(a.pending(None).await.unwrap().is_empty() && b.pending(None).await.unwrap().is_empty());
     a.close().await;
     b.close().await;
+}
+
+/// A task of [`human`]'s whose step needs `approvals` reviewers.
+fn needing(approvals: u32, sample: &str, call: &str) -> Incoming {
+    let mut incoming = human("ops", sample, call, false, 0);
+    incoming.human.approvals = approvals;
+    incoming
+}
+
+fn approval(reviewer: &str, at: i64) -> ApprovalView {
+    ApprovalView { reviewer: reviewer.into(), at_unix_ms: at, explanation: format!("{reviewer} approves") }
+}
+
+/// The decision of the approvals a task holds, as the service records it.
+fn approved(task: &Task) -> Recording {
+    let verdict = Verdict {
+        decision: Decision::Approve,
+        explanation: "approved".into(),
+        decided_by: crate::task::approvers(&task.approvals),
+        decided_at: task.approvals.last().map_or(0, |a| a.at_unix_ms),
+    };
+    Recording { answer: task.step_result(&verdict).encode_to_vec(), verdict, lease_until: 0, webhooks: Vec::new() }
+}
+
+fn never(_: &Task) -> Recording {
+    panic!("decided before the count was complete")
+}
+
+async fn created(store: &Store, incoming: &Incoming) -> Task {
+    let Inserted::Created(id) = store.insert(incoming, 1_000).await.unwrap() else { panic!("not created") };
+    store.task(&id).await.unwrap().unwrap()
+}
+
+/// Approvals: counted once per reviewer, kept in order, the one completing the count decides
+/// with every approver; any other decision ends the count.
+async fn approvals_suite(store: Store) {
+    let task = created(&store, &needing(2, "s1", "c1")).await;
+    assert_eq!((task.approvals_needed(), task.approvals.len()), (2, 0));
+    let Approved::Counted(counted) = store.approve(&task, &approval("alice", 2_000), never).await.unwrap() else {
+        panic!("not counted")
+    };
+    assert_eq!(counted.approvals, [approval("alice", 2_000)]);
+    assert_eq!(store.task(&task.id).await.unwrap().unwrap().approvals, [approval("alice", 2_000)]);
+    assert_eq!(store.pending(None).await.unwrap()[0].approvals, [approval("alice", 2_000)]);
+
+    // The same reviewer again changes nothing, whatever they say.
+    let Approved::Again(again) = store.approve(&task, &approval("alice", 2_500), never).await.unwrap() else {
+        panic!("approved twice")
+    };
+    assert_eq!(again.approvals, [approval("alice", 2_000)]);
+
+    let Approved::Decided(entry) = store.approve(&task, &approval("bob", 3_000), approved).await.unwrap() else {
+        panic!("not decided")
+    };
+    let answer = v1::StepResult::decode(entry.body.as_slice()).unwrap().answer.unwrap();
+    assert_eq!(answer.decided_by, "alice+bob");
+    let metadata: ApprovalsMetadata = serde_json::from_str(&answer.metadata_json).unwrap();
+    assert_eq!(metadata.approvals, [approval("alice", 2_000), approval("bob", 3_000)]);
+    let decided = store.task(&task.id).await.unwrap().unwrap();
+    assert!(matches!(&decided.state, State::Decided(v) if v.decided_by == "alice+bob"), "{:?}", decided.state);
+    assert_eq!(decided.approvals.len(), 2);
+    assert!(matches!(store.approve(&task, &approval("carol", 4_000), never).await.unwrap(), Approved::NotPending(_)));
+    assert_eq!(store.history(None, 10).await.unwrap()[0].approvals.len(), 2);
+    let missing = Task { id: "nope".into(), ..task.clone() };
+    assert_eq!(store.approve(&missing, &approval("alice", 1), never).await.unwrap(), Approved::NotFound);
+
+    // A reject after one approval decides at once; a later approval finds it decided.
+    let rejected = created(&store, &needing(2, "s2", "c1")).await;
+    store.approve(&rejected, &approval("alice", 5_000), never).await.unwrap();
+    let reject = verdict(Decision::Reject, "carol", 5_100);
+    let Decided::Recorded(_) = store.decide(&rejected, &reject, &[], 0, &[]).await.unwrap() else { panic!() };
+    assert!(matches!(store.approve(&rejected, &approval("bob", 5_200), never).await.unwrap(), Approved::NotPending(_)));
+    let rejected = store.task(&rejected.id).await.unwrap().unwrap();
+    assert_eq!(rejected.state, State::Decided(reject));
+    assert_eq!(rejected.approvals, [approval("alice", 5_000)], "the partial approval stays on record");
+
+    // Three needed: two are counted, the third decides.
+    let three = created(&store, &needing(3, "s3", "c1")).await;
+    for (i, who) in ["alice", "bob"].into_iter().enumerate() {
+        assert!(matches!(
+            store.approve(&three, &approval(who, 6_000 + i as i64), never).await.unwrap(),
+            Approved::Counted(_)
+        ));
+    }
+    assert!(matches!(store.approve(&three, &approval("carol", 6_002), approved).await.unwrap(), Approved::Decided(_)));
+}
+
+#[tokio::test]
+async fn approvals_on_sqlite_memory() {
+    approvals_suite(crate::fixtures::memory_store().await).await;
+}
+
+#[tokio::test]
+async fn approvals_on_postgres() {
+    with_pg("approvals", |url| async move {
+        let store = Store::open(&url).await.unwrap();
+        approvals_suite(store.clone()).await;
+        store.close().await;
+    })
+    .await;
+}
+
+/// Two processes on one PostgreSQL store, two reviewers racing to approve a task that needs
+/// two: each task is decided exactly once, by both, in the order they were counted; and
+/// racing to give the last approval of a task one reviewer approved: exactly one decides.
+#[tokio::test]
+async fn postgres_processes_racing_approvals_decide_once() {
+    with_pg("approvals_race", |url| async move {
+        let (a, b) = tokio::join!(Store::open(&url), Store::open(&url));
+        let (a, b) = (a.unwrap(), b.unwrap());
+        racing_approvals(&a, &b).await;
+        a.close().await;
+        b.close().await;
+    })
+    .await;
+}
+
+async fn racing_approvals(a: &Store, b: &Store) {
+    const TASKS: usize = 20;
+    let mut fresh = Vec::new();
+    let mut half = Vec::new();
+    for i in 0..TASKS {
+        fresh.push(created(a, &needing(2, "fresh", &format!("c{i}"))).await);
+        let task = created(a, &needing(2, "half", &format!("c{i}"))).await;
+        a.approve(&task, &approval("alice", 1_500), never).await.unwrap();
+        half.push(task);
+    }
+    let race = |task: &Task, first: &str, second: &str| {
+        let (one, two) = (task.clone(), task.clone());
+        let (first, second) = (approval(first, 2_000), approval(second, 2_000));
+        let (a, b) = (a.clone(), b.clone());
+        async move {
+            let (x, y) = tokio::join!(a.approve(&one, &first, approved), b.approve(&two, &second, approved));
+            [x.unwrap(), y.unwrap()]
+        }
+    };
+    let started = std::time::Instant::now();
+    for task in &fresh {
+        let outcomes = race(task, "alice", "bob").await;
+        let decided = outcomes.iter().filter(|o| matches!(o, Approved::Decided(_))).count();
+        let counted = outcomes.iter().filter(|o| matches!(o, Approved::Counted(_))).count();
+        assert_eq!((decided, counted), (1, 1), "{outcomes:?}");
+        let State::Decided(verdict) = a.task(&task.id).await.unwrap().unwrap().state else { panic!("undecided") };
+        assert!(["alice+bob", "bob+alice"].contains(&verdict.decided_by.as_str()), "{}", verdict.decided_by);
+    }
+    for task in &half {
+        let outcomes = race(task, "bob", "carol").await;
+        let decided = outcomes.iter().filter(|o| matches!(o, Approved::Decided(_))).count();
+        let late = outcomes.iter().filter(|o| matches!(o, Approved::NotPending(_))).count();
+        assert_eq!((decided, late), (1, 1), "{outcomes:?}");
+        let stored = b.task(&task.id).await.unwrap().unwrap();
+        assert_eq!(stored.approvals.len(), 2, "the late approval is not kept");
+    }
+    eprintln!("{} racing pairs of approvals on two processes in {:?}", 2 * TASKS, started.elapsed());
+    assert_eq!(a.unsent().await.unwrap(), 2 * TASKS as u64, "one answer per task");
+    assert!(b.pending(None).await.unwrap().is_empty());
 }

@@ -90,6 +90,7 @@ impl Store {
             }
             _ => None,
         };
+        self.load_approvals(&mut tasks).await?;
         Ok(Page { tasks, next, matching: matching.max(0) as u64, counts })
     }
 

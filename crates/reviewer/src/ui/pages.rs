@@ -4,10 +4,11 @@
 
 use std::fmt::Write as _;
 
-use airlock_policy::Kind;
+use airlock_policy::{Decision, Kind};
 use airlock_records::time::Utc;
 
 use super::{Content, call_line, escape, metadata_fields, safe_html, shown, triage};
+use crate::modify::editable_arguments;
 use crate::task::{State, Task, decision_from_wire, shortcut};
 use crate::triage::{Page, Triage};
 
@@ -88,18 +89,19 @@ pub fn pending(viewer: &Viewer<'_>, page: &Page, triage: &Triage, now_ms: i64) -
          happen\">connecting…</span></div>",
     );
     body.push_str(&triage::form(page, &triage.filter));
-    body.push_str(&triage::results(page, triage, viewer.csrf, now_ms));
+    body.push_str(&triage::results(page, triage, viewer.name, viewer.csrf, now_ms));
     body.push_str(
         "<footer class=\"keys\"><kbd>a</kbd> approve <kbd>r</kbd> reject <kbd>t</kbd> terminate \
-         <kbd>c</kbd> continue <kbd>e</kbd> escalate, on the selected task · <kbd>j</kbd>/<kbd>k</kbd> next/previous \
+         <kbd>c</kbd> continue <kbd>e</kbd> escalate <kbd>m</kbd> modify, on the selected task · <kbd>j</kbd>/<kbd>k</kbd> next/previous \
          · <kbd>x</kbd> write an explanation · <kbd>Esc</kbd> leave the field</footer>",
     );
     let pending = usize::try_from(page.pending()).unwrap_or(usize::MAX);
     shell(&format!("({pending}) Airlock review"), "pending", Some(viewer), Some(pending), &body)
 }
 
-/// One task's card: everything a person needs to decide, and the buttons of its choices.
-pub fn card(task: &Task, csrf: &str, now_ms: i64) -> String {
+/// One task's card, as `reviewer` sees it: everything a person needs to decide, and the
+/// buttons of its choices.
+pub fn card(task: &Task, reviewer: &str, csrf: &str, now_ms: i64) -> String {
     let kind = task.kind();
     let call = task.call();
     let view = shown(call, task.view(), task.result());
@@ -187,23 +189,32 @@ pub fn card(task: &Task, csrf: &str, now_ms: i64) -> String {
 
     match &task.state {
         State::Pending => {
+            let approved = task.approved_by(reviewer);
+            html.push_str(&approvals(task, approved));
             let _ = write!(
                 html,
                 "<form class=\"decide\" method=\"post\" action=\"/ui/tasks/{id}/decision\">\
                  <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
                  <label class=\"explain\"><span>Explanation <i>(optional; the model sees it)</i></span>\
-                 <textarea name=\"explanation\" rows=\"2\" maxlength=\"4000\"></textarea></label><div class=\"choices\">",
+                 <textarea name=\"explanation\" rows=\"2\" maxlength=\"4000\"></textarea></label>",
                 id = escape(&task.id),
                 csrf = escape(csrf),
             );
+            html.push_str(&arguments_editor(task));
+            html.push_str("<div class=\"choices\">");
             for choice in task.choices() {
                 let name = choice.as_str();
                 let mut label = name.to_owned();
                 label[..1].make_ascii_uppercase();
+                let again = if approved && choice == task.approving() {
+                    format!(" disabled aria-describedby=\"approved-{}\"", escape(&task.id))
+                } else {
+                    String::new()
+                };
                 let _ = write!(
                     html,
                     "<button type=\"submit\" name=\"decision\" value=\"{name}\" class=\"btn {name}\" \
-                     data-key=\"{key}\"><kbd>{key}</kbd> {label}</button>",
+                     data-key=\"{key}\"{again}><kbd>{key}</kbd> {label}</button>",
                     key = shortcut(choice),
                 );
             }
@@ -226,6 +237,67 @@ pub fn card(task: &Task, csrf: &str, now_ms: i64) -> String {
         }
     }
     html.push_str("</article>");
+    html
+}
+
+/// For a task that offers `modify`: the call's arguments as pretty JSON in an editor, and the
+/// place the script says why they do not parse.
+fn arguments_editor(task: &Task) -> String {
+    let Some(call) = task.call().filter(|_| task.choices().contains(&Decision::Modify)) else {
+        return String::new();
+    };
+    let text = editable_arguments(call);
+    let id = escape(&task.id);
+    format!(
+        "<label class=\"arguments\"><span>Arguments of <code>{function}</code> <i>(a JSON object; Modify runs \
+         the call with them)</i></span><textarea name=\"arguments\" rows=\"{rows}\" spellcheck=\"false\" \
+         aria-describedby=\"arguments-error-{id}\">{text}</textarea></label>\
+         <p class=\"error arguments-error\" id=\"arguments-error-{id}\" aria-live=\"polite\"></p>",
+        function = safe_html(&call.function),
+        rows = text.lines().count().clamp(3, 16),
+        text = escape(&text),
+    )
+}
+
+/// For a task that needs several approvals: how many it has of how many, who gave them and
+/// when, and whether the one looking gave one (then they cannot approve again).
+fn approvals(task: &Task, approved: bool) -> String {
+    let needed = task.approvals_needed();
+    if needed < 2 {
+        return String::new();
+    }
+    let mut html = format!("<section class=\"approvals\"><p><b>{} of {needed} approvals</b>", task.approvals.len());
+    if !task.approvals.is_empty() {
+        let names: Vec<String> = task.approvals.iter().map(|a| safe_html(&a.reviewer)).collect();
+        let _ = write!(html, ": {}", names.join(", "));
+    }
+    html.push_str("</p>");
+    if !task.approvals.is_empty() {
+        html.push_str("<ol class=\"answers\">");
+        for approval in &task.approvals {
+            let _ = write!(
+                html,
+                "<li class=\"answer\"><span class=\"approver\">{}</span> <span class=\"by\">at {}</span>\
+                 <p class=\"why\">{}</p></li>",
+                safe_html(&approval.reviewer),
+                utc(approval.at_unix_ms),
+                safe_html(&approval.explanation)
+            );
+        }
+        html.push_str("</ol>");
+    }
+    if approved {
+        let _ = write!(
+            html,
+            "<p class=\"note\" id=\"approved-{}\">You approved this task; it needs {} from another reviewer.</p>",
+            escape(&task.id),
+            match needed as usize - task.approvals.len() {
+                1 => "one more approval".to_owned(),
+                n => format!("{n} more approvals"),
+            },
+        );
+    }
+    html.push_str("</section>");
     html
 }
 

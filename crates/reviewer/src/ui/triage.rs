@@ -62,9 +62,9 @@ pub fn form(page: &Page, filter: &Filter) -> String {
     html
 }
 
-/// The counts, the page of cards and the pager of `triage`'s `page`, within
+/// The counts, the page of cards (as `reviewer` sees them) and the pager of `triage`'s `page`, within
 /// `<div id="results">` (whose `data-pending` is the pending total of the caller's pools).
-pub fn results(page: &Page, triage: &Triage, csrf: &str, now_ms: i64) -> String {
+pub fn results(page: &Page, triage: &Triage, reviewer: &str, csrf: &str, now_ms: i64) -> String {
     let filter = &triage.filter;
     let mut html = String::with_capacity(page.tasks.len() * 4096 + 1024);
     let _ = write!(html, "<div id=\"results\" data-pending=\"{}\">", page.pending());
@@ -92,7 +92,7 @@ pub fn results(page: &Page, triage: &Triage, csrf: &str, now_ms: i64) -> String 
         if page.tasks.is_empty() { "" } else { " hidden" }
     );
     for task in &page.tasks {
-        html.push_str(&card(task, csrf, now_ms));
+        html.push_str(&card(task, reviewer, csrf, now_ms));
     }
     let _ = write!(
         html,

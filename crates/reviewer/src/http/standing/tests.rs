@@ -78,3 +78,21 @@ async fn a_reviewer_answers_every_identical_call_of_their_pools_only() {
     assert_eq!(send(&shared, api("POST", &revoke, Some(ALICE), None)).await.0, StatusCode::CONFLICT);
     assert_eq!(list(ALICE).await, 0);
 }
+
+#[tokio::test]
+async fn no_standing_approval_stands_in_for_two_people() {
+    let (shared, _outbox, ids) = crate::http::tests::two_person().await;
+    let stand = |decision: &str| {
+        let body = json!({"task": ids[0], "decision": decision, "scope": "pool", "seconds": 900});
+        send(&shared, api("POST", "/api/standing", Some("alice"), Some(body)))
+    };
+    let (status, _, text) = stand("approve").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{text}");
+    assert!(text.contains("needs several approvals"), "{text}");
+    let task = shared.store.task(&ids[0]).await.unwrap().unwrap();
+    assert!(task.is_pending() && task.approvals.is_empty(), "not even alice's own approval is counted");
+    let (status, _, text) = stand("reject").await;
+    assert_eq!(status, StatusCode::CREATED, "one person may reject for all: {text}");
+    let created: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(created["decided"], json!([ids[1]]), "the other approval task of the pool, by alice's standing reject");
+}

@@ -253,14 +253,16 @@ class StepTask(_message.Message):
     def __init__(self, request: _Optional[_Union[Request, _Mapping]] = ..., step: _Optional[int] = ..., name: _Optional[str] = ..., params_json: _Optional[str] = ..., deadline_unix_ms: _Optional[int] = ..., on_timeout: _Optional[_Union[DecisionKind, str]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., request_digest: _Optional[bytes] = ..., seal: _Optional[bytes] = ...) -> None: ...
 
 class HumanTask(_message.Message):
-    __slots__ = ("task", "choices", "pool")
+    __slots__ = ("task", "choices", "pool", "approvals")
     TASK_FIELD_NUMBER: _ClassVar[int]
     CHOICES_FIELD_NUMBER: _ClassVar[int]
     POOL_FIELD_NUMBER: _ClassVar[int]
+    APPROVALS_FIELD_NUMBER: _ClassVar[int]
     task: StepTask
     choices: _containers.RepeatedScalarFieldContainer[DecisionKind]
     pool: str
-    def __init__(self, task: _Optional[_Union[StepTask, _Mapping]] = ..., choices: _Optional[_Iterable[_Union[DecisionKind, str]]] = ..., pool: _Optional[str] = ...) -> None: ...
+    approvals: int
+    def __init__(self, task: _Optional[_Union[StepTask, _Mapping]] = ..., choices: _Optional[_Iterable[_Union[DecisionKind, str]]] = ..., pool: _Optional[str] = ..., approvals: _Optional[int] = ...) -> None: ...
 
 class StepResult(_message.Message):
     __slots__ = ("task", "answer", "signer_key_id", "signature")
