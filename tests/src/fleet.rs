@@ -6,11 +6,8 @@ use std::time::Duration;
 use airlock_client::{Client, ClientConfig};
 use airlock_reviewer::{ReviewerConfig, Service};
 use airlock_transport::MemoryTransport;
-use airlock_worker::WorkerConfig;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
-use crate::TestKeys;
+use crate::{InProcessWorker, TestKeys};
 
 /// A running worker, reviewer service and client of fleet `prefix`.
 pub struct ReviewFleet {
@@ -22,8 +19,7 @@ pub struct ReviewFleet {
     pub client: Client<MemoryTransport>,
     /// The service's UI, ending with `/`.
     pub url: String,
-    stop_worker: oneshot::Sender<()>,
-    worker: JoinHandle<Result<(), airlock_worker::WorkerError>>,
+    worker: InProcessWorker,
 }
 
 impl ReviewFleet {
@@ -32,18 +28,7 @@ impl ReviewFleet {
     pub async fn start(config: ReviewerConfig) -> ReviewFleet {
         let transport = MemoryTransport::new();
         let prefix = config.prefix.clone();
-        let (stop_worker, stopped) = oneshot::channel::<()>();
-        let worker_config = WorkerConfig {
-            prefix: prefix.clone(),
-            concurrency: 8,
-            policy_dir: None,
-            worker_id: "worker".into(),
-            metrics: Default::default(),
-            trust: TestKeys::get().trust(),
-        };
-        let worker = tokio::spawn(airlock_worker::run(transport.clone(), worker_config, async {
-            let _ = stopped.await;
-        }));
+        let worker = InProcessWorker::start(transport.clone(), &prefix, "worker", 8);
         let service = Service::start(transport.clone(), config).await.expect("the reviewer service starts");
         let url = format!("http://{}/", service.local_addr());
         let client_config = ClientConfig {
@@ -53,14 +38,13 @@ impl ReviewFleet {
             fleet_keys: TestKeys::get().fleet_public(),
         };
         let client = Client::connect(transport.clone(), client_config).await.expect("the client connects");
-        ReviewFleet { transport, service, client, url, stop_worker, worker }
+        ReviewFleet { transport, service, client, url, worker }
     }
 
     /// Stops the service, the client and the worker.
     pub async fn stop(self) {
         self.service.stop().await;
         self.client.close().await;
-        let _ = self.stop_worker.send(());
-        self.worker.await.expect("the worker task").expect("the worker stops cleanly");
+        self.worker.stop().await;
     }
 }

@@ -183,6 +183,37 @@ impl TestKeys {
     }
 }
 
+/// A policy worker running in this process, with the test keys, until stopped.
+pub struct InProcessWorker {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), airlock_worker::WorkerError>>,
+}
+
+impl InProcessWorker {
+    /// Starts worker `id` of fleet `prefix` on `transport`, deciding `concurrency` calls at once.
+    pub fn start<T: airlock_transport::Transport>(transport: T, prefix: &str, id: &str, concurrency: u16) -> Self {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let config = airlock_worker::WorkerConfig {
+            prefix: prefix.into(),
+            concurrency,
+            policy_dir: None,
+            worker_id: id.into(),
+            metrics: Default::default(),
+            trust: TestKeys::get().trust(),
+        };
+        let task = tokio::spawn(airlock_worker::run(transport, config, async {
+            let _ = stopped.await;
+        }));
+        InProcessWorker { stop, task }
+    }
+
+    /// Stops it and waits for a clean end.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.expect("the worker task").expect("the worker stops cleanly");
+    }
+}
+
 /// An `airlock worker` process on `prefix`, killed when dropped.
 pub struct WorkerProcess {
     /// The process.

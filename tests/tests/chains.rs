@@ -7,12 +7,10 @@ use std::time::Duration;
 use airlock_client::{Client, ClientConfig, ClientError};
 use airlock_contract::v1;
 use airlock_testkit::unique_prefix;
-use airlock_tests::{TestKeys, approval, broker, decision_name, guarded, review};
+use airlock_tests::{InProcessWorker, TestKeys, approval, broker, decision_name, guarded, review};
 use airlock_transport::{Destination, MemoryTransport, Message, Topology, Transport};
-use airlock_worker::WorkerConfig;
 use prost::Message as _;
 use serde_json::json;
-use tokio::sync::oneshot;
 
 const POLICY: &str = r#"
 approvers:
@@ -49,18 +47,7 @@ fn fleet(prefix: &str) -> Topology {
 }
 
 async fn suite<T: Transport>(transport: T, prefix: String) {
-    let (stop, stopped) = oneshot::channel::<()>();
-    let config = WorkerConfig {
-        prefix: prefix.clone(),
-        concurrency: 32,
-        policy_dir: None,
-        worker_id: "suite-worker".into(),
-        metrics: Default::default(),
-        trust: TestKeys::get().trust(),
-    };
-    let worker = tokio::spawn(airlock_worker::run(transport.clone(), config, async {
-        let _ = stopped.await;
-    }));
+    let worker = InProcessWorker::start(transport.clone(), &prefix, "suite-worker", 32);
     transport.declare(&fleet(&prefix)).await.unwrap();
     serve_steps(&transport, &prefix).await;
     let client = Client::connect(
@@ -148,8 +135,7 @@ async fn suite<T: Transport>(transport: T, prefix: String) {
     assert_eq!(names.iter().filter(|n| **n == "reject").count(), 100);
     assert_eq!(client.stats().pending, 0);
 
-    let _ = stop.send(());
-    worker.await.unwrap().unwrap();
+    worker.stop().await;
 }
 
 /// The plugin step `scan` and a person in the `ops` pool, answering over the transport.

@@ -12,10 +12,10 @@ use std::time::Duration;
 use airlock_client::{Client, ClientConfig};
 use airlock_testkit::{amqp_url, unique_prefix};
 use airlock_tests::{
-    HANG_GUARD, TestKeys, approval, broker, decision_name, guarded, repo, review, venv_python, wait_for_consumers,
+    HANG_GUARD, InProcessWorker, TestKeys, approval, broker, decision_name, guarded, repo, review, venv_python,
+    wait_for_consumers,
 };
 use airlock_transport::{Topology, Transport};
-use airlock_worker::WorkerConfig;
 use serde_json::json;
 use tokio::process::Command;
 
@@ -68,18 +68,7 @@ async fn python_plugin_end_to_end() {
 }
 
 async fn scenario(python: PathBuf, transport: airlock_transport::AmqpTransport, prefix: String) {
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let config = WorkerConfig {
-        prefix: prefix.clone(),
-        concurrency: 16,
-        policy_dir: None,
-        worker_id: "w".into(),
-        metrics: Default::default(),
-        trust: TestKeys::get().trust(),
-    };
-    let worker = tokio::spawn(airlock_worker::run(transport, config, async {
-        let _ = stopped.await;
-    }));
+    let worker = InProcessWorker::start(transport, &prefix, "w", 16);
     let mut plugin = Command::new(python)
         .arg(plugin_dir().join("deny_words.py"))
         .args(["--amqp", &amqp_url(), "--prefix", &prefix, "--id", "py-plugin"])
@@ -134,6 +123,5 @@ async fn scenario(python: PathBuf, transport: airlock_transport::AmqpTransport, 
     assert!(status.success(), "{status}");
     client.close().await;
     runner.close().await;
-    let _ = stop.send(());
-    worker.await.unwrap().unwrap();
+    worker.stop().await;
 }

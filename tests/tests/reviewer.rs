@@ -16,13 +16,12 @@ use airlock_reviewer::testing::with_pg;
 use airlock_reviewer::{ReviewerConfig, Service};
 use airlock_testkit::unique_prefix;
 use airlock_tests::{
-    HANG_GUARD, REVIEWER_TOKEN, TestKeys, approval, broker, decision_name, guarded, pending, review, reviewer_config,
+    HANG_GUARD, InProcessWorker, REVIEWER_TOKEN, TestKeys, approval, broker, decision_name, guarded, pending, review,
+    reviewer_config,
 };
 use airlock_transport::{AmqpTransport, Destination, Message, Topology, Transport};
-use airlock_worker::WorkerConfig;
 use serde_json::json;
 use tokio::io::AsyncReadExt as _;
-use tokio::sync::oneshot;
 
 const INSTANCE: &str = "reviewer-test";
 
@@ -55,24 +54,12 @@ fn temp_store() -> (std::path::PathBuf, String) {
 
 struct Fleet {
     client: Client<AmqpTransport>,
-    stop_worker: oneshot::Sender<()>,
-    worker: tokio::task::JoinHandle<Result<(), airlock_worker::WorkerError>>,
+    worker: InProcessWorker,
 }
 
 async fn start_fleet(transport: &AmqpTransport, prefix: &str) -> Fleet {
     transport.declare(&fleet(prefix)).await.unwrap();
-    let (stop_worker, stopped) = oneshot::channel::<()>();
-    let config = WorkerConfig {
-        prefix: prefix.into(),
-        concurrency: 16,
-        policy_dir: None,
-        worker_id: "worker".into(),
-        metrics: Default::default(),
-        trust: TestKeys::get().trust(),
-    };
-    let worker = tokio::spawn(airlock_worker::run(transport.clone(), config, async {
-        let _ = stopped.await;
-    }));
+    let worker = InProcessWorker::start(transport.clone(), prefix, "worker", 16);
     let client = Client::connect(
         transport.clone(),
         ClientConfig {
@@ -84,14 +71,13 @@ async fn start_fleet(transport: &AmqpTransport, prefix: &str) -> Fleet {
     )
     .await
     .unwrap();
-    Fleet { client, stop_worker, worker }
+    Fleet { client, worker }
 }
 
 impl Fleet {
     async fn stop(self) {
         self.client.close().await;
-        let _ = self.stop_worker.send(());
-        self.worker.await.unwrap().unwrap();
+        self.worker.stop().await;
     }
 }
 

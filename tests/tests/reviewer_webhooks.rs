@@ -14,12 +14,13 @@ use airlock_reviewer::webhooks::{Endpoint, EventKind, Format, Pools, Webhooks};
 use airlock_telemetry::metrics::{Metrics, OutcomeLabels};
 use airlock_testkit::unique_prefix;
 use airlock_tests::webhooks::{Attempt, receiver, serve, signed_by};
-use airlock_tests::{REVIEWER_TOKEN, TestKeys, approval, broker, decision_name, guarded, pending, reviewer_config};
+use airlock_tests::{
+    InProcessWorker, REVIEWER_TOKEN, TestKeys, approval, broker, decision_name, guarded, pending, reviewer_config,
+};
 use airlock_transport::{AmqpTransport, Topology, Transport};
 use airlock_webhook::{RetryPolicy, WebhookSecret};
-use airlock_worker::WorkerConfig;
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 const INSTANCE: &str = "reviewer-webhooks-test";
 
@@ -97,18 +98,7 @@ async fn paged(transport: AmqpTransport, prefix: String, store: String) {
     };
 
     transport.declare(&fleet(&prefix)).await.unwrap();
-    let (stop_worker, stopped) = oneshot::channel::<()>();
-    let worker_config = WorkerConfig {
-        prefix: prefix.clone(),
-        concurrency: 16,
-        policy_dir: None,
-        worker_id: "worker".into(),
-        metrics: Default::default(),
-        trust: TestKeys::get().trust(),
-    };
-    let worker = tokio::spawn(airlock_worker::run(transport.clone(), worker_config, async {
-        let _ = stopped.await;
-    }));
+    let worker = InProcessWorker::start(transport.clone(), &prefix, "worker", 16);
     let client_config = ClientConfig {
         prefix: prefix.clone(),
         runner_id: "runner".into(),
@@ -182,6 +172,5 @@ async fn paged(transport: AmqpTransport, prefix: String, store: String) {
     assert_eq!(metrics.webhook_backlog.get(), 0);
 
     client.close().await;
-    let _ = stop_worker.send(());
-    worker.await.unwrap().unwrap();
+    worker.stop().await;
 }
