@@ -172,6 +172,14 @@ impl Shared {
         }
     }
 
+    /// Why the runner's reply queue could not be declared: its binding needs `<prefix>.route`.
+    fn explain_own(&self, error: &TransportError) -> String {
+        match error {
+            TransportError::NotFound { .. } => self.no_fleet(&format!("no exchange {}.route", self.prefix)),
+            other => self.explain(other),
+        }
+    }
+
     fn no_fleet(&self, missing: &str) -> String {
         format!("{missing} on the broker at {}: no Airlock fleet runs on prefix '{}'", self.nodes, self.prefix)
     }
@@ -374,6 +382,9 @@ async fn decide(shared: &Shared, ticket: u64, request: &[u8], timeout: Duration,
     let mut clients = shared.client.subscribe();
     let mut problem: Option<String> = None;
     let mut delay = RETRY_FIRST;
+    // The fleet's exchanges went away, and the reply queue's binding with them: bind it again
+    // (once `<prefix>.route` is back) before the request is sent again.
+    let mut rebind = false;
     loop {
         let client = match tokio::time::timeout_at(deadline, clients.wait_for(Option::is_some)).await {
             Ok(Ok(client)) => client.clone(),
@@ -384,34 +395,34 @@ async fn decide(shared: &Shared, ticket: u64, request: &[u8], timeout: Duration,
             }
         };
         let Some(client) = client else { continue };
-        let asked = match v1::Request::decode(request) {
-            Ok(asked) => asked,
-            Err(e) => return Completion::Failed { ticket, message: format!("not an airlock.v1.Request: {e}") },
-        };
-        unsent.sent();
-        let left = deadline.saturating_duration_since(Instant::now());
-        let error = match client.decide(asked, Some(left)).await {
-            Ok(decision) if decision.approver == TIMEOUT_APPROVER && decision.decided_by == shared.runner_id => {
-                return Completion::Unanswered { ticket, reason: problem.or_else(|| shared.lost()) };
+        let transport = shared.transport.borrow().clone();
+        if rebind && let Some(transport) = transport {
+            match transport.declare(&shared.own()).await {
+                Ok(()) => rebind = false,
+                Err(e) => problem = Some(shared.explain_own(&e)),
             }
-            Ok(decision) => return answered(ticket, v1::reply_body::Body::Decision(decision)),
-            Err(ClientError::Refused { code, message }) => {
-                let error = v1::Error { code, message, ..Default::default() };
-                return answered(ticket, v1::reply_body::Body::Error(error));
-            }
-            Err(ClientError::Transport(error)) => error,
-            Err(other) => return Completion::Failed { ticket, message: other.to_string() },
-        };
-        problem = Some(shared.explain(&error));
-        if matches!(error, TransportError::NotFound { .. } | TransportError::Unroutable { .. }) {
-            // The fleet's exchanges went away, and the reply queue's binding with them: bound
-            // again once `<prefix>.route` is back, which says if it is not.
-            let transport = shared.transport.borrow().clone();
-            if let Some(transport) = transport
-                && let Err(e) = transport.declare(&shared.own()).await
-            {
-                problem = Some(shared.explain(&e));
-            }
+        }
+        if !rebind {
+            let asked = match v1::Request::decode(request) {
+                Ok(asked) => asked,
+                Err(e) => return Completion::Failed { ticket, message: format!("not an airlock.v1.Request: {e}") },
+            };
+            unsent.sent();
+            let left = deadline.saturating_duration_since(Instant::now());
+            let error = match client.decide(asked, Some(left)).await {
+                Ok(decision) if decision.approver == TIMEOUT_APPROVER && decision.decided_by == shared.runner_id => {
+                    return Completion::Unanswered { ticket, reason: problem.or_else(|| shared.lost()) };
+                }
+                Ok(decision) => return answered(ticket, v1::reply_body::Body::Decision(decision)),
+                Err(ClientError::Refused { code, message }) => {
+                    let error = v1::Error { code, message, ..Default::default() };
+                    return answered(ticket, v1::reply_body::Body::Error(error));
+                }
+                Err(ClientError::Transport(error)) => error,
+                Err(other) => return Completion::Failed { ticket, message: other.to_string() },
+            };
+            problem = Some(shared.explain(&error));
+            rebind = matches!(error, TransportError::NotFound { .. } | TransportError::Unroutable { .. });
         }
         let retry = Instant::now() + delay;
         if retry >= deadline {
@@ -455,7 +466,7 @@ async fn connect(shared: Weak<Shared>, options: AmqpOptions, config: ClientConfi
                         strong.client.send_replace(Some(client));
                         return;
                     }
-                    Err(ClientError::Transport(error)) => strong.set_problem(Some(strong.explain(&error))),
+                    Err(ClientError::Transport(error)) => strong.set_problem(Some(strong.explain_own(&error))),
                     Err(error) => strong.set_problem(Some(error.to_string())),
                 }
             }
