@@ -154,6 +154,9 @@ struct Shared {
     unsent: AtomicUsize,
     /// Calls that ran out of time before the fleet client took them.
     timed_out: AtomicU64,
+    /// The fleet's exchanges went away, and the reply queue's binding with them: every call
+    /// binds it again (once `<prefix>.route` is back) before its request is sent.
+    unbound: AtomicBool,
 }
 
 impl Shared {
@@ -264,6 +267,7 @@ impl Client {
             calls: Mutex::new(HashMap::new()),
             unsent: AtomicUsize::new(0),
             timed_out: AtomicU64::new(0),
+            unbound: AtomicBool::new(false),
         });
         let mut options = AmqpOptions::new(url).with_connection_name(connection_name).with_ca_file(ca_file);
         options.connect_timeout = CONNECT_TIMEOUT;
@@ -382,9 +386,6 @@ async fn decide(shared: &Shared, ticket: u64, request: &[u8], timeout: Duration,
     let mut clients = shared.client.subscribe();
     let mut problem: Option<String> = None;
     let mut delay = RETRY_FIRST;
-    // The fleet's exchanges went away, and the reply queue's binding with them: bind it again
-    // (once `<prefix>.route` is back) before the request is sent again.
-    let mut rebind = false;
     loop {
         let client = match tokio::time::timeout_at(deadline, clients.wait_for(Option::is_some)).await {
             Ok(Ok(client)) => client.clone(),
@@ -396,13 +397,15 @@ async fn decide(shared: &Shared, ticket: u64, request: &[u8], timeout: Duration,
         };
         let Some(client) = client else { continue };
         let transport = shared.transport.borrow().clone();
-        if rebind && let Some(transport) = transport {
+        if shared.unbound.load(Ordering::Acquire)
+            && let Some(transport) = transport
+        {
             match transport.declare(&shared.own()).await {
-                Ok(()) => rebind = false,
+                Ok(()) => shared.unbound.store(false, Ordering::Release),
                 Err(e) => problem = Some(shared.explain_own(&e)),
             }
         }
-        if !rebind {
+        if !shared.unbound.load(Ordering::Acquire) {
             let asked = match v1::Request::decode(request) {
                 Ok(asked) => asked,
                 Err(e) => return Completion::Failed { ticket, message: format!("not an airlock.v1.Request: {e}") },
@@ -422,7 +425,9 @@ async fn decide(shared: &Shared, ticket: u64, request: &[u8], timeout: Duration,
                 Err(other) => return Completion::Failed { ticket, message: other.to_string() },
             };
             problem = Some(shared.explain(&error));
-            rebind = matches!(error, TransportError::NotFound { .. } | TransportError::Unroutable { .. });
+            if matches!(error, TransportError::NotFound { .. } | TransportError::Unroutable { .. }) {
+                shared.unbound.store(true, Ordering::Release);
+            }
         }
         let retry = Instant::now() + delay;
         if retry >= deadline {
