@@ -2,9 +2,11 @@
 """The event loop's CPU per call of the `airlock/fleet` approver, without Inspect around it.
 
 Calls the approver as Inspect would (a `shell` call with an 11-message history), 100 at once,
-against running workers, and reports the process's CPU time per call: building the request,
-publishing it, reading and checking the reply, and making the `Approval`. The workers must
-serve `AIRLOCK_PREFIX` on `AIRLOCK_AMQP_URL`, signing with the key whose public half is given.
+against running workers, and reports the event loop's CPU time per call (its thread's: building
+the request, handing it to the client, reading the decision, and making the `Approval`) and the
+whole process's (with the native client's own thread: publishing, reading and checking the
+reply). The workers must serve `AIRLOCK_PREFIX` on `AIRLOCK_AMQP_URL`, signing with the key
+whose public half is given.
 
 Usage (from the repository root, in a Python environment with `inspect-airlock` installed):
 
@@ -39,8 +41,9 @@ def history() -> list[ChatMessage]:
     return messages
 
 
-async def measure(calls: int, concurrency: int, verify_key: str, policy: str) -> float:
-    """CPU seconds per call over `calls` approvals, `concurrency` at a time."""
+async def measure(calls: int, concurrency: int, verify_key: str, policy: str) -> tuple[float, float]:
+    """CPU seconds per call over `calls` approvals, `concurrency` at a time: the event loop's
+    thread's, and the process's."""
     approve = fleet_approver(policy=policy, timeout=60, verify_key=verify_key)
     conversation = history()
     slots = asyncio.Semaphore(concurrency)
@@ -52,11 +55,11 @@ async def measure(calls: int, concurrency: int, verify_key: str, policy: str) ->
         assert approval.decision == "approve", approval
 
     await one(-1)  # connects
-    started = time.process_time()
+    started, process_started = time.thread_time(), time.process_time()
     await asyncio.gather(*(one(index) for index in range(calls)))
-    spent = time.process_time() - started
+    spent, process_spent = time.thread_time() - started, time.process_time() - process_started
     await shutdown()  # deletes the reply queue
-    return spent / calls
+    return spent / calls, process_spent / calls
 
 
 def main() -> None:
@@ -69,11 +72,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         policy = Path(scratch) / "policy.yaml"
         policy.write_text(POLICY)
-        per_call = sorted(
+        rounds = [
             asyncio.run(measure(args.calls, args.concurrency, args.verify_key, str(policy))) for _ in range(args.rounds)
-        )
-    print(f"{args.calls} calls, {args.concurrency} at once: {per_call[len(per_call) // 2] * 1e6:.0f} µs CPU per call")
-    print("rounds:", ", ".join(f"{seconds * 1e6:.0f}" for seconds in per_call))
+        ]
+    for name, per_call in (("event loop", sorted(r[0] for r in rounds)), ("process", sorted(r[1] for r in rounds))):
+        median = per_call[len(per_call) // 2] * 1e6
+        print(f"{args.calls} calls, {args.concurrency} at once: {median:.0f} µs CPU per call ({name})")
+        print("  rounds:", ", ".join(f"{seconds * 1e6:.0f}" for seconds in per_call))
 
 
 if __name__ == "__main__":

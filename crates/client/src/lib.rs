@@ -34,7 +34,7 @@ pub mod request;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -114,7 +114,13 @@ pub struct ClientStats {
     /// Progress replies (a call waits for a person) to a waiting call: informational, they
     /// never settle it. Not proved, so anyone able to publish to the reply queue can make one.
     pub progress_replies: u64,
+    /// Requests published again after a reconnect.
+    pub resent: u64,
 }
+
+/// What a runner does with a progress reply to a waiting call: given its correlation id and
+/// the progress (unproved; see [`ClientStats::progress_replies`]).
+pub type ProgressHook = Box<dyn Fn(&str, &v1::Progress) + Send + Sync>;
 
 /// A runner's connection to the fleet. Cheap to clone.
 #[derive(Clone)]
@@ -143,6 +149,9 @@ struct Inner<T> {
     rejected_replies: AtomicU64,
     timed_out: AtomicU64,
     progress_replies: AtomicU64,
+    resent: AtomicU64,
+    /// Told of each progress reply to a waiting call, once set.
+    on_progress: OnceLock<ProgressHook>,
     /// Stops the reply reader, which then cancels its consumer.
     stop_reader: Mutex<Option<oneshot::Sender<()>>>,
     reader: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -175,10 +184,24 @@ impl<T: Transport> Client<T> {
     /// topology definitions`) declares its reply queue only; the fleet's workers declare the
     /// core.
     pub async fn connect(transport: T, config: ClientConfig) -> Result<Self, ClientError> {
-        let runner_keys = config.fleet_keys.as_ref().map(RunnerKeys::new).transpose()?;
         let topology = Topology::new(config.prefix.clone()).with_reply_queue(&config.runner_id);
         let own = Topology::empty(config.prefix.clone()).with_reply_queue(&config.runner_id);
         transport.declare_own(&topology, &own).await?;
+        Self::start(transport, config, topology).await
+    }
+
+    /// Like [`connect`](Self::connect), but declares this runner's reply queue and its binding
+    /// only, never the fleet's core: a prefix no fleet runs on fails with
+    /// [`TransportError::NotFound`] (no `<prefix>.route` to bind to) instead of being made.
+    pub async fn connect_own(transport: T, config: ClientConfig) -> Result<Self, ClientError> {
+        let own = Topology::empty(config.prefix.clone()).with_reply_queue(&config.runner_id);
+        transport.declare(&own).await?;
+        let topology = Topology::new(config.prefix.clone()).with_reply_queue(&config.runner_id);
+        Self::start(transport, config, topology).await
+    }
+
+    async fn start(transport: T, config: ClientConfig, topology: Topology) -> Result<Self, ClientError> {
+        let runner_keys = config.fleet_keys.as_ref().map(RunnerKeys::new).transpose()?;
         let reply_queue = topology.reply_queue(&config.runner_id);
         let replies = transport.consume(&reply_queue, 0).await?;
         let (stop_reader, stopped) = oneshot::channel();
@@ -197,6 +220,8 @@ impl<T: Transport> Client<T> {
             rejected_replies: AtomicU64::new(0),
             timed_out: AtomicU64::new(0),
             progress_replies: AtomicU64::new(0),
+            resent: AtomicU64::new(0),
+            on_progress: OnceLock::new(),
             stop_reader: Mutex::new(Some(stop_reader)),
             reader: Mutex::new(None),
         });
@@ -311,7 +336,14 @@ impl<T: Transport> Client<T> {
                 self.inner.transport.publish(&self.inner.requests, message)
             })
             .await?;
+        self.inner.resent.fetch_add(count as u64, Ordering::Relaxed);
         Ok(count)
+    }
+
+    /// Sets what is done with each progress reply to a waiting call (once; `false` if one
+    /// was set already).
+    pub fn on_progress(&self, hook: ProgressHook) -> bool {
+        self.inner.on_progress.set(hook).is_ok()
     }
 
     /// Withdraws a request: steps and reviewer services drop it.
@@ -327,6 +359,7 @@ impl<T: Transport> Client<T> {
             rejected_replies: self.inner.rejected_replies.load(Ordering::Relaxed),
             timed_out: self.inner.timed_out.load(Ordering::Relaxed),
             progress_replies: self.inner.progress_replies.load(Ordering::Relaxed),
+            resent: self.inner.resent.load(Ordering::Relaxed),
         }
     }
 
@@ -631,6 +664,12 @@ impl<T> Inner<T> {
             }
         };
         let outcome = match body {
+            v1::reply_body::Body::Decision(decision) if decision.requested_at_unix_ms != requested_at(&request) => {
+                // About an earlier request for the same call (its key was reused).
+                debug!(%correlation, "Decision about an earlier request ignored.");
+                self.ignored_replies.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
             v1::reply_body::Body::Decision(decision) => Ok(decision),
             v1::reply_body::Body::Error(error) => {
                 Err(ClientError::Refused { code: error.code, message: error.message })
@@ -639,6 +678,9 @@ impl<T> Inner<T> {
                 // Unproved and not final: the call keeps waiting for its decision.
                 debug!(%correlation, pool = %progress.pool, task = %progress.task_id, "The call waits for a person.");
                 self.progress_replies.fetch_add(1, Ordering::Relaxed);
+                if let Some(hook) = self.on_progress.get() {
+                    hook(correlation, &progress);
+                }
                 return;
             }
         };
@@ -677,6 +719,17 @@ impl Asked {
             deadline_unix_ms: request.deadline_unix_ms,
         })
     }
+}
+
+/// When `request` (encoded) was asked; its other fields are skipped, not decoded.
+fn requested_at(request: &[u8]) -> i64 {
+    /// The one field of `v1::Request` a reply's decision is matched on.
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Times {
+        #[prost(int64, tag = "8")]
+        requested_at_unix_ms: i64,
+    }
+    Times::decode(request).map_or(0, |times| times.requested_at_unix_ms)
 }
 
 fn cancel_message(key: v1::CallKey, kind: v1::Kind, reason: &str) -> Message {

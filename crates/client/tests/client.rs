@@ -100,6 +100,7 @@ impl Asked {
             kind: v1::Kind::Approval.into(),
             decision: v1::DecisionKind::Approve.into(),
             approver: approver.into(),
+            requested_at_unix_ms: self.request.requested_at_unix_ms,
             ..Default::default()
         }
     }
@@ -436,4 +437,69 @@ async fn a_waiting_call_costs_its_caller_a_small_future() {
     // 5.6 KB when each call kept its own request, timer and publish.
     let size = std::mem::size_of_val(&deciding);
     assert!(size <= 128, "a decide future is {size} bytes");
+}
+
+#[tokio::test]
+async fn a_decision_about_an_earlier_request_for_the_call_is_ignored_even_when_proved() {
+    let fleet_key = FleetKey::generate().unwrap();
+    let mut fleet = Fleet::start().await;
+    let client = fleet.client(Some(&fleet_key)).await;
+    let asking = tokio::spawn({
+        let client = client.clone();
+        async move { client.approve(approval("reused")).await }
+    });
+    let asked = fleet.request().await;
+    let stale = v1::Decision { requested_at_unix_ms: 1, ..asked.decision("earlier") };
+    let body = v1::ReplyBody { body: Some(v1::reply_body::Body::Decision(stale)) }.encode_to_vec();
+    let runner_key: [u8; 32] = asked.request.runner_key.as_slice().try_into().unwrap();
+    let proof = fleet_key.reply_key(&runner_key).unwrap().prove(&asked.digest(), &body);
+    let reply = v1::Reply { body, key_id: proof.key_id.as_str().into(), proof: proof.tag.to_vec() };
+    fleet.reply(asked.correlation(), reply.encode_to_vec()).await;
+    fleet.reply(asked.correlation(), asked.proved(&fleet_key, &asked.digest(), "fleet")).await;
+    assert_eq!(asking.await.unwrap().unwrap().approver, "fleet", "the stale one settled nothing");
+    assert_eq!(client.stats(), airlock_client::ClientStats { ignored_replies: 1, ..Default::default() });
+}
+
+#[tokio::test]
+async fn each_progress_to_a_waiting_call_reaches_the_hook_with_its_correlation_id() {
+    let mut fleet = Fleet::start().await;
+    let client = fleet.client(None).await;
+    let (told, mut heard) = tokio::sync::mpsc::unbounded_channel();
+    assert!(client.on_progress(Box::new(move |correlation, progress| {
+        told.send((correlation.to_owned(), progress.task_id.clone())).unwrap();
+    })));
+    assert!(!client.on_progress(Box::new(|_, _| {})), "set once");
+    let asking = tokio::spawn({
+        let client = client.clone();
+        async move { client.approve(approval("waits")).await }
+    });
+    let asked = fleet.request().await;
+    let progress = v1::Progress { pool: "ops".into(), task_id: "t-1".into(), step: 0 };
+    let body = v1::ReplyBody { body: Some(v1::reply_body::Body::Progress(progress)) }.encode_to_vec();
+    fleet.reply(asked.correlation(), v1::Reply { body: body.clone(), ..Default::default() }.encode_to_vec()).await;
+    fleet.reply("approval/nobody/s/1/x", v1::Reply { body, ..Default::default() }.encode_to_vec()).await;
+    fleet.reply(asked.correlation(), asked.reply("fleet")).await;
+    assert_eq!(asking.await.unwrap().unwrap().approver, "fleet");
+    assert_eq!(heard.recv().await, Some((asked.correlation().to_owned(), "t-1".to_owned())));
+    assert!(heard.try_recv().is_err(), "nothing for a call that does not wait");
+}
+
+#[tokio::test]
+async fn a_runner_that_declares_only_its_own_queue_needs_the_fleet_there_first() {
+    let config = || ClientConfig {
+        prefix: "elsewhere".into(),
+        runner_id: RUNNER.into(),
+        default_timeout: LONG,
+        fleet_keys: None,
+    };
+    let transport = MemoryTransport::new();
+    match Client::connect_own(transport.clone(), config()).await {
+        Err(ClientError::Transport(airlock_transport::TransportError::NotFound { what })) => {
+            assert_eq!(what, "exchange elsewhere.route");
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    transport.declare(&Topology::new("elsewhere")).await.unwrap();
+    let client = Client::connect_own(transport.clone(), config()).await.unwrap();
+    assert_eq!(client.reply_queue(), "elsewhere.reply.runner");
 }

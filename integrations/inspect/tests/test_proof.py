@@ -1,5 +1,6 @@
-"""Unit tests of the reply proof: vectors from known keys, every way a proof fails, the fleet
-public key file, and the `verify_key` setting."""
+"""The fleet public key file and the `verify_key` setting. The proofs themselves are checked by
+the native client (Airlock's Rust client, whose tests cover every way a proof fails); the
+tests against a broker (`test_client`, `test_notify`) send it forged replies."""
 
 from __future__ import annotations
 
@@ -7,25 +8,15 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from conftest import prove_reply
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from airlock import client_for, fleet_approver, fleet_reviewer
-from airlock._proto import airlock_pb2 as pb
 from airlock.config import load_verify_key
-from airlock.proof import FleetPublicKeys, MalformedReply, RunnerKeys, UnprovedReply, key_id, open_reply
+from airlock.proof import FleetPublicKeys, key_id
 
 FLEET_SECRET = X25519PrivateKey.from_private_bytes(bytes(range(32)))
-RUNNER_SECRET = X25519PrivateKey.from_private_bytes(bytes(range(32, 64)))
 FLEET_PUBLIC = bytes.fromhex("8f40c5adb68f25624ae5b214ea767a6ec94d829d3d7b5e1ad1ba6f3e2138285f")
 FLEET_KEY_ID = "eedd883da0a94515"
-RUNNER_PUBLIC = bytes.fromhex("358072d6365880d1aeea329adf9121383851ed21a28e3b75e965d0d2cd166254")
-REQUEST = pb.Request(key=pb.CallKey(run_id="run", sample_id="s", epoch=1, tool_call_id="c1")).SerializeToString()
-BODY = pb.ReplyBody(decision=pb.Decision(decision_id="d-1", decision=pb.DECISION_KIND_APPROVE))
-ENCODED = BODY.SerializeToString()
-PROOF = bytes.fromhex("06597df0a74520b893d081083878cadc053c0683e483a2974bebc0bf5b247340")
-"""HMAC-SHA256 of `BODY` as the reply to `REQUEST`, under the key `FLEET_SECRET`'s public key
-and `RUNNER_SECRET` agree on."""
 ZERO_ID = key_id(bytes(32))
 """The id of a key of small order (all zeros)."""
 
@@ -38,75 +29,15 @@ def fleet_file(*secrets: X25519PrivateKey) -> str:
     return "\n".join(lines) + "\n"
 
 
-def runner(*secrets: X25519PrivateKey) -> RunnerKeys:
-    return RunnerKeys(FleetPublicKeys.parse(fleet_file(*(secrets or (FLEET_SECRET,))), "fleet.pub"), RUNNER_SECRET)
-
-
-def refused(reply: pb.Reply, request: bytes = REQUEST) -> str:
-    with pytest.raises(UnprovedReply) as error:
-        open_reply(reply.SerializeToString(), runner(), request)
-    return str(error.value)
-
-
-def test_the_vector_holds() -> None:
-    keys = runner()
+def test_a_key_id_is_its_keys() -> None:
     assert FLEET_SECRET.public_key().public_bytes_raw() == FLEET_PUBLIC and key_id(FLEET_PUBLIC) == FLEET_KEY_ID
-    assert keys.public == RUNNER_PUBLIC
-    reply = prove_reply(FLEET_SECRET, RUNNER_PUBLIC, REQUEST, ENCODED)
-    assert (reply.key_id, reply.proof) == (FLEET_KEY_ID, PROOF)
-    assert open_reply(reply.SerializeToString(), keys, REQUEST) == BODY
 
 
-def test_a_proof_for_another_request_is_refused() -> None:
-    other = pb.Request(key=pb.CallKey(run_id="run", sample_id="s", epoch=1, tool_call_id="c2")).SerializeToString()
-    reply = pb.Reply(body=ENCODED, key_id=FLEET_KEY_ID, proof=PROOF)
-    assert refused(reply, other) == f"the proof by key {FLEET_KEY_ID} does not match"
-    assert refused(prove_reply(FLEET_SECRET, RUNNER_PUBLIC, other, ENCODED)).endswith("does not match")
-
-
-def test_a_proof_for_another_runner_is_refused() -> None:
-    another = X25519PrivateKey.generate().public_key().public_bytes_raw()
-    assert refused(prove_reply(FLEET_SECRET, another, REQUEST, ENCODED)).endswith("does not match")
-
-
-def test_unsigned_and_unknown_keys_are_refused() -> None:
-    assert refused(pb.Reply(body=ENCODED)) == "not signed"
-    stranger = X25519PrivateKey.generate()
-    reply = prove_reply(stranger, RUNNER_PUBLIC, REQUEST, ENCODED)
-    assert refused(reply) == f"signed by unknown key {reply.key_id!r}"
-    assert refused(pb.Reply(body=ENCODED, key_id=FLEET_KEY_ID)).endswith("does not match")
-    assert refused(pb.Reply(body=ENCODED, key_id=FLEET_KEY_ID, proof=PROOF[:16])).endswith("does not match")
-
-
-def test_a_tampered_body_is_refused() -> None:
-    tampered = pb.ReplyBody(decision=pb.Decision(decision_id="d-1", decision=pb.DECISION_KIND_REJECT))
-    reply = pb.Reply(body=tampered.SerializeToString(), key_id=FLEET_KEY_ID, proof=PROOF)
-    assert refused(reply).endswith("does not match")
-    flipped = bytearray(PROOF)
-    flipped[0] ^= 1
-    assert refused(pb.Reply(body=ENCODED, key_id=FLEET_KEY_ID, proof=bytes(flipped))).endswith("does not match")
-
-
-def test_what_is_not_a_reply() -> None:
-    with pytest.raises(UnprovedReply, match="not an airlock.v1.Reply"):
-        open_reply(b"\xff\xff", runner(), REQUEST)
-    with pytest.raises(MalformedReply, match="not an airlock.v1.Reply"):
-        open_reply(b"\xff\xff", None, REQUEST)
-    empty = prove_reply(FLEET_SECRET, RUNNER_PUBLIC, REQUEST, b"")
-    with pytest.raises(MalformedReply, match="neither a decision nor an error"):
-        open_reply(empty.SerializeToString(), runner(), REQUEST)
-
-
-def test_without_keys_a_reply_is_taken_unproved() -> None:
-    assert open_reply(pb.Reply(body=ENCODED).SerializeToString(), None, REQUEST) == BODY
-
-
-def test_every_key_of_the_file_is_accepted_during_a_rotation() -> None:
+def test_every_key_of_the_file_is_kept_and_written_back() -> None:
     new = X25519PrivateKey.generate()
-    keys = runner(FLEET_SECRET, new)
-    for fleet in (FLEET_SECRET, new):
-        reply = prove_reply(fleet, RUNNER_PUBLIC, REQUEST, ENCODED)
-        assert open_reply(reply.SerializeToString(), keys, REQUEST) == BODY
+    keys = FleetPublicKeys.parse(fleet_file(FLEET_SECRET, new, FLEET_SECRET), "fleet.pub")
+    assert [kid for kid, _ in keys.keys] == [FLEET_KEY_ID, key_id(new.public_key().public_bytes_raw())]
+    assert FleetPublicKeys.parse(keys.text(), "again") == FleetPublicKeys("again", keys.keys)
 
 
 @pytest.mark.parametrize(

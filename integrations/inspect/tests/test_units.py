@@ -4,6 +4,7 @@ the check that the committed protobuf code is current."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import importlib.util
 import json
@@ -15,11 +16,12 @@ from inspect_ai._util.registry import registry_info, registry_lookup
 from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser
 from inspect_ai.tool import ToolCall, ToolCallContent, ToolCallView
 
-from airlock import FleetClient, fleet_approver, fleet_reviewer
+from airlock import FleetClient, FleetError, FleetUnanswered, _native, fleet_approver, fleet_reviewer
 from airlock._proto import airlock_pb2 as pb
+from airlock.client import _Pending
 from airlock.config import load_policy
 from airlock.decisions import approval_from_decision, review_from_decision
-from airlock.nodes import ClusterConnection, Nodes, redact
+from airlock.nodes import Nodes, redact
 from airlock.wire import call_to_wire, correlation_id, history_to_wire, message_to_wire, output_text, view_to_wire
 
 HERE = Path(__file__).resolve().parent
@@ -209,37 +211,6 @@ def test_a_list_of_nodes_must_name_one_user_and_vhost(monkeypatch: pytest.Monkey
     assert FleetClient("amqp://run%2Ener:s@h1/%2f,amqp://run%2Ener:s@h2/%2f", "p").runner_id.startswith("run.ner.")
 
 
-def test_nodes_start_at_random_and_a_dial_starts_after_the_last_node_used() -> None:
-    starts = {next(Nodes.parse("amqp://h1,amqp://h2,amqp://h3").in_turn()) for _ in range(200)}
-    assert starts == {0, 1, 2}
-    nodes = Nodes.parse("amqp://h1,amqp://h2,amqp://h3")
-    first = next(nodes.in_turn())
-    assert list(nodes.in_turn()) == [first, (first + 1) % 3, (first + 2) % 3]
-    nodes.connected(1)
-    assert list(nodes.in_turn()) == [2, 0, 1], "after node 1, the others first and node 1 last"
-
-
-def test_a_lost_node_moves_the_connection_on_and_full_rounds_back_off() -> None:
-    """What the reconnect loop dials next and how long it waits first: the next node at once
-    within a round, and a doubling wait after each round in which every node failed."""
-
-    async def run() -> None:
-        nodes = Nodes.parse("amqp://u:secret@h1/%2f,amqp://u:secret@h2/%2f,amqp://u:secret@h3/%2f")
-        connection = ClusterConnection(nodes, 0)
-        waits = []
-        for _ in range(3 * 6):
-            connection._move_on(ConnectionRefusedError("refused"))
-            waits.append((connection.label, connection.reconnect_interval))
-        assert waits[:6] == [("h2:5672", 0), ("h3:5672", 0), ("h1:5672", 0.5), ("h2:5672", 0), ("h3:5672", 0)] + [
-            ("h1:5672", 1.0)
-        ]
-        assert [wait for _, wait in waits[2::3]] == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0]
-        assert connection.url.host == "h1" and connection.last_failure == "h3:5672: refused"
-        await connection.close()
-
-    asyncio.run(run())
-
-
 def test_runner_ids_start_with_the_broker_user() -> None:
     """A least-privilege broker user `U` may only own reply queues `<p>.reply.U.…`."""
     client = FleetClient("amqp://run%2Ener:secret@broker/%2f", "p")
@@ -249,22 +220,62 @@ def test_runner_ids_start_with_the_broker_user() -> None:
     assert FleetClient("amqp://broker", "p").runner_id.startswith("guest.")
 
 
-def test_requests_carry_the_runners_trace_context() -> None:
-    trace = pytest.importorskip("opentelemetry.trace")
-    context = pytest.importorskip("opentelemetry.context")
-    from airlock.client import trace_headers
+def test_one_drain_settles_every_call_it_names_and_skips_the_rest() -> None:
+    """The socket's callback takes every completion at once: answers and failures settle their
+    calls, a progress pages its call once, and a completion for a ticket that no longer waits
+    (its sample was cancelled) or never did is skipped."""
 
-    assert "traceparent" not in trace_headers(), "no span, no trace context"
-    span = trace.NonRecordingSpan(
-        trace.SpanContext(
-            trace_id=0x0AF7651916CD43DD8448EB211C80319C,
-            span_id=0xB7AD6B7169203331,
-            is_remote=False,
-            trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+    class Native:
+        def __init__(self, completions: list[tuple[int, int, object, object]]) -> None:
+            self.completions = completions
+
+        def drain(self) -> list[tuple[int, int, object, object]]:
+            completions, self.completions = self.completions, []
+            return completions
+
+    async def run() -> None:
+        client = FleetClient("amqp://broker", "p")
+        loop = asyncio.get_running_loop()
+        paged: list[str] = []
+
+        async def page(progress: pb.Progress) -> None:
+            paged.append(progress.task_id)
+
+        waiting = {}
+        for ticket, correlation in enumerate(["approval/r/s/1/a", "approval/r/s/1/b", "approval/r/s/1/c"], 1):
+            waiting[ticket] = _Pending(
+                future=loop.create_future(),
+                correlation=correlation,
+                key=pb.CallKey(),
+                kind=pb.KIND_APPROVAL,
+                timeout=2.0,
+                context=contextvars.copy_context(),
+                pager=page,
+            )
+            client._pending[ticket] = waiting[ticket]
+            client._by_correlation[correlation] = ticket
+        decided = pb.ReplyBody(decision=pb.Decision(approver="auto")).SerializeToString()
+        progress = pb.Progress(pool="ops", task_id="t-1").SerializeToString()
+        client._native = Native(  # type: ignore[assignment]
+            [
+                (_native.PROGRESS, 0, "approval/r/s/1/a", progress),
+                (_native.PROGRESS, 0, "approval/r/s/1/a", progress),
+                (_native.PROGRESS, 0, "approval/r/s/1/gone", progress),
+                (_native.ANSWERED, 1, decided, None),
+                (_native.UNANSWERED, 2, "the broker at amqp://broker could not be reached: refused", None),
+                (_native.FAILED, 3, "the Airlock client was closed", None),
+                (_native.ANSWERED, 99, decided, None),
+            ]
         )
-    )
-    token = context.attach(trace.set_span_in_context(span))
-    try:
-        assert trace_headers()["traceparent"] == "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-    finally:
-        context.detach(token)
+        client._settle()
+        assert waiting[1].future.result().decision.approver == "auto"
+        unanswered = waiting[2].future.exception()
+        assert isinstance(unanswered, FleetUnanswered) and unanswered.reason is not None
+        assert str(unanswered).startswith("the Airlock fleet did not answer within 2.0s (the broker at")
+        failed = waiting[3].future.exception()
+        assert type(failed) is FleetError and str(failed) == "the Airlock client was closed"
+        await asyncio.sleep(0)
+        assert paged == ["t-1"], "a call pages once"
+        client._native = None
+
+    asyncio.run(run())

@@ -49,6 +49,11 @@ impl Link {
         self.slot().as_ref().filter(|connection| connection.status().connected()).cloned()
     }
 
+    /// Whether the connection is up.
+    pub(super) fn is_live(&self) -> bool {
+        self.live().is_some()
+    }
+
     /// The live connection, or a new one (with the known topology declared on it).
     pub(super) async fn connection(&self, inner: &Inner) -> Result<Arc<Connection>, TransportError> {
         if let Some(connection) = self.live() {
@@ -71,8 +76,9 @@ impl Link {
     }
 
     /// Connects to the first node that answers, trying each once in the order `nodes` gives.
+    /// Fails with the error of a single node, or one naming every node and its error.
     async fn dial(&self, inner: &Inner) -> Result<Arc<Connection>, TransportError> {
-        let mut failure = None;
+        let mut failures = Vec::new();
         for (index, node) in inner.nodes.in_turn() {
             match dial_node(inner, node).await {
                 Ok(connection) => {
@@ -90,11 +96,17 @@ impl Link {
                     if inner.nodes.len() > 1 {
                         warn!(node = %node.label, error = %error, "Broker node unreachable; trying the next.");
                     }
-                    failure = Some(error);
+                    failures.push((node.label.clone(), error));
                 }
             }
         }
-        Err(failure.expect("a transport has at least one node"))
+        if failures.len() == 1 {
+            return Err(failures.remove(0).1);
+        }
+        let each: Vec<String> = failures.iter().map(|(label, error)| format!("{label}: {}", reasons(error))).collect();
+        Err(TransportError::Unavailable(
+            format!("none of its {} nodes answered ({})", failures.len(), each.join("; ")).into(),
+        ))
     }
 
     /// Closes the connection, if any: the broker requeues what its consumers left unacked.
@@ -110,6 +122,17 @@ impl Link {
             Err(_) => warn!("The broker did not answer the close; dropping the connection."),
         }
     }
+}
+
+/// An error and its causes, `: `-separated.
+fn reasons(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text = format!("{text}: {cause}");
+        source = cause.source();
+    }
+    text
 }
 
 /// A connection to `node`, within the connect timeout.

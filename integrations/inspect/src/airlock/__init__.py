@@ -22,10 +22,12 @@ eval(task, approval=[ApprovalPolicy(fleet_approver(policy="policy.yaml"), "*")])
 Layout:
 - `approver`, `reviewer`: the two registered objects.
 - `request`: building a request for the active sample and asking the fleet.
-- `client`: the shared AMQP connection, reply queue, deadlines and cancels.
-- `nodes`: the broker's nodes (a comma-separated URL list) and the connection that moves
-  between them.
-- `proof`: the fleet's proof over each reply, checked with its public keys (`verify_key`).
+- `client`: the client shared by the event loop's samples, on the native module `_native`
+  (Airlock's Rust client on a thread of its own: the AMQP connection, the reply queue, the
+  fleet's proofs, deadlines and cancels).
+- `nodes`: the broker's nodes (a comma-separated URL list), checked and named without
+  credentials.
+- `proof`: the fleet's public keys (`verify_key`), whose proofs the native client checks.
 - `wire`, `decisions`: between Inspect's types and the wire contract (`_proto`).
 - `config`: parameters and their environment defaults.
 - `hooks`: the shutdown at the end of a run (registered on first use).
