@@ -52,7 +52,8 @@ use tokio::time::Instant;
 use tracing::instrument::Instrumented;
 use tracing::{Instrument, Span, debug, warn};
 
-use pending::{Call, CallId, Due, Refused, Table, TraceHeaders};
+pub use pending::TraceHeaders;
+use pending::{Call, CallId, Due, Refused, Table};
 
 /// The approver recorded on a decision the client made itself because time ran out.
 pub const TIMEOUT_APPROVER: &str = "timeout";
@@ -236,7 +237,7 @@ impl<T: Transport> Client<T> {
     /// Asks for approval of a call; `request.body` must be an approval.
     pub fn approve(&self, request: v1::Request) -> impl Future<Output = Result<v1::Decision, ClientError>> + Send + '_ {
         match request.body {
-            Some(v1::request::Body::Approval(_)) => self.deciding(request, None),
+            Some(v1::request::Body::Approval(_)) => self.deciding(request, None, None),
             _ => self.refuse(ClientError::Invalid("approve() needs an approval body")),
         }
     }
@@ -244,7 +245,7 @@ impl<T: Transport> Client<T> {
     /// Asks for review of a call's result; `request.body` must be a review.
     pub fn review(&self, request: v1::Request) -> impl Future<Output = Result<v1::Decision, ClientError>> + Send + '_ {
         match request.body {
-            Some(v1::request::Body::Review(_)) => self.deciding(request, None),
+            Some(v1::request::Body::Review(_)) => self.deciding(request, None, None),
             _ => self.refuse(ClientError::Invalid("review() needs a review body")),
         }
     }
@@ -261,11 +262,28 @@ impl<T: Transport> Client<T> {
         request: v1::Request,
         timeout: Option<Duration>,
     ) -> impl Future<Output = Result<v1::Decision, ClientError>> + Send + '_ {
-        self.deciding(request, timeout)
+        self.deciding(request, timeout, None)
     }
 
-    fn deciding(&self, request: v1::Request, timeout: Option<Duration>) -> Instrumented<Deciding<'_>> {
-        match self.submit(request, timeout) {
+    /// [`Client::decide`] within a trace the caller carries (W3C `traceparent` and
+    /// `tracestate`, as a runner in another language has them): the request carries `trace`
+    /// instead of the current span's context, so the fleet's spans join the caller's trace.
+    pub fn decide_in_trace(
+        &self,
+        request: v1::Request,
+        timeout: Option<Duration>,
+        trace: TraceHeaders,
+    ) -> impl Future<Output = Result<v1::Decision, ClientError>> + Send + '_ {
+        self.deciding(request, timeout, Some(trace).filter(|trace| !trace.is_empty()))
+    }
+
+    fn deciding(
+        &self,
+        request: v1::Request,
+        timeout: Option<Duration>,
+        trace: Option<TraceHeaders>,
+    ) -> Instrumented<Deciding<'_>> {
+        match self.submit(request, timeout, trace) {
             Ok((call, span)) => Deciding { table: &self.inner.table, stage: Stage::Waiting(call) }.instrument(span),
             Err(e) => self.refuse(e),
         }
@@ -277,7 +295,12 @@ impl<T: Transport> Client<T> {
 
     /// Fills in what the client owns in `request`, encodes it and registers the call; its
     /// name in the table and its span. The request itself is not kept: only its bytes.
-    fn submit(&self, mut request: v1::Request, timeout: Option<Duration>) -> Result<(CallId, Span), ClientError> {
+    fn submit(
+        &self,
+        mut request: v1::Request,
+        timeout: Option<Duration>,
+        trace: Option<TraceHeaders>,
+    ) -> Result<(CallId, Span), ClientError> {
         let kind = match request.body {
             Some(v1::request::Body::Approval(_)) => v1::Kind::Approval,
             Some(v1::request::Body::Review(_)) => v1::Kind::Review,
@@ -301,14 +324,17 @@ impl<T: Transport> Client<T> {
         }
         let body: Arc<[u8]> = request.encode_to_vec().into();
         drop(request);
-        // The trace context goes with the request only when a span records it.
-        let trace = (!span.is_disabled())
-            .then(|| {
-                let mut headers = TraceHeaders::new();
-                airlock_telemetry::propagation::inject(&span, &mut headers);
-                headers
-            })
-            .filter(|headers| !headers.is_empty());
+        // The trace context goes with the request as the caller gave it, or only when a span
+        // records it.
+        let trace = trace.or_else(|| {
+            (!span.is_disabled())
+                .then(|| {
+                    let mut headers = TraceHeaders::new();
+                    airlock_telemetry::propagation::inject(&span, &mut headers);
+                    headers
+                })
+                .filter(|headers| !headers.is_empty())
+        });
         let now = Instant::now();
         let deadline = now.checked_add(timeout).unwrap_or(now + FAR_FUTURE);
         let call = Call::new(correlation, body, trace);

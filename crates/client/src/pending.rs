@@ -26,8 +26,8 @@ use crate::ClientError;
 /// How a call ended, as its caller hears it.
 pub(crate) type Outcome = Result<v1::Decision, ClientError>;
 
-/// Trace context headers, as published with a request.
-pub(crate) type TraceHeaders = BTreeMap<String, String>;
+/// Trace context headers (W3C `traceparent`, `tracestate`), as published with a request.
+pub type TraceHeaders = BTreeMap<String, String>;
 
 /// A registered call's name: its slot in the table, and which registration it is. Once a
 /// call ended, a later one may take its slot (and its correlation id): what is meant for the

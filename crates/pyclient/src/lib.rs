@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use airlock_client::{Client as FleetClient, ClientConfig, ClientError, TIMEOUT_APPROVER};
+use airlock_client::{Client as FleetClient, ClientConfig, ClientError, TIMEOUT_APPROVER, TraceHeaders};
 use airlock_contract::v1;
 use airlock_integrity::{Fleet, PublicKeys};
 use airlock_transport::{AmqpOptions, AmqpTransport, Topology, Transport, TransportError};
@@ -282,8 +282,10 @@ impl Client {
     }
 
     /// Asks for a decision on `request` (an encoded `airlock.v1.Request`), waiting at most
-    /// `timeout` seconds; its completion carries `ticket`. Returns at once.
-    fn ask(&self, ticket: u64, request: &[u8], timeout: f64) -> PyResult<()> {
+    /// `timeout` seconds, published with the caller's `trace` context (`traceparent`,
+    /// `tracestate`); its completion carries `ticket`. Returns at once.
+    #[pyo3(signature = (ticket, request, timeout, trace=None))]
+    fn ask(&self, ticket: u64, request: &[u8], timeout: f64, trace: Option<TraceHeaders>) -> PyResult<()> {
         let timeout = Duration::try_from_secs_f64(timeout)
             .map_err(|e| PyValueError::new_err(format!("timeout {timeout}: {e}")))?
             .min(LONGEST);
@@ -292,7 +294,8 @@ impl Client {
         let unsent = Unsent(Some(shared.clone()));
         // Held while spawning: the task takes its entry out only once it is in.
         let mut calls = lock(&self.shared.calls);
-        let task = self.handle.spawn(ask(shared, ticket, request.to_vec(), timeout, unsent));
+        let asked = Asked { ticket, request: request.to_vec(), timeout, trace: trace.unwrap_or_default() };
+        let task = self.handle.spawn(ask(shared, asked, unsent));
         calls.insert(ticket, task.abort_handle());
         Ok(())
     }
@@ -373,14 +376,24 @@ impl Drop for Unsent {
 }
 
 /// One call: its outcome goes to the outbox, unless it was cancelled meanwhile.
-async fn ask(shared: Arc<Shared>, ticket: u64, request: Vec<u8>, timeout: Duration, unsent: Unsent) {
-    let completion = decide(&shared, ticket, &request, timeout, unsent).await;
+/// One call as Python asked it.
+struct Asked {
+    ticket: u64,
+    request: Vec<u8>,
+    timeout: Duration,
+    trace: TraceHeaders,
+}
+
+async fn ask(shared: Arc<Shared>, asked: Asked, unsent: Unsent) {
+    let ticket = asked.ticket;
+    let completion = decide(&shared, asked, unsent).await;
     if lock(&shared.calls).remove(&ticket).is_some() {
         shared.outbox.push(completion);
     }
 }
 
-async fn decide(shared: &Shared, ticket: u64, request: &[u8], timeout: Duration, mut unsent: Unsent) -> Completion {
+async fn decide(shared: &Shared, asked: Asked, mut unsent: Unsent) -> Completion {
+    let Asked { ticket, request, timeout, trace } = asked;
     let now = Instant::now();
     let deadline = now.checked_add(timeout).unwrap_or(now + LONGEST);
     let mut clients = shared.client.subscribe();
@@ -406,13 +419,13 @@ async fn decide(shared: &Shared, ticket: u64, request: &[u8], timeout: Duration,
             }
         }
         if !shared.unbound.load(Ordering::Acquire) {
-            let asked = match v1::Request::decode(request) {
+            let asked = match v1::Request::decode(request.as_slice()) {
                 Ok(asked) => asked,
                 Err(e) => return Completion::Failed { ticket, message: format!("not an airlock.v1.Request: {e}") },
             };
             unsent.sent();
             let left = deadline.saturating_duration_since(Instant::now());
-            let error = match client.decide(asked, Some(left)).await {
+            let error = match client.decide_in_trace(asked, Some(left), trace.clone()).await {
                 Ok(decision) if decision.approver == TIMEOUT_APPROVER && decision.decided_by == shared.runner_id => {
                     return Completion::Unanswered { ticket, reason: problem.or_else(|| shared.lost()) };
                 }

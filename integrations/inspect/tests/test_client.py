@@ -279,6 +279,52 @@ def test_a_reply_counts_only_with_the_fleets_proof_for_this_runner(fleet: Fleet,
     asyncio.run(run())
 
 
+def test_requests_carry_the_runners_trace_context(fleet: Fleet, policy: str) -> None:
+    """A request asked under an OpenTelemetry span carries its W3C trace context, so the
+    fleet's spans join the runner's trace; one asked outside any span carries none."""
+    trace = pytest.importorskip("opentelemetry.trace")
+    context = pytest.importorskip("opentelemetry.context")
+
+    async def run() -> None:
+        fleet.stop_workers()
+        connection = await aio_pika.connect(fleet.url)
+        channel = await connection.channel()
+        approve = fleet_approver(**fleet.settings(), policy=policy, timeout=3, on_timeout="reject")
+        span = trace.NonRecordingSpan(
+            trace.SpanContext(
+                trace_id=0x0AF7651916CD43DD8448EB211C80319C,
+                span_id=0xB7AD6B7169203331,
+                is_remote=False,
+                trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+            )
+        )
+        token = context.attach(trace.set_span_in_context(span))
+        try:
+            traced = call("traced", "ls")
+            asking = [asyncio.ensure_future(approve("m", traced, None, history(traced)))]
+        finally:
+            context.detach(token)
+        untraced = call("untraced", "ls")
+        asking.append(asyncio.ensure_future(approve("m", untraced, None, history(untraced))))
+        queue = await channel.declare_queue(f"{fleet.prefix}.requests", passive=True)
+        headers: dict[str, dict[str, object]] = {}
+        while len(headers) < 2:
+            message = await anext_message(queue)
+            headers[pb.Request.FromString(message.body).key.tool_call_id] = dict(message.headers or {})
+
+        def text(value: object) -> object:
+            return value.decode() if isinstance(value, bytes) else value
+
+        assert text(headers["traced"].get("traceparent")) == "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        assert "traceparent" not in headers["untraced"], headers["untraced"]
+        for approval in await asyncio.gather(*asking):
+            assert approval.decision == "reject"
+        await shutdown()
+        await connection.close()
+
+    asyncio.run(run())
+
+
 async def published_request(channel: aio_pika.abc.AbstractChannel, prefix: str, tool_call_id: str) -> bytes:
     """The request about `tool_call_id` exactly as the runner published it, taken from the
     requests queue (no worker reads it)."""

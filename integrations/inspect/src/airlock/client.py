@@ -161,7 +161,7 @@ class FleetClient:
         self._pending[ticket] = pending
         self._by_correlation[correlation] = ticket
         try:
-            native.ask(ticket, request.SerializeToString(), timeout)
+            native.ask(ticket, request.SerializeToString(), timeout, trace_headers())
             return await pending.future
         except asyncio.CancelledError:
             cancel = pb.Cancel(key=pending.key, kind=pending.kind, reason="the sample ended before a decision")  # type: ignore[arg-type]
@@ -294,3 +294,15 @@ async def shutdown() -> None:
         if client.stats().pending == 0:
             del _clients[key]
             await client.close()
+
+
+def trace_headers() -> dict[str, str]:
+    """The W3C trace context of the current span (`traceparent`, `tracestate`), so the fleet's
+    spans join the runner's trace; empty when OpenTelemetry is absent or records nothing."""
+    try:
+        from opentelemetry.propagate import inject
+    except ImportError:
+        return {}
+    carrier: dict[str, str] = {}
+    inject(carrier)
+    return carrier
