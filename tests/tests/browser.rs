@@ -8,9 +8,11 @@
 //! the approval of both; a step that offers modify lets a person edit the call's arguments as
 //! JSON, checked in place, and the runner gets the modified call. A person answers a call and
 //! every identical call of its sample, a later identical call is answered without anyone, and
-//! once the standing decision is revoked on its page the next one waits again.
+//! once the standing decision is revoked on its page the next one waits again. A browser
+//! signed in before the service restarts is still signed in after it and decides.
 
 use airlock_contract::v1;
+use airlock_reviewer::Service;
 use airlock_reviewer::auth::{Reviewer, Reviewers, sha256_hex};
 use airlock_tests::fleet::ReviewFleet;
 use airlock_tests::webdriver::{Browser, browser_available, screenshot_path};
@@ -416,4 +418,40 @@ async fn standing() {
 
     browser.quit().await;
     fleet.stop().await;
+}
+
+#[tokio::test]
+async fn a_browser_stays_signed_in_across_a_restart() {
+    if !browser_available() {
+        return;
+    }
+    tokio::time::timeout(HANG_GUARD, restart_scenario()).await.expect("the browser test hung");
+}
+
+async fn restart_scenario() {
+    let dir = std::env::temp_dir().join(format!("airlock-browser-{}", airlock_testkit::unique_prefix()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = reviewer_config("browser-restart", &format!("sqlite:{}", dir.join("tasks.db").display()), "reviewer");
+    let mut fleet = ReviewFleet::start(config.clone()).await;
+    let browser = Browser::start().await;
+    sign_in(&browser, &fleet.url, REVIEWER_TOKEN).await;
+
+    // The service stops and a new one starts on the same store (on another port: the cookie
+    // is the host's, whatever the port).
+    fleet.service.stop().await;
+    fleet.service = Service::start(fleet.transport.clone(), config).await.expect("the service starts again");
+    fleet.url = format!("http://{}/", fleet.service.local_addr());
+    let asker = fleet.client.clone();
+    let request = approval("s1", "c1", json!({"function": "bash", "arguments": {"cmd": "make test"}}), POLICY);
+    let asked = tokio::spawn(async move { asker.approve(request).await });
+    browser.goto(&fleet.url).await;
+    browser.wait_for("#live.on").await;
+    assert_eq!(browser.execute("return document.querySelector('input#token') === null").await, true, "no sign-in");
+    browser.click(&browser.wait_for("article.task button.approve").await).await;
+    let decision = asked.await.unwrap().unwrap();
+    assert_eq!((decision_name(&decision), decision.decided_by.as_str()), ("approve", "alice"));
+
+    browser.quit().await;
+    fleet.stop().await;
+    std::fs::remove_dir_all(&dir).unwrap();
 }
