@@ -49,25 +49,6 @@ fn pending(incoming: &Incoming) -> Task {
     incoming.pending("t", 1_000)
 }
 
-/// The standing decision as stored, for matching without a store.
-fn stored(new: &NewStanding) -> StandingDecision {
-    StandingDecision {
-        id: 7,
-        author: new.author.clone(),
-        pool: new.pool.clone(),
-        kind: new.kind,
-        step: new.step,
-        scope: new.scope.clone(),
-        pattern: new.pattern.clone(),
-        decision: new.decision,
-        explanation: new.explanation.clone(),
-        created_at_unix_ms: new.created_at,
-        expires_at_unix_ms: new.expires_at,
-        revoked_at_unix_ms: None,
-        revoked_by: None,
-    }
-}
-
 const EXACT: &str = "bash(cmd='rm -r build')";
 
 #[test]
@@ -82,7 +63,7 @@ fn the_exact_pattern_is_the_call_escaped() {
 
 #[test]
 fn a_standing_decision_stays_in_its_pool_scope_kind_and_step() {
-    let standing = stored(&new(sample("s1"), EXACT, Decision::Approve));
+    let standing = new(sample("s1"), EXACT, Decision::Approve).numbered(7);
     let task = pending(&human("ops", "s1", "c1", false, 0));
     assert!(applies(&standing, &task, 2_000), "the identical call of the same sample");
     assert!(applies(&standing, &pending(&human("ops", "s1", "c9", false, 0)), 2_000), "another call id");
@@ -96,17 +77,17 @@ fn a_standing_decision_stays_in_its_pool_scope_kind_and_step() {
     let request = other_run.human.task.as_mut().and_then(|t| t.request.as_mut()).unwrap();
     request.key.as_mut().unwrap().run_id = "run-2".into();
     assert!(!applies(&standing, &pending(&other_run), 2_000), "the same sample id in another run");
-    let run = stored(&new(Scope::Run { run_id: "run".into() }, EXACT, Decision::Approve));
+    let run = new(Scope::Run { run_id: "run".into() }, EXACT, Decision::Approve).numbered(7);
     assert!(applies(&run, &pending(&human("ops", "s2", "c1", false, 0)), 2_000), "run scope: any sample");
     assert!(!applies(&run, &pending(&other_run), 2_000), "run scope: not another run");
-    let pool = stored(&new(Scope::Pool, EXACT, Decision::Approve));
+    let pool = new(Scope::Pool, EXACT, Decision::Approve).numbered(7);
     assert!(applies(&pool, &pending(&other_run), 2_000), "pool scope: any run");
     assert!(!applies(&pool, &pending(&human("security", "s1", "c1", false, 0)), 2_000), "pool scope: one pool");
 }
 
 #[test]
 fn a_standing_decision_stops_at_expiry_and_revocation() {
-    let mut standing = stored(&new(sample("s1"), EXACT, Decision::Approve));
+    let mut standing = new(sample("s1"), EXACT, Decision::Approve).numbered(7);
     let task = pending(&human("ops", "s1", "c1", false, 0));
     assert!(applies(&standing, &task, 60_999));
     assert!(!applies(&standing, &task, 61_000), "expired");
@@ -117,7 +98,7 @@ fn a_standing_decision_stops_at_expiry_and_revocation() {
 #[test]
 fn a_pattern_matches_the_whole_call_and_a_crafted_argument_cannot_pass_for_another() {
     let decide = |pattern: &str, arguments: serde_json::Value| {
-        let standing = stored(&new(sample("s1"), pattern, Decision::Approve));
+        let standing = new(sample("s1"), pattern, Decision::Approve).numbered(7);
         applies(&standing, &pending(&with_arguments(human("ops", "s1", "c1", false, 0), arguments)), 2_000)
     };
     use serde_json::json;
@@ -142,12 +123,12 @@ fn a_pattern_matches_the_whole_call_and_a_crafted_argument_cannot_pass_for_anoth
 #[test]
 fn a_standing_decision_gives_only_the_tasks_choices_and_never_modify() {
     let task = pending(&human("ops", "s1", "c1", false, 0));
-    assert!(!applies(&stored(&new(sample("s1"), EXACT, Decision::Modify)), &task, 2_000));
-    assert!(!applies(&stored(&new(sample("s1"), EXACT, Decision::Escalate)), &task, 2_000), "not offered");
+    assert!(!applies(&new(sample("s1"), EXACT, Decision::Modify).numbered(7), &task, 2_000));
+    assert!(!applies(&new(sample("s1"), EXACT, Decision::Escalate).numbered(7), &task, 2_000), "not offered");
     let mut narrow = human("ops", "s1", "c1", false, 0);
     narrow.human.choices = vec![v1::DecisionKind::Approve.into(), v1::DecisionKind::Reject.into()];
-    assert!(!applies(&stored(&new(sample("s1"), EXACT, Decision::Terminate)), &pending(&narrow), 2_000));
-    assert!(applies(&stored(&new(sample("s1"), EXACT, Decision::Reject)), &pending(&narrow), 2_000));
+    assert!(!applies(&new(sample("s1"), EXACT, Decision::Terminate).numbered(7), &pending(&narrow), 2_000));
+    assert!(applies(&new(sample("s1"), EXACT, Decision::Reject).numbered(7), &pending(&narrow), 2_000));
     for decision in [Decision::Reject, Decision::Terminate, Decision::Escalate] {
         assert!(standing_may_decide(&task, decision), "{decision}");
     }
@@ -158,14 +139,14 @@ fn a_standing_decision_never_approves_a_step_that_needs_several_people() {
     let mut two = human("ops", "s1", "c1", false, 0);
     two.human.approvals = 2;
     let task = pending(&two);
-    assert!(!applies(&stored(&new(sample("s1"), EXACT, Decision::Approve)), &task, 2_000), "two people approve");
-    assert!(applies(&stored(&new(sample("s1"), EXACT, Decision::Reject)), &task, 2_000), "one person rejects");
+    assert!(!applies(&new(sample("s1"), EXACT, Decision::Approve).numbered(7), &task, 2_000), "two people approve");
+    assert!(applies(&new(sample("s1"), EXACT, Decision::Reject).numbered(7), &task, 2_000), "one person rejects");
     let mut continuing = new(sample("s1"), EXACT, Decision::Continue);
     continuing.kind = airlock_policy::Kind::Review;
     let mut review = human("ops", "s1", "c1", true, 0);
-    assert!(applies(&stored(&continuing), &pending(&review), 2_000), "a review one person continues");
+    assert!(applies(&continuing.numbered(7), &pending(&review), 2_000), "a review one person continues");
     review.human.approvals = 2;
-    assert!(!applies(&stored(&continuing), &pending(&review), 2_000), "nor does one continue for two");
+    assert!(!applies(&continuing.numbered(7), &pending(&review), 2_000), "nor does one continue for two");
 }
 
 async fn store_suite(store: Store) {

@@ -39,6 +39,27 @@ pub struct NewStanding {
     pub expires_at: i64,
 }
 
+impl NewStanding {
+    /// The standing decision it is once the store numbered it `id`: active, not revoked.
+    pub fn numbered(&self, id: i64) -> StandingDecision {
+        StandingDecision {
+            id,
+            author: self.author.clone(),
+            pool: self.pool.clone(),
+            kind: self.kind,
+            step: self.step,
+            scope: self.scope.clone(),
+            pattern: self.pattern.clone(),
+            decision: self.decision,
+            explanation: self.explanation.clone(),
+            created_at_unix_ms: self.created_at,
+            expires_at_unix_ms: self.expires_at,
+            revoked_at_unix_ms: None,
+            revoked_by: None,
+        }
+    }
+}
+
 impl Store {
     /// Stores a new standing decision; it as stored, with its number.
     pub async fn add_standing(&self, new: &NewStanding) -> Result<StandingDecision, StoreError> {
@@ -65,21 +86,7 @@ impl Store {
             .bind(new.expires_at)
             .fetch_one(pool)
             .await?);
-        Ok(StandingDecision {
-            id,
-            author: new.author.clone(),
-            pool: new.pool.clone(),
-            kind: new.kind,
-            step: new.step,
-            scope: new.scope.clone(),
-            pattern: new.pattern.clone(),
-            decision: new.decision,
-            explanation: new.explanation.clone(),
-            created_at_unix_ms: new.created_at,
-            expires_at_unix_ms: new.expires_at,
-            revoked_at_unix_ms: None,
-            revoked_by: None,
-        })
+        Ok(new.numbered(id))
     }
 
     /// The standing decisions of `pools` neither revoked nor expired at `now`, newest first.
