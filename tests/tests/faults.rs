@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use airlock_client::{Client, ClientConfig, ClientError};
 use airlock_contract::v1;
-use airlock_testkit::{kill_connections, unique_prefix};
+use airlock_testkit::{kill_connections, queue_figure, rabbitmqctl, unique_prefix};
 use airlock_tests::{
     HANG_GUARD, TestKeys, WorkerProcess, approval, broker, decision_name, guarded, wait_for_consumers,
 };
@@ -96,6 +96,34 @@ async fn workers_compete_for_requests() {
         for worker in workers {
             assert!(worker.stop().await.success(), "SIGTERM stops a worker cleanly");
         }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn replies_are_acknowledged_while_the_client_stays_open() {
+    let prefix = unique_prefix();
+    let Some(transport) = broker(&prefix).await else { return };
+    guarded(fleet(&prefix), async move {
+        let worker = WorkerProcess::start(&prefix, "w0");
+        wait_for_consumers(&format!("{prefix}.requests"), 1).await;
+        let client = client(&transport, &prefix, HANG_GUARD).await;
+        // More replies than one acknowledgement covers, and then no more traffic: the last
+        // ones must be settled without a later reply to carry their acknowledgement.
+        load(&client, 150, Arc::default()).await;
+        let queue = Topology::new(&prefix).reply_queue("runner");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let listing =
+                rabbitmqctl(&["list_queues", "-q", "--no-table-headers", "name", "messages_unacknowledged"]).await;
+            match queue_figure(&listing, &queue) {
+                Some(0) => break,
+                figure => assert!(tokio::time::Instant::now() < deadline, "{queue} keeps {figure:?} replies unacked"),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(client.stats().timed_out, 0);
+        assert!(worker.stop().await.success());
     })
     .await;
 }

@@ -42,7 +42,7 @@ use airlock_contract::v1;
 use airlock_integrity::{Fleet, KeyError, PublicKeys, RunnerKeys};
 use airlock_records::signed::open_reply;
 use airlock_records::time::{Deadline, now_ms};
-use airlock_transport::{Consumer, Destination, Message, Topology, Transport, TransportError};
+use airlock_transport::{Acker, Consumer, Destination, Message, Topology, Transport, TransportError};
 use bytes::Bytes;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{StreamExt as _, TryStreamExt as _};
@@ -164,6 +164,9 @@ const MAX_PUBLISHING: usize = 256;
 
 /// Reply acknowledgements under way at once.
 const MAX_ACKING: usize = 1024;
+/// Replies one acknowledgement settles at most, and how long the first of them waits for it.
+const ACK_BATCH: usize = 64;
+const ACK_DELAY: Duration = Duration::from_millis(5);
 
 /// Calls failed closed in one go (each one's request is decoded for its decision).
 const MAX_EXPIRING: usize = 1024;
@@ -478,8 +481,10 @@ async fn resend_after_reconnects<T: Transport>(inner: Weak<Inner<T>>) {
     }
 }
 
-/// Reads replies until the client closes, and acknowledges them as they are handed out,
-/// without waiting for each acknowledgement before the next reply.
+/// Reads replies until the client closes. Replies are handed out in order, so one
+/// acknowledgement settles a reply and all before it: it is sent [`ACK_DELAY`] after the first
+/// reply it covers, or after [`ACK_BATCH`] replies, without waiting for it before the next
+/// reply. (An acknowledgement costs the runner about as much CPU as the rest of a reply.)
 async fn read<T>(weak: Weak<Inner<T>>, mut replies: Consumer, mut stopped: oneshot::Receiver<()>) {
     let mut acking = FuturesUnordered::new();
     let acked = |result: Result<(), TransportError>| {
@@ -487,20 +492,38 @@ async fn read<T>(weak: Weak<Inner<T>>, mut replies: Consumer, mut stopped: onesh
             debug!(error = %e, "Reply acknowledgement failed; a duplicate may follow.");
         }
     };
+    let mut unacked: Option<Acker> = None;
+    let mut held = 0;
+    let due = tokio::time::sleep(ACK_DELAY);
+    tokio::pin!(due);
     loop {
         tokio::select! {
             biased;
             _ = &mut stopped => break,
             Some(result) = acking.next() => acked(result),
+            () = &mut due, if unacked.is_some() => {
+                acking.extend(unacked.take().map(Acker::ack_through));
+                held = 0;
+            }
             delivery = replies.next(), if acking.len() < MAX_ACKING => {
                 // Ends with the consumer (the transport closed), or with the client.
                 let (Some(delivery), Some(inner)) = (delivery, weak.upgrade()) else { break };
                 let (message, acker) = delivery.into_parts();
                 inner.deliver(&message);
-                acking.push(acker.ack());
+                if held == 0 {
+                    due.as_mut().reset(tokio::time::Instant::now() + ACK_DELAY);
+                }
+                held += 1;
+                if held < ACK_BATCH {
+                    unacked = Some(acker);
+                } else {
+                    (unacked, held) = (None, 0);
+                    acking.push(acker.ack_through());
+                }
             }
         }
     }
+    acking.extend(unacked.map(Acker::ack_through));
     while let Some(result) = acking.next().await {
         acked(result);
     }

@@ -39,6 +39,12 @@ impl Delivery {
         self.acker.ack().await
     }
 
+    /// Acknowledges the delivery and every earlier one of its consumer not settled yet; see
+    /// [`Acker::ack_through`].
+    pub async fn ack_through(self) -> Result<(), TransportError> {
+        self.acker.ack_through().await
+    }
+
     /// Returns the message to its queue for another try. Past the queue's delivery limit it
     /// is dead-lettered instead.
     pub async fn nack_requeue(self) -> Result<(), TransportError> {
@@ -77,6 +83,16 @@ impl Acker {
         match self.0 {
             AckerInner::Amqp(acker) => acker.ack().await,
             AckerInner::Memory(acker) => acker.settle(memory::Settle::Ack),
+        }
+    }
+
+    /// Acknowledges this delivery and every earlier one of its consumer that is not settled
+    /// yet, in one acknowledgement (AMQP's `multiple`): for a reader that handles its
+    /// deliveries in order, so that every earlier one is done with.
+    pub async fn ack_through(self) -> Result<(), TransportError> {
+        match self.0 {
+            AckerInner::Amqp(acker) => acker.ack_through().await,
+            AckerInner::Memory(acker) => acker.settle(memory::Settle::AckThrough),
         }
     }
 

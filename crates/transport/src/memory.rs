@@ -83,6 +83,8 @@ struct Unacked {
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Settle {
     Ack,
+    /// This delivery and every earlier unsettled one of its consumer.
+    AckThrough,
     Requeue,
     Reject,
 }
@@ -480,12 +482,18 @@ impl MemoryAcker {
         let Some(unacked) = queue.unacked.remove(&self.tag) else {
             return Err(TransportError::ChannelClosed);
         };
+        let mut settled = 1;
+        if let Settle::AckThrough = how {
+            let before = queue.unacked.len();
+            queue.unacked.retain(|tag, earlier| *tag > self.tag || earlier.consumer != unacked.consumer);
+            settled += before - queue.unacked.len();
+        }
         if let Some(unsettled) = queue.consumers.get_mut(&unacked.consumer) {
-            *unsettled = unsettled.saturating_sub(1);
+            *unsettled = unsettled.saturating_sub(settled);
         }
         queue.notify.notify_waiters();
         match how {
-            Settle::Ack => {}
+            Settle::Ack | Settle::AckThrough => {}
             Settle::Requeue => state.give_back(&self.queue, unacked.stored),
             Settle::Reject => state.dead_letter(&self.queue, unacked.stored, DEATH_REJECTED),
         }

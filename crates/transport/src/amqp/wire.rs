@@ -171,6 +171,10 @@ impl AmqpAcker {
         settled(self.acker.ack(BasicAckOptions::default()).await)
     }
 
+    pub(crate) async fn ack_through(self) -> Result<(), TransportError> {
+        settled(self.acker.ack(BasicAckOptions { multiple: true }).await)
+    }
+
     pub(crate) async fn nack_requeue(self) -> Result<(), TransportError> {
         let options = BasicNackOptions { multiple: false, requeue: true };
         settled(self.acker.nack(options).await)

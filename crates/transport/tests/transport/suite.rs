@@ -48,6 +48,7 @@ macro_rules! both {
 both!(
     publish_consume_ack,
     unacked_is_redelivered_after_consumer_drop,
+    ack_through_settles_the_earlier_deliveries_of_its_consumer_only,
     reject_lands_in_dead_queue,
     nack_requeue_redelivers,
     delivery_limit_dead_letters_poison,
@@ -107,6 +108,35 @@ async fn unacked_is_redelivered_after_consumer_drop<T: Transport>(transport: T, 
     // broker, and does not disturb the second consumer.
     assert_channel_closed(delivery.ack().await);
     again.ack().await.unwrap();
+    assert_eq!(transport.message_count(&queue).await.unwrap(), 0);
+}
+
+async fn ack_through_settles_the_earlier_deliveries_of_its_consumer_only<T: Transport>(
+    transport: T,
+    topology: Topology,
+) {
+    let queue = topology.requests_queue();
+    let destination = Destination::queue(&queue);
+    for id in ["m-1", "m-2", "m-3", "m-4"] {
+        transport.publish(&destination, Message::new("x").with_message_id(id)).await.unwrap();
+    }
+    let mut other = transport.consume(&queue, 1).await.unwrap();
+    assert_eq!(id_of(&next(&mut other).await), "m-1");
+    let mut reader = transport.consume(&queue, 10).await.unwrap();
+    let taken = [next(&mut reader).await, next(&mut reader).await, next(&mut reader).await];
+    assert_eq!(taken.iter().map(id_of).collect::<Vec<_>>(), ["m-2", "m-3", "m-4"]);
+    let [_, third, _] = taken;
+    third.ack_through().await.unwrap();
+    drop((reader, other));
+
+    // m-2 went with m-3; the later m-4 and the other consumer's m-1 come back.
+    let mut again = transport.consume(&queue, 10).await.unwrap();
+    let back = [next(&mut again).await, next(&mut again).await];
+    assert_eq!(back.iter().map(id_of).collect::<BTreeSet<_>>(), BTreeSet::from(["m-1".to_owned(), "m-4".to_owned()]));
+    for delivery in back {
+        delivery.ack().await.unwrap();
+    }
+    drop(again);
     assert_eq!(transport.message_count(&queue).await.unwrap(), 0);
 }
 
