@@ -108,8 +108,12 @@ pub fn broker_pid() -> Option<u32> {
     found.next().is_none().then_some(pid)
 }
 
-/// CPU time spent by a set of processes, summed.
+/// CPU time spent by a set of processes, summed; `None` for no process (workers the bench did
+/// not start) or one that cannot be read.
 pub fn total_cpu(pids: &[u32]) -> Option<Duration> {
+    if pids.is_empty() {
+        return None;
+    }
     pids.iter().map(|&pid| process_cpu(pid)).sum()
 }
 
@@ -128,5 +132,6 @@ mod tests {
     fn reads_this_process() {
         assert!(process_cpu(std::process::id()).is_some());
         assert_eq!(total_cpu(&[std::process::id(), u32::MAX]), None, "no such process");
+        assert_eq!(total_cpu(&[]), None, "workers running elsewhere are not measured");
     }
 }
