@@ -13,10 +13,6 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// Every role allocates per message; mimalloc serves that from thread-local pages.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// Airlock approves and reviews the tool calls of AI agents under evaluation, at fleet scale.
 #[derive(Debug, Parser)]
 #[command(name = "airlock", version, about)]
