@@ -15,7 +15,7 @@ use airlock_records::time::now_ms;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -23,6 +23,7 @@ use serde::de::IgnoredAny;
 use super::ApiError;
 use super::api::{decide_as, visible_task};
 use super::extract::{CsrfForm, Session};
+use super::ui::wants_json;
 use crate::auth::Reviewer;
 use crate::shared::Shared;
 use crate::standing::{self, MAX_PATTERN, MAX_SECONDS, standing_may_decide};
@@ -176,10 +177,7 @@ pub async fn form(
     headers: HeaderMap,
     CsrfForm { session, form }: CsrfForm<StandingForm>,
 ) -> Result<Response, ApiError> {
-    let wants_json = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|accept| accept.contains("application/json"));
+    let wants_json = wants_json(&headers);
     let body = StandingBody {
         task: id,
         decision: form.decision,

@@ -108,10 +108,7 @@ pub async fn decide(
     headers: HeaderMap,
     CsrfForm { session, form }: CsrfForm<DecisionForm>,
 ) -> Result<Response, ApiError> {
-    let wants_json = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|accept| accept.contains("application/json"));
+    let wants_json = wants_json(&headers);
     let arguments = match form.arguments {
         Some(text) if form.decision == Decision::Modify.as_str() => Some(parse_arguments(&text)),
         _ => None,
@@ -146,6 +143,12 @@ pub async fn decide(
             Ok((status, Html(pages::error(status.as_str(), message))).into_response())
         }
     }
+}
+
+/// Whether a form's request came from the page's script (`Accept: application/json`), which
+/// reads the answer as JSON, rather than from a plain form post that expects a page.
+pub(super) fn wants_json(headers: &HeaderMap) -> bool {
+    headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|accept| accept.contains("application/json"))
 }
 
 /// The login form.
