@@ -44,6 +44,7 @@ use airlock_records::signed::open_reply;
 use airlock_records::time::{Deadline, now_ms};
 use airlock_transport::{Acker, Consumer, Destination, Message, Topology, Transport, TransportError};
 use bytes::Bytes;
+use futures_util::future::{BoxFuture, FutureExt as _};
 use futures_util::stream::FuturesUnordered;
 use futures_util::{StreamExt as _, TryStreamExt as _};
 use prost::Message as _;
@@ -162,8 +163,6 @@ struct Inner<T> {
 /// correlation id each) rather than piling frames up in the connection's buffers.
 const MAX_PUBLISHING: usize = 256;
 
-/// Reply acknowledgements under way at once.
-const MAX_ACKING: usize = 1024;
 /// Replies one acknowledgement settles at most, and how long the first of them waits for it.
 const ACK_BATCH: usize = 64;
 const ACK_DELAY: Duration = Duration::from_millis(5);
@@ -485,13 +484,18 @@ async fn resend_after_reconnects<T: Transport>(inner: Weak<Inner<T>>) {
 /// acknowledgement settles a reply and all before it: it is sent [`ACK_DELAY`] after the first
 /// reply it covers, or after [`ACK_BATCH`] replies, without waiting for it before the next
 /// reply. (An acknowledgement costs the runner about as much CPU as the rest of a reply.)
+///
+/// One acknowledgement is under way at a time: lapin sends each from a task of its own, so
+/// two could reach the broker in either order, and one that covers replies a later-numbered
+/// one settled already names a delivery the broker no longer knows, which closes the channel
+/// (every unsettled reply then comes again).
 async fn read<T>(weak: Weak<Inner<T>>, mut replies: Consumer, mut stopped: oneshot::Receiver<()>) {
-    let mut acking = FuturesUnordered::new();
     let acked = |result: Result<(), TransportError>| {
         if let Err(e) = result {
             debug!(error = %e, "Reply acknowledgement failed; a duplicate may follow.");
         }
     };
+    let mut acking: Option<BoxFuture<'static, Result<(), TransportError>>> = None;
     let mut unacked: Option<Acker> = None;
     let mut held = 0;
     let due = tokio::time::sleep(ACK_DELAY);
@@ -500,12 +504,19 @@ async fn read<T>(weak: Weak<Inner<T>>, mut replies: Consumer, mut stopped: onesh
         tokio::select! {
             biased;
             _ = &mut stopped => break,
-            Some(result) = acking.next() => acked(result),
-            () = &mut due, if unacked.is_some() => {
-                acking.extend(unacked.take().map(Acker::ack_through));
+            result = async { acking.as_mut().expect("guarded").await }, if acking.is_some() => {
+                acked(result);
+                acking = None;
+                if held >= ACK_BATCH {
+                    acking = unacked.take().map(|acker| acker.ack_through().boxed());
+                    held = 0;
+                }
+            }
+            () = &mut due, if unacked.is_some() && acking.is_none() => {
+                acking = unacked.take().map(|acker| acker.ack_through().boxed());
                 held = 0;
             }
-            delivery = replies.next(), if acking.len() < MAX_ACKING => {
+            delivery = replies.next() => {
                 // Ends with the consumer (the transport closed), or with the client.
                 let (Some(delivery), Some(inner)) = (delivery, weak.upgrade()) else { break };
                 let (message, acker) = delivery.into_parts();
@@ -514,18 +525,19 @@ async fn read<T>(weak: Weak<Inner<T>>, mut replies: Consumer, mut stopped: onesh
                     due.as_mut().reset(tokio::time::Instant::now() + ACK_DELAY);
                 }
                 held += 1;
-                if held < ACK_BATCH {
-                    unacked = Some(acker);
-                } else {
-                    (unacked, held) = (None, 0);
-                    acking.push(acker.ack_through());
+                unacked = Some(acker);
+                if held >= ACK_BATCH && acking.is_none() {
+                    acking = unacked.take().map(|acker| acker.ack_through().boxed());
+                    held = 0;
                 }
             }
         }
     }
-    acking.extend(unacked.map(Acker::ack_through));
-    while let Some(result) = acking.next().await {
-        acked(result);
+    if let Some(acking) = acking {
+        acked(acking.await);
+    }
+    if let Some(acker) = unacked {
+        acked(acker.ack_through().await);
     }
     replies.cancel().await;
 }

@@ -88,7 +88,9 @@ impl Acker {
 
     /// Acknowledges this delivery and every earlier one of its consumer that is not settled
     /// yet, in one acknowledgement (AMQP's `multiple`): for a reader that handles its
-    /// deliveries in order, so that every earlier one is done with.
+    /// deliveries in order, so that every earlier one is done with. Keep one under way per
+    /// consumer: two may reach the broker in either order, and the broker closes the channel
+    /// over one whose delivery a later one settled already.
     pub async fn ack_through(self) -> Result<(), TransportError> {
         match self.0 {
             AckerInner::Amqp(acker) => acker.ack_through().await,

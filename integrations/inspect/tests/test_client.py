@@ -457,8 +457,10 @@ def test_requests_survive_a_lost_connection(fleet: Fleet, policy: str) -> None:
         await asyncio.to_thread(fleet.start_worker)
         approvals = await asyncio.wait_for(asking, 60)
         assert [a.decision for a in approvals] == ["approve" if i % 2 else "reject" for i in range(300)]
-        stats = client.stats()
-        assert stats.pending == 0 and 0 < stats.resent <= len(calls)
+        assert client.stats().pending == 0
+        # One cut, one round: every call was pending when the client came back, and the round
+        # is counted once all of it is published, which may be after the first answers.
+        await until(lambda: client.stats().resent == len(calls), "every request sent again once")
         await shutdown()
 
     asyncio.run(run())

@@ -9,9 +9,11 @@
 //! [`TransportError::ChannelClosed`] instead of reaching the broker.
 //!
 //! Recovery runs inside `next`: no task per consumer, and nothing to do while nobody asks
-//! for deliveries.
+//! for deliveries. `next` is cancel-safe: a caller that stops waiting for it (one branch of a
+//! `select!`) leaves the backoff's end and a subscription under way in the consumer, and the
+//! next call takes them up, so that neither is lost half made nor started again.
 
-use std::{future::poll_fn, pin::Pin, sync::Arc};
+use std::{future::Future, future::poll_fn, pin::Pin, sync::Arc};
 
 use futures_core::Stream;
 use lapin::{
@@ -35,8 +37,15 @@ pub(crate) struct AmqpConsumer {
     lost: bool,
     cancelled: bool,
     backoff: Backoff,
+    /// After a loss, when the next subscription may be tried.
+    retry_at: Option<tokio::time::Instant>,
+    /// A subscription under way.
+    subscribing: Option<Subscribing>,
     closed: watch::Receiver<bool>,
 }
+
+/// A subscription being made, kept across calls of `next`.
+type Subscribing = Pin<Box<dyn Future<Output = Result<Subscription, TransportError>> + Send>>;
 
 struct Subscription {
     channel: Channel,
@@ -58,16 +67,20 @@ impl AmqpConsumer {
     /// Subscribes to `queue`, retrying connection trouble a bounded number of times; a
     /// missing queue fails at once.
     pub(super) async fn start(inner: Arc<Inner>, queue: &str, prefetch: u16) -> Result<Self, TransportError> {
-        let subscription = inner.retrying("consume", || subscribe(&inner, queue, prefetch)).await?;
+        let queue: Arc<str> = queue.into();
+        let subscription =
+            inner.retrying("consume", || subscribe(inner.clone(), queue.clone(), prefetch)).await?;
         Ok(Self {
             backoff: inner.backoff(),
             closed: inner.closed.subscribe(),
             inner,
-            queue: queue.into(),
+            queue,
             prefetch,
             subscription: Some(subscription),
             lost: false,
             cancelled: false,
+            retry_at: None,
+            subscribing: None,
         })
     }
 
@@ -110,17 +123,24 @@ impl AmqpConsumer {
     }
 
     /// One step of recovery: wait (after a loss), then try to subscribe. Returns `false` if
-    /// the transport closed meanwhile.
+    /// the transport closed meanwhile. Cancel-safe: the wait's end and the attempt are kept.
     async fn resubscribe(&mut self) -> bool {
-        if self.lost {
+        if self.lost && self.retry_at.is_none() && self.subscribing.is_none() {
             let delay = self.backoff.next_delay();
             warn!(queue = %self.queue, ?delay, "Consumer reconnecting.");
+            self.retry_at = Some(tokio::time::Instant::now() + delay);
+        }
+        if let Some(at) = self.retry_at {
             tokio::select! {
-                () = tokio::time::sleep(delay) => {}
+                () = tokio::time::sleep_until(at) => self.retry_at = None,
                 _ = self.closed.wait_for(|closed| *closed) => return false,
             }
         }
-        match subscribe(&self.inner, &self.queue, self.prefetch).await {
+        let (inner, queue, prefetch) = (self.inner.clone(), self.queue.clone(), self.prefetch);
+        let attempt = self.subscribing.get_or_insert_with(|| Box::pin(subscribe(inner, queue, prefetch)));
+        let result = attempt.await;
+        self.subscribing = None;
+        match result {
             Ok(subscription) => {
                 info!(queue = %self.queue, "Consumer subscribed again.");
                 self.subscription = Some(subscription);
@@ -153,14 +173,14 @@ impl AmqpConsumer {
 }
 
 /// Opens a channel on the transport's connection, sets the prefetch and starts consuming.
-async fn subscribe(inner: &Inner, queue: &str, prefetch: u16) -> Result<Subscription, TransportError> {
-    let connection = inner.link.connection(inner).await?;
+async fn subscribe(inner: Arc<Inner>, queue: Arc<str>, prefetch: u16) -> Result<Subscription, TransportError> {
+    let connection = inner.link.connection(&inner).await?;
     let what = || format!("queue {queue}");
     let channel = connection.create_channel().await.map_err(|e| wire::error(e, what))?;
     // Before basic_consume: the broker applies a qos to the consumers started after it.
     channel.basic_qos(prefetch, BasicQosOptions::default()).await.map_err(|e| wire::error(e, what))?;
     let consumer = channel
-        .basic_consume(queue.into(), "".into(), BasicConsumeOptions::default(), FieldTable::default())
+        .basic_consume((&*queue).into(), "".into(), BasicConsumeOptions::default(), FieldTable::default())
         .await
         .map_err(|e| wire::error(e, what))?;
     Ok(Subscription { channel, consumer })
