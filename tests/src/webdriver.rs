@@ -16,6 +16,9 @@ pub const CHROMIUM: &str = "/usr/bin/chromium";
 pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 /// axe-core's script, from npm (`.ci/run` installs it under `.node/`).
 pub const AXE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../.node/node_modules/axe-core/axe.min.js");
+/// How long one wait for an element may take before the test fails saying what it waited
+/// for. Only a hang guard, shorter than the scenario's ([`in_browser`]).
+const WAIT_GUARD: Duration = Duration::from_secs(60);
 /// The key WebDriver names element references with.
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
@@ -31,6 +34,16 @@ pub fn browser_available() -> bool {
     }
     eprintln!("skipping: {missing:?} missing (.ci/run installs Debian chromium, chromium-driver and npm axe-core)");
     false
+}
+
+/// Runs a browser scenario under twice the hang guard (each of its waits has its own), or skips it (as [`browser_available`] says)
+/// when the browser is missing. The scenario lives on the heap: a whole browser scenario's
+/// future is larger than a test thread's stack holds when moved about.
+pub async fn in_browser(scenario: impl Future<Output = ()>) {
+    if !browser_available() {
+        return;
+    }
+    tokio::time::timeout(2 * crate::HANG_GUARD, Box::pin(scenario)).await.expect("the browser test hung");
 }
 
 /// A chromedriver process and one headless Chromium session, both ended on [`Browser::quit`]
@@ -109,21 +122,50 @@ impl Browser {
         found.as_array().into_iter().flatten().filter_map(|e| e[ELEMENT].as_str().map(str::to_owned)).collect()
     }
 
-    /// Waits until an element matches `css`, and returns the first.
+    /// Waits until an element matches `css`, and returns the first; past [`WAIT_GUARD`] the
+    /// test fails naming the selector and the page as it stands.
     pub async fn wait_for(&self, css: &str) -> String {
+        let deadline = tokio::time::Instant::now() + WAIT_GUARD;
         loop {
             if let Some(first) = self.find_all(css).await.into_iter().next() {
                 return first;
             }
+            self.hung_past(deadline, &format!("`{css}` never appeared")).await;
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 
-    /// Waits until nothing matches `css`.
+    /// Waits until nothing matches `css`, as [`Browser::wait_for`] waits.
     pub async fn wait_gone(&self, css: &str) {
+        let deadline = tokio::time::Instant::now() + WAIT_GUARD;
         while !self.find_all(css).await.is_empty() {
+            self.hung_past(deadline, &format!("`{css}` never left")).await;
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// Awaits `answer` (what the page's action brought about, such as the runner's decision)
+    /// as [`Browser::wait_for`] waits, failing with the page as it stands.
+    pub async fn answer<T>(&self, answer: impl Future<Output = T>) -> T {
+        let deadline = tokio::time::Instant::now() + WAIT_GUARD;
+        match tokio::time::timeout_at(deadline, answer).await {
+            Ok(answer) => answer,
+            Err(_) => {
+                self.hung_past(deadline, "no answer came").await;
+                unreachable!("past its deadline");
+            }
+        }
+    }
+
+    /// Fails the test once `deadline` has passed: what it waited for, the page's address and
+    /// its text, so that a hang says where it was.
+    async fn hung_past(&self, deadline: tokio::time::Instant, what: &str) {
+        if tokio::time::Instant::now() < deadline {
+            return;
+        }
+        let url = self.call("GET", "/url", None).await;
+        let text = self.execute("return document.body ? document.body.innerText : ''").await;
+        panic!("{what} within {WAIT_GUARD:?} on {url}; the page reads:\n{}", text.as_str().unwrap_or_default());
     }
 
     /// Clicks an element.

@@ -15,8 +15,8 @@ use airlock_contract::v1;
 use airlock_reviewer::Service;
 use airlock_reviewer::auth::{Reviewer, Reviewers, sha256_hex};
 use airlock_tests::fleet::ReviewFleet;
-use airlock_tests::webdriver::{Browser, browser_available, screenshot_path};
-use airlock_tests::{HANG_GUARD, REVIEWER_TOKEN, approval, decision_name, reviewer_config};
+use airlock_tests::webdriver::{Browser, in_browser, screenshot_path};
+use airlock_tests::{REVIEWER_TOKEN, approval, decision_name, reviewer_config};
 use airlock_transport::{Destination, MemoryTransport, Message, Topology, Transport};
 use prost::Message as _;
 use serde_json::json;
@@ -55,10 +55,7 @@ async fn serve_monitor(transport: &MemoryTransport, prefix: &str) {
 
 #[tokio::test]
 async fn a_person_decides_in_the_browser() {
-    if !browser_available() {
-        return;
-    }
-    tokio::time::timeout(HANG_GUARD, scenario()).await.expect("the browser test hung");
+    in_browser(scenario()).await;
 }
 
 async fn scenario() {
@@ -114,7 +111,7 @@ async fn scenario() {
     browser.type_into(&explanation, "Not with those escape sequences.").await;
     browser.press("\u{e00c}").await; // Escape leaves the field
     browser.press("r").await;
-    let decision = asked.await.unwrap().unwrap();
+    let decision = browser.answer(asked).await.unwrap().unwrap();
     assert_eq!((decision_name(&decision), decision.approver.as_str()), ("reject", "human"));
     assert_eq!(decision.decided_by, "alice");
     assert_eq!(decision.explanation.as_deref(), Some("Not with those escape sequences."));
@@ -126,7 +123,7 @@ async fn scenario() {
         asker.approve(approval("s2", "c1", json!({"function": "ls", "arguments": {"path": "/"}}), POLICY)).await
     });
     browser.click(&browser.wait_for("article.task button.approve").await).await;
-    let decision = asked.await.unwrap().unwrap();
+    let decision = browser.answer(asked).await.unwrap().unwrap();
     assert_eq!((decision_name(&decision), decision.decided_by.as_str()), ("approve", "alice"));
     assert_eq!(decision.explanation.as_deref(), Some("Human operator approved tool call."));
     browser.wait_gone("article.task").await;
@@ -180,7 +177,7 @@ async fn scenario() {
     let outline = browser.execute("return getComputedStyle(document.activeElement).outlineStyle").await;
     assert_eq!(outline, "solid", "the focused button shows the page's focus outline");
     browser.press("\u{e007}").await; // Enter
-    let decision = asked.await.unwrap().unwrap();
+    let decision = browser.answer(asked).await.unwrap().unwrap();
     assert_eq!(decision_name(&decision), "approve");
     let approvers: Vec<&str> = decision.trail.iter().map(|t| t.approver.as_str()).collect();
     assert_eq!(approvers, ["monitor", "human"]);
@@ -208,10 +205,7 @@ const BOB_TOKEN: &str = "bob-secret-token";
 
 #[tokio::test]
 async fn two_people_approve_in_the_browser() {
-    if !browser_available() {
-        return;
-    }
-    tokio::time::timeout(HANG_GUARD, two_person_scenario()).await.expect("the browser test hung");
+    in_browser(two_person_scenario()).await;
 }
 
 async fn sign_in(browser: &Browser, url: &str, token: &str) {
@@ -257,11 +251,13 @@ async fn two_person_scenario() {
 
     // Bob signs in on the same browser and gives the second approval.
     browser.click(&browser.wait_for("form[action='/logout'] button").await).await;
+    // The sign-out's page first: a navigation begun before its post went out would cancel it.
+    browser.wait_for("input#token").await;
     sign_in(&browser, &fleet.url, BOB_TOKEN).await;
     let approvals = browser.text(&browser.wait_for("article.task section.approvals").await).await;
     assert!(approvals.contains("1 of 2 approvals: alice") && !approvals.contains("You approved"), "{approvals}");
     browser.click(&browser.wait_for("article.task button.approve:not([disabled])").await).await;
-    let decision = asked.await.unwrap().unwrap();
+    let decision = browser.answer(asked).await.unwrap().unwrap();
     assert_eq!((decision_name(&decision), decision.decided_by.as_str()), ("approve", "alice+bob"));
     let human = decision.trail.iter().find(|t| t.approver == "human").expect("the human step in the trail");
     assert_eq!(human.decided_by, "alice+bob");
@@ -281,10 +277,7 @@ const EDITABLE: &str = "approvers:\n  - name: human\n    tools: \"*\"\n    pool:
 
 #[tokio::test]
 async fn a_person_edits_the_call_in_the_browser() {
-    if !browser_available() {
-        return;
-    }
-    tokio::time::timeout(HANG_GUARD, editing_scenario()).await.expect("the browser test hung");
+    in_browser(editing_scenario()).await;
 }
 
 async fn editing_scenario() {
@@ -329,7 +322,7 @@ async fn editing_scenario() {
         .type_into(&browser.wait_for("article.task textarea[name=explanation]").await, "Only the build directory.")
         .await;
     browser.click(&browser.wait_for("article.task button.modify").await).await;
-    let decision = asked.await.unwrap().unwrap();
+    let decision = browser.answer(asked).await.unwrap().unwrap();
     assert_eq!((decision_name(&decision), decision.decided_by.as_str()), ("modify", "alice"));
     assert_eq!(decision.explanation.as_deref(), Some("Only the build directory."));
     let modified = decision.modified.expect("the modified call");
@@ -348,10 +341,7 @@ async fn editing_scenario() {
 
 #[tokio::test]
 async fn a_standing_decision_answers_identical_calls_until_revoked() {
-    if !browser_available() {
-        return;
-    }
-    tokio::time::timeout(HANG_GUARD, standing()).await.expect("the browser test hung");
+    in_browser(standing()).await;
 }
 
 async fn standing() {
@@ -374,13 +364,13 @@ async fn standing() {
     let explanation = browser.wait_for("article.task details.standing textarea").await;
     browser.type_into(&explanation, "Build output is disposable.").await;
     browser.click(&browser.wait_for("article.task details.standing button.approve").await).await;
-    let decision = asked.await.unwrap();
+    let decision = browser.answer(asked).await.unwrap();
     assert_eq!((decision_name(&decision), decision.decided_by.as_str()), ("approve", "alice"));
     browser.wait_gone("article.task").await;
 
     // The same call later in the sample is answered without a person.
     let started = std::time::Instant::now();
-    let decision = approve(approval("s1", "c2", clean(), POLICY)).await.unwrap();
+    let decision = browser.answer(approve(approval("s1", "c2", clean(), POLICY))).await.unwrap();
     eprintln!("an identical call decided by the standing decision in {:?}", started.elapsed());
     assert_eq!(decision_name(&decision), "approve");
     assert_eq!(decision.decided_by, "alice (standing #1)");
@@ -392,7 +382,7 @@ async fn standing() {
     for (sample, call) in [("s2", clean()), ("s1", json!({"function": "bash", "arguments": {"cmd": "rm -r src"}}))] {
         let asked = approve(approval(sample, "c3", call, POLICY));
         browser.click(&browser.wait_for("article.task button.reject").await).await;
-        let decision = asked.await.unwrap();
+        let decision = browser.answer(asked).await.unwrap();
         assert_eq!((decision_name(&decision), decision.decided_by.as_str()), ("reject", "alice"), "{sample}");
         browser.wait_gone("article.task").await;
     }
@@ -413,7 +403,7 @@ async fn standing() {
     browser.wait_for("#live.on").await;
     let asked = approve(approval("s1", "c4", clean(), POLICY));
     browser.click(&browser.wait_for("article.task button.approve").await).await;
-    let decision = asked.await.unwrap();
+    let decision = browser.answer(asked).await.unwrap();
     assert_eq!(decision.decided_by, "alice");
 
     browser.quit().await;
@@ -422,10 +412,7 @@ async fn standing() {
 
 #[tokio::test]
 async fn a_browser_stays_signed_in_across_a_restart() {
-    if !browser_available() {
-        return;
-    }
-    tokio::time::timeout(HANG_GUARD, restart_scenario()).await.expect("the browser test hung");
+    in_browser(restart_scenario()).await;
 }
 
 async fn restart_scenario() {
@@ -448,7 +435,7 @@ async fn restart_scenario() {
     browser.wait_for("#live.on").await;
     assert_eq!(browser.execute("return document.querySelector('input#token') === null").await, true, "no sign-in");
     browser.click(&browser.wait_for("article.task button.approve").await).await;
-    let decision = asked.await.unwrap().unwrap();
+    let decision = browser.answer(asked).await.unwrap().unwrap();
     assert_eq!((decision_name(&decision), decision.decided_by.as_str()), ("approve", "alice"));
 
     browser.quit().await;

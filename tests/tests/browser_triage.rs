@@ -17,8 +17,8 @@ use airlock_reviewer::task::Incoming;
 use airlock_reviewer::testing::PgDatabase;
 use airlock_reviewer::triage::Filter;
 use airlock_reviewer::{ReviewerConfig, Service};
-use airlock_tests::webdriver::{Browser, browser_available, screenshot_path};
-use airlock_tests::{HANG_GUARD, REVIEWER_TOKEN, approval, reviewer_config};
+use airlock_tests::webdriver::{Browser, browser_available, in_browser, screenshot_path};
+use airlock_tests::{REVIEWER_TOKEN, approval, reviewer_config};
 use airlock_transport::MemoryTransport;
 use prost::Message as _;
 use serde_json::{Value, json};
@@ -143,10 +143,7 @@ async fn filter_by(browser: &Browser, css: &str, text: &str) {
 
 #[tokio::test]
 async fn a_person_triages_hundreds_of_tasks() {
-    if !browser_available() {
-        return;
-    }
-    tokio::time::timeout(HANG_GUARD, triage()).await.expect("the triage test hung");
+    in_browser(triage()).await;
 }
 
 async fn triage() {
