@@ -68,8 +68,7 @@ impl AmqpConsumer {
     /// missing queue fails at once.
     pub(super) async fn start(inner: Arc<Inner>, queue: &str, prefetch: u16) -> Result<Self, TransportError> {
         let queue: Arc<str> = queue.into();
-        let subscription =
-            inner.retrying("consume", || subscribe(inner.clone(), queue.clone(), prefetch)).await?;
+        let subscription = inner.retrying("consume", || subscribe(inner.clone(), queue.clone(), prefetch)).await?;
         Ok(Self {
             backoff: inner.backoff(),
             closed: inner.closed.subscribe(),
