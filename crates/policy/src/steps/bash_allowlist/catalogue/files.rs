@@ -101,6 +101,17 @@ pub(super) fn copies<'a>(operands: &[&'a str], dest: Dest<'a>, copy: Copy) -> Wr
     writes
 }
 
+/// Reads the arguments of cp, mv, ln or install (`values` and `long_values` as [`read`] takes
+/// them): returns them with where the copies go, or why backups escalate.
+fn copy_options<'a>(args: &[&'a str], values: &str, long_values: &[&str]) -> Result<(Vec<Arg<'a>>, Dest<'a>), String> {
+    let parsed = read(args, values, long_values);
+    let mut dest = Dest::Last;
+    for arg in &parsed {
+        target_and_backups(arg, &mut dest)?;
+    }
+    Ok((parsed, dest))
+}
+
 /// The options cp, mv, ln and install share: the target directory, and backups.
 fn target_and_backups<'a>(arg: &Arg<'a>, dest: &mut Dest<'a>) -> Result<(), String> {
     match *arg {
@@ -138,6 +149,9 @@ fn has(args: &[Arg<'_>], letter: Option<char>, long: Option<&str>) -> bool {
     })
 }
 
+/// The row of the backup options cp, mv, ln and install share.
+const BACKUPS: (&str, &str) = ("`-b`/`--backup`, `-S`/`--suffix`", "escalates: backups are named from a suffix");
+
 pub(super) const CP_ROWS: &[(&str, &str)] = &[
     (
         "the last operand, or `-t DIR`/`--target-directory=DIR`",
@@ -146,15 +160,11 @@ pub(super) const CP_ROWS: &[(&str, &str)] = &[
     ),
     ("`--parents`", "writes `DIR/source/path`, with the directories above it"),
     ("`-s`/`--symbolic-link`, `-l`/`--link`", "also writes each source (a link to it is made)"),
-    ("`-b`/`--backup`, `-S`/`--suffix`", "escalates: backups are named from a suffix"),
+    BACKUPS,
 ];
 
 pub(super) fn cp<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
-    let parsed = read(args, "St", &["suffix", "target-directory"]);
-    let mut dest = Dest::Last;
-    for arg in &parsed {
-        target_and_backups(arg, &mut dest)?;
-    }
+    let (parsed, dest) = copy_options(args, "St", &["suffix", "target-directory"])?;
     let copy = Copy {
         recursive: has(&parsed, Some('r'), Some("recursive"))
             || has(&parsed, Some('R'), Some("recursive"))
@@ -182,15 +192,11 @@ fn sources<'a, 'o>(operands: &'o [&'a str], dest: Dest<'a>) -> &'o [&'a str] {
 pub(super) const MV_ROWS: &[(&str, &str)] = &[
     ("every source", "writes it, and everything beneath it (it is moved away)"),
     ("the last operand, or `-t DIR`/`--target-directory=DIR`", "writes each moved tree as `cp -r` does"),
-    ("`-b`/`--backup`, `-S`/`--suffix`", "escalates: backups are named from a suffix"),
+    BACKUPS,
 ];
 
 pub(super) fn mv<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
-    let parsed = read(args, "St", &["suffix", "target-directory"]);
-    let mut dest = Dest::Last;
-    for arg in &parsed {
-        target_and_backups(arg, &mut dest)?;
-    }
+    let (parsed, dest) = copy_options(args, "St", &["suffix", "target-directory"])?;
     let operands = operands(parsed);
     let mut writes: Writes<'a> = sources(&operands, dest).iter().map(|source| Write::new(*source, How::Tree)).collect();
     writes.extend(copies(&operands, dest, Copy { recursive: true, ..Copy::default() }));
@@ -207,15 +213,11 @@ pub(super) const LN_ROWS: &[(&str, &str)] = &[
         "what each link points to (for `-s`, relative to the link's directory unless `-r`)",
         "writes it and everything beneath it: what is written through the link lands there",
     ),
-    ("`-b`/`--backup`, `-S`/`--suffix`", "escalates: backups are named from a suffix"),
+    BACKUPS,
 ];
 
 pub(super) fn ln<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
-    let parsed = read(args, "St", &["suffix", "target-directory"]);
-    let mut dest = Dest::Last;
-    for arg in &parsed {
-        target_and_backups(arg, &mut dest)?;
-    }
+    let (parsed, mut dest) = copy_options(args, "St", &["suffix", "target-directory"])?;
     let symbolic = has(&parsed, Some('s'), Some("symbolic"));
     let relative_to_here = has(&parsed, Some('r'), Some("relative"));
     let operands = operands(parsed);
@@ -252,15 +254,12 @@ pub(super) const INSTALL_ROWS: &[(&str, &str)] = &[
     ("`-D`", "also creates the directories above the copy"),
     ("`-d`/`--directory`", "writes every operand as a directory, with the directories above it"),
     ("`-s`/`--strip`, `--strip-program`", RUNS),
-    ("`-b`/`--backup`, `-S`/`--suffix`", "escalates: backups are named from a suffix"),
+    BACKUPS,
 ];
 
 pub(super) fn install<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
-    let parsed = read(args, "gmoSt", &["group", "mode", "owner", "suffix", "target-directory", "strip-program"]);
-    let mut dest = Dest::Last;
-    for arg in &parsed {
-        target_and_backups(arg, &mut dest)?;
-    }
+    let (parsed, dest) =
+        copy_options(args, "gmoSt", &["group", "mode", "owner", "suffix", "target-directory", "strip-program"])?;
     if has(&parsed, Some('s'), Some("strip")) || has(&parsed, None, Some("strip-program")) {
         return Err("'-s' / '--strip' run the strip program.".into());
     }
