@@ -26,10 +26,24 @@ const TYPICAL: &[&str] = &[
     "rm -rf build/ dist/",
 ];
 
+/// Lines of the file utilities and network tools whose targets are checked.
+const WRITERS: &[&str] = &[
+    "cp src/a.txt out/b.txt",
+    "cp -r src out/",
+    "mv out/a out/b",
+    "ln -sf out/a out/link",
+    "mkdir -p out/x/y",
+    "rm -rf out/build",
+    "tar -xzf a.tgz -C out",
+    "curl -fsSL -o out/page.html https://example.com/",
+    "curl -s https://example.com/ | grep -c x",
+    "cat < /dev/tcp/example.com/80",
+];
+
 fn step() -> BashAllowlist {
     let params: Params = json!({
         "allowed_commands": ["ls", "cat", "grep", "head", "tail", "wc", "echo", "pwd", "find", "git", "sort", "uniq",
-            "sed", "awk", "time"],
+            "sed", "awk", "time", "cp", "mv", "ln", "mkdir", "rm", "tar", "curl"],
         "command_specific_rules": {"git": ["status", "log", "diff", "show"]},
         "allowed_write_paths": ["out/**"],
         // High enough to judge the long lines instead of escalating them unread.
@@ -74,6 +88,12 @@ fn shell(c: &mut Criterion) {
     let mut group = c.benchmark_group("bash_allowlist typical");
     group.throughput(Throughput::Elements(typical.len() as u64));
     group.bench_function("lines", |b| b.iter(|| typical.iter().for_each(|call| decide(&step, call))));
+    group.finish();
+
+    let writers: Vec<Call> = WRITERS.iter().map(|line| call(line)).collect();
+    let mut group = c.benchmark_group("bash_allowlist writers");
+    group.throughput(Throughput::Elements(writers.len() as u64));
+    group.bench_function("lines", |b| b.iter(|| writers.iter().for_each(|call| decide(&step, call))));
     group.finish();
 
     let long = [

@@ -2,8 +2,10 @@
 //! `/usr/bin/bash` in a scratch directory, with a scratch `HOME`, every builtin disabled (so
 //! each command is looked up on `PATH`), recording wrappers on `PATH` around the real allowed
 //! tools, recording stubs for forbidden ones, and a `command_not_found_handle` that records the
-//! rest. An approved line must run no command outside the allow-list, and create, change or
-//! delete no file outside the allowed write paths (`out/**`, `*.log`).
+//! rest. An approved line must run no command outside the allow-list, create, change or
+//! delete no file outside the allowed write paths (`out/**`, `*.log`) nor change the mode,
+//! times or link target of one, and open no connection to the TCP and UDP ports the test
+//! listens on (its lines try `/dev/tcp/…` and `/dev/udp/…`).
 //!
 //! `AIRLOCK_SHELL_LINES` (default 3,000) and `AIRLOCK_SHELL_SEED` set the run; the offline
 //! campaign (`crates/policy/shell-campaign.sh`) runs many more. Without bash 5.2 the test is
@@ -14,7 +16,9 @@ mod generator;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
+use std::io::ErrorKind;
+use std::net::{TcpListener, UdpSocket};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -34,8 +38,19 @@ struct Sandbox {
     bash_env: PathBuf,
 }
 
-/// What a file tree holds: file contents, or `None` for a directory or other entry.
-type Snapshot = BTreeMap<PathBuf, Option<Vec<u8>>>;
+/// One entry of a file tree: its mode; for a file its contents and modification time; for a
+/// symbolic link where it points. A directory's time changes with the entries made in it, so
+/// it is not kept.
+#[derive(Debug, PartialEq, Eq)]
+struct Entry {
+    mode: u32,
+    contents: Option<Vec<u8>>,
+    modified: Option<(i64, i64)>,
+    link: Option<PathBuf>,
+}
+
+/// What a file tree holds.
+type Snapshot = BTreeMap<PathBuf, Entry>;
 
 impl Sandbox {
     fn new() -> Self {
@@ -56,7 +71,7 @@ impl Sandbox {
                 None => script(name, "echo stub\n".to_owned()),
             }
         }
-        for name in ["rm", "id", "touch", "evil", "xargs", "env", "eval", "source", "exec", "command", "sh", "bash"] {
+        for name in generator::FORBIDDEN {
             script(name, "echo stub\n".to_owned());
         }
         let record = bin.join(".not-found");
@@ -94,14 +109,32 @@ impl Sandbox {
         fs::write(self.work().join("in.txt"), "a b\nc d\n").unwrap();
         fs::write(self.work().join("out/a"), "a\n").unwrap();
         fs::write(root.join("home/.bashrc"), "# rc\n").unwrap();
+        for archive in ["a.tar", "a.zip"] {
+            fs::copy(self.base.join(archive), self.work().join(archive)).unwrap();
+        }
         fs::write(&self.log, "").unwrap();
     }
 
-    /// Runs `line` with bash in a process group of its own, then kills whatever the line
+    /// The archives lines extract: `a.tar` (`t1`, `sub/t2`) and `a.zip` (`z1`), made once.
+    fn make_archives(&self) {
+        let source = self.base.join("archive-source");
+        fs::create_dir_all(source.join("sub")).unwrap();
+        fs::write(source.join("t1"), "t1\n").unwrap();
+        fs::write(source.join("sub/t2"), "t2\n").unwrap();
+        fs::write(source.join("z1"), "z1\n").unwrap();
+        let made = |program: &str, args: &[&str]| {
+            let status = Command::new(program).args(args).current_dir(&source).status().expect("tar and zip run");
+            assert!(status.success(), "{program} {args:?}");
+        };
+        made("tar", &["-cf", self.base.join("a.tar").to_str().unwrap(), "t1", "sub"]);
+        made("zip", &["-q", self.base.join("a.zip").to_str().unwrap(), "z1"]);
+    }
+
+    /// Runs `line` with bash, `NET` set to `net`, in a process group of its own, then kills whatever the line
     /// left running in the background, so nothing writes after the tree is compared; returns
     /// the line's standard error. Standard error goes to a file, not a pipe: a line that
     /// reads `/dev/stderr` would otherwise wait on itself.
-    fn run(&self, line: &str) -> String {
+    fn run(&self, line: &str, net: &str) -> String {
         let stderr = self.base.join("stderr");
         let mut child = Command::new("/usr/bin/timeout")
             .args(["-s", "KILL", "5", BASH, "-c", line])
@@ -110,6 +143,8 @@ impl Sandbox {
             .env("HOME", self.root().join("home"))
             .env("BASH_ENV", &self.bash_env)
             .env("LC_ALL", "C")
+            // For `< "$NET"`, which the step cannot read and must not approve.
+            .env("NET", net)
             .current_dir(self.work())
             .process_group(0)
             .stdin(Stdio::null())
@@ -135,16 +170,18 @@ fn snapshot(root: &Path) -> Snapshot {
         let Ok(entries) = fs::read_dir(&dir) else { continue };
         for entry in entries.flatten() {
             let path = entry.path();
-            let kind = entry.file_type().unwrap();
+            let Ok(meta) = fs::symlink_metadata(&path) else { continue };
+            let kind = meta.file_type();
+            let mut record = Entry { mode: meta.mode(), contents: None, modified: None, link: None };
             if kind.is_dir() {
                 pending.push(path.clone());
-                snapshot.insert(path, None);
             } else if kind.is_file() {
-                let content = fs::read(&path).unwrap_or_default();
-                snapshot.insert(path, Some(content));
-            } else {
-                snapshot.insert(path, None);
+                record.contents = Some(fs::read(&path).unwrap_or_default());
+                record.modified = Some((meta.mtime(), meta.mtime_nsec()));
+            } else if kind.is_symlink() {
+                record.link = fs::read_link(&path).ok();
             }
+            snapshot.insert(path, record);
         }
     }
     snapshot
@@ -204,17 +241,32 @@ fn approved_lines_run_only_allowed_commands_and_write_only_allowed_paths() {
     let mut rng = generator::Rng::new(seed);
     let step = step();
     let sandbox = Sandbox::new();
+    sandbox.make_archives();
+    // Connections that must never come: nothing ever writes to these ports.
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    tcp.set_nonblocking(true).unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let udp = UdpSocket::bind(("127.0.0.1", port)).unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let home = sandbox.root().join("home");
+    let root = sandbox.root();
+    let fill = |line: String| {
+        line.replace("{home}", &home.to_string_lossy())
+            .replace("{root}", &root.to_string_lossy())
+            .replace("{port}", &port.to_string())
+    };
     let allowed: BTreeSet<&str> = generator::ALLOWED.iter().copied().collect();
-    let (mut approved, mut violations) = (0usize, Vec::new());
+    let (mut approved, mut approved_writers, mut violations) = (0usize, 0usize, Vec::new());
     for _ in 0..lines {
-        let line = generator::line(&mut rng);
+        let line = fill(generator::line(&mut rng));
         if decide(&step, &line) != Decision::Approve {
             continue;
         }
         approved += 1;
+        approved_writers += usize::from(line.split_whitespace().any(|word| generator::WRITERS.contains(&word)));
         sandbox.reset();
         let before = snapshot(&sandbox.root());
-        let stderr = sandbox.run(&line);
+        let stderr = sandbox.run(&line, &format!("/dev/tcp/127.0.0.1/{port}"));
         let after = snapshot(&sandbox.root());
         let forbidden: Vec<String> =
             sandbox.ran().into_iter().filter(|name| !allowed.contains(name.as_str())).collect();
@@ -226,18 +278,30 @@ fn approved_lines_run_only_allowed_commands_and_write_only_allowed_paths() {
             .into_iter()
             .filter(|path| before.get(*path) != after.get(*path) && !allowed_write(&work, path))
             .collect();
-        if !forbidden.is_empty() || !changed.is_empty() {
-            violations.push(format!("{line:?}\n  ran: {forbidden:?}\n  changed: {changed:?}\n  stderr: {stderr}"));
+        let connected = match tcp.accept() {
+            Ok(_) => true,
+            Err(error) => error.kind() != ErrorKind::WouldBlock,
+        } || udp.recv(&mut [0; 64]).is_ok();
+        if !forbidden.is_empty() || !changed.is_empty() || connected {
+            violations.push(format!(
+                "{line:?}\n  ran: {forbidden:?}\n  changed: {changed:?}\n  connected: {connected}\n  stderr: {stderr}"
+            ));
         }
     }
-    println!("seed {seed:#x}: {lines} lines, {approved} approved and run by bash, {} violations", violations.len());
+    println!(
+        "seed {seed:#x}: {lines} lines, {approved} approved and run by bash ({approved_writers} with a file utility or \
+         curl), {} violations",
+        violations.len()
+    );
     assert!(
         violations.is_empty(),
         "seed {seed:#x}: {} approved lines escaped:\n{}",
         violations.len(),
         violations.join("\n")
     );
-    // The generator must exercise approvals, or the test proves nothing.
-    assert!(approved * 10 >= lines as usize, "only {approved} of {lines} lines were approved");
+    // The generator must exercise approvals, of the file utilities and curl too, or the test
+    // proves nothing. Most of their generated forms write outside the paths, so escalate.
+    assert!(approved * 20 >= lines as usize, "only {approved} of {lines} lines were approved");
+    assert!(approved_writers * 100 >= lines as usize, "only {approved_writers} approved lines ran a file utility");
     let _ = fs::remove_dir_all(&sandbox.base);
 }

@@ -18,6 +18,9 @@
 //!   `/dev/null`, `/dev/stdout`, `/dev/stderr` or a path matching `allowed_write_paths`
 //!   (see the `paths` module). Descriptor copies (`2>&1`), input and here-strings
 //!   write nothing.
+//! - A redirection to or from `/dev/tcp/…` or `/dev/udp/…`, where bash itself opens a
+//!   connection, escalates on any descriptor and whatever the program, and so does an input
+//!   redirection from a name that is not plain text and could be one.
 //! - `time` (with `-p`) at the start of a pipeline is bash's keyword and is judged as the
 //!   pipeline it times; `\time` and `command time` are the external program, which runs its
 //!   arguments.
@@ -28,9 +31,13 @@
 //! an allowed command run something else), commands that run the command they are given
 //! (`xargs`, `env`, `bash -c`, `eval`, `time`…) and builtins that change how later commands
 //! run (`alias`, `hash`, `export`…), even when listed. Allowed tools whose options run
-//! programs or write files are read against a catalogue of those forms (the `catalogue` module) (`find -exec`,
-//! `git -c`, `tar --to-command`, `sed` `e` and `w`, `awk` `system()`, `tee`, `dd of=`…): forms
-//! that run a program escalate, and files they write must match `allowed_write_paths`.
+//! programs, reach the network or write files are read against a catalogue of those forms
+//! (the `catalogue` module: `find -exec`, `git -c`, `tar --to-command`, `sed` `e` and `w`, `awk`
+//! `system()`, `tee`, `dd of=`, `curl -o`/`-O`/`-K`, `wget`, `scp`, `rsync`, and the targets
+//! of the file utilities: `cp`, `mv`, `ln`, `install`, `touch`, `mkdir`, `rm`, `chmod`,
+//! `chown`, `truncate`, `split`, `tar -x`, `unzip`…): forms that run a program or write files
+//! they do not name escalate, and files they write must be allowed by `allowed_write_paths`
+//! in the way they are written (contents, the name, the name and its parents, a whole tree).
 //!
 //! Parsing and checking take time linear in the line's length, and the length is bounded, so
 //! one evaluation costs at most a few milliseconds.
@@ -44,6 +51,7 @@ use std::collections::HashSet;
 use super::{ParamError, Params, Subject, deny_unknown, opt_bool, opt_str_list, type_name};
 use crate::call::{Answer, Call, Decision, Kind};
 use crate::shell::{self, SimpleCommand, Word};
+use paths::How;
 
 mod catalogue;
 mod paths;
@@ -283,8 +291,8 @@ impl BashAllowlist {
                     )
                 });
             }
-            for file in catalogue::check(name, args)? {
-                self.check_write(file, &format!("'{name}'"))?;
+            for write in catalogue::check(name, args)? {
+                self.check_write(&write.path, write.how, &format!("'{name}'"))?;
             }
             if let Some((_, subcommands)) = self.command_specific_rules.iter().find(|(command, _)| command == name) {
                 check_subcommand(name, args, subcommands)?;
@@ -307,6 +315,24 @@ impl BashAllowlist {
                 redirection.op
             ));
         }
+        if redirection.op != "<<<" {
+            match redirection.target.literal() {
+                Some(path) if paths::is_network(path) => {
+                    return Err(format!(
+                        "The redirection '{}{}' opens a network connection (bash's {path}).",
+                        redirection.op, redirection.target
+                    ));
+                }
+                None if redirection.written().is_none() && may_name_network(&redirection.target) => {
+                    return Err(format!(
+                        "The redirection '{}{}' reads from a file whose name is not plain text, which could be a \
+                         network connection (/dev/tcp/…).",
+                        redirection.op, redirection.target
+                    ));
+                }
+                _ => {}
+            }
+        }
         let Some(target) = redirection.written() else { return Ok(()) };
         let Some(path) = target.literal() else {
             return Err(format!(
@@ -314,12 +340,13 @@ impl BashAllowlist {
                 redirection.op
             ));
         };
-        self.check_write(path, &format!("The redirection '{}'", redirection.op))
+        self.check_write(path, How::Content, &format!("The redirection '{}'", redirection.op))
     }
 
-    /// Refuses a write to `path` unless `allowed_write_paths` allows it; `what` names the writer.
-    fn check_write(&self, path: &str, what: &str) -> Result<(), String> {
-        if self.allowed_write_paths.allows(path) {
+    /// Refuses a write to `path` unless `allowed_write_paths` allows it as `how` says; `what`
+    /// names the writer.
+    fn check_write(&self, path: &str, how: How, what: &str) -> Result<(), String> {
+        if self.allowed_write_paths.allows(path, how) {
             return Ok(());
         }
         let allowed = self.allowed_write_paths.patterns();
@@ -352,6 +379,18 @@ impl fmt::Display for BashAllowlist {
 /// The command line: the first of [`COMMAND_ARGUMENTS`] that holds a string.
 fn command_line(call: &Call) -> Option<&str> {
     COMMAND_ARGUMENTS.iter().find_map(|key| call.arguments.get(*key)?.as_str())
+}
+
+/// Whether a target whose text is not certain may expand to `/dev/tcp/…` or `/dev/udp/…`:
+/// unless it is a process substitution (a `/dev/fd/N` path) or starts with plain text that
+/// is not absolute (`in$n.txt`), it may.
+fn may_name_network(target: &Word) -> bool {
+    let raw = target.raw.as_str();
+    if raw.starts_with("<(") || raw.starts_with(">(") {
+        return false;
+    }
+    let plain = raw.find(['$', '`', '\'', '"', '\\', '*', '?', '[', '{', '~', '<', '>']).map_or(raw, |at| &raw[..at]);
+    plain.is_empty() || plain.starts_with('/')
 }
 
 /// `sudo`, by name or by path: a path to sudo is still sudo.

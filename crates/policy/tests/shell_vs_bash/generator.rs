@@ -1,7 +1,12 @@
 //! A seeded generator of bash command lines that try to slip past `bash_allowlist`:
 //! redirections of every kind, digit words of every size, reserved words, line continuations,
-//! comments, here-documents, quoting and substitutions, and the catalogued tools' dangerous
-//! options, mixed with the ordinary lines the step should approve.
+//! comments, here-documents, quoting and substitutions, network redirections, the catalogued
+//! tools' dangerous options and the file utilities' targets, mixed with the ordinary lines
+//! the step should approve.
+//!
+//! Lines may hold placeholders the test fills in before it judges them: `{home}` (the
+//! scratch home's absolute path), `{root}` (the scratch tree's) and `{port}` (where the test
+//! listens for connections that must never come).
 
 /// splitmix64: small, seedable and good enough to spread choices.
 pub struct Rng(u64);
@@ -35,11 +40,18 @@ impl Rng {
 /// Commands the generated policy allows. `echo`, `printf`, `test` and `[` are builtins made
 /// external in the sandbox; the catalogued tools are the real programs.
 pub const ALLOWED: &[&str] = &[
-    "ls", "cat", "echo", "grep", "head", "wc", "printf", "test", "[", "find", "sed", "awk", "sort", "tee", "dd", "time",
+    "ls", "cat", "echo", "grep", "head", "wc", "printf", "test", "[", "find", "sed", "awk", "sort", "tee", "dd",
+    "time", "cp", "mv", "ln", "mkdir", "rm", "rmdir", "touch", "chmod", "install", "truncate", "split", "tar", "unzip",
+    "curl",
+];
+
+/// The allowed commands whose targets the step checks as writes.
+pub const WRITERS: &[&str] = &[
+    "cp", "mv", "ln", "mkdir", "rm", "rmdir", "touch", "chmod", "install", "truncate", "split", "tar", "unzip", "curl",
 ];
 
 /// Commands that must never run in an approved line.
-const FORBIDDEN: &[&str] = &["rm", "id", "touch", "evil", "xargs", "env", "eval", "source", "exec", "command"];
+pub const FORBIDDEN: &[&str] = &["id", "evil", "xargs", "env", "eval", "source", "exec", "command", "sh", "bash"];
 
 /// Redirection targets: allowed, always allowed, forbidden, uncertain, descriptor-like.
 const TARGETS: &[&str] = &[
@@ -72,6 +84,10 @@ const TARGETS: &[&str] = &[
     "`echo f6`",
     "*.txt",
     "{a,b}",
+    "/dev/tcp/127.0.0.1/{port}",
+    "/dev/udp/127.0.0.1/{port}",
+    "//dev/./tcp/127.0.0.1/{port}",
+    "\"$NET\"",
 ];
 
 /// Digit words of every size, some with leading zeros.
@@ -167,6 +183,108 @@ fn tool_args(rng: &mut Rng, name: &str) -> String {
         "dd" => &["if=in.txt of=f26", "if=in.txt of=out/f27", "if=in.txt of=/dev/null", "if=in.txt", "of=.bashrc"],
         "printf" => &["'%s\\n' a", "-v x a", "-v 'a[$(id)]' a", "'%d' 3"],
         "test" | "[" => &["-f in.txt", "-v x", "-v 'a[$(id)]'", "-d out", "a = a"],
+        "cp" => &[
+            "in.txt out/c1",
+            "in.txt out/",
+            "in.txt out/a.log",
+            "in.txt run.log",
+            "in.txt .bashrc",
+            "in.txt ~/.bashrc",
+            "in.txt ../home/c2",
+            "in.txt {home}/c3",
+            "-t out in.txt",
+            "-t . in.txt",
+            "-r out out/sub",
+            "-r out sub",
+            "--parents in.txt out",
+            "-s {root}/work/in.txt out/c4",
+            "-b in.txt out/a",
+        ],
+        "mv" => &[
+            "out/a out/m1",
+            "in.txt out/",
+            "out/a .",
+            "out/a ../home/.bashrc",
+            "-t out in.txt",
+            "out/a {home}/m2",
+            "out out2",
+        ],
+        "ln" => &[
+            "-s in.txt out/l1",
+            "-sf ../../home/.bashrc out/l2",
+            "-s {home}/.bashrc out/l3",
+            "-s {home}/.bashrc out/l4; echo x >> out/l4",
+            "-s {home} out/l5; echo x > out/l5/.bashrc",
+            "{home}/.bashrc out/h1; echo x >> out/h1",
+            "in.txt out/h2",
+            "-s out/a",
+            "-sfr out/a out/l6",
+            "-s ../in.txt out/l7",
+            "-sf in.txt .bashrc",
+        ],
+        "mkdir" => {
+            &["out/d1", "-p out/d2/d3", "-p d4/d5", "d6", "-p ../home/.config/x", "-p {home}/x", "-m 700 out/d7"]
+        }
+        "rm" => &[
+            "out/a",
+            "-rf out/sub",
+            "-f in.txt",
+            "-rf out",
+            "-f ../home/.bashrc",
+            "-f {home}/.bashrc",
+            "-rf ~",
+            "-f run.log",
+            "-r .",
+            "-f -- out/a",
+        ],
+        "rmdir" => &["out/sub", "-p out/sub/deep", "out", "{home}"],
+        "touch" => {
+            &["out/t1", "t2", "run.log", "~/.hushlogin", "{home}/.x", "-d yesterday out/a", "-d yesterday in.txt"]
+        }
+        "chmod" => &["+x out/a", "-w out/a", "-R 700 out", "600 in.txt", "777 {home}/.bashrc", "-R u+w .", "-w in.txt"],
+        "install" => &[
+            "-m 644 in.txt out/i1",
+            "in.txt i2",
+            "-d out/i3/i4",
+            "-D in.txt out/i5/i6",
+            "-t out in.txt",
+            "in.txt {home}/i7",
+            "-D in.txt i8/i9",
+        ],
+        "truncate" => &["-s 0 out/a", "-s 0 in.txt", "-s 1 ~/.bashrc", "-s 0 run.log", "-s 0 {home}/.bashrc"],
+        "split" => {
+            &["-l 1 in.txt out/p-", "-l 1 in.txt", "-l 1 in.txt p-", "-l 1 in.txt ../home/p", "-l 1 in.txt {home}/p"]
+        }
+        "tar" => &[
+            "-xf a.tar -C out",
+            "-xf a.tar",
+            "-xf a.tar -C .",
+            "-tf a.tar",
+            "-xOf a.tar t1",
+            "xf a.tar",
+            "-C out -xf a.tar",
+            "-xf a.tar -C ../home",
+            "-xf a.tar -C {home}",
+            "-xf a.tar --one-top-level=x -C out",
+            "xfC a.tar out",
+            "xfC a.tar {home}",
+        ],
+        "unzip" => {
+            &["-oq a.zip -d out", "-oq a.zip", "-l a.zip", "-p a.zip z1", "-oq a.zip -d ../home", "-qo a.zip -d {home}"]
+        }
+        "curl" => &[
+            "-s file://{root}/work/in.txt -o out/u1",
+            "-s file://{root}/work/in.txt -o u2",
+            "-sO file://{root}/work/in.txt",
+            "-s file://{root}/work/in.txt",
+            "-s -o /dev/null file://{root}/work/in.txt",
+            "-so {home}/.bashrc file://{root}/work/in.txt",
+            "-sD out/u3 file://{root}/work/in.txt",
+            "-sD u4 file://{root}/work/in.txt",
+            "-sKcfg file://{root}/work/in.txt",
+            "-s -c jar file://{root}/work/in.txt",
+            "-s --output-dir out -O file://{root}/work/in.txt",
+        ],
         _ => return String::new(),
     };
     let mut args = rng.pick(options).to_owned();

