@@ -1,6 +1,14 @@
 //! Intake: human tasks from the pools' queues into the store, then acknowledged; and the
 //! runners' `Cancel`s, which withdraw tasks.
 //!
+//! A cancel withdraws only the tasks of a call whose request its publisher published: the
+//! cancel's `user_id` (which RabbitMQ checks against the publisher, and the AMQP transport
+//! always sets) must be the task's `requested_by` (which the worker took from the request's
+//! `user_id` and sealed; the human queues are written only by workers). A cancel from anyone
+//! else leaves the tasks pending for a person, and is logged and counted
+//! (`airlock_reviewer_cancels_dropped_total`). On the in-process transport neither names a
+//! user, and a cancel naming none withdraws a task whose request named none.
+//!
 //! A task is acknowledged only once it is durable in the store, and never held open while a
 //! person thinks: the broker cuts deliveries left unacknowledged for 30 minutes, and a person
 //! may take hours. A task the store holds already (a redelivery, a duplicate publish) is
@@ -151,21 +159,32 @@ pub async fn consume_cancels(shared: Arc<Shared>, consumer: Consumer) {
     serve.run(|(), delivery| withdraw(shared.clone(), delivery), shared.stop.clone().cancelled_owned()).await;
 }
 
-/// Withdraws the tasks of one cancelled call, then acknowledges the cancel; at shutdown, while
-/// the store fails, the cancel goes back to its queue.
+/// Withdraws the tasks of one cancelled call that the cancel's publisher asked for, then
+/// acknowledges the cancel; at shutdown, while the store fails, the cancel goes back to its
+/// queue.
 async fn withdraw(shared: Arc<Shared>, delivery: Delivery) {
     match v1::Cancel::decode(delivery.message.body.as_ref()) {
         Ok(cancel) => {
             let kind = v1::Kind::try_from(cancel.kind).unwrap_or(v1::Kind::Approval);
             let correlation = cancel.key.unwrap_or_default().correlation_id(kind);
             let reason = if cancel.reason.is_empty() { "withdrawn by the runner".to_owned() } else { cancel.reason };
+            let cancelled_by = delivery.message.user_id.as_deref().unwrap_or_default();
             let mut attempt = 0;
             loop {
-                match shared.store.cancel(&correlation, &reason, now_ms()).await {
-                    Ok(ids) => {
-                        if !ids.is_empty() {
-                            info!(%correlation, tasks = ids.len(), "Human tasks withdrawn.");
+                match shared.store.cancel(&correlation, cancelled_by, &reason, now_ms()).await {
+                    Ok(withdrawal) => {
+                        if !withdrawal.withdrawn.is_empty() {
+                            info!(%correlation, tasks = withdrawal.withdrawn.len(), "Human tasks withdrawn.");
                             shared.poke();
+                        }
+                        if !withdrawal.kept.is_empty() {
+                            warn!(
+                                %correlation,
+                                cancelled_by,
+                                tasks = withdrawal.kept.len(),
+                                "A cancel from a broker user that did not ask for the call dropped; its tasks stay pending."
+                            );
+                            shared.metrics.review_cancels_dropped.inc();
                         }
                         break;
                     }
