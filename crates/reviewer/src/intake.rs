@@ -206,3 +206,6 @@ async fn withdraw(shared: Arc<Shared>, delivery: Delivery) {
         debug!(error = %e, "Acknowledging a cancel failed.");
     }
 }
+
+#[cfg(test)]
+mod tests;
