@@ -1,8 +1,8 @@
 //! Cancels only from the runner that asked, over RabbitMQ with least-privilege broker users
 //! (a vhost of their own): another runner's `Cancel` naming a call that waits for a person
 //! leaves its task pending and is counted, and the person's approval then reaches the runner
-//! that asked; that runner's own cancel still withdraws its call. On a SQLite and on a
-//! PostgreSQL store.
+//! that asked, also when the cancel came before the call; that runner's own cancel still
+//! withdraws its call. On a SQLite and on a PostgreSQL store.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -98,6 +98,17 @@ async fn only_the_runner_that_asked_withdraws_its_call(store: String) {
         let decision = asked.await.unwrap().expect("runner A gets its decision");
         assert_eq!((decision_name(&decision), decision.decided_by.as_str()), ("approve", "alice"));
 
+        // Runner B cancels a call before runner A asks it: that cancel is counted too (when it
+        // comes or when the task is stored, whichever is later), and the call waits for a person.
+        let request = approval("s1", "c3", json!({"function": "bash", "arguments": {"cmd": "rm -r dist"}}), POLICY);
+        as_b.publish(&cancels, cancel_of(request.key.as_ref().unwrap(), "forged first")).await.unwrap();
+        let asking = client.clone();
+        let asked = tokio::spawn(async move { asking.approve(request).await });
+        let task = pending(&api, 1).await.remove(0);
+        dropped(&metrics, 2).await;
+        api.decide(task["id"].as_str().unwrap(), "approve", None).await.expect("not withdrawn");
+        assert_eq!(decision_name(&asked.await.unwrap().unwrap()), "approve");
+
         // Runner A's own cancel withdraws its next call; nothing more is dropped.
         let request = approval("s1", "c2", json!({"function": "bash", "arguments": {"cmd": "make clean"}}), POLICY);
         let key = request.key.clone().unwrap();
@@ -109,7 +120,7 @@ async fn only_the_runner_that_asked_withdraws_its_call(store: String) {
         let history = api.get("/api/history").await.unwrap().json();
         let withdrawn = history["tasks"].as_array().unwrap().iter().find(|t| t["state"] == "cancelled").cloned();
         assert_eq!(withdrawn.expect("a withdrawn task")["reason"], "the sample ended");
-        assert_eq!(metrics.review_cancels_dropped.get(), 1);
+        assert_eq!(metrics.review_cancels_dropped.get(), 2);
         asked.abort();
 
         client.close().await;

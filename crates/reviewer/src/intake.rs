@@ -6,8 +6,9 @@
 //! always sets) must be the task's `requested_by` (which the worker took from the request's
 //! `user_id` and sealed; the human queues are written only by workers). A cancel from anyone
 //! else leaves the tasks pending for a person, and is logged and counted
-//! (`airlock_reviewer_cancels_dropped_total`). On the in-process transport neither names a
-//! user, and a cancel naming none withdraws a task whose request named none.
+//! (`airlock_reviewer_cancels_dropped_total`): when it comes, if the call has a task, or else
+//! when the call's first task is stored. On the in-process transport neither names a user,
+//! and a cancel naming none withdraws a task whose request named none.
 //!
 //! A task is acknowledged only once it is durable in the store, and never held open while a
 //! person thinks: the broker cuts deliveries left unacknowledged for 30 minutes, and a person
@@ -110,6 +111,11 @@ async fn take<T: Transport>(shared: Arc<Shared>, transport: T, topology: Topolog
     match &inserted {
         Inserted::Created(id) => {
             info!(task = %id, correlation = %incoming.correlation, pool = %incoming.pool, "Human task stored.");
+            // Cancels that came first from users that did not ask withdrew nothing: count them.
+            match shared.store.forget_foreign_cancels(&incoming.correlation, incoming.requested_by()).await {
+                Ok(users) => dropped_cancels(&shared, &incoming.correlation, &users),
+                Err(e) => debug!(task = %id, error = %e, "Reading the call's earlier cancels failed."),
+            }
             shared.deadlines.notify_one();
             shared.webhooks_due.notify_one();
             // Read after the task is stored: a standing decision made meanwhile either sees
@@ -152,6 +158,15 @@ async fn announce<T: Transport>(transport: &T, topology: &Topology, incoming: &I
     }
 }
 
+/// Logs and counts the cancels of the call `correlation` that `users` sent, none of whom asked
+/// for it: the call's tasks stay pending.
+fn dropped_cancels(shared: &Shared, correlation: &str, users: &[String]) {
+    for cancelled_by in users {
+        warn!(%correlation, %cancelled_by, "A cancel from a broker user that did not ask for the call dropped.");
+        shared.metrics.review_cancels_dropped.inc();
+    }
+}
+
 /// Consumes the service's private queue bound to the cancels exchange until the service
 /// stops, one cancel at a time.
 pub async fn consume_cancels(shared: Arc<Shared>, consumer: Consumer) {
@@ -178,13 +193,7 @@ async fn withdraw(shared: Arc<Shared>, delivery: Delivery) {
                             shared.poke();
                         }
                         if !withdrawal.kept.is_empty() {
-                            warn!(
-                                %correlation,
-                                cancelled_by,
-                                tasks = withdrawal.kept.len(),
-                                "A cancel from a broker user that did not ask for the call dropped; its tasks stay pending."
-                            );
-                            shared.metrics.review_cancels_dropped.inc();
+                            dropped_cancels(&shared, &correlation, &[cancelled_by.to_owned()]);
                         }
                         break;
                     }

@@ -500,7 +500,9 @@ impl Store {
     /// Withdraws the pending tasks of a call (every step of it) whose request the broker user
     /// `cancelled_by` published (`""` for none: the in-process transport names no user), and
     /// remembers the call under that user, so a task of it that arrives later from the same
-    /// user's request is dropped. The call's tasks another user asked for stay pending.
+    /// user's request is dropped. The call's tasks another user asked for stay pending, and
+    /// then the cancel is not remembered: it is dropped (and counted) now, not again when a
+    /// task of the call is stored ([`Store::forget_foreign_cancels`]).
     pub async fn cancel(
         &self,
         correlation: &str,
@@ -515,7 +517,6 @@ impl Store {
         const KEPT: &str = "SELECT id FROM tasks WHERE correlation = $1 AND requested_by <> $2 AND state = 'pending'";
         let (withdrawn, kept): (Vec<(String,)>, Vec<(String,)>) = on_db!(self, pool => {
             let mut tx = pool.begin().await?;
-            sqlx::query(REMEMBER).bind(correlation).bind(cancelled_by).bind(now).bind(reason).execute(&mut *tx).await?;
             let withdrawn = sqlx::query_as(WITHDRAW)
                 .bind(correlation)
                 .bind(cancelled_by)
@@ -523,12 +524,30 @@ impl Store {
                 .bind(reason)
                 .fetch_all(&mut *tx)
                 .await?;
-            let kept = sqlx::query_as(KEPT).bind(correlation).bind(cancelled_by).fetch_all(&mut *tx).await?;
+            let kept: Vec<(String,)> =
+                sqlx::query_as(KEPT).bind(correlation).bind(cancelled_by).fetch_all(&mut *tx).await?;
+            if kept.is_empty() {
+                sqlx::query(REMEMBER).bind(correlation).bind(cancelled_by).bind(now).bind(reason).execute(&mut *tx).await?;
+            }
             tx.commit().await?;
             (withdrawn, kept)
         });
         let ids = |rows: Vec<(String,)>| rows.into_iter().map(|(id,)| id).collect();
         Ok(Withdrawal { withdrawn: ids(withdrawn), kept: ids(kept) })
+    }
+
+    /// Forgets the cancels of a call remembered under broker users other than `requested_by`,
+    /// once a task of the call that `requested_by` asked for is stored: they withdrew nothing
+    /// and never will. Returns the users that sent them, so that they are counted once.
+    pub async fn forget_foreign_cancels(
+        &self,
+        correlation: &str,
+        requested_by: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        const SQL: &str = "DELETE FROM withdrawn WHERE correlation = $1 AND cancelled_by <> $2 RETURNING cancelled_by";
+        let users: Vec<(String,)> =
+            on_db!(self, pool => sqlx::query_as(SQL).bind(correlation).bind(requested_by).fetch_all(pool).await?);
+        Ok(users.into_iter().map(|(user,)| user).collect())
     }
 
     /// Forgets withdrawn calls older than `before` (unix ms): their tasks cannot arrive any more.

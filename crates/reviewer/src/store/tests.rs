@@ -115,6 +115,7 @@ async fn cancels(store: &Store) {
         assert_eq!(refused, Withdrawal { withdrawn: Vec::new(), kept: vec![id.clone()] }, "{stranger:?}");
     }
     assert!(store.task(&id).await.unwrap().unwrap().is_pending());
+    assert!(store.forget_foreign_cancels(&mine.correlation, "runner-a").await.unwrap().is_empty(), "counted once");
     let withdrawn = store.cancel(&mine.correlation, "runner-a", "sample ended", 7_002).await.unwrap();
     assert_eq!(withdrawn, Withdrawal { withdrawn: vec![id.clone()], kept: Vec::new() });
     let task = store.task(&id).await.unwrap().unwrap();
@@ -125,6 +126,10 @@ async fn cancels(store: &Store) {
     store.cancel(&forged_first.correlation, "runner-b", "forged", 7_003).await.unwrap();
     let Inserted::Created(id) = store.insert(&forged_first, 7_004).await.unwrap() else { panic!("dropped") };
     assert!(store.task(&id).await.unwrap().unwrap().is_pending());
+    // Those cancels are forgotten once, when the task is stored, and so counted once.
+    let foreign = store.forget_foreign_cancels(&forged_first.correlation, "runner-a").await.unwrap();
+    assert_eq!(foreign, ["runner-b"]);
+    assert!(store.forget_foreign_cancels(&forged_first.correlation, "runner-a").await.unwrap().is_empty());
     let late = asked_by(human("runners", "r3", "c1", false, 0), "runner-a");
     store.cancel(&late.correlation, "runner-a", "runner gave up", 7_005).await.unwrap();
     assert_eq!(store.insert(&late, 7_006).await.unwrap(), Inserted::Withdrawn);
