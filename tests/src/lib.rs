@@ -16,6 +16,8 @@
 //!   tokens, limits, webhooks, its delivery log across a restart.
 //! - `inspect`, `agent_examples`, `plugins`: the Python suites (the Inspect integration, the
 //!   agent frameworks' examples through the gateway, the example plugin) in `.venv`.
+//! - `cancels`: another broker user's cancel leaves a call's human task pending; the runner's
+//!   own withdraws it ([`roles`]).
 //! - `cluster`, `roles`, `tls`, `integrity`, `audit`, `monitors`, `telemetry`: a three-node
 //!   cluster, least-privilege broker users, TLS, signed fleets, the decision log, model
 //!   monitors, traces and metrics.
@@ -23,6 +25,7 @@
 #![deny(rust_2018_idioms)]
 
 pub mod fleet;
+pub mod roles;
 pub mod webdriver;
 pub mod webhooks;
 

@@ -3,41 +3,10 @@
 //! routing keys smuggled in a `BCC` header (which RabbitMQ before 4.0.3 does not check against
 //! topic permissions), routes the message nowhere else.
 
-use airlock_testkit::{amqp_url, rabbitmqctl, unique_prefix};
+use airlock_testkit::unique_prefix;
+use airlock_tests::roles::Loaded;
 use airlock_tests::{airlock_bin, broker};
-use airlock_transport::{AmqpOptions, AmqpTransport, Destination, Message, Topology, Transport, TransportError};
-
-const PASSWORD: &str = "s3cret-for-tests";
-
-/// The test broker's `host:port`, from `AIRLOCK_AMQP_URL`.
-fn authority() -> String {
-    let url = amqp_url();
-    let after_scheme = url.split_once("://").map_or(url.as_str(), |(_, rest)| rest);
-    let host = after_scheme.rsplit_once('@').map_or(after_scheme, |(_, host)| host);
-    host.split('/').next().unwrap_or(host).to_owned()
-}
-
-/// The vhost, its users and their definitions; deleted when dropped.
-struct Loaded {
-    vhost: String,
-    users: Vec<String>,
-}
-
-impl Drop for Loaded {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("rabbitmqctl").args(["delete_vhost", &self.vhost]).output();
-        for user in &self.users {
-            let _ = std::process::Command::new("rabbitmqctl").args(["delete_user", user]).output();
-        }
-    }
-}
-
-async fn connect_as(loaded: &Loaded, user: &str) -> AmqpTransport {
-    let url = format!("amqp://{user}:{PASSWORD}@{}/{}", authority(), loaded.vhost);
-    AmqpTransport::connect_with(AmqpOptions::new(url).with_connection_name(format!("roles {user}")))
-        .await
-        .unwrap_or_else(|e| panic!("{user} signs in: {e}"))
-}
+use airlock_transport::{Destination, Message, Topology, Transport, TransportError};
 
 fn refused<T: std::fmt::Debug>(what: &str, result: Result<T, TransportError>) {
     assert!(
@@ -56,45 +25,25 @@ async fn each_role_user_is_refused_what_its_role_must_not_do() {
     let user = |role: &str| format!("{id}-{role}");
     let (runner_a, runner_b, worker, scan, reviewer, auditor) =
         (user("runner-a"), user("runner-b"), user("worker"), user("scan"), user("reviewer"), user("auditor"));
-    let roles = format!(
-        "prefix: {prefix}\nvhost: {id}\nusers:\n\
-         - {{name: {runner_a}, role: runner, password: {PASSWORD}}}\n\
-         - {{name: {runner_b}, role: runner, password: {PASSWORD}}}\n\
-         - {{name: {worker}, role: worker, password: {PASSWORD}}}\n\
-         - {{name: {scan}, role: 'step:scan', password: {PASSWORD}}}\n\
-         - {{name: {reviewer}, role: reviewer, instance: rv, pools: [ops], password: {PASSWORD}}}\n\
-         - {{name: {auditor}, role: auditor, password: {PASSWORD}}}\n"
-    );
+    let users = [
+        (runner_a.as_str(), "role: runner"),
+        (runner_b.as_str(), "role: runner"),
+        (worker.as_str(), "role: worker"),
+        (scan.as_str(), "role: 'step:scan'"),
+        (reviewer.as_str(), "role: reviewer, instance: rv, pools: [ops]"),
+        (auditor.as_str(), "role: auditor"),
+    ];
+    let loaded = Loaded::load(&id, prefix, &users).await;
     let dir = std::env::temp_dir().join(&id);
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("roles.yaml"), roles).unwrap();
-    let output = std::process::Command::new(airlock_bin())
-        .args(["topology", "definitions", "--roles"])
-        .arg(dir.join("roles.yaml"))
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    std::fs::write(dir.join("definitions.json"), &output.stdout).unwrap();
-    let loaded = Loaded {
-        vhost: id.clone(),
-        users: vec![
-            runner_a.clone(),
-            runner_b.clone(),
-            worker.clone(),
-            scan.clone(),
-            reviewer.clone(),
-            auditor.clone(),
-        ],
-    };
-    rabbitmqctl(&["import_definitions", &dir.join("definitions.json").display().to_string()]).await;
 
     // The worker declares the whole fleet.
     let topology = Topology::new(prefix).with_step("scan").with_human_pool("ops");
-    let as_worker = connect_as(&loaded, &worker).await;
+    let as_worker = loaded.connect_as(&worker).await;
     as_worker.declare(&topology).await.expect("the worker declares the fleet");
 
     // A runner declares its own reply queue only, publishes requests, and nothing else.
-    let as_a = connect_as(&loaded, &runner_a).await;
+    let as_a = loaded.connect_as(&runner_a).await;
     let own = Topology::empty(prefix).with_reply_queue(&format!("{runner_a}.r1"));
     refused("runner declares the core", as_a.declare(&Topology::new(prefix)).await);
     as_a.declare_own(&Topology::new(prefix), &own).await.expect("the runner declares its reply queue");
@@ -104,7 +53,7 @@ async fn each_role_user_is_refused_what_its_role_must_not_do() {
         "runner publishes through the default exchange",
         as_a.publish(&Destination::queue(topology.results_queue()), Message::new("forged")).await,
     );
-    let as_b = connect_as(&loaded, &runner_b).await;
+    let as_b = loaded.connect_as(&runner_b).await;
     as_b.declare_own(&Topology::new(prefix), &Topology::empty(prefix).with_reply_queue(&format!("{runner_b}.r1")))
         .await
         .unwrap();
@@ -124,7 +73,7 @@ async fn each_role_user_is_refused_what_its_role_must_not_do() {
     as_a.publish(&smuggled, Message::new("smuggled")).await.expect("the request itself goes through");
 
     // A step answers its own tasks and reads nothing else.
-    let as_scan = connect_as(&loaded, &scan).await;
+    let as_scan = loaded.connect_as(&scan).await;
     let mut tasks = as_scan.consume(&topology.step_queue("scan"), 1).await.expect("the step reads its queue");
     refused("step publishes a request", as_scan.publish(&topology.requests_route(), Message::new("forged")).await);
     refused("step reads a human queue", as_scan.consume(&topology.human_queue("ops"), 1).await);
@@ -148,7 +97,7 @@ async fn each_role_user_is_refused_what_its_role_must_not_do() {
     assert_eq!(smuggled_tasks, 0, "nothing smuggled reached the human queue");
 
     // A reviewer reads its pools and answers; it cannot take a step's tasks.
-    let as_reviewer = connect_as(&loaded, &reviewer).await;
+    let as_reviewer = loaded.connect_as(&reviewer).await;
     as_reviewer.consume(&topology.human_queue("ops"), 1).await.expect("the reviewer reads its pool");
     refused("reviewer reads a step queue", as_reviewer.consume(&topology.step_queue("scan"), 1).await);
     refused("reviewer publishes a request", as_reviewer.publish(&topology.requests_route(), Message::new("x")).await);
@@ -159,7 +108,7 @@ async fn each_role_user_is_refused_what_its_role_must_not_do() {
     refused("reviewer routes a step task", as_reviewer.publish(&topology.step_route("scan"), Message::new("x")).await);
 
     // The auditor binds its queue to the decisions' keys only, and gets the copy of a reply.
-    let as_auditor = connect_as(&loaded, &auditor).await;
+    let as_auditor = loaded.connect_as(&auditor).await;
     let audit = Topology::empty(prefix).with_decisions_queue("audit");
     as_auditor.declare_own(&Topology::new(prefix), &audit).await.expect("the auditor declares its queue");
     let eavesdrop = Topology::empty(prefix).with_work_queue("audit").with_binding(
@@ -177,7 +126,7 @@ async fn each_role_user_is_refused_what_its_role_must_not_do() {
     std::fs::write(dir.join("policy.yaml"), "approvers: []\n").unwrap();
     let output = std::process::Command::new(airlock_bin())
         .args(["request", "--kind", "approval", "--timeout", "0.5", "--prefix", prefix, "--amqp"])
-        .arg(format!("amqp://{runner_a}:{PASSWORD}@{}/{}", authority(), loaded.vhost))
+        .arg(loaded.url(&runner_a))
         .arg("--call")
         .arg(dir.join("call.json"))
         .arg("--policy")

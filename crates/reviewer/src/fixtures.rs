@@ -59,6 +59,14 @@ pub fn human(pool: &str, sample: &str, call: &str, review: bool, deadline: i64) 
     Incoming::decode(&prost::Message::encode_to_vec(&human), pool).expect("a valid task")
 }
 
+/// `incoming` as a worker forwards it from a request that broker user `user` published.
+pub fn asked_by(mut incoming: Incoming, user: &str) -> Incoming {
+    if let Some(task) = incoming.human.task.as_mut() {
+        task.requested_by = user.into();
+    }
+    incoming
+}
+
 /// [`human`]'s approval task in `pool` for a call of `function` with `arguments_json`, from
 /// eval run `run`, with `deadline`.
 pub fn calling(

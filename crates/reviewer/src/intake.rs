@@ -1,6 +1,15 @@
 //! Intake: human tasks from the pools' queues into the store, then acknowledged; and the
 //! runners' `Cancel`s, which withdraw tasks.
 //!
+//! A cancel withdraws only the tasks of a call whose request its publisher published: the
+//! cancel's `user_id` (which RabbitMQ checks against the publisher, and the AMQP transport
+//! always sets) must be the task's `requested_by` (which the worker took from the request's
+//! `user_id` and sealed; the human queues are written only by workers). A cancel from anyone
+//! else leaves the tasks pending for a person, and is logged and counted
+//! (`airlock_reviewer_cancels_dropped_total`): when it comes, if the call has a task, or else
+//! when the call's first task is stored. On the in-process transport neither names a user,
+//! and a cancel naming none withdraws a task whose request named none.
+//!
 //! A task is acknowledged only once it is durable in the store, and never held open while a
 //! person thinks: the broker cuts deliveries left unacknowledged for 30 minutes, and a person
 //! may take hours. A task the store holds already (a redelivery, a duplicate publish) is
@@ -102,6 +111,11 @@ async fn take<T: Transport>(shared: Arc<Shared>, transport: T, topology: Topolog
     match &inserted {
         Inserted::Created(id) => {
             info!(task = %id, correlation = %incoming.correlation, pool = %incoming.pool, "Human task stored.");
+            // Cancels that came first from users that did not ask withdrew nothing: count them.
+            match shared.store.forget_foreign_cancels(&incoming.correlation, incoming.requested_by()).await {
+                Ok(users) => dropped_cancels(&shared, &incoming.correlation, &users),
+                Err(e) => debug!(task = %id, error = %e, "Reading the call's earlier cancels failed."),
+            }
             shared.deadlines.notify_one();
             shared.webhooks_due.notify_one();
             // Read after the task is stored: a standing decision made meanwhile either sees
@@ -144,6 +158,15 @@ async fn announce<T: Transport>(transport: &T, topology: &Topology, incoming: &I
     }
 }
 
+/// Logs and counts the cancels of the call `correlation` that `users` sent, none of whom asked
+/// for it: the call's tasks stay pending.
+fn dropped_cancels(shared: &Shared, correlation: &str, users: &[String]) {
+    for cancelled_by in users {
+        warn!(%correlation, %cancelled_by, "A cancel from a broker user that did not ask for the call dropped.");
+        shared.metrics.review_cancels_dropped.inc();
+    }
+}
+
 /// Consumes the service's private queue bound to the cancels exchange until the service
 /// stops, one cancel at a time.
 pub async fn consume_cancels(shared: Arc<Shared>, consumer: Consumer) {
@@ -151,21 +174,26 @@ pub async fn consume_cancels(shared: Arc<Shared>, consumer: Consumer) {
     serve.run(|(), delivery| withdraw(shared.clone(), delivery), shared.stop.clone().cancelled_owned()).await;
 }
 
-/// Withdraws the tasks of one cancelled call, then acknowledges the cancel; at shutdown, while
-/// the store fails, the cancel goes back to its queue.
+/// Withdraws the tasks of one cancelled call that the cancel's publisher asked for, then
+/// acknowledges the cancel; at shutdown, while the store fails, the cancel goes back to its
+/// queue.
 async fn withdraw(shared: Arc<Shared>, delivery: Delivery) {
     match v1::Cancel::decode(delivery.message.body.as_ref()) {
         Ok(cancel) => {
             let kind = v1::Kind::try_from(cancel.kind).unwrap_or(v1::Kind::Approval);
             let correlation = cancel.key.unwrap_or_default().correlation_id(kind);
             let reason = if cancel.reason.is_empty() { "withdrawn by the runner".to_owned() } else { cancel.reason };
+            let cancelled_by = delivery.message.user_id.as_deref().unwrap_or_default();
             let mut attempt = 0;
             loop {
-                match shared.store.cancel(&correlation, &reason, now_ms()).await {
-                    Ok(ids) => {
-                        if !ids.is_empty() {
-                            info!(%correlation, tasks = ids.len(), "Human tasks withdrawn.");
+                match shared.store.cancel(&correlation, cancelled_by, &reason, now_ms()).await {
+                    Ok(withdrawal) => {
+                        if !withdrawal.withdrawn.is_empty() {
+                            info!(%correlation, tasks = withdrawal.withdrawn.len(), "Human tasks withdrawn.");
                             shared.poke();
+                        }
+                        if !withdrawal.kept.is_empty() {
+                            dropped_cancels(&shared, &correlation, &[cancelled_by.to_owned()]);
                         }
                         break;
                     }
@@ -187,3 +215,6 @@ async fn withdraw(shared: Arc<Shared>, delivery: Delivery) {
         debug!(error = %e, "Acknowledging a cancel failed.");
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -4,8 +4,9 @@
 //! durably, then acknowledges it (a person may take hours; a delivery is never held open
 //! while one thinks), shows it in a web UI and an HTTP API, and publishes the person's answer
 //! as the step's `StepResult` to `<p>.results` through an outbox, so the chain goes on. Tasks
-//! whose deadline passes get their step's `on_timeout` decision; tasks their runner withdraws
-//! (a `Cancel` on `<p>.cancels`) leave the UI unanswered.
+//! whose deadline passes get their step's `on_timeout` decision; tasks the runner that asked
+//! withdraws (a `Cancel` on `<p>.cancels` from the broker user that published the request)
+//! leave the UI unanswered.
 //!
 //! Layout:
 //! - [`task`]: a stored task, the choices it offers, Inspect's explanations.

@@ -25,7 +25,10 @@
 //! - a browser session is a row keyed by the SHA-256 of its id, so every process sharing the
 //!   store accepts it and refuses it once it is logged out (anywhere) or expired;
 //! - a standing decision is a numbered row, read afresh each time one is
-//!   applied, so a revocation anywhere stops it everywhere.
+//!   applied, so a revocation anywhere stops it everywhere;
+//! - a cancel withdraws only tasks whose request the cancel's publisher published
+//!   (`requested_by`), and is remembered under that publisher, so a task arriving after it is
+//!   dropped only when the same broker user asked for it.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -59,6 +62,7 @@ const SQLITE_MIGRATIONS: &[Schema] = &[
     Schema { version: 4, name: "triage", sql: include_str!("../migrations/sqlite/0004_triage.sql") },
     Schema { version: 5, name: "approvals", sql: include_str!("../migrations/sqlite/0005_approvals.sql") },
     Schema { version: 6, name: "standing", sql: include_str!("../migrations/sqlite/0006_standing.sql") },
+    Schema { version: 7, name: "cancels", sql: include_str!("../migrations/sqlite/0007_cancels.sql") },
 ];
 /// The same schema, for PostgreSQL.
 const POSTGRES_MIGRATIONS: &[Schema] = &[
@@ -68,7 +72,19 @@ const POSTGRES_MIGRATIONS: &[Schema] = &[
     Schema { version: 4, name: "triage", sql: include_str!("../migrations/postgres/0004_triage.sql") },
     Schema { version: 5, name: "approvals", sql: include_str!("../migrations/postgres/0005_approvals.sql") },
     Schema { version: 6, name: "standing", sql: include_str!("../migrations/postgres/0006_standing.sql") },
+    Schema { version: 7, name: "cancels", sql: include_str!("../migrations/postgres/0007_cancels.sql") },
 ];
+
+/// What brings a database up to the steps of `schema`.
+fn migrator(schema: &[Schema]) -> Migrator {
+    let migrations = schema
+        .iter()
+        .map(|step| {
+            Migration::new(step.version, step.name.into(), MigrationType::Simple, step.sql.into_sql_str(), false)
+        })
+        .collect();
+    Migrator::with_migrations(migrations)
+}
 
 /// Task states as stored.
 const PENDING: &str = "pending";
@@ -118,6 +134,15 @@ pub enum Inserted {
     Duplicate,
     /// The runner withdrew the call before the task arrived: nothing stored.
     Withdrawn,
+}
+
+/// What a cancel did to the tasks of its call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Withdrawal {
+    /// The pending tasks it withdrew: those whose request its publisher published.
+    pub withdrawn: Vec<String>,
+    /// The pending tasks it left pending, since another broker user published their request.
+    pub kept: Vec<String>,
 }
 
 /// A pending task's id and pool.
@@ -306,24 +331,19 @@ impl Store {
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
-        let migrations = match self.db {
+        let schema = match self.db {
             Db::Sqlite(_) => SQLITE_MIGRATIONS,
             Db::Postgres(_) => POSTGRES_MIGRATIONS,
         };
-        let migrations = migrations
-            .iter()
-            .map(|step| {
-                Migration::new(step.version, step.name.into(), MigrationType::Simple, step.sql.into_sql_str(), false)
-            })
-            .collect();
         // Locking (an advisory lock on PostgreSQL) lets several processes start at once.
-        let migrator = Migrator::with_migrations(migrations);
+        let migrator = migrator(schema);
         on_db!(self, pool => migrator.run(pool).await)?;
         Ok(())
     }
 
     /// Stores an incoming task unless its call, kind and step is stored already or the call
-    /// was withdrawn. Durable when this returns: the delivery may then be acknowledged.
+    /// was withdrawn by the broker user that asked for it. Durable when this returns: the
+    /// delivery may then be acknowledged.
     pub async fn insert(&self, incoming: &Incoming, now: i64) -> Result<Inserted, StoreError> {
         self.insert_as(&uuid::Uuid::now_v7().to_string(), incoming, now, &[]).await
     }
@@ -338,9 +358,9 @@ impl Store {
         webhooks: &[NewWebhook],
     ) -> Result<Inserted, StoreError> {
         const SQL: &str = "INSERT INTO tasks (id, dedup_key, correlation, pool, step, body, received_at, \
-                           deadline_at, state, function, run_id, sample_id, search) \
-                           SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12 \
-                           WHERE NOT EXISTS (SELECT 1 FROM withdrawn WHERE correlation = $3) \
+                           deadline_at, state, function, run_id, sample_id, search, requested_by) \
+                           SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13 \
+                           WHERE NOT EXISTS (SELECT 1 FROM withdrawn WHERE correlation = $3 AND cancelled_by = $13) \
                            ON CONFLICT (dedup_key) DO NOTHING";
         let body = incoming.human.encode_to_vec();
         let columns = Columns::of(&incoming.human);
@@ -359,6 +379,7 @@ impl Store {
                 .bind(&columns.run_id)
                 .bind(&columns.sample_id)
                 .bind(&columns.search)
+                .bind(incoming.requested_by())
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
@@ -380,8 +401,9 @@ impl Store {
             return Ok(Inserted::Created(id.to_owned()));
         }
         let withdrawn: Option<(i64,)> = on_db!(self, pool =>
-            sqlx::query_as("SELECT withdrawn_at FROM withdrawn WHERE correlation = $1")
+            sqlx::query_as("SELECT withdrawn_at FROM withdrawn WHERE correlation = $1 AND cancelled_by = $2")
                 .bind(&incoming.correlation)
+                .bind(incoming.requested_by())
                 .fetch_optional(pool)
                 .await?);
         Ok(if withdrawn.is_some() { Inserted::Withdrawn } else { Inserted::Duplicate })
@@ -475,21 +497,57 @@ impl Store {
         })
     }
 
-    /// Withdraws the pending tasks of a call (every step of it) and remembers the call, so a
-    /// task for it that arrives later is dropped. Returns the ids of the withdrawn tasks.
-    pub async fn cancel(&self, correlation: &str, reason: &str, now: i64) -> Result<Vec<String>, StoreError> {
-        const REMEMBER: &str = "INSERT INTO withdrawn (correlation, withdrawn_at, reason) VALUES ($1, $2, $3) \
-                                ON CONFLICT (correlation) DO NOTHING";
-        const WITHDRAW: &str = "UPDATE tasks SET state = 'cancelled', decided_at = $2, reason = $3 \
-                                WHERE correlation = $1 AND state = 'pending' RETURNING id";
-        let ids: Vec<(String,)> = on_db!(self, pool => {
+    /// Withdraws the pending tasks of a call (every step of it) whose request the broker user
+    /// `cancelled_by` published (`""` for none: the in-process transport names no user), and
+    /// remembers the call under that user, so a task of it that arrives later from the same
+    /// user's request is dropped. The call's tasks another user asked for stay pending, and
+    /// then the cancel is not remembered: it is dropped (and counted) now, not again when a
+    /// task of the call is stored ([`Store::forget_foreign_cancels`]).
+    pub async fn cancel(
+        &self,
+        correlation: &str,
+        cancelled_by: &str,
+        reason: &str,
+        now: i64,
+    ) -> Result<Withdrawal, StoreError> {
+        const REMEMBER: &str = "INSERT INTO withdrawn (correlation, cancelled_by, withdrawn_at, reason) \
+                                VALUES ($1, $2, $3, $4) ON CONFLICT (correlation, cancelled_by) DO NOTHING";
+        const WITHDRAW: &str = "UPDATE tasks SET state = 'cancelled', decided_at = $3, reason = $4 \
+                                WHERE correlation = $1 AND requested_by = $2 AND state = 'pending' RETURNING id";
+        const KEPT: &str = "SELECT id FROM tasks WHERE correlation = $1 AND requested_by <> $2 AND state = 'pending'";
+        let (withdrawn, kept): (Vec<(String,)>, Vec<(String,)>) = on_db!(self, pool => {
             let mut tx = pool.begin().await?;
-            sqlx::query(REMEMBER).bind(correlation).bind(now).bind(reason).execute(&mut *tx).await?;
-            let ids = sqlx::query_as(WITHDRAW).bind(correlation).bind(now).bind(reason).fetch_all(&mut *tx).await?;
+            let withdrawn = sqlx::query_as(WITHDRAW)
+                .bind(correlation)
+                .bind(cancelled_by)
+                .bind(now)
+                .bind(reason)
+                .fetch_all(&mut *tx)
+                .await?;
+            let kept: Vec<(String,)> =
+                sqlx::query_as(KEPT).bind(correlation).bind(cancelled_by).fetch_all(&mut *tx).await?;
+            if kept.is_empty() {
+                sqlx::query(REMEMBER).bind(correlation).bind(cancelled_by).bind(now).bind(reason).execute(&mut *tx).await?;
+            }
             tx.commit().await?;
-            ids
+            (withdrawn, kept)
         });
-        Ok(ids.into_iter().map(|(id,)| id).collect())
+        let ids = |rows: Vec<(String,)>| rows.into_iter().map(|(id,)| id).collect();
+        Ok(Withdrawal { withdrawn: ids(withdrawn), kept: ids(kept) })
+    }
+
+    /// Forgets the cancels of a call remembered under broker users other than `requested_by`,
+    /// once a task of the call that `requested_by` asked for is stored: they withdrew nothing
+    /// and never will. Returns the users that sent them, so that they are counted once.
+    pub async fn forget_foreign_cancels(
+        &self,
+        correlation: &str,
+        requested_by: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        const SQL: &str = "DELETE FROM withdrawn WHERE correlation = $1 AND cancelled_by <> $2 RETURNING cancelled_by";
+        let users: Vec<(String,)> =
+            on_db!(self, pool => sqlx::query_as(SQL).bind(correlation).bind(requested_by).fetch_all(pool).await?);
+        Ok(users.into_iter().map(|(user,)| user).collect())
     }
 
     /// Forgets withdrawn calls older than `before` (unix ms): their tasks cannot arrive any more.

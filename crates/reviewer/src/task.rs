@@ -281,6 +281,12 @@ impl Incoming {
         self.human.task.as_ref().map(|t| t.deadline_unix_ms).filter(|deadline| *deadline > 0)
     }
 
+    /// The broker user that published the task's request, as the worker that took it saw it
+    /// (`""` when it named none): the only user whose cancel withdraws the task.
+    pub fn requested_by(&self) -> &str {
+        self.human.task.as_ref().map_or("", |t| t.requested_by.as_str())
+    }
+
     /// The runner's reply queue, as its request names it.
     pub fn reply_to(&self) -> &str {
         self.human.task.as_ref().and_then(|t| t.request.as_ref()).map_or("", |r| r.reply_to.as_str())

@@ -138,6 +138,9 @@ pub struct Metrics {
     pub review_oldest_pending: Family<PoolLabels, Gauge>,
     /// Reviewer service: tasks decided by standing decisions, per pool.
     pub review_standing: Family<PoolLabels, Counter>,
+    /// Reviewer service: cancels dropped because a broker user other than the one that asked
+    /// published them (the call's tasks stay pending).
+    pub review_cancels_dropped: Counter,
 }
 
 fn latency() -> Histogram {
@@ -218,6 +221,12 @@ impl Metrics {
             "Human tasks decided by a reviewer's standing decision instead of a person, per pool",
             review_standing.clone(),
         );
+        let review_cancels_dropped = Counter::default();
+        registry.register(
+            "reviewer_cancels_dropped",
+            "Cancels dropped because a broker user other than the one that asked for the call published them",
+            review_cancels_dropped.clone(),
+        );
         Metrics {
             registry,
             messages,
@@ -239,6 +248,7 @@ impl Metrics {
             review_pending,
             review_oldest_pending,
             review_standing,
+            review_cancels_dropped,
         }
     }
 

@@ -51,6 +51,8 @@ struct Pending<'p> {
     external: &'p ExternalStep,
     /// The digest of the request as its runner sent it, which the task carries on.
     request_digest: [u8; 32],
+    /// The broker user that published the request, which the task carries on.
+    requested_by: String,
 }
 
 /// The outcome of handling one delivery.
@@ -255,6 +257,12 @@ impl Handler {
         let state = ChainState { next_step: chain.next_step as usize, trail };
         let input = Input { call: &call, message: message_text, output };
         let answer_step = incoming.as_ref().map(|incoming| incoming.step);
+        // A runner's own request names its publisher as the broker checked it; a result
+        // brings back the name its sealed task carries, since its publisher is the step's.
+        let requested_by = match &incoming {
+            None => message.user_id.clone().unwrap_or_default(),
+            Some(incoming) => incoming.result.task.as_ref().map(|task| task.requested_by.clone()).unwrap_or_default(),
+        };
         let (verdict, external) = match incoming {
             None => (policy.evaluate(&input, state), None),
             Some(Incoming { step, answer: wire_answer, .. }) => match answer_from_wire(&wire_answer) {
@@ -306,6 +314,7 @@ impl Handler {
                     step: policy_step,
                     external,
                     request_digest: digest,
+                    requested_by,
                 };
                 let task = self.step_task(&request, policy.kind(), pending, trail, trace, now_ms);
                 Handled::Publish(vec![task], report)
@@ -406,7 +415,7 @@ impl Handler {
         trace_context: &BTreeMap<String, String>,
         now_ms: i64,
     ) -> Outgoing {
-        let Pending { index, next_step, step: policy_step, external, request_digest } = pending;
+        let Pending { index, next_step, step: policy_step, external, request_digest, requested_by } = pending;
         let mut forwarded = request.clone();
         forwarded.chain = Some(v1::ChainState { next_step: next_step as u32, trail });
         let timeout = external.timeout();
@@ -422,6 +431,7 @@ impl Handler {
             trace_context: trace_context.clone(),
             request_digest: request_digest.to_vec(),
             seal: Vec::new(),
+            requested_by,
         };
         self.trust.seal(&mut task);
         let message = |body: Vec<u8>| {

@@ -3,7 +3,7 @@
 use airlock_records::review::{ApprovalView, ApprovalsMetadata};
 
 use super::*;
-use crate::fixtures::human;
+use crate::fixtures::{asked_by, human};
 use crate::testing::with_pg;
 
 fn verdict(decision: Decision, by: &str, at: i64) -> Verdict {
@@ -79,13 +79,14 @@ async fn suite(store: Store) {
     assert_eq!(expired.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), [review_id.as_str()]);
     assert_eq!(expired[0].on_timeout(), Decision::Terminate);
 
-    // A cancel withdraws the call's pending tasks and drops a task that arrives after it.
-    let withdrawn = store.cancel(&review.correlation, "sample ended", 6_000).await.unwrap();
-    assert_eq!(withdrawn, std::slice::from_ref(&review_id));
+    // A cancel withdraws the call's pending tasks and drops a task that arrives after it (none
+    // of these requests named a broker user, nor do these cancels).
+    let withdrawn = store.cancel(&review.correlation, "", "sample ended", 6_000).await.unwrap();
+    assert_eq!(withdrawn, Withdrawal { withdrawn: vec![review_id.clone()], kept: Vec::new() });
     assert!(store.expired(10_000).await.unwrap().is_empty());
     assert_eq!(store.next_deadline().await.unwrap(), None);
     let late = human("ops", "s3", "c9", false, 0);
-    store.cancel(&late.correlation, "runner gave up", 6_100).await.unwrap();
+    store.cancel(&late.correlation, "", "runner gave up", 6_100).await.unwrap();
     assert_eq!(store.insert(&late, 6_200).await.unwrap(), Inserted::Withdrawn);
     assert_eq!(store.prune_withdrawn(6_050).await.unwrap(), 1);
 
@@ -100,6 +101,99 @@ async fn suite(store: Store) {
     assert_eq!(pending[0].received_at, 1_003);
     webhooks(&store).await;
     sessions(&store).await;
+    cancels(&store).await;
+}
+
+/// Cancels withdraw only the tasks whose request their publisher published, now and when a
+/// task arrives after its cancel.
+async fn cancels(store: &Store) {
+    let mine = asked_by(human("runners", "r1", "c1", false, 0), "runner-a");
+    let Inserted::Created(id) = store.insert(&mine, 7_000).await.unwrap() else { panic!("not created") };
+    assert_eq!(store.task(&id).await.unwrap().unwrap().human, mine.human, "the body keeps who asked");
+    for stranger in ["runner-b", ""] {
+        let refused = store.cancel(&mine.correlation, stranger, "forged", 7_001).await.unwrap();
+        assert_eq!(refused, Withdrawal { withdrawn: Vec::new(), kept: vec![id.clone()] }, "{stranger:?}");
+    }
+    assert!(store.task(&id).await.unwrap().unwrap().is_pending());
+    assert!(store.forget_foreign_cancels(&mine.correlation, "runner-a").await.unwrap().is_empty(), "counted once");
+    let withdrawn = store.cancel(&mine.correlation, "runner-a", "sample ended", 7_002).await.unwrap();
+    assert_eq!(withdrawn, Withdrawal { withdrawn: vec![id.clone()], kept: Vec::new() });
+    let task = store.task(&id).await.unwrap().unwrap();
+    assert!(matches!(&task.state, State::Cancelled { reason, .. } if reason == "sample ended"), "{:?}", task.state);
+
+    // A cancel that comes before its task drops it only when the same user asked for it.
+    let forged_first = asked_by(human("runners", "r2", "c1", false, 0), "runner-a");
+    store.cancel(&forged_first.correlation, "runner-b", "forged", 7_003).await.unwrap();
+    let Inserted::Created(id) = store.insert(&forged_first, 7_004).await.unwrap() else { panic!("dropped") };
+    assert!(store.task(&id).await.unwrap().unwrap().is_pending());
+    // Those cancels are forgotten once, when the task is stored, and so counted once.
+    let foreign = store.forget_foreign_cancels(&forged_first.correlation, "runner-a").await.unwrap();
+    assert_eq!(foreign, ["runner-b"]);
+    assert!(store.forget_foreign_cancels(&forged_first.correlation, "runner-a").await.unwrap().is_empty());
+    let late = asked_by(human("runners", "r3", "c1", false, 0), "runner-a");
+    store.cancel(&late.correlation, "runner-a", "runner gave up", 7_005).await.unwrap();
+    assert_eq!(store.insert(&late, 7_006).await.unwrap(), Inserted::Withdrawn);
+}
+
+/// A store made before cancels named their publisher (schema step 6), with a pending task
+/// and a withdrawn call: after the migration both name no broker user, so only a cancel
+/// naming none withdraws the task, and the withdrawn call drops only a task whose request
+/// named none.
+async fn cancels_after_migration(old: Store, url: &str) {
+    let legacy = human("ops", "old", "c1", false, 0);
+    let withdrawn = human("ops", "old", "c2", false, 0);
+    const TASK: &str = "INSERT INTO tasks (id, dedup_key, correlation, pool, step, body, received_at, deadline_at, \
+                        state) VALUES ('legacy', $1, $2, 'ops', 2, $3, 1, 0, 'pending')";
+    const WITHDRAWN: &str = "INSERT INTO withdrawn (correlation, withdrawn_at, reason) VALUES ($1, 1, 'gone')";
+    on_db!(old, pool => {
+        migrator(&schema_of(&old)[..6]).run(pool).await.unwrap();
+        sqlx::query(TASK)
+            .bind(legacy.dedup_key())
+            .bind(&legacy.correlation)
+            .bind(legacy.human.encode_to_vec())
+            .execute(pool)
+            .await
+            .unwrap();
+        sqlx::query(WITHDRAWN).bind(&withdrawn.correlation).execute(pool).await.unwrap();
+    });
+    old.close().await;
+
+    let store = Store::open(url).await.unwrap();
+    let refused = store.cancel(&legacy.correlation, "runner-a", "named", 2).await.unwrap();
+    assert_eq!(refused.kept, ["legacy"]);
+    let cancelled = store.cancel(&legacy.correlation, "", "unnamed", 3).await.unwrap();
+    assert_eq!(cancelled.withdrawn, ["legacy"]);
+    assert_eq!(store.insert(&withdrawn, 4).await.unwrap(), Inserted::Withdrawn);
+    let named = asked_by(withdrawn, "runner-a");
+    assert!(matches!(store.insert(&named, 5).await.unwrap(), Inserted::Created(_)));
+    store.close().await;
+}
+
+fn schema_of(store: &Store) -> &'static [Schema] {
+    match store.db {
+        Db::Sqlite(_) => SQLITE_MIGRATIONS,
+        Db::Postgres(_) => POSTGRES_MIGRATIONS,
+    }
+}
+
+#[tokio::test]
+async fn cancels_on_a_sqlite_store_made_before_they_named_their_publisher() {
+    let dir = std::env::temp_dir().join(format!("airlock-store-{}", crate::auth::random_hex::<6>()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tasks.db");
+    let options = SqliteConnectOptions::new().filename(&path).create_if_missing(true);
+    let old = Store { db: Db::Sqlite(SqlitePool::connect_with(options).await.unwrap()) };
+    cancels_after_migration(old, &format!("sqlite:{}", path.display())).await;
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[tokio::test]
+async fn cancels_on_a_postgres_store_made_before_they_named_their_publisher() {
+    with_pg("legacy_cancels", |url| async move {
+        let old = Store { db: Db::Postgres(PgPool::connect(&url).await.unwrap()) };
+        cancels_after_migration(old, &url).await;
+    })
+    .await;
 }
 
 /// Sessions: found by their id's hash while live; refused once logged out or expired; pruned
@@ -181,8 +275,8 @@ async fn store_on_a_sqlite_file_survives_a_reopen() {
     store.close().await;
     // Migrations run again without harm, and everything is still there.
     let store = Store::open(&url).await.unwrap();
-    assert_eq!(store.pending(None).await.unwrap().len(), 2);
-    assert_eq!(store.history(None, 10).await.unwrap().len(), 2);
+    assert_eq!(store.pending(None).await.unwrap().len(), 3);
+    assert_eq!(store.history(None, 10).await.unwrap().len(), 3);
     store.close().await;
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -271,6 +271,23 @@ fn a_reply_is_proved_for_its_runner_and_its_request_only() {
 }
 
 #[test]
+fn the_human_task_names_the_broker_user_that_asked_whoever_answered_before() {
+    let handler = handler();
+    let asked = Message { user_id: Some("runner-a".into()), ..Message::new(request("rm", 50_000).encode_to_vec()) };
+    let out = published(handler.on_request(&asked, 1_000));
+    let task = v1::StepTask::decode(out[0].message.body.as_ref()).unwrap();
+    assert_eq!(task.requested_by, "runner-a");
+    // The monitor's result is published by the monitor's user; the name comes from the task.
+    let result =
+        v1::StepResult { task: Some(task), answer: Some(answer(v1::DecisionKind::Escalate)), ..Default::default() };
+    let out = published(handler.on_result(&result_message(&result, MONITOR_USER), 2_000));
+    let human = v1::HumanTask::decode(out[0].message.body.as_ref()).unwrap();
+    assert_eq!(human.task.unwrap().requested_by, "runner-a");
+    // A request that names no user (the in-process transport) makes tasks that name none.
+    assert_eq!(monitor_task(&handler).requested_by, "");
+}
+
+#[test]
 fn a_runner_request_carrying_chain_state_is_dead_lettered_with_a_proved_error() {
     let mut skipping = request("rm", 0);
     skipping.chain = Some(v1::ChainState { next_step: 2, trail: Vec::new() });
@@ -305,10 +322,20 @@ fn a_task_not_as_the_fleet_sealed_it_is_refused() {
     unsealed.seal.clear();
     let mut replayed = task.clone();
     replayed.request_digest = airlock_integrity::digest(b"another request").to_vec();
+    // Renamed, so that another runner's cancel would withdraw the call's human task.
+    let mut renamed = task.clone();
+    renamed.requested_by = "mallory".into();
     let other_fleet = Trust::signed(FleetKey::from_seed([8; 32]), PublicKeys::default());
     let mut foreign = task.clone();
     other_fleet.seal(&mut foreign);
-    for (what, task) in [("skipping", skipping), ("unsealed", unsealed), ("replayed", replayed), ("foreign", foreign)] {
+    let tampered = [
+        ("skipping", skipping),
+        ("unsealed", unsealed),
+        ("replayed", replayed),
+        ("renamed", renamed),
+        ("foreign", foreign),
+    ];
+    for (what, task) in tampered {
         let result =
             v1::StepResult { task: Some(task), answer: Some(answer(v1::DecisionKind::Approve)), ..Default::default() };
         let text = refused(handler.on_result(&result_message(&result, MONITOR_USER), 2_000));

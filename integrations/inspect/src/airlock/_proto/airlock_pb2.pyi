@@ -224,7 +224,7 @@ class Request(_message.Message):
     def __init__(self, key: _Optional[_Union[CallKey, _Mapping]] = ..., origin: _Optional[_Union[Origin, _Mapping]] = ..., approval: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., review: _Optional[_Union[ReviewRequest, _Mapping]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., chain: _Optional[_Union[ChainState, _Mapping]] = ..., deadline_unix_ms: _Optional[int] = ..., requested_at_unix_ms: _Optional[int] = ..., reply_to: _Optional[str] = ..., runner_key: _Optional[bytes] = ...) -> None: ...
 
 class StepTask(_message.Message):
-    __slots__ = ("request", "step", "name", "params_json", "deadline_unix_ms", "on_timeout", "trace_context", "request_digest", "seal")
+    __slots__ = ("request", "step", "name", "params_json", "deadline_unix_ms", "on_timeout", "trace_context", "request_digest", "seal", "requested_by")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -241,6 +241,7 @@ class StepTask(_message.Message):
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     REQUEST_DIGEST_FIELD_NUMBER: _ClassVar[int]
     SEAL_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_BY_FIELD_NUMBER: _ClassVar[int]
     request: Request
     step: int
     name: str
@@ -250,7 +251,8 @@ class StepTask(_message.Message):
     trace_context: _containers.ScalarMap[str, str]
     request_digest: bytes
     seal: bytes
-    def __init__(self, request: _Optional[_Union[Request, _Mapping]] = ..., step: _Optional[int] = ..., name: _Optional[str] = ..., params_json: _Optional[str] = ..., deadline_unix_ms: _Optional[int] = ..., on_timeout: _Optional[_Union[DecisionKind, str]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., request_digest: _Optional[bytes] = ..., seal: _Optional[bytes] = ...) -> None: ...
+    requested_by: str
+    def __init__(self, request: _Optional[_Union[Request, _Mapping]] = ..., step: _Optional[int] = ..., name: _Optional[str] = ..., params_json: _Optional[str] = ..., deadline_unix_ms: _Optional[int] = ..., on_timeout: _Optional[_Union[DecisionKind, str]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., request_digest: _Optional[bytes] = ..., seal: _Optional[bytes] = ..., requested_by: _Optional[str] = ...) -> None: ...
 
 class HumanTask(_message.Message):
     __slots__ = ("task", "choices", "pool", "approvals")
