@@ -310,19 +310,41 @@ fn prefer_wait_reads_rfc_7240() {
     assert_eq!(prefer_wait(&HeaderMap::new(), max), None);
 }
 
-#[tokio::test]
-async fn the_served_document_is_the_committed_one_and_lists_exactly_the_routes() {
-    let committed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/gateway.openapi.json"))
-        .expect("docs/gateway.openapi.json");
-    let shared = shared(FakeFleet::new(true), limits());
+async fn served_document(shared: &Arc<Shared>) -> Value {
     let response = app(shared.clone())
         .oneshot(Request::builder().uri("/openapi.json").body(Body::empty()).unwrap())
         .await
         .unwrap();
     assert_eq!(response.headers()["content-type"], "application/json");
     let served = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
-    assert_eq!(std::str::from_utf8(&served).unwrap(), committed);
-    let document: Value = serde_json::from_str(&committed).unwrap();
+    serde_json::from_slice(&served).unwrap()
+}
+
+#[tokio::test]
+async fn the_served_document_is_the_committed_one_with_the_limits_in_force() {
+    let committed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/gateway.openapi.json"))
+        .expect("docs/gateway.openapi.json");
+    let committed: Value = serde_json::from_str(&committed).unwrap();
+    // The committed document holds the default limits.
+    let served = served_document(&shared(FakeFleet::new(true), limits())).await;
+    assert!(served == committed, "the default gateway serves the committed document");
+    let longer = Limits { max_timeout: Duration::from_secs(600), ..limits() };
+    let served = served_document(&shared(FakeFleet::new(true), longer)).await;
+    assert_eq!(served["components"]["schemas"]["Timeout"]["maximum"], json!(600));
+    let shared = shared(FakeFleet::new(true), longer);
+    let mut body = body("c1", "a");
+    body["timeout"] = json!(601);
+    let answer = post(&shared, "/v1/approvals", ALPHA, &body, &[]).await;
+    assert_eq!(
+        (answer.status, answer.json["error"]["field"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("timeout"))
+    );
+}
+
+#[tokio::test]
+async fn the_document_lists_exactly_the_routes() {
+    let shared = shared(FakeFleet::new(true), limits());
+    let document = served_document(&shared).await;
     assert_eq!(document["openapi"], "3.1.0");
     let mut listed: Vec<(String, String)> = document["paths"]
         .as_object()
