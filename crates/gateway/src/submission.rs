@@ -199,27 +199,35 @@ fn parse_origin(value: Option<&Value>) -> Result<Origin, Invalid> {
     only(origin, &["run", "sample", "epoch"], "origin")?;
     let run = string(origin, "run", "origin.run")?.to_owned();
     let sample = match origin.get("sample") {
-        // Numbers keep their digits as written (serde_json's arbitrary precision): an integer
-        // of any size is its own text.
         Some(Value::Number(n)) => {
-            let digits = n.to_string();
-            let unsigned = digits.strip_prefix('-').unwrap_or(&digits);
-            if unsigned.is_empty() || !unsigned.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(Invalid::field("origin.sample", "must be a string or an integer"));
-            }
-            digits
+            integer(n).ok_or_else(|| Invalid::field("origin.sample", "must be a string or an integer"))?
         }
         _ => string(origin, "sample", "origin.sample")?.to_owned(),
     };
     let epoch = match origin.get("epoch") {
         None => 1,
         Some(value) => value
-            .as_u64()
-            .and_then(|e| u32::try_from(e).ok())
+            .as_number()
+            .and_then(integer)
+            .and_then(|e| e.parse::<u32>().ok())
             .filter(|e| *e >= 1)
-            .ok_or_else(|| Invalid::field("origin.epoch", "must be an integer from 1"))?,
+            .ok_or_else(|| Invalid::field("origin.epoch", "must be an integer from 1 to 4294967295"))?,
     };
     Ok(Origin { run, sample, epoch })
+}
+
+/// A JSON integer as its digits: written as digits (kept as written, of any size, by
+/// serde_json's arbitrary precision), or as a number JSON Schema also counts as an integer
+/// (`816.0`, `8.16e2`) within the range a float holds exactly.
+fn integer(number: &serde_json::Number) -> Option<String> {
+    let text = number.to_string();
+    let unsigned = text.strip_prefix('-').unwrap_or(&text);
+    if !unsigned.is_empty() && unsigned.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(text);
+    }
+    let value = number.as_f64().filter(|v| v.fract() == 0.0 && v.abs() <= 9_007_199_254_740_992.0)?;
+    // Exact: a whole float of at most 2^53 converts without loss.
+    Some(format!("{}", value as i64))
 }
 
 fn parse_callback(url: &str) -> Result<reqwest::Url, Invalid> {
