@@ -11,8 +11,9 @@
 //! With a [`store::Store`], every record is written before its request is sent and its
 //! outcome once settled, and a gateway started on the same store reads them back: decisions
 //! stay readable and keys recognised across restarts. A record still pending when the gateway
-//! stopped has lost its answer (the reply went to the stopped gateway's queue): it is
-//! settled as [`Failure::Restarted`] and gives up its key, so a retry asks again.
+//! stopped has lost its answer (the reply goes to the stopped gateway's queue): it is settled
+//! as [`Failure::Restarted`], as the gateway stops or, if it was killed, as the next one
+//! starts, and gives up its key, so a retry asks again.
 
 pub mod store;
 
@@ -49,7 +50,7 @@ pub enum Failure {
     AlreadyPending(String),
     /// The broker could not be reached, or the gateway is stopping.
     Unavailable(String),
-    /// The gateway stopped before the fleet's answer came.
+    /// The gateway stopped (cleanly, or killed) before the fleet's answer came.
     Restarted,
 }
 

@@ -388,7 +388,7 @@ impl ErrorBody {
             }
             Outcome::Failed(Failure::Restarted) => (
                 "gateway_restarted".to_owned(),
-                "the gateway restarted before the fleet's decision came; send the request again".to_owned(),
+                "the gateway stopped before the fleet's decision came; send the request again".to_owned(),
             ),
         };
         Some(ErrorBody { code, message, field: None })

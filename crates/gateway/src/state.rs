@@ -146,6 +146,8 @@ fn outcome_of(answer: Result<v1::Decision, ClientError>) -> Outcome {
         Ok(decision) => Outcome::Decided(Box::new(DecisionView::from_wire(&decision))),
         Err(ClientError::Refused { code, message }) => Outcome::Refused(Refusal { code, message }),
         Err(ClientError::AlreadyPending(key)) => Outcome::Failed(Failure::AlreadyPending(key)),
+        // The client closes only as the gateway stops: the request was sent, its answer lost.
+        Err(ClientError::Closed) => Outcome::Failed(Failure::Restarted),
         Err(e) => Outcome::Failed(Failure::Unavailable(e.to_string())),
     }
 }

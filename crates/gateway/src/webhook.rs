@@ -210,6 +210,24 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn at_send_time_a_private_address_is_never_connected_to_by_name_or_as_written() {
+        // A receiver on loopback, as a name rebound to 127.0.0.1 after it was checked would be.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let metrics = Arc::new(Metrics::new());
+        let retry = RetryPolicy { period: Duration::ZERO, ..RetryPolicy::default() };
+        let webhooks = Webhooks::new(WebhookSecret::generate(), retry, metrics.clone(), false).unwrap();
+        for url in [format!("http://localhost:{port}/hook"), format!("http://127.0.0.1:{port}/hook")] {
+            webhooks.send(&url.parse().unwrap(), "w1", b"{}".to_vec(), &CancellationToken::new()).await;
+        }
+        assert_eq!(count(&metrics, "given_up"), 2);
+        assert_eq!(count(&metrics, "delivered"), 0);
+        // Every attempt is over: a connection made would be waiting to be accepted.
+        let accepted = tokio::time::timeout(Duration::ZERO, listener.accept()).await;
+        assert!(accepted.is_err(), "nothing connected to the receiver");
+    }
+
+    #[tokio::test]
     async fn a_stopping_gateway_leaves_a_delivery_awaiting_its_retry_in_the_log() {
         let file = TempLog::new();
         let log = DeliveryLog::open(&file.0).await.unwrap();

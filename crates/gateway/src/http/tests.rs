@@ -15,7 +15,8 @@ use crate::state::{Asking, Fleet};
 use crate::tokens::{Tokens, sha256_hex};
 
 /// A fleet that records what it is sent and answers once its gate opens: `approve`, or what a
-/// request's call id asks for (`refuse`: a refusal, `pending`: already pending, `down`: closed).
+/// request's call id asks for (`refuse`: a refusal, `pending`: already pending, `down`: not
+/// sent, `closed`: the client closed as the gateway stops).
 struct FakeFleet {
     sent: Mutex<Vec<v1::Request>>,
     gate: watch::Sender<bool>,
@@ -46,7 +47,8 @@ impl Fleet for FakeFleet {
                     });
                 }
                 "pending" => return Err(ClientError::AlreadyPending("approval/r/s/1/pending".into())),
-                "down" => return Err(ClientError::Closed),
+                "down" => return Err(ClientError::Invalid("the broker is away")),
+                "closed" => return Err(ClientError::Closed),
                 _ => {}
             }
             Ok(v1::Decision {
@@ -475,7 +477,7 @@ async fn every_status_and_code_the_handlers_send_is_in_the_document() {
 
     let decision = "/v1/decisions/{id}";
     let mut stored = Vec::new();
-    for id in ["c-wait", "refuse", "pending", "down"] {
+    for id in ["c-wait", "refuse", "pending", "down", "closed"] {
         let answer = post(&shared, approvals, ALPHA, &body(id, "a"), &wait).await;
         stored.push(answer.header("content-location").expect("settled").to_owned());
     }
