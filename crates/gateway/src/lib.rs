@@ -273,12 +273,16 @@ impl Service {
     }
 
     /// Stops in order: waiting responses answer 202 at once and the server stops taking
-    /// requests; the fleet client closes (pending calls end unanswered); webhooks under way
-    /// get the rest of [`SHUTDOWN_GRACE`](airlock_transport::SHUTDOWN_GRACE), except that,
-    /// with a delivery log, one waiting for its next attempt stays in the log for the next start.
+    /// requests; the fleet client closes (pending calls end unanswered, their records settled
+    /// as `gateway_restarted`); webhooks under way get the rest of
+    /// [`SHUTDOWN_GRACE`](airlock_transport::SHUTDOWN_GRACE), except that, with a delivery
+    /// log, one waiting for its next attempt stays in the log for the next start; then the
+    /// records store closes.
     pub async fn stop(self) {
         let Service { shared, server, purger, .. } = self;
         shared.stop.cancel();
+        // Nothing is forgotten while stopping: the store closes with every record in it.
+        purger.abort();
         let stopping = async {
             let _ = server.await;
             shared.fleet.close().await;
@@ -292,7 +296,6 @@ impl Service {
         if tokio::time::timeout(airlock_transport::SHUTDOWN_GRACE, stopping).await.is_err() {
             warn!(grace = ?airlock_transport::SHUTDOWN_GRACE, "The gateway did not stop in time.");
         }
-        purger.abort();
         info!("Gateway stopped.");
     }
 }
