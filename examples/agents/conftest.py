@@ -161,6 +161,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
                 str(directory / "keys" / "fleet.pub"),
                 "--webhook-secret",
                 secret,
+                # The Managed Agents example's receiver is on this host.
+                "--allow-private-callbacks",
                 "--log-format",
                 "json",
             ],

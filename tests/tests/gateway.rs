@@ -1,7 +1,9 @@
 //! The HTTP gateway over RabbitMQ with a real `airlock worker`: decisions by wait and by
 //! poll, idempotent retries, tokens and their policies, malformed bodies, limits, signed
 //! webhooks to a receiver that fails, and reviews; `airlock gateway` processes killed with a
-//! webhook owed, resuming it from the delivery log, and the metrics that count it.
+//! webhook owed, resuming it from the delivery log, and the metrics that count it; records and
+//! idempotency keys across a restart; callbacks to private addresses refused; and schemathesis
+//! with all its checks against a live gateway with a worker behind it.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -13,7 +15,9 @@ use airlock_gateway::webhook::{RetryPolicy, WebhookSecret};
 use airlock_gateway::{GatewayConfig, Limits, Service, WebhookConfig};
 use airlock_testkit::{amqp_url, unique_prefix};
 use airlock_tests::webhooks::{receiver, serve, signed_by};
-use airlock_tests::{HANG_GUARD, TestKeys, WorkerProcess, airlock_bin, broker, guarded, wait_for_consumers};
+use airlock_tests::{
+    HANG_GUARD, TestKeys, WorkerProcess, airlock_bin, broker, guarded, repo, venv_python, wait_for_consumers,
+};
 use airlock_transport::{AmqpTransport, Topology, Transport};
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
@@ -65,6 +69,17 @@ impl Answer {
 
 impl Gateway {
     async fn start(transport: &AmqpTransport, prefix: &str, limits: Limits, webhooks: Option<WebhookConfig>) -> Self {
+        Gateway::start_with(transport, prefix, limits, webhooks, None).await
+    }
+
+    /// A gateway keeping its records in `store`, if given.
+    async fn start_with(
+        transport: &AmqpTransport,
+        prefix: &str,
+        limits: Limits,
+        webhooks: Option<WebhookConfig>,
+        store: Option<std::path::PathBuf>,
+    ) -> Self {
         transport.declare(&fleet(prefix)).await.unwrap();
         let config = GatewayConfig {
             prefix: prefix.into(),
@@ -74,6 +89,7 @@ impl Gateway {
             fleet_keys: TestKeys::get().fleet_public(),
             limits,
             webhooks,
+            store,
             metrics: Default::default(),
         };
         let service = Service::start(transport.clone(), config).await.unwrap();
@@ -381,7 +397,8 @@ gateway_test!(a_callback_that_fails_twice_gets_the_event_once_by_its_id_signed, 
         period: Duration::from_secs(60),
         attempt_timeout: Duration::from_secs(10),
     };
-    let webhooks = WebhookConfig { secret: secret.clone(), retry, log: None };
+    // The receiver is on this host: a loopback address, refused without the flag.
+    let webhooks = WebhookConfig { secret: secret.clone(), retry, log: None, allow_private_callbacks: true };
     let gateway = Gateway::start(&transport, &prefix, Limits::default(), Some(webhooks)).await;
     let mut body = approval("c1", inline(APPROVE_ALL));
     body["callback_url"] = json!(hook);
@@ -467,6 +484,8 @@ impl GatewayProcess {
             ])
             .arg("--webhook-log")
             .arg(log)
+            // The receiver is on this host.
+            .arg("--allow-private-callbacks")
             .arg("--verify-key")
             .arg(keys.dir.join("fleet.pub"))
             .args(["--metrics-listen", "127.0.0.1:0", "--log-format", "json"])
@@ -592,4 +611,158 @@ gateway_test!(a_webhook_owed_by_a_killed_gateway_is_delivered_by_the_next_one_fr
     assert_eq!(left.pending().await.unwrap(), Vec::new(), "nothing left in the log");
     left.close().await;
     let _ = std::fs::remove_dir_all(&dir);
+});
+
+/// A file of its own in the temporary directory, deleted (with SQLite's companions) when dropped.
+struct TempFile(std::path::PathBuf);
+
+impl TempFile {
+    fn new(prefix: &str, name: &str) -> Self {
+        TempFile(std::env::temp_dir().join(format!("airlock-{prefix}-{name}")))
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", self.0.display()));
+        }
+    }
+}
+
+gateway_test!(a_restarted_gateway_answers_polls_and_replays_from_its_store, |transport, prefix| {
+    let store = TempFile::new(&prefix, "records.db");
+    let first = Gateway::start_with(&transport, &prefix, Limits::default(), None, Some(store.0.clone())).await;
+    let worker = WorkerProcess::start(&prefix, "gw-worker");
+    let body = approval("c1", inline(APPROVE_ALL));
+    let keyed = [("idempotency-key", "k-1"), ("prefer", "wait=60")];
+    let decided = first.post("/v1/approvals", BETA, &body, &keyed).await;
+    assert_eq!(decided.status, StatusCode::OK, "{}", decided.json);
+    let location = decided.header("content-location").unwrap().to_owned();
+    // With the worker gone, this one is still pending when the gateway stops.
+    assert!(worker.stop().await.success());
+    let interrupted = approval("c-pending", inline(APPROVE_ALL));
+    let pending = first.post("/v1/approvals", BETA, &interrupted, &[]).await;
+    assert_eq!(pending.status, StatusCode::ACCEPTED);
+    wait_for_messages(&transport, &format!("{prefix}.requests"), 1).await;
+    first.service.stop().await;
+    // The worker decides it now, for a gateway that is no more.
+    let _worker = WorkerProcess::start(&prefix, "gw-worker");
+
+    let second = Gateway::start_with(&transport, &prefix, Limits::default(), None, Some(store.0.clone())).await;
+    let polled = second.get(&location, BETA, &[]).await;
+    assert_eq!((polled.status, &polled.json), (StatusCode::OK, &decided.json), "the same decision, by poll");
+    assert_eq!(second.get(&location, ALPHA, &[]).await.status, StatusCode::NOT_FOUND, "still only its creator's");
+    let replayed = second.post("/v1/approvals", BETA, &body, &keyed).await;
+    assert_eq!((replayed.status, &replayed.json), (StatusCode::OK, &decided.json), "the key is remembered");
+    assert_eq!(replayed.header("content-location"), Some(location.as_str()));
+    let mut other = body.clone();
+    other["call"]["arguments"]["cmd"] = json!("rm -rf /");
+    assert_eq!(second.post("/v1/approvals", BETA, &other, &keyed).await.code(), "idempotency_mismatch");
+    // A sentinel: once it is decided, everything before it was; the replay sent nothing.
+    let sentinel =
+        second.post("/v1/approvals", BETA, &approval("c2", inline(APPROVE_ALL)), &[("prefer", "wait=60")]).await;
+    assert_eq!(sentinel.status, StatusCode::OK);
+    wait_for_messages(&transport, &format!("{prefix}.requests"), 0).await;
+    let audit = format!("{prefix}.audit");
+    assert_eq!(transport.message_count(&audit).await.unwrap(), 3, "c1, c-pending and c2, each once");
+    // The decision left pending lost its answer with the first gateway: 503, and a retry asks again.
+    let lost = second.get(pending.header("location").unwrap(), BETA, &[]).await;
+    assert_eq!((lost.status, lost.code()), (StatusCode::SERVICE_UNAVAILABLE, "gateway_restarted"), "{}", lost.json);
+    let retried = second.post("/v1/approvals", BETA, &interrupted, &[("prefer", "wait=60")]).await;
+    assert_eq!(retried.status, StatusCode::OK, "{}", retried.json);
+    assert_ne!(retried.header("content-location"), pending.header("location"));
+    second.service.stop().await;
+});
+
+gateway_test!(callbacks_to_private_addresses_are_refused_unless_allowed_and_reach_nothing, |transport, prefix| {
+    let (receiver, mut seen) = receiver("hook", 0);
+    let hook_addr = serve(receiver, ([127, 0, 0, 1], 0).into()).await;
+    let webhooks = |allow_private_callbacks| WebhookConfig {
+        secret: WebhookSecret::generate(),
+        retry: RetryPolicy::default(),
+        log: None,
+        allow_private_callbacks,
+    };
+    let gateway = Gateway::start(&transport, &prefix, Limits::default(), Some(webhooks(false))).await;
+    for (url, code) in [
+        (format!("http://{hook_addr}/hook"), "callback_forbidden"),
+        (format!("http://localhost:{}/hook", hook_addr.port()), "callback_forbidden"),
+        ("http://169.254.169.254/latest/meta-data/".to_owned(), "callback_forbidden"),
+        ("http://[fd00:ec2::254]/".to_owned(), "callback_forbidden"),
+        ("http://metadata.google.internal/computeMetadata/v1/".to_owned(), "callback_forbidden"),
+        ("http://10.0.0.1/".to_owned(), "callback_forbidden"),
+        ("http://[fe80::1]/".to_owned(), "callback_forbidden"),
+        ("http://nothing.invalid/hook".to_owned(), "callback_unresolved"),
+    ] {
+        let mut body = approval("c1", inline(APPROVE_ALL));
+        body["callback_url"] = json!(url);
+        let answer = gateway.post("/v1/approvals", BETA, &body, &[]).await;
+        assert_eq!((answer.status, answer.code()), (StatusCode::UNPROCESSABLE_ENTITY, code), "{url}: {}", answer.json);
+        assert_eq!(answer.json["error"]["field"], "callback_url");
+    }
+    assert_eq!(transport.message_count(&format!("{prefix}.requests")).await.unwrap(), 0, "nothing was sent");
+    gateway.service.stop().await;
+
+    // With --allow-private-callbacks, the receiver on this host gets the decision.
+    let _worker = WorkerProcess::start(&prefix, "gw-worker");
+    wait_for_consumers(&format!("{prefix}.requests"), 1).await;
+    let gateway = Gateway::start(&transport, &prefix, Limits::default(), Some(webhooks(true))).await;
+    let mut body = approval("c1", inline(APPROVE_ALL));
+    body["callback_url"] = json!(format!("http://localhost:{}/hook", hook_addr.port()));
+    assert_eq!(gateway.post("/v1/approvals", BETA, &body, &[]).await.status, StatusCode::ACCEPTED);
+    let attempt = seen.recv().await.unwrap();
+    let event: Value = serde_json::from_slice(&attempt.body).unwrap();
+    assert_eq!(event["data"]["decision"]["decision"], "approve");
+    gateway.service.stop().await;
+});
+
+/// schemathesis's command line (see README.md): every check, a fixed number of examples per
+/// operation, generated deterministically, one request at a time.
+const SCHEMATHESIS_ARGS: [&str; 13] = [
+    "--config-file",
+    "tests/fuzz/schemathesis.toml",
+    "run",
+    "--checks",
+    "all",
+    "--max-examples",
+    "50",
+    "--generation-deterministic",
+    "--workers",
+    "1",
+    "--request-timeout",
+    "10",
+    "--no-color",
+];
+
+gateway_test!(schemathesis_with_every_check_finds_nothing_against_a_live_gateway, |transport, prefix| {
+    let needed = "schemathesis (python3 -m venv .venv && .venv/bin/pip install schemathesis==4.32.5)";
+    let Some(python) = venv_python("schemathesis", needed) else { return };
+    let store = TempFile::new(&prefix, "fuzz-records.db");
+    let _worker = WorkerProcess::start(&prefix, "gw-worker");
+    wait_for_consumers(&format!("{prefix}.requests"), 1).await;
+    // Rates high enough that the run reaches the handlers; waits short, as the worker answers
+    // at once. No webhook secret: generated callback hosts are never called.
+    let limits = Limits {
+        max_wait: Duration::from_secs(2),
+        rate: RateConfig { per_second: 10_000.0, burst: 10_000 },
+        ..Limits::default()
+    };
+    let gateway = Gateway::start_with(&transport, &prefix, limits, None, Some(store.0.clone())).await;
+    let output = tokio::process::Command::new(python.with_file_name("schemathesis"))
+        .args(SCHEMATHESIS_ARGS)
+        .arg(format!("{}/openapi.json", gateway.base))
+        .args(["--header", &format!("Authorization: Bearer {BETA}")])
+        .current_dir(repo())
+        .output()
+        .await
+        .expect("schemathesis runs");
+    println!("{}", String::from_utf8_lossy(&output.stdout));
+    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "schemathesis found failures ({})", output.status);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("4 selected / 4 total"), "every operation was tested");
+    // The requests reached the worker: decisions were made, not only refusals at the door.
+    assert!(transport.message_count(&format!("{prefix}.audit")).await.unwrap() > 0, "nothing reached the worker");
+    gateway.service.stop().await;
 });

@@ -7,17 +7,31 @@
 //! retention period, then forgotten. A record whose request never reached the fleet (the
 //! broker away, the call already pending) gives up its idempotency key at once, so a retry
 //! sends again.
+//!
+//! With a [`store::Store`], every record is written before its request is sent and its
+//! outcome once settled, and a gateway started on the same store reads them back: decisions
+//! stay readable and keys recognised across restarts. A record still pending when the gateway
+//! stopped has lost its answer (the reply goes to the stopped gateway's queue): it is settled
+//! as [`Failure::Restarted`], as the gateway stops or, if it was killed, as the next one
+//! starts, and gives up its key, so a retry asks again.
+
+pub mod store;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use airlock_records::view::{DecisionView, Refusal};
+use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
+use tracing::warn;
+
+use self::store::{Store, StoreError};
 
 /// How a request ended.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// The fleet decided.
     Decided(Box<DecisionView>),
@@ -27,14 +41,17 @@ pub enum Outcome {
     Failed(Failure),
 }
 
-/// Why a request did not reach the fleet.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a request did not reach the fleet, or its answer did not reach the gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Failure {
     /// A request for the same call key and kind is already pending (from another caller, or
     /// under another idempotency key).
     AlreadyPending(String),
     /// The broker could not be reached, or the gateway is stopping.
     Unavailable(String),
+    /// The gateway stopped (cleanly, or killed) before the fleet's answer came.
+    Restarted,
 }
 
 /// A record's state as its waiters see it: `None` while pending.
@@ -68,6 +85,8 @@ pub struct Decisions {
     inner: Mutex<Inner>,
     /// Wakes the purger when the first record to forget is scheduled.
     purge: Notify,
+    /// Where records are kept across restarts, if anywhere.
+    store: Option<Store>,
 }
 
 #[derive(Debug, Default)]
@@ -89,14 +108,79 @@ struct Record {
 }
 
 impl Decisions {
-    /// An empty set that keeps settled records for `retention`.
+    /// An empty set that keeps settled records for `retention`, in memory only.
     pub fn new(retention: Duration) -> Self {
-        Decisions { retention, inner: Mutex::new(Inner::default()), purge: Notify::new() }
+        Decisions { retention, inner: Mutex::new(Inner::default()), purge: Notify::new(), store: None }
+    }
+
+    /// The records of `store`, kept there from now on: those whose retention has ended are
+    /// deleted, and those left pending by the last run are settled as [`Failure::Restarted`].
+    pub async fn restore(retention: Duration, store: Store) -> Result<Self, StoreError> {
+        let now = SystemTime::now();
+        let (mut expired, mut interrupted) = (Vec::new(), Vec::new());
+        let mut inner = Inner::default();
+        for stored in store.all().await? {
+            let age = stored.settled.as_ref().map(|(_, at)| now.duration_since(*at).unwrap_or_default());
+            if age.is_some_and(|age| age >= retention) {
+                expired.push(stored.id);
+                continue;
+            }
+            let owner: Arc<str> = Arc::from(stored.owner.as_str());
+            if let Some(key) = &stored.key {
+                inner.keys.insert((owner.clone(), key.clone()), stored.id.clone());
+            }
+            let outcome = match stored.settled {
+                Some((outcome, _)) => outcome,
+                None => {
+                    interrupted.push(stored.id.clone());
+                    Outcome::Failed(Failure::Restarted)
+                }
+            };
+            if let Some(age) = age {
+                inner.expiring.push_back((Instant::now() + (retention - age), stored.id.clone()));
+            }
+            let (state, _) = watch::channel(Some(Arc::new(outcome)));
+            let key = stored.key.unwrap_or_default();
+            inner.records.insert(stored.id, Record { owner, key, fingerprint: stored.fingerprint, state });
+        }
+        store.remove(&expired).await?;
+        let decisions = Decisions { retention, inner: Mutex::new(inner), purge: Notify::new(), store: Some(store) };
+        for id in interrupted {
+            decisions.settle(&id, Outcome::Failed(Failure::Restarted)).await;
+        }
+        Ok(decisions)
+    }
+
+    /// Whether records are kept in a store.
+    pub fn stored(&self) -> bool {
+        self.store.is_some()
+    }
+
+    /// How many records there are.
+    pub fn len(&self) -> usize {
+        self.lock().records.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// The record of `owner`'s `key`: the existing one if `fingerprint` matches it, else a
-    /// new pending one.
-    pub fn open(&self, owner: &Arc<str>, key: String, fingerprint: [u8; 32]) -> Opened {
+    /// new pending one, in the store (if any) before this returns. A new record the store
+    /// could not take is settled as unavailable, and the error returned.
+    pub async fn open(&self, owner: &Arc<str>, key: String, fingerprint: [u8; 32]) -> Result<Opened, StoreError> {
+        let opened = self.open_in_memory(owner, key.clone(), fingerprint);
+        if let (Opened::New { id, .. }, Some(store)) = (&opened, &self.store)
+            && let Err(e) = store.add(id, owner, &key, &fingerprint).await
+        {
+            self.settle(id, Outcome::Failed(Failure::Unavailable(e.to_string()))).await;
+            return Err(e);
+        }
+        Ok(opened)
+    }
+
+    fn open_in_memory(&self, owner: &Arc<str>, key: String, fingerprint: [u8; 32]) -> Opened {
         let mut inner = self.lock();
         if let Some(id) = inner.keys.get(&(owner.clone(), key.clone())) {
             let record = &inner.records[id];
@@ -113,23 +197,31 @@ impl Decisions {
     }
 
     /// Settles a record: its waiters wake, and it is forgotten after the retention period. A
-    /// failure frees the idempotency key at once.
-    pub fn settle(&self, id: &str, outcome: Outcome) {
+    /// failure frees the idempotency key at once. Written to the store, if any; a store that
+    /// fails is logged, and the record then lives in memory only.
+    pub async fn settle(&self, id: &str, outcome: Outcome) {
         let failed = matches!(outcome, Outcome::Failed(_));
-        let mut inner = self.lock();
-        let Some(record) = inner.records.get(id) else { return };
-        record.state.send_replace(Some(Arc::new(outcome)));
-        if failed {
-            let key = (record.owner.clone(), record.key.clone());
-            if inner.keys.get(&key).is_some_and(|owned| owned == id) {
-                inner.keys.remove(&key);
+        let outcome = Arc::new(outcome);
+        {
+            let mut inner = self.lock();
+            let Some(record) = inner.records.get(id) else { return };
+            record.state.send_replace(Some(outcome.clone()));
+            if failed {
+                let key = (record.owner.clone(), record.key.clone());
+                if inner.keys.get(&key).is_some_and(|owned| owned == id) {
+                    inner.keys.remove(&key);
+                }
+            }
+            let first = inner.expiring.is_empty();
+            inner.expiring.push_back((Instant::now() + self.retention, id.to_owned()));
+            if first {
+                self.purge.notify_one();
             }
         }
-        let first = inner.expiring.is_empty();
-        inner.expiring.push_back((Instant::now() + self.retention, id.to_owned()));
-        drop(inner);
-        if first {
-            self.purge.notify_one();
+        if let Some(store) = &self.store
+            && let Err(e) = store.settle(id, &outcome, SystemTime::now(), failed).await
+        {
+            warn!(id, error = %e, "The decision is not in the records store; a restart would lose it.");
         }
     }
 
@@ -142,9 +234,10 @@ impl Decisions {
     /// Forgets settled records as their retention ends; runs until the gateway stops.
     pub async fn purge(&self) {
         loop {
-            let next = {
+            let (next, forgotten) = {
                 let mut inner = self.lock();
                 let now = Instant::now();
+                let mut forgotten = Vec::new();
                 while inner.expiring.front().is_some_and(|(at, _)| *at <= now) {
                     let (_, id) = inner.expiring.pop_front().expect("a front");
                     if let Some(record) = inner.records.remove(&id) {
@@ -152,14 +245,27 @@ impl Decisions {
                         if inner.keys.get(&key).is_some_and(|owned| *owned == id) {
                             inner.keys.remove(&key);
                         }
+                        forgotten.push(id);
                     }
                 }
-                inner.expiring.front().map(|(at, _)| *at)
+                (inner.expiring.front().map(|(at, _)| *at), forgotten)
             };
+            if let Some(store) = &self.store
+                && let Err(e) = store.remove(&forgotten).await
+            {
+                warn!(records = forgotten.len(), error = %e, "Records past their retention stay in the store.");
+            }
             match next {
                 Some(at) => tokio::time::sleep_until(at).await,
                 None => self.purge.notified().await,
             }
+        }
+    }
+
+    /// Closes the store, if any.
+    pub async fn close(&self) {
+        if let Some(store) = &self.store {
+            store.close().await;
         }
     }
 
@@ -169,67 +275,4 @@ impl Decisions {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn owner(name: &str) -> Arc<str> {
-        Arc::from(name)
-    }
-
-    fn refused() -> Outcome {
-        Outcome::Refused(Refusal { code: "unknown_policy".into(), message: "no".into() })
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_retry_joins_its_record_and_sees_its_outcome() {
-        let decisions = Decisions::new(Duration::from_secs(60));
-        let Opened::New { id, mut watch } = decisions.open(&owner("a"), "k".into(), [1; 32]) else { panic!("new") };
-        let Opened::Existing { id: again, watch: mut joined } = decisions.open(&owner("a"), "k".into(), [1; 32]) else {
-            panic!("existing")
-        };
-        assert_eq!(id, again);
-        decisions.settle(&id, refused());
-        assert_eq!(watch.wait_for(Option::is_some).await.unwrap().as_deref(), Some(&refused()));
-        assert_eq!(joined.wait_for(Option::is_some).await.unwrap().as_deref(), Some(&refused()));
-    }
-
-    #[test]
-    fn keys_belong_to_their_owner_and_to_one_content() {
-        let decisions = Decisions::new(Duration::from_secs(60));
-        let Opened::New { id, .. } = decisions.open(&owner("a"), "k".into(), [1; 32]) else { panic!("new") };
-        assert!(matches!(decisions.open(&owner("b"), "k".into(), [1; 32]), Opened::New { .. }));
-        assert!(matches!(decisions.open(&owner("a"), "k".into(), [2; 32]), Opened::Mismatch));
-        assert!(decisions.watch("a", &id).is_some());
-        assert!(decisions.watch("b", &id).is_none(), "another caller cannot read it");
-        assert!(decisions.watch("a", "nope").is_none());
-    }
-
-    #[test]
-    fn a_failure_frees_the_key_for_a_new_attempt() {
-        let decisions = Decisions::new(Duration::from_secs(60));
-        let Opened::New { id, .. } = decisions.open(&owner("a"), "k".into(), [1; 32]) else { panic!("new") };
-        decisions.settle(&id, Outcome::Failed(Failure::Unavailable("down".into())));
-        let Opened::New { id: second, .. } = decisions.open(&owner("a"), "k".into(), [1; 32]) else { panic!("new") };
-        assert_ne!(id, second);
-        assert!(decisions.watch("a", &id).is_some(), "the failed record still answers its id");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn settled_records_are_forgotten_after_the_retention_and_pending_ones_are_not() {
-        let decisions = Arc::new(Decisions::new(Duration::from_secs(60)));
-        let purger = tokio::spawn({
-            let decisions = decisions.clone();
-            async move { decisions.purge().await }
-        });
-        let Opened::New { id, .. } = decisions.open(&owner("a"), "k".into(), [1; 32]) else { panic!("new") };
-        let Opened::New { id: pending, .. } = decisions.open(&owner("a"), "p".into(), [1; 32]) else { panic!("new") };
-        decisions.settle(&id, refused());
-        tokio::time::sleep(Duration::from_secs(59)).await;
-        assert!(decisions.watch("a", &id).is_some());
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        assert!(decisions.watch("a", &id).is_none());
-        assert!(decisions.watch("a", &pending).is_some());
-        assert!(matches!(decisions.open(&owner("a"), "k".into(), [1; 32]), Opened::New { .. }));
-        purger.abort();
-    }
-}
+mod tests;

@@ -19,7 +19,7 @@ use airlock_policy::Kind;
 use airlock_telemetry::metrics::RouteLabels;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, State};
 use axum::handler::Handler;
 use axum::http::request::Parts;
@@ -28,6 +28,8 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
+use crate::Limits;
+use crate::callback;
 use crate::decisions::{Failure, Opened, Outcome, Watch};
 use crate::state::Shared;
 use crate::submission::{self, Bounds, Invalid, PolicyChoice};
@@ -153,7 +155,7 @@ async fn approvals(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let (id, watch, wait) = submit(&shared, &caller, headers, body, Kind::Approval)?;
+    let (id, watch, wait) = submit(&shared, &caller, headers, body, Kind::Approval).await?;
     Ok(respond(&shared, &id, watch, wait).await)
 }
 
@@ -163,13 +165,22 @@ async fn reviews(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let (id, watch, wait) = submit(&shared, &caller, headers, body, Kind::Review)?;
+    let (id, watch, wait) = submit(&shared, &caller, headers, body, Kind::Review).await?;
     Ok(respond(&shared, &id, watch, wait).await)
 }
 
+/// Whether a request's `Content-Type` is JSON (`application/json`, or a `+json` type);
+/// none at all is taken as JSON.
+fn is_json(headers: &HeaderMap) -> bool {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else { return true };
+    let essence = value.to_str().unwrap_or_default().split(';').next().unwrap_or_default().trim();
+    let essence = essence.to_ascii_lowercase();
+    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
 /// Checks a request and opens its record: its id, its state, and how long to wait for it.
-/// Synchronous, so nothing of the request (its body above all) is held while waiting.
-fn submit(
+/// The body is read and dropped before anything is awaited, so no waiting request holds it.
+async fn submit(
     shared: &Shared,
     caller: &Caller,
     headers: HeaderMap,
@@ -177,8 +188,16 @@ fn submit(
     kind: Kind,
 ) -> Result<(String, Watch, Option<Duration>), ApiError> {
     let body = body.map_err(|rejection| ApiError::body(rejection, shared.limits.max_body))?;
+    if !is_json(&headers) {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "the body must be JSON (Content-Type: application/json)",
+        ));
+    }
     let bounds = Bounds { max_timeout: shared.limits.max_timeout };
     let submission = submission::parse(kind, &body, bounds).map_err(ApiError::invalid)?;
+    drop(body);
     match &submission.policy {
         PolicyChoice::Named(name) if !caller.entry.may_use(name) => {
             return Err(ApiError::new(
@@ -196,14 +215,20 @@ fn submit(
         }
         _ => {}
     }
-    if submission.callback.is_some() && shared.webhooks.is_none() {
-        let mut error = ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "callbacks_disabled",
-            "callback_url cannot be used: this gateway runs without a webhook secret",
-        );
-        error.body.field = Some("callback_url".into());
-        return Err(error);
+    if let Some(url) = &submission.callback {
+        let Some(webhooks) = &shared.webhooks else {
+            return Err(ApiError::callback(
+                "callbacks_disabled",
+                "callback_url cannot be used: this gateway runs without a webhook secret".into(),
+            ));
+        };
+        webhooks.check(url).await.map_err(|refused| {
+            let code = match refused {
+                callback::Refused::Unresolved { .. } => "callback_unresolved",
+                _ => "callback_forbidden",
+            };
+            ApiError::callback(code, refused.to_string())
+        })?;
     }
     let key = match headers.get(IDEMPOTENCY_KEY) {
         Some(value) => submission::idempotency_key(value.as_bytes())
@@ -211,7 +236,10 @@ fn submit(
         None => submission.default_idempotency_key(),
     };
     let wait = prefer_wait(&headers, shared.limits.max_wait);
-    match shared.submit(&caller.name, key, &submission) {
+    let opened = shared.submit(&caller.name, key, &submission).await.map_err(|e| {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", format!("the request was not taken: {e}"))
+    })?;
+    match opened {
         Opened::New { id, watch } | Opened::Existing { id, watch } => Ok((id, watch, wait)),
         Opened::Mismatch => Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -225,9 +253,12 @@ fn submit(
 async fn decision(
     State(shared): State<Arc<Shared>>,
     caller: Caller,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    // An id that is not UTF-8 once decoded names no record; axum's own answer is not JSON.
+    let Path(id) =
+        id.map_err(|_| ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such decision for this token"))?;
     let watch = shared
         .decisions
         .watch(&caller.name, &id)
@@ -237,8 +268,23 @@ async fn decision(
     Ok(respond(&shared, &id, watch, wait).await)
 }
 
-async fn openapi() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/json")], OPENAPI)
+async fn openapi(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], shared.openapi.clone())
+}
+
+/// [`OPENAPI`] as a gateway with `limits` serves it: the committed document holds the
+/// default limits, and a client generator or a fuzzer must see the ones in force.
+pub fn document(limits: &Limits) -> String {
+    let mut document: serde_json::Value = serde_json::from_str(OPENAPI).expect("the committed document is JSON");
+    let timeout = &mut document["components"]["schemas"]["Timeout"];
+    if timeout.is_object() {
+        let max = limits.max_timeout;
+        timeout["maximum"] = match max.subsec_nanos() {
+            0 => serde_json::json!(max.as_secs()),
+            _ => serde_json::json!(max.as_secs_f64()),
+        };
+    }
+    serde_json::to_string_pretty(&document).expect("a document serialises")
 }
 
 async fn health() -> &'static str {
@@ -340,6 +386,10 @@ impl ErrorBody {
             Outcome::Failed(Failure::Unavailable(why)) => {
                 ("fleet_unavailable".to_owned(), format!("the request did not reach the fleet: {why}"))
             }
+            Outcome::Failed(Failure::Restarted) => (
+                "gateway_restarted".to_owned(),
+                "the gateway stopped before the fleet's decision came; send the request again".to_owned(),
+            ),
         };
         Some(ErrorBody { code, message, field: None })
     }
@@ -351,7 +401,7 @@ pub fn status_of(outcome: &Outcome) -> StatusCode {
         Outcome::Decided(_) => StatusCode::OK,
         Outcome::Refused(_) => StatusCode::UNPROCESSABLE_ENTITY,
         Outcome::Failed(Failure::AlreadyPending(_)) => StatusCode::CONFLICT,
-        Outcome::Failed(Failure::Unavailable(_)) => StatusCode::SERVICE_UNAVAILABLE,
+        Outcome::Failed(Failure::Unavailable(_) | Failure::Restarted) => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
 
@@ -384,6 +434,13 @@ impl ApiError {
     fn rate_limited(wait: Duration) -> Self {
         let mut error = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "too many requests; slow down");
         error.retry_after = Some(wait.as_secs_f64().ceil().max(1.0) as u64);
+        error
+    }
+
+    /// A refused `callback_url`.
+    fn callback(code: &str, message: String) -> Self {
+        let mut error = ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message);
+        error.body.field = Some("callback_url".into());
         error
     }
 

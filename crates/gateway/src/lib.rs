@@ -10,7 +10,10 @@
 //! - [`submission`]: the request body, checked field by field, and the wire request it becomes.
 //! - [`tokens`]: the tokens file, bearer tokens, which policies a caller may use.
 //! - [`limit`]: per-caller rate limits (token buckets).
-//! - [`decisions`]: the records of requests sent, by id and by idempotency key; waiters.
+//! - [`decisions`]: the records of requests sent, by id and by idempotency key; waiters;
+//!   [`decisions::store`], the SQLite file they survive a restart in.
+//! - [`callback`]: which callback URLs are refused (loopback, private, metadata, …), when
+//!   taken and at every connection.
 //! - [`state`]: what the routes share, the [`state::Fleet`] asked, and sending one request.
 //! - [`webhook`]: decisions delivered with retries (signed by `airlock_webhook`), and
 //!   [`webhook::log`], the delivery log a restarted gateway resumes from.
@@ -19,9 +22,11 @@
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
+pub mod callback;
 pub mod decisions;
 pub mod http;
 pub mod limit;
+mod sqlite;
 pub mod state;
 pub mod submission;
 pub mod tokens;
@@ -40,6 +45,8 @@ use airlock_transport::Transport;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
+use crate::decisions::Decisions;
+use crate::decisions::store::{Store, StoreError};
 use crate::limit::RateConfig;
 use crate::state::Shared;
 use crate::tokens::Tokens;
@@ -63,6 +70,9 @@ pub struct GatewayConfig {
     pub limits: Limits,
     /// How callbacks are signed and retried; `None`: requests with a `callback_url` are refused.
     pub webhooks: Option<WebhookConfig>,
+    /// The records store (a SQLite file): decisions and idempotency keys survive a restart;
+    /// `None` keeps them in memory only.
+    pub store: Option<PathBuf>,
     /// Where requests, decisions waiting and webhooks are counted (the role's `/metrics`).
     pub metrics: Arc<Metrics>,
 }
@@ -107,6 +117,9 @@ pub struct WebhookConfig {
     /// The delivery log (a SQLite file); `None` keeps deliveries in memory only, and a
     /// restart drops those still owed.
     pub log: Option<PathBuf>,
+    /// Whether callback URLs may name loopback, link-local, private and metadata addresses
+    /// ([`callback`]).
+    pub allow_private_callbacks: bool,
 }
 
 /// Why the gateway could not start.
@@ -124,6 +137,9 @@ pub enum GatewayError {
     /// The webhook delivery log could not be opened or read.
     #[error(transparent)]
     WebhookLog(#[from] LogError),
+    /// The records store could not be opened or read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
     /// The listen address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
@@ -185,13 +201,20 @@ impl Service {
         config.validate()?;
         let webhooks = match config.webhooks.clone() {
             None => None,
-            Some(WebhookConfig { secret, retry, log }) => {
-                let webhooks = webhook::Webhooks::new(secret, retry, config.metrics.clone())?;
+            Some(WebhookConfig { secret, retry, log, allow_private_callbacks }) => {
+                if allow_private_callbacks {
+                    warn!("Callbacks may go to loopback, private and metadata addresses (--allow-private-callbacks).");
+                }
+                let webhooks = webhook::Webhooks::new(secret, retry, config.metrics.clone(), allow_private_callbacks)?;
                 Some(match log {
                     Some(path) => webhooks.with_log(DeliveryLog::open(&path).await?),
                     None => webhooks,
                 })
             }
+        };
+        let decisions = match &config.store {
+            Some(path) => Some(Decisions::restore(config.limits.retention, Store::open(path).await?).await?),
+            None => None,
         };
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
@@ -207,8 +230,12 @@ impl Service {
             },
         )
         .await?;
-        let shared =
-            Arc::new(Shared::new(Arc::new(client), config.tokens.clone(), config.limits, webhooks, config.metrics));
+        let mut shared = Shared::new(Arc::new(client), config.tokens.clone(), config.limits, webhooks, config.metrics);
+        if let Some(decisions) = decisions {
+            info!(records = decisions.len(), "Records read from the store.");
+            shared = shared.with_decisions(decisions);
+        }
+        let shared = Arc::new(shared);
         let resumed = shared.resume_webhooks().await?;
         if resumed > 0 {
             info!(webhooks = resumed, "Resuming webhooks from the delivery log.");
@@ -235,7 +262,8 @@ impl Service {
             Some(webhooks) if webhooks.logged() => "logged",
             Some(_) => "in memory",
         };
-        info!(%addr, callers = shared.tokens.len(), webhooks, "Gateway started.");
+        let records = if shared.decisions.stored() { "stored" } else { "in memory" };
+        info!(%addr, callers = shared.tokens.len(), webhooks, records, "Gateway started.");
         Service { shared, addr, server, purger }
     }
 
@@ -245,12 +273,16 @@ impl Service {
     }
 
     /// Stops in order: waiting responses answer 202 at once and the server stops taking
-    /// requests; the fleet client closes (pending calls end unanswered); webhooks under way
-    /// get the rest of [`SHUTDOWN_GRACE`](airlock_transport::SHUTDOWN_GRACE), except that,
-    /// with a delivery log, one waiting for its next attempt stays in the log for the next start.
+    /// requests; the fleet client closes (pending calls end unanswered, their records settled
+    /// as `gateway_restarted`); webhooks under way get the rest of
+    /// [`SHUTDOWN_GRACE`](airlock_transport::SHUTDOWN_GRACE), except that, with a delivery
+    /// log, one waiting for its next attempt stays in the log for the next start; then the
+    /// records store closes.
     pub async fn stop(self) {
         let Service { shared, server, purger, .. } = self;
         shared.stop.cancel();
+        // Nothing is forgotten while stopping: the store closes with every record in it.
+        purger.abort();
         let stopping = async {
             let _ = server.await;
             shared.fleet.close().await;
@@ -259,11 +291,11 @@ impl Service {
             if let Some(webhooks) = &shared.webhooks {
                 webhooks.close().await;
             }
+            shared.decisions.close().await;
         };
         if tokio::time::timeout(airlock_transport::SHUTDOWN_GRACE, stopping).await.is_err() {
             warn!(grace = ?airlock_transport::SHUTDOWN_GRACE, "The gateway did not stop in time.");
         }
-        purger.abort();
         info!("Gateway stopped.");
     }
 }

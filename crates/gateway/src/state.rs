@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::Limits;
+use crate::decisions::store::StoreError;
 use crate::decisions::{Decisions, Failure, Opened, Outcome};
 use crate::http::ErrorBody;
 use crate::limit::RateLimits;
@@ -69,6 +70,8 @@ pub struct Shared {
     pub stop: CancellationToken,
     /// What the gateway counts.
     pub metrics: Arc<Metrics>,
+    /// The OpenAPI document served, with this gateway's limits ([`crate::http::document`]).
+    pub openapi: String,
 }
 
 impl Shared {
@@ -90,7 +93,13 @@ impl Shared {
             tasks: TaskTracker::new(),
             stop: CancellationToken::new(),
             metrics,
+            openapi: crate::http::document(&limits),
         }
+    }
+
+    /// Keeps records in `decisions` (restored from a store) rather than in memory only.
+    pub fn with_decisions(self, decisions: Decisions) -> Self {
+        Shared { decisions: Arc::new(decisions), ..self }
     }
 
     /// Resumes the webhooks an earlier run left in the delivery log; how many.
@@ -106,11 +115,11 @@ impl Shared {
     }
 
     /// The record of `owner`'s request under `key`: an earlier one that asked the same, or a
-    /// new one whose request is sent now.
-    pub fn submit(&self, owner: &Arc<str>, key: String, submission: &Submission) -> Opened {
+    /// new one whose request is sent now (once the store, if any, holds the record).
+    pub async fn submit(&self, owner: &Arc<str>, key: String, submission: &Submission) -> Result<Opened, StoreError> {
         let request = submission.to_request();
         let fingerprint: [u8; 32] = Sha256::digest(request.encode_to_vec()).into();
-        let opened = self.decisions.open(owner, key, fingerprint);
+        let opened = self.decisions.open(owner, key, fingerprint).await?;
         if let Opened::New { id, .. } = &opened {
             let asking = self.fleet.decide(request, submission.timeout.unwrap_or(self.limits.default_timeout));
             let callback = submission.callback.clone().zip(self.webhooks.clone());
@@ -121,13 +130,13 @@ impl Shared {
                 let outcome = outcome_of(asking.await);
                 metrics.gateway_waiting.dec();
                 let event = callback.map(|(url, webhooks)| (url, webhooks, about.event(&id, &outcome)));
-                decisions.settle(&id, outcome);
+                decisions.settle(&id, outcome).await;
                 if let Some((url, webhooks, body)) = event {
                     webhooks.send(&url, &id, body, &stop).await;
                 }
             });
         }
-        opened
+        Ok(opened)
     }
 }
 
@@ -137,6 +146,8 @@ fn outcome_of(answer: Result<v1::Decision, ClientError>) -> Outcome {
         Ok(decision) => Outcome::Decided(Box::new(DecisionView::from_wire(&decision))),
         Err(ClientError::Refused { code, message }) => Outcome::Refused(Refusal { code, message }),
         Err(ClientError::AlreadyPending(key)) => Outcome::Failed(Failure::AlreadyPending(key)),
+        // The client closes only as the gateway stops: the request was sent, its answer lost.
+        Err(ClientError::Closed) => Outcome::Failed(Failure::Restarted),
         Err(e) => Outcome::Failed(Failure::Unavailable(e.to_string())),
     }
 }

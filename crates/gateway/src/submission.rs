@@ -100,13 +100,14 @@ pub fn parse(kind: Kind, body: &[u8], bounds: Bounds) -> Result<Submission, Inva
         return Err(Invalid::field(unknown.as_str(), "is not a field of this request"));
     }
     let call = parse_call(object.get("call"))?;
+    // Top-level fields are left out for none: `null` is no value the document allows.
     let messages = match object.get("messages") {
-        None | Some(Value::Null) => Vec::new(),
+        None => Vec::new(),
         Some(Value::Array(list)) => list.iter().enumerate().map(|(i, m)| message(i, m)).collect::<Result<_, _>>()?,
         Some(_) => return Err(Invalid::field("messages", "must be an array of messages")),
     };
     let output = match (kind, object.get("output")) {
-        (_, None | Some(Value::Null)) => String::new(),
+        (_, None) => String::new(),
         (Kind::Approval, Some(_)) => return Err(Invalid::field("output", "is only for reviews (POST /v1/reviews)")),
         (Kind::Review, Some(Value::String(output))) => output.clone(),
         (Kind::Review, Some(_)) => return Err(Invalid::field("output", "must be a string")),
@@ -114,7 +115,7 @@ pub fn parse(kind: Kind, body: &[u8], bounds: Bounds) -> Result<Submission, Inva
     let policy = parse_policy(object.get("policy"))?;
     let origin = parse_origin(object.get("origin"))?;
     let timeout = match object.get("timeout") {
-        None | Some(Value::Null) => None,
+        None => None,
         Some(value) => {
             let max = bounds.max_timeout.as_secs_f64();
             let seconds = value.as_f64().filter(|s| s.is_finite() && *s > 0.0 && *s <= max);
@@ -125,7 +126,7 @@ pub fn parse(kind: Kind, body: &[u8], bounds: Bounds) -> Result<Submission, Inva
         }
     };
     let callback = match object.get("callback_url") {
-        None | Some(Value::Null) => None,
+        None => None,
         Some(Value::String(url)) => Some(parse_callback(url)?),
         Some(_) => return Err(Invalid::field("callback_url", "must be a string")),
     };
@@ -198,19 +199,35 @@ fn parse_origin(value: Option<&Value>) -> Result<Origin, Invalid> {
     only(origin, &["run", "sample", "epoch"], "origin")?;
     let run = string(origin, "run", "origin.run")?.to_owned();
     let sample = match origin.get("sample") {
-        Some(Value::Number(n)) if n.is_u64() || n.is_i64() => n.to_string(),
-        Some(Value::Number(_)) => return Err(Invalid::field("origin.sample", "must be a string or an integer")),
+        Some(Value::Number(n)) => {
+            integer(n).ok_or_else(|| Invalid::field("origin.sample", "must be a string or an integer"))?
+        }
         _ => string(origin, "sample", "origin.sample")?.to_owned(),
     };
     let epoch = match origin.get("epoch") {
-        None | Some(Value::Null) => 1,
+        None => 1,
         Some(value) => value
-            .as_u64()
-            .and_then(|e| u32::try_from(e).ok())
+            .as_number()
+            .and_then(integer)
+            .and_then(|e| e.parse::<u32>().ok())
             .filter(|e| *e >= 1)
-            .ok_or_else(|| Invalid::field("origin.epoch", "must be an integer from 1"))?,
+            .ok_or_else(|| Invalid::field("origin.epoch", "must be an integer from 1 to 4294967295"))?,
     };
     Ok(Origin { run, sample, epoch })
+}
+
+/// A JSON integer as its digits: written as digits (kept as written, of any size, by
+/// serde_json's arbitrary precision), or as a number JSON Schema also counts as an integer
+/// (`816.0`, `8.16e2`) within the range a float holds exactly.
+fn integer(number: &serde_json::Number) -> Option<String> {
+    let text = number.to_string();
+    let unsigned = text.strip_prefix('-').unwrap_or(&text);
+    if !unsigned.is_empty() && unsigned.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(text);
+    }
+    let value = number.as_f64().filter(|v| v.fract() == 0.0 && v.abs() <= 9_007_199_254_740_992.0)?;
+    // Exact: a whole float of at most 2^53 converts without loss.
+    Some(format!("{}", value as i64))
 }
 
 fn parse_callback(url: &str) -> Result<reqwest::Url, Invalid> {
@@ -250,10 +267,17 @@ fn message(index: usize, value: &Value) -> Result<v1::ChatMessage, Invalid> {
             let mut other = false;
             for (i, part) in parts.iter().enumerate() {
                 let part = object(Some(part), &format!("{path}.content[{i}]"))?;
-                match (part.get("type").and_then(Value::as_str), part.get("text").and_then(Value::as_str)) {
-                    (Some("text"), Some(text)) => texts.push(text),
-                    (Some(_), _) => other = true,
-                    (None, _) => return Err(Invalid::field(format!("{path}.content[{i}].type"), "is required")),
+                let part_path = format!("{path}.content[{i}]");
+                let text = match part.get("text") {
+                    None => None,
+                    Some(Value::String(text)) => Some(text.as_str()),
+                    Some(_) => return Err(Invalid::field(format!("{part_path}.text"), "must be a string")),
+                };
+                match (part.get("type"), text) {
+                    (Some(Value::String(kind)), Some(text)) if kind == "text" => texts.push(text),
+                    (Some(Value::String(_)), _) => other = true,
+                    (None, _) => return Err(Invalid::field(format!("{part_path}.type"), "is required")),
+                    (Some(_), _) => return Err(Invalid::field(format!("{part_path}.type"), "must be a string")),
                 }
             }
             wire.text = texts.join("\n");
@@ -269,6 +293,7 @@ fn message(index: usize, value: &Value) -> Result<v1::ChatMessage, Invalid> {
             for (i, call) in calls.iter().enumerate() {
                 let call_path = format!("{path}.tool_calls[{i}]");
                 let call = object(Some(call), &call_path)?;
+                only(call, &["id", "function", "arguments"], &call_path)?;
                 wire.tool_calls.push(call_to_wire(&call_at(call, &call_path)?));
             }
         }
@@ -290,7 +315,11 @@ fn message(index: usize, value: &Value) -> Result<v1::ChatMessage, Invalid> {
         only(error, &["type", "message"], &error_path)?;
         wire.error = Some(v1::ToolCallError {
             r#type: string(error, "type", &format!("{error_path}.type"))?.to_owned(),
-            message: error.get("message").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            message: match error.get("message") {
+                None | Some(Value::Null) => String::new(),
+                Some(Value::String(message)) => message.clone(),
+                Some(_) => return Err(Invalid::field(format!("{error_path}.message"), "must be a string")),
+            },
         });
     }
     Ok(wire)

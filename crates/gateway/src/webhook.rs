@@ -17,10 +17,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use self::log::{Delivery, DeliveryLog, LogError};
+use crate::callback;
 
 pub use airlock_webhook::{
     ClientError, Event, HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP, RetryPolicy, SECRET_PREFIX, SecretError,
-    WebhookSecret, http_client, rfc3339_now,
+    WebhookSecret, http_client, http_client_resolving, rfc3339_now,
 };
 
 /// The event type of a decision.
@@ -34,13 +35,31 @@ pub struct Webhooks {
     http: reqwest::Client,
     log: Option<DeliveryLog>,
     metrics: Arc<Metrics>,
+    /// Whether callbacks may go to private addresses (`--allow-private-callbacks`).
+    allow_private: bool,
 }
 
 impl Webhooks {
-    /// A sender signing with `secret`, counting in `metrics`; deliveries live in memory until
+    /// A sender signing with `secret`, counting in `metrics`, to public addresses only
+    /// unless `allow_private` ([`callback`]); deliveries live in memory until
     /// [`Webhooks::with_log`].
-    pub fn new(secret: WebhookSecret, retry: RetryPolicy, metrics: Arc<Metrics>) -> Result<Self, ClientError> {
-        Ok(Webhooks { secret: Arc::new(secret), retry, http: http_client()?, log: None, metrics })
+    pub fn new(
+        secret: WebhookSecret,
+        retry: RetryPolicy,
+        metrics: Arc<Metrics>,
+        allow_private: bool,
+    ) -> Result<Self, ClientError> {
+        let http = match allow_private {
+            true => http_client()?,
+            false => http_client_resolving(Arc::new(callback::PublicOnly))?,
+        };
+        Ok(Webhooks { secret: Arc::new(secret), retry, http, log: None, metrics, allow_private })
+    }
+
+    /// Checks that `url` may be called back (every address its host resolves to), unless
+    /// private callbacks are allowed.
+    pub async fn check(&self, url: &reqwest::Url) -> Result<(), callback::Refused> {
+        if self.allow_private { Ok(()) } else { callback::check(url).await }
     }
 
     /// Keeps each delivery in `log` until it is over.
@@ -136,9 +155,20 @@ impl Webhooks {
         Outcome::Retried
     }
 
-    /// One signed attempt.
+    /// One signed attempt. A literal address is checked here, as the resolver checks names:
+    /// a delivery resumed from the log may have been taken by a gateway that allowed it.
     async fn attempt(&self, delivery: &Delivery) -> Outcome {
         let (url, id, body) = (delivery.url.as_str(), &delivery.id, &delivery.body);
+        if !self.allow_private {
+            let refused = match reqwest::Url::parse(url) {
+                Ok(parsed) => callback::check_literal(&parsed).err().map(|e| e.to_string()),
+                Err(e) => Some(e.to_string()),
+            };
+            if let Some(why) = refused {
+                warn!(webhook_id = %id, error = %why, "Webhook given up: its URL is refused.");
+                return Outcome::GivenUp;
+            }
+        }
         airlock_webhook::attempt(&self.http, &self.secret, url, id, body, delivery.attempts, self.retry.attempt_timeout)
             .await
     }
@@ -170,7 +200,8 @@ mod tests {
         let log = DeliveryLog::open(&file.0).await.unwrap();
         let metrics = Arc::new(Metrics::new());
         let retry = RetryPolicy { period: Duration::ZERO, ..RetryPolicy::default() };
-        let webhooks = Webhooks::new(WebhookSecret::generate(), retry, metrics.clone()).unwrap().with_log(log.clone());
+        let webhooks =
+            Webhooks::new(WebhookSecret::generate(), retry, metrics.clone(), true).unwrap().with_log(log.clone());
         webhooks.send(&DOWN.parse().unwrap(), "w1", b"{}".to_vec(), &CancellationToken::new()).await;
         assert_eq!(log.pending().await.unwrap(), Vec::new());
         assert_eq!((count(&metrics, "given_up"), count(&metrics, "retried")), (1, 0));
@@ -179,12 +210,31 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn at_send_time_a_private_address_is_never_connected_to_by_name_or_as_written() {
+        // A receiver on loopback, as a name rebound to 127.0.0.1 after it was checked would be.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let metrics = Arc::new(Metrics::new());
+        let retry = RetryPolicy { period: Duration::ZERO, ..RetryPolicy::default() };
+        let webhooks = Webhooks::new(WebhookSecret::generate(), retry, metrics.clone(), false).unwrap();
+        for url in [format!("http://localhost:{port}/hook"), format!("http://127.0.0.1:{port}/hook")] {
+            webhooks.send(&url.parse().unwrap(), "w1", b"{}".to_vec(), &CancellationToken::new()).await;
+        }
+        assert_eq!(count(&metrics, "given_up"), 2);
+        assert_eq!(count(&metrics, "delivered"), 0);
+        // Every attempt is over: a connection made would be waiting to be accepted.
+        let accepted = tokio::time::timeout(Duration::ZERO, listener.accept()).await;
+        assert!(accepted.is_err(), "nothing connected to the receiver");
+    }
+
+    #[tokio::test]
     async fn a_stopping_gateway_leaves_a_delivery_awaiting_its_retry_in_the_log() {
         let file = TempLog::new();
         let log = DeliveryLog::open(&file.0).await.unwrap();
         let metrics = Arc::new(Metrics::new());
         let retry = RetryPolicy { first_delay: Duration::from_secs(3600), ..RetryPolicy::default() };
-        let webhooks = Webhooks::new(WebhookSecret::generate(), retry, metrics.clone()).unwrap().with_log(log.clone());
+        let webhooks =
+            Webhooks::new(WebhookSecret::generate(), retry, metrics.clone(), true).unwrap().with_log(log.clone());
         let stop = CancellationToken::new();
         stop.cancel();
         webhooks.send(&DOWN.parse().unwrap(), "w1", b"{\"x\":1}".to_vec(), &stop).await;
@@ -199,7 +249,8 @@ mod tests {
         // The next start resumes it, with its count of attempts, and counts it in its backlog.
         let metrics = Arc::new(Metrics::new());
         let log = DeliveryLog::open(&file.0).await.unwrap();
-        let webhooks = Webhooks::new(WebhookSecret::generate(), retry, metrics.clone()).unwrap().with_log(log.clone());
+        let webhooks =
+            Webhooks::new(WebhookSecret::generate(), retry, metrics.clone(), true).unwrap().with_log(log.clone());
         assert_eq!(webhooks.resume().await.unwrap(), left);
         assert_eq!(metrics.webhook_backlog.get(), 1);
         log.close().await;

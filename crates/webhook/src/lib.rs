@@ -173,6 +173,16 @@ pub struct ClientError(String);
 /// An HTTP client for webhooks: `https://` verified against the platform's roots, with rustls
 /// on ring (the build has no default TLS provider); redirects are not followed.
 pub fn http_client() -> Result<reqwest::Client, ClientError> {
+    builder()?.build().map_err(|e| ClientError(e.to_string()))
+}
+
+/// An [`http_client`] that resolves host names with `resolver` (the gateway's, which refuses
+/// private addresses at every connection).
+pub fn http_client_resolving(resolver: Arc<dyn reqwest::dns::Resolve>) -> Result<reqwest::Client, ClientError> {
+    builder()?.dns_resolver(resolver).build().map_err(|e| ClientError(e.to_string()))
+}
+
+fn builder() -> Result<reqwest::ClientBuilder, ClientError> {
     let crypto = Arc::new(rustls::crypto::ring::default_provider());
     let tls = rustls::ClientConfig::builder_with_provider(crypto)
         .with_safe_default_protocol_versions()
@@ -180,12 +190,10 @@ pub fn http_client() -> Result<reqwest::Client, ClientError> {
     let tls = rustls_platform_verifier::BuilderVerifierExt::with_platform_verifier(tls)
         .map_err(|e| ClientError(e.to_string()))?
         .with_no_client_auth();
-    reqwest::Client::builder()
+    Ok(reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
         .redirect(reqwest::redirect::Policy::none())
-        .user_agent(concat!("airlock/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| ClientError(e.to_string()))
+        .user_agent(concat!("airlock/", env!("CARGO_PKG_VERSION"))))
 }
 
 /// What became of one attempt, or of a delivery.

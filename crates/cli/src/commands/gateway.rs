@@ -72,6 +72,15 @@ pub struct ServeArgs {
     /// delivered survive a restart and are resumed. Without it they live in memory only.
     #[arg(long, env = "AIRLOCK_GATEWAY_WEBHOOK_LOG")]
     webhook_log: Option<PathBuf>,
+    /// Callback URLs may name loopback, link-local, private, unspecified and cloud metadata
+    /// addresses (refused without it, when taken and at every attempt): for receivers on the
+    /// gateway's own host or network.
+    #[arg(long, env = "AIRLOCK_GATEWAY_ALLOW_PRIVATE_CALLBACKS")]
+    allow_private_callbacks: bool,
+    /// The records store, a SQLite file (created if missing): decisions and idempotency keys
+    /// survive a restart, for --retention. Without it they live in memory only.
+    #[arg(long, env = "AIRLOCK_GATEWAY_STORE")]
+    store: Option<PathBuf>,
     /// The fleet's public key file (`fleet.pub`): decisions are taken only when proved by it
     /// (repeat for several). Without it, they are taken unproved.
     #[arg(long, env = "AIRLOCK_VERIFY_KEY", value_delimiter = ',')]
@@ -173,10 +182,14 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
     if args.webhook_log.is_some() && args.webhook_secret.is_none() {
         return Err(Failure::config("--webhook-log is for callbacks: it needs --webhook-secret"));
     }
+    if args.allow_private_callbacks && args.webhook_secret.is_none() {
+        return Err(Failure::config("--allow-private-callbacks is for callbacks: it needs --webhook-secret"));
+    }
     let webhooks = args.webhook_secret.map(|secret| WebhookConfig {
         secret,
         retry: args.webhook_retry.policy(),
         log: args.webhook_log,
+        allow_private_callbacks: args.allow_private_callbacks,
     });
     let mut config = GatewayConfig {
         prefix: args.prefix.clone(),
@@ -186,6 +199,7 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
         fleet_keys: fleet_keys(&args.verify_key)?,
         limits,
         webhooks,
+        store: args.store,
         metrics,
     };
     config.validate().map_err(|e| Failure::config(format!("{}: {e}", tokens_file.display())))?;

@@ -14,8 +14,9 @@ use crate::limit::RateConfig;
 use crate::state::{Asking, Fleet};
 use crate::tokens::{Tokens, sha256_hex};
 
-/// A fleet that records what it is sent and answers once its gate opens: `approve`, or the
-/// refusal a request's call id asks for.
+/// A fleet that records what it is sent and answers once its gate opens: `approve`, or what a
+/// request's call id asks for (`refuse`: a refusal, `pending`: already pending, `down`: not
+/// sent, `closed`: the client closed as the gateway stops).
 struct FakeFleet {
     sent: Mutex<Vec<v1::Request>>,
     gate: watch::Sender<bool>,
@@ -38,8 +39,17 @@ impl Fleet for FakeFleet {
         Box::pin(async move {
             let _ = gate.wait_for(|open| *open).await;
             let key = request.key.unwrap_or_default();
-            if key.tool_call_id == "refuse" {
-                return Err(ClientError::Refused { code: "unknown_policy".into(), message: "no such policy".into() });
+            match key.tool_call_id.as_str() {
+                "refuse" => {
+                    return Err(ClientError::Refused {
+                        code: "unknown_policy".into(),
+                        message: "no such policy".into(),
+                    });
+                }
+                "pending" => return Err(ClientError::AlreadyPending("approval/r/s/1/pending".into())),
+                "down" => return Err(ClientError::Invalid("the broker is away")),
+                "closed" => return Err(ClientError::Closed),
+                _ => {}
             }
             Ok(v1::Decision {
                 decision_id: format!("d-{}", key.tool_call_id),
@@ -310,19 +320,41 @@ fn prefer_wait_reads_rfc_7240() {
     assert_eq!(prefer_wait(&HeaderMap::new(), max), None);
 }
 
-#[tokio::test]
-async fn the_served_document_is_the_committed_one_and_lists_exactly_the_routes() {
-    let committed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/gateway.openapi.json"))
-        .expect("docs/gateway.openapi.json");
-    let shared = shared(FakeFleet::new(true), limits());
+async fn served_document(shared: &Arc<Shared>) -> Value {
     let response = app(shared.clone())
         .oneshot(Request::builder().uri("/openapi.json").body(Body::empty()).unwrap())
         .await
         .unwrap();
     assert_eq!(response.headers()["content-type"], "application/json");
     let served = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
-    assert_eq!(std::str::from_utf8(&served).unwrap(), committed);
-    let document: Value = serde_json::from_str(&committed).unwrap();
+    serde_json::from_slice(&served).unwrap()
+}
+
+#[tokio::test]
+async fn the_served_document_is_the_committed_one_with_the_limits_in_force() {
+    let committed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/gateway.openapi.json"))
+        .expect("docs/gateway.openapi.json");
+    let committed: Value = serde_json::from_str(&committed).unwrap();
+    // The committed document holds the default limits.
+    let served = served_document(&shared(FakeFleet::new(true), limits())).await;
+    assert!(served == committed, "the default gateway serves the committed document");
+    let longer = Limits { max_timeout: Duration::from_secs(600), ..limits() };
+    let served = served_document(&shared(FakeFleet::new(true), longer)).await;
+    assert_eq!(served["components"]["schemas"]["Timeout"]["maximum"], json!(600));
+    let shared = shared(FakeFleet::new(true), longer);
+    let mut body = body("c1", "a");
+    body["timeout"] = json!(601);
+    let answer = post(&shared, "/v1/approvals", ALPHA, &body, &[]).await;
+    assert_eq!(
+        (answer.status, answer.json["error"]["field"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("timeout"))
+    );
+}
+
+#[tokio::test]
+async fn the_document_lists_exactly_the_routes() {
+    let shared = shared(FakeFleet::new(true), limits());
+    let document = served_document(&shared).await;
     assert_eq!(document["openapi"], "3.1.0");
     let mut listed: Vec<(String, String)> = document["paths"]
         .as_object()
@@ -371,4 +403,136 @@ async fn answers_are_counted_by_route_and_status_and_waiting_requests_by_the_gau
     shared.tasks.close();
     shared.tasks.wait().await;
     assert_eq!(shared.metrics.gateway_waiting.get(), 0, "decided");
+}
+
+/// Every status and code a route sends, produced by real requests, against the served
+/// document: each status is listed for its operation, and its description names the code.
+#[tokio::test(start_paused = true)]
+async fn every_status_and_code_the_handlers_send_is_in_the_document() {
+    let fleet = FakeFleet::new(true);
+    let webhooks = crate::webhook::Webhooks::new(
+        crate::webhook::WebhookSecret::generate(),
+        crate::webhook::RetryPolicy::default(),
+        Default::default(),
+        false,
+    )
+    .unwrap();
+    let tokens = shared(fleet.clone(), limits()).tokens.clone();
+    let shared = Arc::new(Shared::new(fleet.clone(), tokens.clone(), limits(), Some(webhooks), Default::default()));
+    let limited = Limits { rate: RateConfig { per_second: 0.001, burst: 1 }, ..limits() };
+    let limited = Arc::new(Shared::new(fleet, tokens, limited, None, Default::default()));
+    let document = served_document(&shared).await;
+    let auth = format!("Bearer {ALPHA}");
+    let wait = [("prefer", "wait=1")];
+    let with = |change: &dyn Fn(&mut Value)| {
+        let mut body = body("c-with", "a");
+        change(&mut body);
+        body
+    };
+    let raw = |headers: Vec<(&'static str, String)>, bytes: &[u8]| (headers, bytes.to_vec());
+
+    let mut seen: Vec<(&str, Answer)> = Vec::new();
+    let approvals = "/v1/approvals";
+    seen.push((approvals, post(&shared, approvals, ALPHA, &body("c-wait", "a"), &wait).await));
+    let gate_closed = FakeFleet::new(false);
+    let pending_shared = Arc::new(Shared::new(gate_closed, shared.tokens.clone(), limits(), None, Default::default()));
+    let pending = post(&pending_shared, approvals, ALPHA, &body("c-pending", "a"), &[]).await;
+    let pending_location = pending.header("location").unwrap().to_owned();
+    seen.push((approvals, pending));
+    for (headers, bytes) in [
+        raw(vec![], b"{}"),
+        raw(vec![("authorization", auth.clone())], b"{nope"),
+        raw(vec![("authorization", auth.clone()), ("content-type", "text/plain".into())], b"{}"),
+    ] {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        seen.push((approvals, call(&shared, Method::POST, approvals, &headers, Some(bytes)).await));
+    }
+    seen.push((approvals, post(&shared, approvals, ALPHA, &body("c-key", "a"), &[("idempotency-key", "a b")]).await));
+    seen.push((approvals, post(&shared, approvals, ALPHA, &body("c-b", "b"), &[]).await));
+    seen.push((
+        approvals,
+        post(&shared, approvals, ALPHA, &with(&|b| b["policy"] = json!({"inline": "x"})), &[]).await,
+    ));
+    seen.push((approvals, post(&shared, approvals, ALPHA, &body("pending", "a"), &wait).await));
+    seen.push((
+        approvals,
+        post(&shared, approvals, ALPHA, &with(&|b| b["call"]["id"] = json!("x".repeat(5000))), &[]).await,
+    ));
+    seen.push((approvals, post(&shared, approvals, ALPHA, &with(&|b| b["timeout"] = json!(null)), &[]).await));
+    let mut other = body("c-wait", "a");
+    other["call"]["arguments"] = json!({"x": 1});
+    seen.push((approvals, post(&shared, approvals, ALPHA, &other, &[]).await));
+    seen.push((
+        approvals,
+        post(&shared, approvals, ALPHA, &with(&|b| b["callback_url"] = json!("http://127.0.0.1:9/h")), &[]).await,
+    ));
+    let unresolved = with(&|b| b["callback_url"] = json!("http://nothing.invalid/h"));
+    seen.push((approvals, post(&shared, approvals, ALPHA, &unresolved, &[]).await));
+    let callback = with(&|b| b["callback_url"] = json!("https://93.184.215.14/h"));
+    seen.push((approvals, post(&pending_shared, approvals, ALPHA, &callback, &[]).await));
+    seen.push((approvals, post(&shared, approvals, ALPHA, &body("refuse", "a"), &wait).await));
+    seen.push((approvals, post(&shared, approvals, ALPHA, &body("down", "a"), &wait).await));
+    seen.push((approvals, post(&limited, approvals, ALPHA, &body("c-rate", "a"), &[]).await));
+    seen.push((approvals, post(&limited, approvals, ALPHA, &body("c-rate2", "a"), &[]).await));
+
+    let decision = "/v1/decisions/{id}";
+    let mut stored = Vec::new();
+    for id in ["c-wait", "refuse", "pending", "down", "closed"] {
+        let answer = post(&shared, approvals, ALPHA, &body(id, "a"), &wait).await;
+        stored.push(answer.header("content-location").expect("settled").to_owned());
+    }
+    for location in &stored {
+        seen.push((decision, get(&shared, location, ALPHA, &[]).await));
+    }
+    seen.push((decision, get(&pending_shared, &pending_location, ALPHA, &[]).await));
+    seen.push((decision, get(&shared, "/v1/decisions/nothing", ALPHA, &[]).await));
+    seen.push((decision, get(&shared, "/v1/decisions/%FF", ALPHA, &[]).await));
+    seen.push((decision, get(&shared, "/v1/decisions/x", "wrong", &[]).await));
+    seen.push((decision, get(&limited, "/v1/decisions/x", ALPHA, &[]).await));
+
+    let mut statuses: Vec<(&str, u16, String)> = Vec::new();
+    for (path, answer) in &seen {
+        let method = if *path == decision { "get" } else { "post" };
+        let status = answer.status.as_str().to_owned();
+        let mut listed = document["paths"][path][method]["responses"][&status].clone();
+        if let Some(reference) = listed["$ref"].as_str() {
+            listed = document["components"]["responses"][reference.rsplit('/').next().unwrap()].clone();
+        }
+        assert!(listed.is_object(), "{method} {path} sends {status}, which the document does not list");
+        if answer.status.is_client_error() || answer.status.is_server_error() {
+            let code = answer.code();
+            assert!(answer.json["error"]["message"].is_string(), "{method} {path} {status}: {}", answer.json);
+            let description = listed["description"].as_str().unwrap();
+            assert!(
+                description.contains(&format!("`{code}`")),
+                "{method} {path} {status}: `{code}` is not in {description}"
+            );
+            statuses.push((path, answer.status.as_u16(), code.to_owned()));
+        } else {
+            statuses.push((path, answer.status.as_u16(), String::new()));
+        }
+    }
+    // Every code the routes can send was seen (so this test covers each).
+    let codes: std::collections::BTreeSet<&str> = statuses.iter().map(|(_, _, c)| c.as_str()).collect();
+    for code in [
+        "unauthorized",
+        "invalid_json",
+        "unsupported_media_type",
+        "invalid_idempotency_key",
+        "policy_forbidden",
+        "inline_forbidden",
+        "already_pending",
+        "body_too_large",
+        "invalid_field",
+        "idempotency_mismatch",
+        "callback_forbidden",
+        "callback_unresolved",
+        "callbacks_disabled",
+        "unknown_policy",
+        "fleet_unavailable",
+        "rate_limited",
+        "not_found",
+    ] {
+        assert!(codes.contains(code), "{code} was not sent: {statuses:?}");
+    }
 }

@@ -94,6 +94,36 @@ fn every_malformed_field_is_named_with_what_it_must_be() {
             "JSON object",
         ),
         (Box::new(|b| b["kind"] = json!("review")), "kind", "is not a field"),
+        // The document allows no null at the top: a field is left out for none.
+        (Box::new(|b| b["callback_url"] = json!(null)), "callback_url", "must be a string"),
+        (Box::new(|b| b["timeout"] = json!(null)), "timeout", "number of seconds"),
+        (Box::new(|b| b["messages"] = json!(null)), "messages", "array of messages"),
+        (Box::new(|b| b["output"] = json!(null)), "output", "only for reviews"),
+        (Box::new(|b| b["origin"]["epoch"] = json!(null)), "origin.epoch", "from 1"),
+        (Box::new(|b| b["origin"]["epoch"] = json!(4_294_967_296_u64)), "origin.epoch", "to 4294967295"),
+        (
+            Box::new(|b| {
+                b["messages"] = json!([{"role": "assistant", "tool_calls": [
+                    {"id": "x", "function": "f", "arguments": {}, "type": "function"}]}])
+            }),
+            "messages[0].tool_calls[0].type",
+            "is not a field",
+        ),
+        (
+            Box::new(|b| b["messages"] = json!([{"role": "user", "content": [{"type": "text", "text": 5}]}])),
+            "messages[0].content[0].text",
+            "must be a string",
+        ),
+        (
+            Box::new(|b| b["messages"] = json!([{"role": "user", "content": [{"type": 5}]}])),
+            "messages[0].content[0].type",
+            "must be a string",
+        ),
+        (
+            Box::new(|b| b["messages"] = json!([{"role": "tool", "error": {"type": "timeout", "message": 5}}])),
+            "messages[0].error.message",
+            "must be a string",
+        ),
     ];
     for (change, field, words) in cases {
         let mut body = body();
@@ -127,4 +157,17 @@ fn idempotency_keys_are_visible_ascii_and_bounded() {
     for bad in [&b""[..], b"a b", b"caf\xc3\xa9", &[b'a'; MAX_IDEMPOTENCY_KEY + 1]] {
         assert!(idempotency_key(bad).is_err());
     }
+}
+
+#[test]
+fn integers_are_read_as_json_schema_counts_them_and_message_fields_may_be_null() {
+    let mut body = body();
+    body["origin"] = json!({"run": "r", "sample": 123_456_789_012_345_678_901_234_567_890_u128, "epoch": 816.0});
+    body["messages"] = json!([{"role": "tool", "content": null, "tool_calls": null, "tool_call_id": null,
+                               "function": null, "id": null, "error": null}]);
+    let submission = parse(Kind::Approval, body.to_string().as_bytes(), BOUNDS).unwrap();
+    assert_eq!(submission.origin.sample, "123456789012345678901234567890", "its digits, however many");
+    assert_eq!(submission.origin.epoch, 816);
+    body["origin"]["sample"] = json!(-4.0);
+    assert_eq!(parse(Kind::Approval, body.to_string().as_bytes(), BOUNDS).unwrap().origin.sample, "-4");
 }

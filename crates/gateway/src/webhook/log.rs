@@ -6,11 +6,12 @@
 //! lock while the gateway runs: two gateways on one log would each resume its deliveries.
 
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use sqlx::Row;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteLockingMode, SqlitePool, SqlitePoolOptions};
-use sqlx::sqlite::{SqliteRow, SqliteSynchronous};
+use sqlx::sqlite::{SqlitePool, SqliteRow};
+
+use crate::sqlite::{millis, open_locked, time};
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS deliveries (
     id TEXT PRIMARY KEY,
@@ -59,23 +60,7 @@ pub struct DeliveryLog {
 impl DeliveryLog {
     /// Opens the log at `path` (created if missing) and locks it for this process.
     pub async fn open(path: &Path) -> Result<Self, LogError> {
-        // FULL sync: a delivery written is on disk before its first attempt. One connection
-        // holding an exclusive lock: no other gateway resumes the same deliveries.
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full)
-            .locking_mode(SqliteLockingMode::Exclusive)
-            .busy_timeout(Duration::ZERO);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .connect_with(options)
-            .await?;
-        sqlx::query(SCHEMA).execute(&pool).await?;
-        Ok(DeliveryLog { pool })
+        Ok(DeliveryLog { pool: open_locked(path, SCHEMA).await? })
     }
 
     /// Writes a new delivery.
@@ -140,16 +125,10 @@ fn delivery(row: &SqliteRow) -> Result<Delivery, sqlx::Error> {
     })
 }
 
-fn millis(time: SystemTime) -> i64 {
-    time.duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-fn time(millis: i64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_millis(u64::try_from(millis).unwrap_or(0))
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
     use super::*;
 
     /// A log file of its own, deleted when dropped.
