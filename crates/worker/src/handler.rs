@@ -365,7 +365,7 @@ impl Handler {
             None => self.worker_id.clone(),
         };
         v1::Decision {
-            decision_id: uuid::Uuid::now_v7().to_string(),
+            decision_id: decision_id(request, kind),
             key: request.key.clone(),
             kind: kind_to_wire(kind).into(),
             decision: decision_to_wire(outcome.decision).into(),
@@ -532,6 +532,18 @@ fn correlation(request: &v1::Request, kind: Kind) -> String {
 
 fn decision_name(decision: i32) -> &'static str {
     airlock_records::convert::decision_from_wire(decision).map_or("unspecified", Decision::as_str)
+}
+
+/// A decision's id: the same for every decision of one request (its kind, its call key and
+/// when its runner asked), so that a request decided twice (delivered again after a worker
+/// died before acknowledging it, or published again by a runner whose answer was slow to
+/// come) is one record in the audit log, whichever copy comes first.
+fn decision_id(request: &v1::Request, kind: Kind) -> String {
+    let mut named = correlation(request, kind).into_bytes();
+    named.extend_from_slice(&request.requested_at_unix_ms.to_be_bytes());
+    let digest = airlock_integrity::digest(&named);
+    let bytes: [u8; 16] = digest[..16].try_into().expect("16 of SHA-256's 32 bytes");
+    uuid::Builder::from_custom_bytes(bytes).into_uuid().to_string()
 }
 
 #[cfg(test)]

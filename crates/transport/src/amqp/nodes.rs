@@ -30,8 +30,8 @@ pub(super) struct Nodes {
 }
 
 impl Nodes {
-    /// The nodes `options.url` lists, each asking for `options.frame_max` unless its URL sets
-    /// a frame size. Every node must name the same user and vhost: the transport is one
+    /// The nodes `options.url` lists, each asking for `options.frame_max` and
+    /// `options.heartbeat` unless its URL sets them. Every node must name the same user and vhost: the transport is one
     /// identity on one cluster.
     pub(super) fn parse(options: &AmqpOptions) -> Result<Self, TransportError> {
         let mut nodes: Vec<Node> = Vec::new();
@@ -40,6 +40,7 @@ impl Nodes {
                 .parse()
                 .map_err(|e| TransportError::Invalid(format!("AMQP URL {} of the list: {e}", position + 1)))?;
             uri.query.frame_max.get_or_insert(options.frame_max);
+            uri.query.heartbeat.get_or_insert(options.heartbeat);
             if let Some(first) = nodes.first()
                 && (first.uri.authority.userinfo.username != uri.authority.userinfo.username
                     || first.uri.vhost != uri.vhost)
@@ -90,7 +91,7 @@ impl fmt::Debug for Nodes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::amqp::DEFAULT_FRAME_MAX;
+    use crate::amqp::{DEFAULT_FRAME_MAX, DEFAULT_HEARTBEAT};
 
     fn nodes(url: &str) -> Result<Nodes, TransportError> {
         Nodes::parse(&AmqpOptions::new(url))
@@ -110,6 +111,10 @@ mod tests {
         let frame_max: Vec<_> = listed.in_turn().map(|(index, node)| (index, node.uri.query.frame_max)).collect();
         assert!(frame_max.contains(&(0, Some(DEFAULT_FRAME_MAX))));
         assert!(frame_max.contains(&(1, Some(131_072))));
+        let listed = nodes("amqp://u:p@h1/%2f,amqp://u:p@h2/%2f?heartbeat=30").unwrap();
+        let heartbeat: Vec<_> = listed.in_turn().map(|(index, node)| (index, node.uri.query.heartbeat)).collect();
+        assert!(heartbeat.contains(&(0, Some(DEFAULT_HEARTBEAT))));
+        assert!(heartbeat.contains(&(1, Some(30))));
     }
 
     #[test]

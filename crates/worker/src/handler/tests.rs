@@ -101,6 +101,23 @@ fn a_built_in_decision_goes_to_the_runner_with_one_copy_for_the_audit() {
 }
 
 #[test]
+fn a_request_decided_twice_has_one_decision_id_and_another_request_another() {
+    let decision_id = |request: v1::Request, worker: &str| {
+        let trust = Trust::signed(fleet_key(), reviewer_key().public_key().into());
+        let handler = Handler::new(Topology::new("t"), PolicyStore::new(None), worker, trust);
+        let body = request.encode_to_vec();
+        let out = published(handler.on_request(&Message::new(body.clone()), 10));
+        let Ok(v1::reply_body::Body::Decision(decision)) = opened(&out[0], &body) else { panic!() };
+        decision.decision_id
+    };
+    let first = decision_id(request("ls", 0), "worker-1");
+    assert_eq!(decision_id(request("ls", 0), "worker-2"), first, "the same request, by another worker");
+    let asked_again = v1::Request { requested_at_unix_ms: 2, ..request("ls", 0) };
+    assert_ne!(decision_id(asked_again, "worker-1"), first, "the call asked about again");
+    assert!(uuid::Uuid::parse_str(&first).is_ok(), "{first}");
+}
+
+#[test]
 fn a_handled_message_reports_its_decision_and_the_answer_that_came_in() {
     let Handled::Publish(_, report) = handler().on_request(&Message::new(request("ls", 0).encode_to_vec()), 10) else {
         panic!("decided")
