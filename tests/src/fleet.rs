@@ -35,7 +35,7 @@ impl ReviewFleet {
             prefix,
             runner_id: "runner".into(),
             default_timeout: Duration::from_secs(600),
-            fleet_keys: TestKeys::get().fleet_public(),
+            replies: TestKeys::get().replies(),
         };
         let client = Client::connect(transport.clone(), client_config).await.expect("the client connects");
         ReviewFleet { transport, service, client, url, worker }

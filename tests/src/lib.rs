@@ -34,8 +34,9 @@ use std::process::Stdio;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use airlock_client::ReplyTrust;
 use airlock_contract::v1;
-use airlock_integrity::{Fleet, FleetKey, PublicKeys, Signing, SigningKey};
+use airlock_integrity::{FleetKey, PublicKeys, Signing, SigningKey};
 use airlock_reviewer::ReviewerConfig;
 use airlock_reviewer::auth::{Reviewer, Reviewers, sha256_hex};
 use airlock_reviewer::client::ApiClient;
@@ -164,9 +165,9 @@ impl TestKeys {
         FleetKey::load(&self.dir.join("fleet.key")).expect("the fleet key")
     }
 
-    /// What runners verify replies with.
-    pub fn fleet_public(&self) -> Option<PublicKeys<Fleet>> {
-        Some(PublicKeys::load([self.dir.join("fleet.pub")]).expect("the fleet's public key"))
+    /// What runners verify replies with: the fleet's public key.
+    pub fn replies(&self) -> ReplyTrust {
+        ReplyTrust::Proved(PublicKeys::load([self.dir.join("fleet.pub")]).expect("the fleet's public key"))
     }
 
     /// The reviewer service's key.

@@ -82,7 +82,7 @@ async fn every_decision_is_recorded_once_and_masked() {
             prefix: prefix.clone(),
             runner_id: "runner".into(),
             default_timeout: HANG_GUARD,
-            fleet_keys: TestKeys::get().fleet_public(),
+            replies: TestKeys::get().replies(),
         };
         let client = Client::connect(transport.clone(), config).await.unwrap();
         let mut ids = Vec::new();

@@ -73,7 +73,7 @@ async fn only_the_runner_that_asked_withdraws_its_call(store: String) {
             prefix: PREFIX.into(),
             runner_id: format!("{runner_a}.r1"),
             default_timeout: Duration::from_secs(100),
-            fleet_keys: TestKeys::get().fleet_public(),
+            replies: TestKeys::get().replies(),
         };
         let client = Client::connect(as_a.clone(), config).await.expect("runner A connects");
 

@@ -56,7 +56,7 @@ async fn suite<T: Transport>(transport: T, prefix: String) {
             prefix: prefix.clone(),
             runner_id: "runner".into(),
             default_timeout: Duration::from_secs(60),
-            fleet_keys: TestKeys::get().fleet_public(),
+            replies: TestKeys::get().replies(),
         },
     )
     .await

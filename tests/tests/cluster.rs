@@ -95,7 +95,7 @@ async fn runner(urls: &str, prefix: &str) -> (AmqpTransport, Client<AmqpTranspor
         prefix: prefix.into(),
         runner_id: "runner".into(),
         default_timeout: HANG_GUARD,
-        fleet_keys: TestKeys::get().fleet_public(),
+        replies: TestKeys::get().replies(),
     };
     let client = Client::connect(transport.clone(), config).await.expect("the runner's client starts");
     (transport, client)

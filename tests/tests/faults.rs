@@ -26,7 +26,7 @@ async fn client(transport: &AmqpTransport, prefix: &str, timeout: Duration) -> C
         prefix: prefix.into(),
         runner_id: "runner".into(),
         default_timeout: timeout,
-        fleet_keys: TestKeys::get().fleet_public(),
+        replies: TestKeys::get().replies(),
     };
     Client::connect(transport.clone(), config).await.unwrap()
 }

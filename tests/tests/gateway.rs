@@ -86,7 +86,7 @@ impl Gateway {
             runner_id: airlock_gateway::runner_id("gateway-test"),
             listen: "127.0.0.1:0".parse().unwrap(),
             tokens: tokens(),
-            fleet_keys: TestKeys::get().fleet_public(),
+            replies: TestKeys::get().replies(),
             limits,
             webhooks,
             store,

@@ -175,7 +175,7 @@ async fn scenarios(prefix: String) {
             prefix: prefix.clone(),
             runner_id: "runner".into(),
             default_timeout: Duration::from_secs(60),
-            fleet_keys: TestKeys::get().fleet_public(),
+            replies: TestKeys::get().replies(),
         },
     )
     .await

@@ -86,7 +86,7 @@ async fn scenario(python: PathBuf, transport: airlock_transport::AmqpTransport, 
             prefix: prefix.clone(),
             runner_id: "runner".into(),
             default_timeout: Duration::from_secs(60),
-            fleet_keys: TestKeys::get().fleet_public(),
+            replies: TestKeys::get().replies(),
         },
     )
     .await

@@ -66,7 +66,7 @@ async fn start_fleet(transport: &AmqpTransport, prefix: &str) -> Fleet {
             prefix: prefix.into(),
             runner_id: "runner".into(),
             default_timeout: Duration::from_secs(100),
-            fleet_keys: TestKeys::get().fleet_public(),
+            replies: TestKeys::get().replies(),
         },
     )
     .await

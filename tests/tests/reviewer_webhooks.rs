@@ -103,7 +103,7 @@ async fn paged(transport: AmqpTransport, prefix: String, store: String) {
         prefix: prefix.clone(),
         runner_id: "runner".into(),
         default_timeout: Duration::from_secs(100),
-        fleet_keys: TestKeys::get().fleet_public(),
+        replies: TestKeys::get().replies(),
     };
     let client = Client::connect(transport.clone(), client_config).await.unwrap();
     let metrics = Arc::new(Metrics::new());

@@ -5,7 +5,7 @@
 
 use airlock_testkit::unique_prefix;
 use airlock_tests::roles::Loaded;
-use airlock_tests::{airlock_bin, broker};
+use airlock_tests::{TestKeys, airlock_bin, broker};
 use airlock_transport::{Destination, Message, Topology, Transport, TransportError};
 
 fn refused<T: std::fmt::Debug>(what: &str, result: Result<T, TransportError>) {
@@ -131,6 +131,8 @@ async fn each_role_user_is_refused_what_its_role_must_not_do() {
         .arg(dir.join("call.json"))
         .arg("--policy")
         .arg(dir.join("policy.yaml"))
+        .arg("--verify-key")
+        .arg(TestKeys::get().dir.join("fleet.pub"))
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));

@@ -118,7 +118,7 @@ async fn one_trace_from_runner_to_worker_and_metrics_that_move(
             prefix: prefix.clone(),
             runner_id: "runner".into(),
             default_timeout: HANG_GUARD,
-            fleet_keys: TestKeys::get().fleet_public(),
+            replies: TestKeys::get().replies(),
         };
         let client = Client::connect(transport.clone(), config).await.unwrap();
         let policy = "approvers:\n  - name: auto\n    tools: \"*\"\n";
@@ -230,7 +230,7 @@ async fn the_reviewer_service_joins_the_trace(endpoint: &str, received: &Receive
         wait_for_consumers(&format!("{prefix}.requests"), 1).await;
         wait_for_consumers(&format!("{prefix}.human.ops"), 1).await;
 
-        let config = ClientConfig { prefix: prefix.clone(), runner_id: "runner".into(), default_timeout: HANG_GUARD, fleet_keys: TestKeys::get().fleet_public() };
+        let config = ClientConfig { prefix: prefix.clone(), runner_id: "runner".into(), default_timeout: HANG_GUARD, replies: TestKeys::get().replies() };
         let client = Client::connect(transport.clone(), config).await.unwrap();
         let policy = "approvers:\n  - name: human\n    tools: \"*\"\n    pool: ops\n";
         let asking = tokio::spawn({

@@ -42,6 +42,7 @@ use std::process::ExitCode;
 
 use std::sync::Arc;
 
+use airlock_client::ReplyTrust;
 use airlock_integrity::{Fleet, PublicKeys, SigningKey};
 use airlock_telemetry::TelemetryConfig;
 use airlock_telemetry::metrics::Metrics;
@@ -99,13 +100,51 @@ pub fn reviewer_signing_key(path: Option<&Path>) -> Result<Option<Arc<SigningKey
     SigningKey::load(path).map(|key| Some(Arc::new(key))).map_err(|e| Failure::config(format!("--signing-key: {e}")))
 }
 
-/// The fleet's public keys (`fleet.pub` files) a runner verifies replies with; none: replies
-/// are taken unproved.
-pub fn fleet_keys(paths: &[PathBuf]) -> Result<Option<PublicKeys<Fleet>>, Failure> {
-    if paths.is_empty() {
-        return Ok(None);
+/// How a runner takes the fleet's decisions: proved by the fleet's public key, or, told so in
+/// as many words, unproved.
+#[derive(Debug, Clone, Default, Args)]
+pub struct VerifyArgs {
+    /// The fleet's public key file (`fleet.pub` of `airlock keys generate`): a decision is taken
+    /// only when one of its keys proves it (repeat, or comma-separate, for several during a
+    /// rotation). Required unless --insecure.
+    #[arg(long, env = "AIRLOCK_VERIFY_KEY", value_delimiter = ',')]
+    pub verify_key: Vec<PathBuf>,
+    /// Take decisions unproved, from a fleet that runs --insecure-unsigned (a test, a demo):
+    /// anyone who can publish on the broker can then forge one, and it is taken as the fleet's.
+    #[arg(long, conflicts_with = "verify_key")]
+    pub insecure: bool,
+}
+
+/// What a runner without either of --verify-key and --insecure is told.
+pub const NO_VERIFY_KEY: &str = "no fleet public key: pass --verify-key <fleet.pub> (or set AIRLOCK_VERIFY_KEY) so \
+     that only decisions the fleet proved are taken, or --insecure to take them unproved (--insecure accepts forged \
+     decisions)";
+
+/// What a runner told --insecure says at every start.
+pub const INSECURE_WARNING: &str = "--insecure: decisions are not proved; anyone who can publish on the broker can forge one, and it is taken as the fleet's";
+
+impl VerifyArgs {
+    /// Which replies the runner takes: those proved by the --verify-key files' keys, or with
+    /// --insecure any; neither is a configuration error that says what to pass.
+    pub fn replies(&self) -> Result<ReplyTrust, Failure> {
+        match (self.verify_key.as_slice(), self.insecure) {
+            ([], true) => Ok(ReplyTrust::Insecure),
+            ([], false) => Err(Failure::config(NO_VERIFY_KEY)),
+            (paths, _) => PublicKeys::<Fleet>::load(paths)
+                .map(ReplyTrust::Proved)
+                .map_err(|e| Failure::config(format!("--verify-key: {e}"))),
+        }
     }
-    PublicKeys::load(paths).map(Some).map_err(|e| Failure::config(format!("--verify-key: {e}")))
+
+    /// [`replies`](Self::replies) for a one-shot tool, whose logs show errors only: told
+    /// --insecure, it says so on stderr itself (a role's client logs the warning).
+    pub fn tool_replies(&self) -> Result<ReplyTrust, Failure> {
+        let replies = self.replies()?;
+        if let ReplyTrust::Insecure = replies {
+            eprintln!("warning: {INSECURE_WARNING}");
+        }
+        Ok(replies)
+    }
 }
 
 /// A failure with the exit status it maps to.

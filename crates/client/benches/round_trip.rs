@@ -12,7 +12,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use airlock_client::{Client, ClientConfig};
+use airlock_client::{Client, ClientConfig, ReplyTrust};
 use airlock_contract::v1;
 use airlock_integrity::{FleetKey, ReplyKey};
 use airlock_transport::{Destination, MemoryTransport, Message, Topology, Transport};
@@ -116,7 +116,9 @@ fn client(c: &mut Criterion) {
                 prefix: PREFIX.into(),
                 runner_id: "runner".into(),
                 default_timeout: Duration::from_secs(60),
-                fleet_keys: fleet_key.as_ref().map(|key| key.public_key().into()),
+                replies: fleet_key
+                    .as_ref()
+                    .map_or(ReplyTrust::Insecure, |key| ReplyTrust::Proved(key.public_key().into())),
             };
             let client = Client::connect(transport.clone(), config).await.expect("a client");
             tokio::spawn(respond(transport, fleet_key));

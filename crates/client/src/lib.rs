@@ -13,7 +13,10 @@
 //! exact bytes of the request it answers: a reply anyone else made (forged, or replayed from
 //! another call) is dropped, logged and counted, and the request keeps waiting until its
 //! deadline. A `Progress` reply (the call waits for a person, from the reviewer service that
-//! took its task) is unproved and not final: it is counted and settles nothing.
+//! took its task) is unproved and not final: it is counted and settles nothing. Proof is the
+//! default a runner cannot forget: a client is made with the fleet's keys ([`ReplyTrust::Proved`],
+//! at least one, or it does not start) or told [`ReplyTrust::Insecure`] in so many words, and
+//! then warns at every start that its decisions are not proved.
 //!
 //! No task, timer or channel per call: a waiting call is one entry of one table (see
 //! `pending`), holding the request's bytes once, and its caller's future only names that
@@ -68,9 +71,21 @@ pub struct ClientConfig {
     pub runner_id: String,
     /// How long a request may wait when its caller gives no deadline.
     pub default_timeout: Duration,
-    /// The fleet's public keys its replies must be proved with; `None` takes replies
-    /// unproved, from a fleet that runs unsigned.
-    pub fleet_keys: Option<PublicKeys<Fleet>>,
+    /// Whose replies are taken: those the fleet's keys prove, or (chosen explicitly) any.
+    pub replies: ReplyTrust,
+}
+
+/// Which replies a runner takes. There is no default: a runner without the fleet's public key
+/// would take a decision anyone able to publish to its reply queue made, so running so is a
+/// choice made in so many words.
+#[derive(Debug, Clone)]
+pub enum ReplyTrust {
+    /// A reply is taken only with the proof of one of these fleet keys (`fleet.pub`); an empty
+    /// set is refused when the client starts ([`ClientError::NoFleetKey`]).
+    Proved(PublicKeys<Fleet>),
+    /// Replies are taken unproved, as from a fleet that runs `--insecure-unsigned`: a forged
+    /// decision is taken as the fleet's. The client warns at every start.
+    Insecure,
 }
 
 /// What went wrong with a request.
@@ -96,6 +111,9 @@ pub enum ClientError {
     /// The runner's key could not be made from the fleet's keys.
     #[error(transparent)]
     Keys(#[from] KeyError),
+    /// [`ReplyTrust::Proved`] with no key: nothing could be proved, so no reply would be taken.
+    #[error("no fleet public key to prove replies with (pass the fleet's fleet.pub, or run insecure)")]
+    NoFleetKey,
     /// The client was closed while the request waited (or before it was made).
     #[error("the client was closed")]
     Closed,
@@ -181,30 +199,52 @@ pub const CLOSE_WAIT: Duration = Duration::from_secs(5);
 /// A deadline further away than any wait: where a timeout too long to add up is capped.
 const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
 
+/// This runner's key for the fleet's keys, before anything is declared: a client that could
+/// prove nothing does not start; one told to run insecure has none, and says so at every start.
+fn runner_keys(config: &ClientConfig) -> Result<Option<RunnerKeys>, ClientError> {
+    match &config.replies {
+        ReplyTrust::Proved(keys) if keys.iter().next().is_none() => Err(ClientError::NoFleetKey),
+        ReplyTrust::Proved(keys) => Ok(Some(RunnerKeys::new(keys)?)),
+        ReplyTrust::Insecure => {
+            warn!(
+                runner_id = %config.runner_id,
+                "Running insecure: decisions are not proved, and a forged one is taken as the fleet's."
+            );
+            Ok(None)
+        }
+    }
+}
+
 impl<T: Transport> Client<T> {
     /// Declares the fleet's topology and this runner's reply queue, and starts reading replies.
     /// A runner whose broker user may not declare the fleet's core (a role user of `airlock
     /// topology definitions`) declares its reply queue only; the fleet's workers declare the
     /// core.
     pub async fn connect(transport: T, config: ClientConfig) -> Result<Self, ClientError> {
+        let runner_keys = runner_keys(&config)?;
         let topology = Topology::new(config.prefix.clone()).with_reply_queue(&config.runner_id);
         let own = Topology::empty(config.prefix.clone()).with_reply_queue(&config.runner_id);
         transport.declare_own(&topology, &own).await?;
-        Self::start(transport, config, topology).await
+        Self::start(transport, config, topology, runner_keys).await
     }
 
     /// Like [`connect`](Self::connect), but declares this runner's reply queue and its binding
     /// only, never the fleet's core: a prefix no fleet runs on fails with
     /// [`TransportError::NotFound`] (no `<prefix>.route` to bind to) instead of being made.
     pub async fn connect_own(transport: T, config: ClientConfig) -> Result<Self, ClientError> {
+        let runner_keys = runner_keys(&config)?;
         let own = Topology::empty(config.prefix.clone()).with_reply_queue(&config.runner_id);
         transport.declare(&own).await?;
         let topology = Topology::new(config.prefix.clone()).with_reply_queue(&config.runner_id);
-        Self::start(transport, config, topology).await
+        Self::start(transport, config, topology, runner_keys).await
     }
 
-    async fn start(transport: T, config: ClientConfig, topology: Topology) -> Result<Self, ClientError> {
-        let runner_keys = config.fleet_keys.as_ref().map(RunnerKeys::new).transpose()?;
+    async fn start(
+        transport: T,
+        config: ClientConfig,
+        topology: Topology,
+        runner_keys: Option<RunnerKeys>,
+    ) -> Result<Self, ClientError> {
         let reply_queue = topology.reply_queue(&config.runner_id);
         let replies = transport.consume(&reply_queue, 0).await?;
         let (stop_reader, stopped) = oneshot::channel();

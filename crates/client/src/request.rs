@@ -4,12 +4,11 @@
 use std::time::Duration;
 
 use airlock_contract::v1;
-use airlock_integrity::{Fleet, PublicKeys};
 use airlock_policy::{Call, Kind};
 use airlock_records::convert::call_to_wire;
 use airlock_transport::Transport;
 
-use crate::{Client, ClientConfig, ClientError};
+use crate::{Client, ClientConfig, ClientError, ReplyTrust};
 
 /// A request for one call, ready for a [`Client`] (which fills the deadline, the reply queue
 /// and the request time).
@@ -58,8 +57,8 @@ pub struct OneRequest {
     pub output: String,
     /// How long to wait before failing closed.
     pub timeout: Duration,
-    /// The fleet's public keys the decision must be proved with (`None`: an unsigned fleet).
-    pub fleet_keys: Option<PublicKeys<Fleet>>,
+    /// Whether the decision must be proved by the fleet's keys.
+    pub replies: ReplyTrust,
     /// The broker user the runner publishes as: its runner id starts with `<user>.`, as a
     /// least-privilege runner user's must (`airlock topology definitions`).
     pub user: String,
@@ -74,7 +73,7 @@ pub async fn send<T: Transport>(transport: T, request: OneRequest) -> Result<v1:
         prefix: request.prefix,
         runner_id: runner_id.clone(),
         default_timeout: request.timeout,
-        fleet_keys: request.fleet_keys,
+        replies: request.replies,
     };
     let client = match Client::connect(transport.clone(), config).await {
         Ok(client) => client,
@@ -122,7 +121,7 @@ mod tests {
             call: call(),
             output: String::new(),
             timeout: Duration::from_secs(2),
-            fleet_keys: None,
+            replies: ReplyTrust::Insecure,
             user: "u".into(),
         };
         let transport = MemoryTransport::new();

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig, ClientError, TIMEOUT_APPROVER};
+use airlock_client::{Client, ClientConfig, ClientError, ReplyTrust, TIMEOUT_APPROVER};
 use airlock_contract::v1;
 use airlock_integrity::FleetKey;
 use airlock_transport::{Consumer, Destination, MemoryTransport, Message, Topology, Transport};
@@ -39,13 +39,10 @@ impl Fleet {
         Fleet { transport, requests, cancels }
     }
 
+    /// A client that takes only what `fleet_key` proves; with none, one told to run insecure.
     async fn client(&self, fleet_key: Option<&FleetKey>) -> Client<MemoryTransport> {
-        let config = ClientConfig {
-            prefix: PREFIX.into(),
-            runner_id: RUNNER.into(),
-            default_timeout: LONG,
-            fleet_keys: fleet_key.map(|key| key.public_key().into()),
-        };
+        let replies = fleet_key.map_or(ReplyTrust::Insecure, |key| ReplyTrust::Proved(key.public_key().into()));
+        let config = ClientConfig { prefix: PREFIX.into(), runner_id: RUNNER.into(), default_timeout: LONG, replies };
         Client::connect(self.transport.clone(), config).await.unwrap()
     }
 
@@ -490,7 +487,7 @@ async fn a_runner_that_declares_only_its_own_queue_needs_the_fleet_there_first()
         prefix: "elsewhere".into(),
         runner_id: RUNNER.into(),
         default_timeout: LONG,
-        fleet_keys: None,
+        replies: ReplyTrust::Insecure,
     };
     let transport = MemoryTransport::new();
     match Client::connect_own(transport.clone(), config()).await {
@@ -502,4 +499,21 @@ async fn a_runner_that_declares_only_its_own_queue_needs_the_fleet_there_first()
     transport.declare(&Topology::new("elsewhere")).await.unwrap();
     let client = Client::connect_own(transport.clone(), config()).await.unwrap();
     assert_eq!(client.reply_queue(), "elsewhere.reply.runner");
+}
+
+#[tokio::test]
+async fn a_runner_with_no_fleet_key_to_prove_replies_with_does_not_start() {
+    let fleet = Fleet::start().await;
+    let config = ClientConfig {
+        prefix: PREFIX.into(),
+        runner_id: RUNNER.into(),
+        default_timeout: LONG,
+        replies: ReplyTrust::Proved(Default::default()),
+    };
+    match Client::connect(fleet.transport.clone(), config).await {
+        Err(e @ ClientError::NoFleetKey) => assert!(e.to_string().contains("fleet.pub"), "{e}"),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    let reply_queue = Topology::empty(PREFIX).reply_queue(RUNNER);
+    assert!(fleet.transport.consume(&reply_queue, 0).await.is_err(), "no reply queue was made");
 }

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use airlock_client::request::build as build_request;
-use airlock_client::{Client, ClientConfig};
+use airlock_client::{Client, ClientConfig, ReplyTrust};
 use airlock_contract::v1;
 use airlock_integrity::{FleetKey, SigningKey};
 use airlock_policy::{Call, Decision, Kind};
@@ -136,7 +136,7 @@ async fn drive<T: Transport>(transport: T, prefix: String, demo: &DemoConfig) ->
     let failure = |e: &dyn std::fmt::Display| DemoError::Failed(e.to_string());
     // Everything runs signed, with keys made for this run.
     let fleet_key = FleetKey::generate().map_err(|e| failure(&e))?;
-    let fleet_keys = Some(fleet_key.public_key().into());
+    let replies = ReplyTrust::Proved(fleet_key.public_key().into());
     let reviewer_key = Arc::new(SigningKey::generate().map_err(|e| failure(&e))?);
     let (stop_worker, worker_stopped) = oneshot::channel::<()>();
     let config = WorkerConfig {
@@ -161,7 +161,7 @@ async fn drive<T: Transport>(transport: T, prefix: String, demo: &DemoConfig) ->
     let timeout = if reviewer.is_some() { Duration::from_secs(360) } else { Duration::from_secs(30) };
     let client = Client::connect(
         transport.clone(),
-        ClientConfig { prefix: prefix.clone(), runner_id: RUNNER.into(), default_timeout: timeout, fleet_keys },
+        ClientConfig { prefix: prefix.clone(), runner_id: RUNNER.into(), default_timeout: timeout, replies },
     )
     .await
     .map_err(|e| failure(&e))?;

@@ -38,8 +38,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig, ClientError};
-use airlock_integrity::{Fleet, PublicKeys};
+use airlock_client::{Client, ClientConfig, ClientError, ReplyTrust};
 use airlock_telemetry::metrics::Metrics;
 use airlock_transport::Transport;
 use tokio::task::JoinHandle;
@@ -64,8 +63,9 @@ pub struct GatewayConfig {
     pub listen: SocketAddr,
     /// Who may ask.
     pub tokens: Tokens,
-    /// The fleet's public keys its decisions must be proved with; `None` takes them unproved.
-    pub fleet_keys: Option<PublicKeys<Fleet>>,
+    /// Which decisions the gateway takes: those the fleet's keys prove, or (chosen explicitly)
+    /// any, and then its client warns at every start.
+    pub replies: ReplyTrust,
     /// Sizes, waits and rates.
     pub limits: Limits,
     /// How callbacks are signed and retried; `None`: requests with a `callback_url` are refused.
@@ -226,7 +226,7 @@ impl Service {
                 prefix: config.prefix.clone(),
                 runner_id: config.runner_id.clone(),
                 default_timeout: config.limits.default_timeout,
-                fleet_keys: config.fleet_keys.clone(),
+                replies: config.replies.clone(),
             },
         )
         .await?;

@@ -36,7 +36,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use airlock_client::ClientConfig;
+use airlock_client::{ClientConfig, ReplyTrust};
 use airlock_integrity::FleetKey;
 use airlock_transport::{Topology, Transport};
 use clap::Args;
@@ -50,7 +50,7 @@ pub use self::echo::{EchoArgs, serve as serve_echo};
 use self::fleet::{FleetLoad, echo_body};
 use self::report::{Report, Side};
 use self::traffic::{Load, Requester};
-use super::{Failure, FleetArgs, ReplicationArgs, TlsArgs, connect, fleet_keys, shutdown_signal};
+use super::{Failure, FleetArgs, ReplicationArgs, TlsArgs, VerifyArgs, connect, shutdown_signal};
 
 /// Arguments of `airlock bench`.
 #[derive(Debug, Args)]
@@ -61,13 +61,14 @@ pub struct BenchArgs {
     /// The fleet's prefix (default: a fresh one, removed at the end).
     #[arg(long)]
     prefix: Option<String>,
-    /// With --workers 0: the running fleet's public key file (`fleet.pub`) its decisions are
-    /// verified with. The bench's own workers run with a key made for the run.
-    #[arg(long, env = "AIRLOCK_VERIFY_KEY", value_delimiter = ',')]
-    verify_key: Vec<PathBuf>,
+    /// With --workers 0, how the running fleet's decisions are taken (one of the two is
+    /// required then); the bench's own workers run with a key made for the run.
+    #[command(flatten)]
+    verify: VerifyArgs,
     #[command(flatten)]
     tls: TlsArgs,
-    /// Policy workers to start; 0 uses the workers already running on --prefix.
+    /// Policy workers to start; 0 uses the workers already running on --prefix, and needs
+    /// their --verify-key (or --insecure).
     #[arg(long, default_value_t = 1)]
     workers: u16,
     /// Requests in flight at once.
@@ -171,6 +172,17 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
     if args.workers == 0 && args.prefix.is_none() {
         return Err(Failure::config("--workers 0 uses running workers: give their --prefix"));
     }
+    // The running fleet's decisions are taken as its key proves them; the bench's own
+    // workers prove theirs with a key made for the run.
+    let running = match args.workers {
+        0 => Some(args.verify.tool_replies()?),
+        _ if !args.verify.verify_key.is_empty() || args.verify.insecure => {
+            return Err(Failure::config(
+                "--verify-key and --insecure are for --workers 0: the bench's own workers run with a key made for the run",
+            ));
+        }
+        _ => None,
+    };
     let settings = Settings {
         requests: args.requests,
         rounds: args.rounds,
@@ -202,7 +214,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
     let guard = Duration::from_secs_f64(args.max_seconds);
     // SIGTERM or SIGINT ends the bench the way the guard does: children stopped, queues deleted.
     let outcome = tokio::select! {
-        outcome = tokio::time::timeout(guard, bench(&args, &fleet, &settings, &names, &mut children)) => {
+        outcome = tokio::time::timeout(guard, bench(&args, running, &fleet, &settings, &names, &mut children)) => {
             outcome.map_err(|_| format!("the bench did not finish within {}s (--max-seconds)", args.max_seconds))
         }
         () = shutdown_signal() => Err("the bench was interrupted".to_owned()),
@@ -251,9 +263,11 @@ fn topology_with_core(topology: Topology) -> Topology {
     merged
 }
 
-/// Both phases: the fleet with its workers, then the echo with its responder.
+/// Both phases: the fleet with its workers, then the echo with its responder. `running`: how
+/// the decisions of a fleet already running (`--workers 0`) are taken.
 async fn bench(
     args: &BenchArgs,
+    running: Option<ReplyTrust>,
     fleet: &FleetArgs,
     settings: &Settings,
     names: &Names,
@@ -267,9 +281,9 @@ async fn bench(
     let runner = connect(fleet, "bench runner").await?;
     runner.declare(&Topology::new(prefix)).await.map_err(|e| Failure::other(format!("declare: {e}")))?;
     // Signed, as a fleet runs: the bench's workers prove every reply, its runner checks them.
-    let fleet_keys = match args.workers {
-        0 => fleet_keys(&args.verify_key)?,
-        _ => Some(
+    let replies = match running {
+        Some(replies) => replies,
+        None => ReplyTrust::Proved(
             FleetKey::generate_files(&names.keys, "fleet")
                 .map_err(|e| Failure::other(e.to_string()))?
                 .public_key()
@@ -296,7 +310,7 @@ async fn bench(
         prefix: prefix.to_owned(),
         runner_id: names.runner.clone(),
         default_timeout: settings.timeout,
-        fleet_keys,
+        replies,
     };
     let mut fleet_load = FleetLoad::start(runner.clone(), config, settings, &workers, children, &shared).await?;
     let echo = EchoRequester::connect(requester.clone(), prefix, &names.echo_owner, settings).await?;

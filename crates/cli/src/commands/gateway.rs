@@ -19,8 +19,8 @@ use airlock_telemetry::metrics::Metrics;
 use clap::{Args, Subcommand};
 
 use super::{
-    Failure, FleetArgs, LOG_TOOL, ReplicationArgs, TelemetryArgs, TlsArgs, WebhookRetryArgs, block_on, block_on_role,
-    connect, fleet_keys, shutdown_signal,
+    Failure, FleetArgs, LOG_TOOL, ReplicationArgs, TelemetryArgs, TlsArgs, VerifyArgs, WebhookRetryArgs, block_on,
+    block_on_role, connect, shutdown_signal,
 };
 
 /// Arguments of `airlock gateway`.
@@ -81,10 +81,8 @@ pub struct ServeArgs {
     /// survive a restart, for --retention. Without it they live in memory only.
     #[arg(long, env = "AIRLOCK_GATEWAY_STORE")]
     store: Option<PathBuf>,
-    /// The fleet's public key file (`fleet.pub`): decisions are taken only when proved by it
-    /// (repeat for several). Without it, they are taken unproved.
-    #[arg(long, env = "AIRLOCK_VERIFY_KEY", value_delimiter = ',')]
-    verify_key: Vec<PathBuf>,
+    #[command(flatten)]
+    verify: VerifyArgs,
     /// The largest request body, in bytes.
     #[arg(long, default_value_t = 1024 * 1024)]
     max_body: usize,
@@ -196,7 +194,7 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
         runner_id: String::new(),
         listen: args.listen,
         tokens,
-        fleet_keys: fleet_keys(&args.verify_key)?,
+        replies: args.verify.replies()?,
         limits,
         webhooks,
         store: args.store,

@@ -14,7 +14,7 @@ use airlock_policy::Call;
 use airlock_records::view::{DecisionView, Refusal, RefusedView};
 use clap::Args;
 
-use super::{Failure, FleetArgs, KindArg, connect, fleet_keys, print_json};
+use super::{Failure, FleetArgs, KindArg, VerifyArgs, connect, print_json};
 
 /// Arguments of `airlock request`.
 #[derive(Debug, Args)]
@@ -39,10 +39,8 @@ pub struct RequestArgs {
     /// Seconds to wait before failing closed.
     #[arg(long, default_value_t = 30.0)]
     timeout: f64,
-    /// The fleet's public key file (`fleet.pub`): the decision is taken only when proved by
-    /// it (repeat for several). Without it, the reply is taken unproved.
-    #[arg(long, env = "AIRLOCK_VERIFY_KEY", value_delimiter = ',')]
-    verify_key: Vec<PathBuf>,
+    #[command(flatten)]
+    verify: VerifyArgs,
 }
 
 /// Sends the request and prints the decision.
@@ -56,7 +54,7 @@ pub async fn run(args: RequestArgs) -> Result<(), Failure> {
     if !(args.timeout > 0.0 && args.timeout.is_finite()) {
         return Err(Failure::config("--timeout must be a positive number of seconds"));
     }
-    let fleet_keys = fleet_keys(&args.verify_key)?;
+    let replies = args.verify.tool_replies()?;
     let transport = connect(&args.fleet, "request").await?;
     let request = OneRequest {
         prefix: args.fleet.prefix.clone(),
@@ -65,7 +63,7 @@ pub async fn run(args: RequestArgs) -> Result<(), Failure> {
         call,
         output: args.output,
         timeout: Duration::from_secs_f64(args.timeout),
-        fleet_keys,
+        replies,
         user: transport.user().to_owned(),
     };
     match airlock_client::request::send(transport, request).await {
