@@ -18,6 +18,8 @@
 //!   agent frameworks' examples through the gateway, the example plugin) in `.venv`.
 //! - `cancels`: another broker user's cancel leaves a call's human task pending; the runner's
 //!   own withdraws it ([`roles`]).
+//! - `runner_keys`: `airlock request`, `bench --workers 0` and `gateway` without the fleet's
+//!   public key (refused) and with `--insecure` (warned).
 //! - `cluster`, `roles`, `tls`, `integrity`, `audit`, `monitors`, `telemetry`: a three-node
 //!   cluster, least-privilege broker users, TLS, signed fleets, the decision log, model
 //!   monitors, traces and metrics.
