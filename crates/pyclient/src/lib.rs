@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use airlock_client::{Client as FleetClient, ClientConfig, ClientError, TIMEOUT_APPROVER, TraceHeaders};
+use airlock_client::{Client as FleetClient, ClientConfig, ClientError, ReplyTrust, TIMEOUT_APPROVER, TraceHeaders};
 use airlock_contract::v1;
 use airlock_integrity::{Fleet, PublicKeys};
 use airlock_transport::{AmqpOptions, AmqpTransport, Topology, Transport, TransportError};
@@ -217,6 +217,10 @@ fn chain(error: &dyn std::error::Error) -> String {
     text
 }
 
+/// What a client made with neither `fleet_keys` nor `insecure` is told.
+const NO_FLEET_KEYS: &str = "no fleet public key: pass fleet_keys (the text of the fleet's fleet.pub), or \
+     insecure=True to take replies unproved (insecure accepts forged decisions)";
+
 /// A runner's link to one fleet, on a runtime of its own.
 #[pyclass(module = "airlock._native", frozen)]
 pub struct Client {
@@ -231,10 +235,12 @@ pub struct Client {
 impl Client {
     /// Connects in the background to the broker at `url` (the comma-separated URLs of a
     /// cluster's nodes), as `runner_id`, under `connection_name`; `nodes` is `url` without
-    /// credentials. With `ca_file` an `amqps://` broker is verified against it; with
-    /// `fleet_keys` (a fleet public key file's text) replies are taken only with their proof.
+    /// credentials. With `ca_file` an `amqps://` broker is verified against it. Replies are
+    /// taken only with their proof by `fleet_keys` (a fleet public key file's text), or, with
+    /// `insecure` instead, unproved; one of the two is required.
     #[new]
-    #[pyo3(signature = (url, nodes, prefix, runner_id, connection_name, ca_file=None, fleet_keys=None))]
+    #[pyo3(signature = (url, nodes, prefix, runner_id, connection_name, ca_file=None, fleet_keys=None, insecure=false))]
+    #[allow(clippy::too_many_arguments, reason = "Python's keyword arguments, each one a setting")]
     fn new(
         url: String,
         nodes: String,
@@ -243,11 +249,16 @@ impl Client {
         connection_name: String,
         ca_file: Option<PathBuf>,
         fleet_keys: Option<&str>,
+        insecure: bool,
     ) -> PyResult<Self> {
-        let fleet_keys = fleet_keys
-            .map(|text| PublicKeys::<Fleet>::parse(text, "verify_key"))
-            .transpose()
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let replies = match (fleet_keys, insecure) {
+            (Some(_), true) => return Err(PyValueError::new_err("fleet_keys and insecure exclude each other")),
+            (Some(text), false) => PublicKeys::<Fleet>::parse(text, "verify_key")
+                .map(ReplyTrust::Proved)
+                .map_err(|e| PyValueError::new_err(e.to_string()))?,
+            (None, true) => ReplyTrust::Insecure,
+            (None, false) => return Err(PyValueError::new_err(NO_FLEET_KEYS)),
+        };
         let (ours, theirs) = UnixStream::pair().map_err(|e| PyOSError::new_err(e.to_string()))?;
         ours.set_nonblocking(true).map_err(|e| PyOSError::new_err(e.to_string()))?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -271,7 +282,7 @@ impl Client {
         });
         let mut options = AmqpOptions::new(url).with_connection_name(connection_name).with_ca_file(ca_file);
         options.connect_timeout = CONNECT_TIMEOUT;
-        let config = ClientConfig { prefix, runner_id, default_timeout: LONGEST, fleet_keys };
+        let config = ClientConfig { prefix, runner_id, default_timeout: LONGEST, replies };
         runtime.spawn(connect(Arc::downgrade(&shared), options, config));
         Ok(Client { shared, handle: runtime.handle().clone(), runtime: Mutex::new(Some(runtime)), bell: ours })
     }

@@ -8,6 +8,7 @@ down)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 from collections.abc import Callable
@@ -70,12 +71,9 @@ def policy(tmp_path: Path) -> str:
 
 def test_a_broker_that_is_down_fails_closed_after_the_timeout(policy: str) -> None:
     async def run() -> None:
-        approve = fleet_approver(
-            url="amqp://guest:guest@127.0.0.1:1/%2f", prefix=unique_prefix(), policy=policy, timeout=0.5
-        )
-        review = fleet_reviewer(
-            url="amqp://guest:guest@127.0.0.1:1/%2f", prefix=unique_prefix(), policy=policy, timeout=0.5
-        )
+        down = {"url": "amqp://guest:guest@127.0.0.1:1/%2f", "policy": policy, "timeout": 0.5, "insecure": True}
+        approve = fleet_approver(**down, prefix=unique_prefix())
+        review = fleet_reviewer(**down, prefix=unique_prefix())
         c = call("c1")
         approval = await approve("m", c, None, history(c))
         assert approval.decision == "reject"
@@ -93,10 +91,34 @@ def test_a_broker_that_is_down_fails_closed_after_the_timeout(policy: str) -> No
     asyncio.run(run())
 
 
+def test_an_insecure_runner_warns_at_every_start_and_takes_decisions_unproved(
+    fleet: Fleet, policy: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Told `insecure`, the runner asks and takes the fleet's decision without checking its
+    proof, and each client it starts (one per eval's event loop) warns that decisions are not
+    proved."""
+
+    async def run(call_id: str) -> str:
+        approve = fleet_approver(url=fleet.url, prefix=fleet.prefix, policy=policy, timeout=60, insecure=True)
+        c = call(call_id)
+        approval = await approve("m", c, None, history(c))
+        await shutdown()
+        return approval.decision
+
+    with caplog.at_level(logging.WARNING, logger="airlock.client"):
+        assert asyncio.run(run("first")) == "approve"
+        assert asyncio.run(run("second")) == "approve"
+    warnings = [r.getMessage() for r in caplog.records if "decisions are not proved" in r.getMessage()]
+    assert len(warnings) == 2, warnings
+    assert all("runs insecure" in warning and "forged" in warning for warning in warnings)
+
+
 def test_a_prefix_without_a_fleet_fails_closed_and_says_so(broker: str, policy: str) -> None:
     async def run() -> None:
         prefix = unique_prefix()
-        approve = fleet_approver(url=broker, prefix=prefix, policy=policy, timeout=0.5, on_timeout="terminate")
+        approve = fleet_approver(
+            url=broker, prefix=prefix, policy=policy, timeout=0.5, on_timeout="terminate", insecure=True
+        )
         c = call("c1")
         approval = await approve("m", c, None, history(c))
         assert approval.decision == "terminate"
@@ -528,7 +550,7 @@ def test_with_every_node_down_calls_fail_closed_and_say_so(fleet: Fleet, policy:
 
     async def run() -> None:
         down = ",".join([await dead_url(), await dead_url()])
-        approve = fleet_approver(url=down, prefix=fleet.prefix, policy=policy, timeout=1)
+        approve = fleet_approver(url=down, prefix=fleet.prefix, verify_key=fleet.verify_key, policy=policy, timeout=1)
         c = call("nowhere")
         approval = await approve("m", c, None, history(c))
         assert approval.decision == "reject"

@@ -1,4 +1,5 @@
-"""The fleet public key file and the `verify_key` setting. The proofs themselves are checked by
+"""The fleet public key file, the `verify_key` setting and the explicit choice to run
+`insecure` without it. The proofs themselves are checked by
 the native client (Airlock's Rust client, whose tests cover every way a proof fails); the
 tests against a broker (`test_client`, `test_notify`) send it forged replies."""
 
@@ -10,8 +11,8 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from airlock import client_for, fleet_approver, fleet_reviewer
-from airlock.config import load_verify_key
+from airlock import INSECURE, FleetClient, _native, client_for, fleet_approver, fleet_reviewer
+from airlock.config import FleetSettings, load_verify_key
 from airlock.proof import FleetPublicKeys, key_id
 
 FLEET_SECRET = X25519PrivateKey.from_private_bytes(bytes(range(32)))
@@ -95,6 +96,59 @@ def test_clients_differ_by_verify_key(tmp_path: Path) -> None:
         keys = load_verify_key(str(path))
         verifying = client_for("amqp://localhost", "p", verify_key=keys)
         assert client_for("amqp://localhost", "p", verify_key=load_verify_key(str(path))) is verifying
-        assert client_for("amqp://localhost", "p") is not verifying
+        assert client_for("amqp://localhost", "p", verify_key=INSECURE) is not verifying
 
     asyncio.run(run())
+
+
+def test_a_runner_without_the_fleets_key_refuses_to_be_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neither a key nor `insecure`: the approver and the reviewer are not made (so nothing is
+    ever asked), and the message says what to pass and what insecure means."""
+    monkeypatch.delenv("AIRLOCK_VERIFY_KEY", raising=False)
+    monkeypatch.delenv("AIRLOCK_INSECURE", raising=False)
+    for make in (fleet_approver, fleet_reviewer):
+        with pytest.raises(ValueError) as refused:
+            make(url="amqp://localhost", policy="strict")
+        message = str(refused.value)
+        assert "pass verify_key=<fleet.pub> or set AIRLOCK_VERIFY_KEY" in message, message
+        assert "insecure=True (or AIRLOCK_INSECURE=1)" in message and "insecure accepts forged decisions" in message
+    # Told no, the environment's yes does not count.
+    monkeypatch.setenv("AIRLOCK_INSECURE", "1")
+    with pytest.raises(ValueError, match="insecure accepts forged decisions"):
+        fleet_approver(url="amqp://localhost", policy="strict", insecure=False)
+    # The client and the native module have no default either.
+    with pytest.raises(ValueError, match="verify_key=INSECURE"):
+        FleetClient("amqp://localhost", "p")
+    with pytest.raises(ValueError, match="insecure accepts forged decisions"):
+        asyncio.run(_client_for_without_a_key())
+    with pytest.raises(ValueError, match="insecure=True to take replies unproved"):
+        _native.Client("amqp://localhost", "amqp://localhost", "p", "r", "n")
+
+
+async def _client_for_without_a_key() -> None:
+    client_for("amqp://localhost", "p")
+
+
+def test_insecure_is_chosen_in_so_many_words(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`insecure=True` or `AIRLOCK_INSECURE=1` makes a runner that takes replies unproved; any
+    other value of the variable, or a key as well, is refused."""
+    good = tmp_path / "fleet.pub"
+    good.write_text(fleet_file(FLEET_SECRET))
+    monkeypatch.delenv("AIRLOCK_VERIFY_KEY", raising=False)
+    monkeypatch.delenv("AIRLOCK_INSECURE", raising=False)
+    resolve = FleetSettings.resolve
+    assert resolve("amqp://localhost", None, "strict", None, 0, insecure=True).verify_key is INSECURE
+    with pytest.raises(ValueError, match="exclude each other"):
+        resolve("amqp://localhost", None, "strict", None, 0, verify_key=str(good), insecure=True)
+    monkeypatch.setenv("AIRLOCK_INSECURE", "yes")
+    with pytest.raises(ValueError, match="AIRLOCK_INSECURE must be 0 or 1, got 'yes'"):
+        fleet_approver(url="amqp://localhost", policy="strict")
+    monkeypatch.setenv("AIRLOCK_INSECURE", "0")
+    with pytest.raises(ValueError, match="needs the fleet's public key"):
+        fleet_approver(url="amqp://localhost", policy="strict")
+    monkeypatch.setenv("AIRLOCK_INSECURE", "1")
+    assert resolve("amqp://localhost", None, "strict", None, 0).verify_key is INSECURE
+    fleet_reviewer(url="amqp://localhost", policy="strict")
+    assert resolve("amqp://localhost", None, "strict", None, 0, verify_key=str(good), insecure=False).verify_key == (
+        load_verify_key(str(good))
+    )

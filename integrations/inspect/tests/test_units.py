@@ -16,7 +16,7 @@ from inspect_ai._util.registry import registry_info, registry_lookup
 from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser
 from inspect_ai.tool import ToolCall, ToolCallContent, ToolCallView
 
-from airlock import FleetClient, FleetError, FleetUnanswered, _native, fleet_approver, fleet_reviewer
+from airlock import INSECURE, FleetClient, FleetError, FleetUnanswered, _native, fleet_approver, fleet_reviewer
 from airlock._proto import airlock_pb2 as pb
 from airlock.client import _Pending
 from airlock.config import load_policy
@@ -176,6 +176,7 @@ def test_bad_parameters_fail_at_creation(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.delenv("AIRLOCK_CA_FILE")
     monkeypatch.setenv("AIRLOCK_AMQP_URL", "amqp://localhost")
     monkeypatch.setenv("AIRLOCK_POLICY", "strict")
+    monkeypatch.setenv("AIRLOCK_INSECURE", "1")
     fleet_approver()
     fleet_reviewer()
 
@@ -204,20 +205,22 @@ def test_a_list_of_nodes_must_name_one_user_and_vhost(monkeypatch: pytest.Monkey
             fleet_approver(url=url, policy="strict")
         assert message in str(refused.value) and "secret" not in str(refused.value), url
     with pytest.raises(ValueError, match="same user and vhost"):
-        FleetClient("amqp://u@h1,amqp://v@h2", "p")
+        FleetClient("amqp://u@h1,amqp://v@h2", "p", verify_key=INSECURE)
     with pytest.raises(ValueError, match="a broker URL is not amqps://"):
         fleet_approver(url="amqps://h1,amqp://h2", policy="strict", ca_file=__file__)
-    fleet_approver(url="amqp://u:secret@h1:5672/%2f, amqp://u:secret@h2/%2F", policy="strict")
-    assert FleetClient("amqp://run%2Ener:s@h1/%2f,amqp://run%2Ener:s@h2/%2f", "p").runner_id.startswith("run.ner.")
+    fleet_approver(url="amqp://u:secret@h1:5672/%2f, amqp://u:secret@h2/%2F", policy="strict", insecure=True)
+    assert FleetClient(
+        "amqp://run%2Ener:s@h1/%2f,amqp://run%2Ener:s@h2/%2f", "p", verify_key=INSECURE
+    ).runner_id.startswith("run.ner.")
 
 
 def test_runner_ids_start_with_the_broker_user() -> None:
     """A least-privilege broker user `U` may only own reply queues `<p>.reply.U.…`."""
-    client = FleetClient("amqp://run%2Ener:secret@broker/%2f", "p")
+    client = FleetClient("amqp://run%2Ener:secret@broker/%2f", "p", verify_key=INSECURE)
     assert client.runner_id.startswith("run.ner.") and len(client.runner_id) > len("run.ner.")
     assert client.reply_queue == f"p.reply.{client.runner_id}"
     assert client.reply_key == f"reply.{client.runner_id}"
-    assert FleetClient("amqp://broker", "p").runner_id.startswith("guest.")
+    assert FleetClient("amqp://broker", "p", verify_key=INSECURE).runner_id.startswith("guest.")
 
 
 def test_one_drain_settles_every_call_it_names_and_skips_the_rest() -> None:
@@ -234,7 +237,7 @@ def test_one_drain_settles_every_call_it_names_and_skips_the_rest() -> None:
             return completions
 
     async def run() -> None:
-        client = FleetClient("amqp://broker", "p")
+        client = FleetClient("amqp://broker", "p", verify_key=INSECURE)
         loop = asyncio.get_running_loop()
         paged: list[str] = []
 

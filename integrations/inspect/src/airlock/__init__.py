@@ -8,6 +8,7 @@ approvers:
   - name: airlock/fleet
     tools: "*"
     policy: policy.yaml      # the Inspect policy the fleet runs (or a name the workers hold)
+    verify_key: fleet.pub    # the fleet's public key (or AIRLOCK_VERIFY_KEY)
 ```
 
 From Python:
@@ -16,8 +17,12 @@ From Python:
 from inspect_ai.approval import ApprovalPolicy
 from airlock import fleet_approver
 
-eval(task, approval=[ApprovalPolicy(fleet_approver(policy="policy.yaml"), "*")])
+eval(task, approval=[ApprovalPolicy(fleet_approver(policy="policy.yaml", verify_key="fleet.pub"), "*")])
 ```
+
+Without the fleet's public key (`verify_key`, or `AIRLOCK_VERIFY_KEY`) the approver and the
+reviewer refuse to be made, unless told `insecure=True` (or `AIRLOCK_INSECURE=1`): a runner
+that does not check the fleet's proofs takes a decision anyone forged.
 
 Layout:
 - `approver`, `reviewer`: the two registered objects.
@@ -27,7 +32,8 @@ Layout:
   fleet's proofs, deadlines and cancels).
 - `nodes`: the broker's nodes (a comma-separated URL list), checked and named without
   credentials.
-- `proof`: the fleet's public keys (`verify_key`), whose proofs the native client checks.
+- `proof`: the fleet's public keys (`verify_key`), whose proofs the native client checks, or
+  `INSECURE`, the explicit choice not to check them.
 - `wire`, `decisions`: between Inspect's types and the wire contract (`_proto`).
 - `config`: parameters and their environment defaults.
 - `hooks`: the shutdown at the end of a run (registered on first use).
@@ -36,12 +42,15 @@ Layout:
 from .approver import fleet_approver
 from .client import FleetClient, client_for, shutdown
 from .errors import AlreadyPending, FleetError, FleetRefused, FleetUnanswered, StepFailed
+from .proof import INSECURE, FleetPublicKeys
 from .reviewer import fleet_reviewer
 
 __all__ = [
+    "INSECURE",
     "AlreadyPending",
     "FleetClient",
     "FleetError",
+    "FleetPublicKeys",
     "FleetRefused",
     "FleetUnanswered",
     "StepFailed",

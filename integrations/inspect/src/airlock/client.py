@@ -7,8 +7,9 @@ to the next when its node is lost; TLS with `ca_file`), the runner's reply queue
 quorum queue `<prefix>.reply.<runner id>` that expires 30 minutes after its last consumer
 left, bound to `<prefix>.route` under `reply.<runner id>`), publishing each request to
 `<prefix>.ask` with publisher confirms, resending every pending request after a reconnect,
-the fleet's proof over each reply (with `verify_key`: a reply without the fleet's proof over
-it and the exact request is dropped and counted, and its request waits on), ignoring
+the fleet's proof over each reply (a reply without the fleet's proof over it and the exact
+request is dropped and counted, and its request waits on; a client told `INSECURE` instead
+takes replies unproved, and warns when it starts), ignoring
 duplicates and decisions about an earlier request for the same call, each request's deadline
 and the `Cancel` that withdraws it.
 
@@ -41,7 +42,7 @@ from . import _native
 from ._proto import airlock_pb2 as pb
 from .errors import AlreadyPending, FleetError, FleetUnanswered
 from .nodes import Nodes
-from .proof import FleetPublicKeys
+from .proof import FleetPublicKeys, Insecure, Proof
 from .waiting import Pager
 from .wire import correlation_id
 
@@ -49,6 +50,17 @@ log = logging.getLogger(__name__)
 
 ROLE = "runner"
 """The role in the connection's name, as the Rust roles name theirs."""
+
+NO_FLEET_KEYS = (
+    "FleetClient needs the fleet's public keys: verify_key=FleetPublicKeys.load('fleet.pub'), or "
+    "verify_key=INSECURE to take replies unproved (insecure accepts forged decisions)"
+)
+"""What a client made without `verify_key` is told."""
+
+INSECURE_WARNING = (
+    "Airlock runner %s runs insecure: decisions are not proved, and a forged one is taken as the fleet's."
+)
+"""What an insecure client logs each time it starts (its runner id fills the `%s`)."""
 
 
 @dataclass
@@ -90,15 +102,17 @@ class _Pending:
 class FleetClient:
     """A runner's link to one fleet (broker URL, or the comma-separated URLs of a cluster's
     nodes, and prefix). Use `client_for()` to get the one shared by the running event loop.
-    With `verify_key`, replies are taken only with the proof of one of its fleet keys.
+    Replies are taken only with the proof of one of `verify_key`'s fleet keys, or, with
+    `verify_key=INSECURE` (chosen in so many words), unproved.
 
     Raises:
-        ValueError: `url` is not a valid list of nodes (see `Nodes.parse`).
+        ValueError: `url` is not a valid list of nodes (see `Nodes.parse`), or `verify_key`
+            is not given.
     """
 
-    def __init__(
-        self, url: str, prefix: str, ca_file: str | None = None, verify_key: FleetPublicKeys | None = None
-    ) -> None:
+    def __init__(self, url: str, prefix: str, ca_file: str | None = None, verify_key: Proof | None = None) -> None:
+        if verify_key is None:
+            raise ValueError(NO_FLEET_KEYS)
         self.url = url
         self.nodes = Nodes.parse(url)
         self.prefix = prefix
@@ -118,6 +132,8 @@ class FleetClient:
         """The native client, started (connecting in the background) on first use, its
         completions settled on the running event loop."""
         if self._native is None:
+            if isinstance(self.verify_key, Insecure):
+                log.warning(INSECURE_WARNING, self.runner_id)
             self._native = _native.Client(
                 self.url,
                 str(self.nodes),
@@ -125,7 +141,8 @@ class FleetClient:
                 self.runner_id,
                 connection_name(self.prefix),
                 self.ca_file,
-                self.verify_key.text() if self.verify_key is not None else None,
+                self.verify_key.text() if isinstance(self.verify_key, FleetPublicKeys) else None,
+                insecure=isinstance(self.verify_key, Insecure),
             )
             asyncio.get_running_loop().add_reader(self._native.fileno(), self._settle)
         return self._native
@@ -251,15 +268,14 @@ def connection_name(prefix: str) -> str:
 
 # === one client per event loop and fleet ===
 
-_clients: dict[tuple[str, str, str | None, FleetPublicKeys | None], FleetClient] = {}
+_clients: dict[tuple[str, str, str | None, Proof], FleetClient] = {}
 _clients_loop: asyncio.AbstractEventLoop | None = None
 
 
-def client_for(
-    url: str, prefix: str, ca_file: str | None = None, verify_key: FleetPublicKeys | None = None
-) -> FleetClient:
+def client_for(url: str, prefix: str, ca_file: str | None = None, verify_key: Proof | None = None) -> FleetClient:
     """The client of the running event loop for the fleet at `url` / `prefix` (verified with
-    `ca_file` over TLS, its replies with `verify_key`), created on first use. Each
+    `ca_file` over TLS, its replies with `verify_key`, or unproved with `INSECURE`; see
+    `FleetClient`), created on first use. Each
     `inspect_ai.eval()` runs its own event loop; clients of an earlier loop are forgotten
     (their loop is gone)."""
     global _clients_loop
@@ -270,6 +286,8 @@ def client_for(
     if _clients_loop is not loop:
         _clients.clear()
         _clients_loop = loop
+    if verify_key is None:
+        raise ValueError(NO_FLEET_KEYS)
     key = (url, prefix, ca_file, verify_key)
     client = _clients.get(key)
     if client is None or client.closed:

@@ -14,7 +14,7 @@ from inspect_ai._util.package import get_installed_package_name
 
 from ._proto import airlock_pb2 as pb
 from .nodes import Nodes
-from .proof import FleetPublicKeys
+from .proof import INSECURE, FleetPublicKeys, Proof
 
 ENV_URL = "AIRLOCK_AMQP_URL"
 """The broker, e.g. `amqp://guest:guest@127.0.0.1:5672/%2f`, or the comma-separated URLs of a
@@ -29,6 +29,8 @@ ENV_CA_FILE = "AIRLOCK_CA_FILE"
 """A PEM file of CA certificates an `amqps://` broker's certificate is verified against."""
 ENV_VERIFY_KEY = "AIRLOCK_VERIFY_KEY"
 """The fleet's public key file (`fleet.pub`): replies are taken only with its proof."""
+ENV_INSECURE = "AIRLOCK_INSECURE"
+"""`1`: take replies unproved, with no fleet public key (`0` or unset: a key is required)."""
 ENV_REVIEWER_URL = "AIRLOCK_REVIEWER_URL"
 """The reviewer UI's address: pages about a call waiting for a person link to its task there."""
 
@@ -70,11 +72,12 @@ class FleetSettings:
     """Seconds a request may wait for its decision."""
     history_bytes: int
     """The most conversation history a request carries, in encoded bytes."""
+    verify_key: Proof
+    """The fleet keys every reply must be proved by, or `INSECURE` (chosen with `insecure`):
+    replies are taken unchecked."""
     ca_file: str | None = None
     """CA certificates (PEM) an `amqps://` broker's certificate is verified against, besides
     the system's."""
-    verify_key: FleetPublicKeys | None = None
-    """The fleet keys every reply must be proved by; `None`: replies are taken unchecked."""
     reviewer_url: str | None = None
     """The reviewer UI's address (no trailing `/`), which the link in a page about a call
     waiting for a person starts with; `None`: the page names the pool and the call only."""
@@ -90,14 +93,17 @@ class FleetSettings:
         ca_file: str | None = None,
         verify_key: str | None = None,
         reviewer_url: str | None = None,
+        insecure: bool | None = None,
     ) -> FleetSettings:
         """Fills what was not given from the environment and checks everything.
 
         Raises:
             ValueError: a parameter is missing or out of range, the URL (or a node of its
                 list) is invalid or the nodes name different users or vhosts,
-                `verify_key` is not a readable fleet public key file, or `reviewer_url` is
-                not an `http(s)://` address without query or fragment.
+                `verify_key` is not a readable fleet public key file, neither `verify_key`
+                nor `insecure` is given (or both are), `AIRLOCK_INSECURE` is neither `0`
+                nor `1`, or `reviewer_url` is not an `http(s)://` address without query or
+                fragment.
             FileNotFoundError: `policy` names a file (it has a `/`) that does not exist, or
                 `ca_file` or `verify_key` does not exist.
         """
@@ -124,6 +130,7 @@ class FleetSettings:
             if not Path(ca_file).is_file():
                 raise FileNotFoundError(f"airlock/fleet: CA file {ca_file} does not exist")
         verify_key = verify_key or os.environ.get(ENV_VERIFY_KEY) or None
+        proof = resolve_proof(verify_key, insecure_from_env() if insecure is None else insecure)
         return cls(
             url=url,
             prefix=prefix or os.environ.get(ENV_PREFIX) or DEFAULT_PREFIX,
@@ -131,7 +138,7 @@ class FleetSettings:
             timeout=float(timeout),
             history_bytes=history_bytes,
             ca_file=ca_file,
-            verify_key=load_verify_key(verify_key) if verify_key is not None else None,
+            verify_key=proof,
             reviewer_url=check_reviewer_url(reviewer_url or os.environ.get(ENV_REVIEWER_URL) or None),
         )
 
@@ -149,6 +156,45 @@ def check_reviewer_url(url: str | None) -> str | None:
     if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
         raise ValueError(f"airlock/fleet: reviewer_url must be an http(s):// address without query or fragment: {url}")
     return url.rstrip("/")
+
+
+NO_VERIFY_KEY = (
+    f"airlock/fleet needs the fleet's public key: pass verify_key=<fleet.pub> or set {ENV_VERIFY_KEY}, so that only "
+    f"decisions the fleet proved are taken; or insecure=True (or {ENV_INSECURE}=1) to take them unproved "
+    "(insecure accepts forged decisions)"
+)
+"""What a runner given neither a fleet public key nor `insecure` is told."""
+
+
+def insecure_from_env() -> bool:
+    """Whether `AIRLOCK_INSECURE` says to run insecure (`1`; `0` or unset: no).
+
+    Raises:
+        ValueError: it is set to anything else.
+    """
+    value = os.environ.get(ENV_INSECURE, "").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(f"airlock/fleet: {ENV_INSECURE} must be 0 or 1, got '{value}'")
+    return value == "1"
+
+
+def resolve_proof(verify_key: str | None, insecure: bool) -> Proof:
+    """The fleet public keys in the file `verify_key`, or `INSECURE` when told `insecure`.
+
+    Raises:
+        ValueError: neither is given, or both are; the file is not a fleet public key file.
+        FileNotFoundError: there is no file at `verify_key`.
+    """
+    if verify_key is not None and insecure:
+        raise ValueError(
+            f"airlock/fleet: a verify key ({verify_key}) and insecure exclude each other: drop insecure, "
+            "or the key to run unproved"
+        )
+    if verify_key is not None:
+        return load_verify_key(verify_key)
+    if insecure:
+        return INSECURE
+    raise ValueError(NO_VERIFY_KEY)
 
 
 def load_verify_key(path: str) -> FleetPublicKeys:

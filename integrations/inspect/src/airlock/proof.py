@@ -11,6 +11,10 @@ proof, and a reply proved for one request does not hold for another. The native 
 checks the proofs (Airlock's Rust client, as every runner does); the file is read here, so
 that a bad one fails when the approver is made.
 
+Without the fleet's public keys a runner would take a decision anyone made, so it does not
+start unless told `insecure` in so many words (`INSECURE`: `insecure=True`, or
+`AIRLOCK_INSECURE=1`), and then it warns at every start.
+
 A public key file is text, one key per line, comments after `#`:
 `airlock-fleet <key id> <32-byte X25519 public key, hex>`. Several keys are all accepted
 (during a rotation). A key id is the first 8 bytes of the key's SHA-256, in hex.
@@ -90,6 +94,20 @@ class FleetPublicKeys:
     def text(self) -> str:
         """The keys as a public key file's text."""
         return "".join(f"{FLEET_TAG} {kid} {public.hex()}\n" for kid, public in self.keys)
+
+
+@dataclass(frozen=True)
+class Insecure:
+    """Replies taken unproved, as from a fleet that runs `--insecure-unsigned`: anyone who can
+    publish to the runner's reply queue can forge a decision, and it is taken as the fleet's.
+    Only ever chosen explicitly (see `INSECURE`)."""
+
+
+INSECURE = Insecure()
+"""The explicit choice to take replies unproved."""
+
+Proof = FleetPublicKeys | Insecure
+"""How a runner takes replies: proved by the fleet's public keys, or (chosen) unproved."""
 
 
 def _unhex32(digits: str) -> bytes | None:

@@ -28,6 +28,7 @@ def fleet_reviewer(
     ca_file: str | None = None,
     verify_key: str | None = None,
     reviewer_url: str | None = None,
+    insecure: bool | None = None,
 ) -> Reviewer:
     """Reviewer whose decisions come from an Airlock fleet.
 
@@ -46,18 +47,22 @@ def fleet_reviewer(
             against, besides the system's (default: `AIRLOCK_CA_FILE`).
         verify_key: The fleet's public key file (`fleet.pub` of `airlock keys generate`;
             default: `AIRLOCK_VERIFY_KEY`). A reply is taken only with the fleet's proof
-            (one without is dropped and the request waits on); without it, replies are not
-            checked.
+            (one without is dropped and the request waits on). Required unless `insecure`.
         reviewer_url: The reviewer UI's address (default: `AIRLOCK_REVIEWER_URL`). When the
             call waits for a person, Inspect's notifications (`--notification`) page once,
             with a link to the task there; without it, the page names the pool and the call.
+        insecure: Take replies unproved, with no `verify_key` (default: `AIRLOCK_INSECURE=1`),
+            from a fleet that runs `--insecure-unsigned`: anyone who can publish on the broker
+            can then forge a decision, and it is taken. The client warns at every start.
 
     Returns:
         Reviewer: a reviewer to list in a policy, e.g. with `tools: "*"`.
     """
     if on_timeout not in REVIEW_ON_TIMEOUT:
         raise ValueError(f"airlock/fleet: on_timeout must be one of {', '.join(REVIEW_ON_TIMEOUT)}, got '{on_timeout}'")
-    settings = FleetSettings.resolve(url, prefix, policy, timeout, history_bytes, ca_file, verify_key, reviewer_url)
+    settings = FleetSettings.resolve(
+        url, prefix, policy, timeout, history_bytes, ca_file, verify_key, reviewer_url, insecure
+    )
 
     async def review(
         message: str,
