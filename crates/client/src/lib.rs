@@ -199,19 +199,13 @@ pub const CLOSE_WAIT: Duration = Duration::from_secs(5);
 /// A deadline further away than any wait: where a timeout too long to add up is capped.
 const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
 
-/// This runner's key for the fleet's keys, before anything is declared: a client that could
-/// prove nothing does not start; one told to run insecure has none, and says so at every start.
+/// This runner's key for the fleet's keys, made before anything is declared: a client that
+/// could prove nothing does not start; one told to run insecure has none.
 fn runner_keys(config: &ClientConfig) -> Result<Option<RunnerKeys>, ClientError> {
     match &config.replies {
         ReplyTrust::Proved(keys) if keys.iter().next().is_none() => Err(ClientError::NoFleetKey),
         ReplyTrust::Proved(keys) => Ok(Some(RunnerKeys::new(keys)?)),
-        ReplyTrust::Insecure => {
-            warn!(
-                runner_id = %config.runner_id,
-                "Running insecure: decisions are not proved, and a forged one is taken as the fleet's."
-            );
-            Ok(None)
-        }
+        ReplyTrust::Insecure => Ok(None),
     }
 }
 
@@ -268,6 +262,13 @@ impl<T: Transport> Client<T> {
             stop_reader: Mutex::new(Some(stop_reader)),
             reader: Mutex::new(None),
         });
+        // Said once the client runs, so an attempt that failed (and is tried again) says nothing.
+        if inner.runner_keys.is_none() {
+            warn!(
+                runner_id = %inner.config.runner_id,
+                "Running insecure: decisions are not proved, and a forged one is taken as the fleet's."
+            );
+        }
         let reader = tokio::spawn(read(Arc::downgrade(&inner), replies, stopped));
         *lock(&inner.reader) = Some(reader);
         tokio::spawn(sweep(Arc::downgrade(&inner), inner.sweeper.clone()));
