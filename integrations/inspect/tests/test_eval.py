@@ -278,7 +278,8 @@ def test_the_inspect_command_with_the_three_line_setup(served: Fleet, policy: Pa
 
 
 def test_a_fleet_that_is_down_fails_closed_without_failing_the_eval(policy: Path, tmp_path: Path) -> None:
-    settings = dict(url="amqp://guest:guest@127.0.0.1:1/%2f", prefix=unique_prefix(), policy=str(policy), timeout=1)
+    down = "amqp://guest:guest@127.0.0.1:1/%2f"
+    settings = dict(url=down, prefix=unique_prefix(), policy=str(policy), timeout=1, insecure=True)
     log = run_eval(
         tmp_path,
         tasks=airlock_script(scripts="approve,reject"),
