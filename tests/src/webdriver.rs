@@ -36,14 +36,16 @@ pub fn browser_available() -> bool {
     false
 }
 
-/// Runs a browser scenario under twice the hang guard (each of its waits has its own), or skips it (as [`browser_available`] says)
-/// when the browser is missing. The scenario lives on the heap: a whole browser scenario's
-/// future is larger than a test thread's stack holds when moved about.
-pub async fn in_browser(scenario: impl Future<Output = ()>) {
+/// Runs a browser scenario under twice the hang guard (each of its waits has its own), or skips
+/// it (as [`browser_available`] says) when the browser is missing. The scenario is made here,
+/// straight onto the heap: a whole scenario's future is large, and a test thread's stack does
+/// not hold it moved about by value.
+pub async fn in_browser<F: Future<Output = ()>>(scenario: impl FnOnce() -> F) {
     if !browser_available() {
         return;
     }
-    tokio::time::timeout(2 * crate::HANG_GUARD, Box::pin(scenario)).await.expect("the browser test hung");
+    let scenario = Box::pin(scenario());
+    tokio::time::timeout(2 * crate::HANG_GUARD, scenario).await.expect("the browser test hung");
 }
 
 /// A chromedriver process and one headless Chromium session, both ended on [`Browser::quit`]

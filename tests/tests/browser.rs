@@ -55,7 +55,7 @@ async fn serve_monitor(transport: &MemoryTransport, prefix: &str) {
 
 #[tokio::test]
 async fn a_person_decides_in_the_browser() {
-    in_browser(scenario()).await;
+    in_browser(scenario).await;
 }
 
 async fn scenario() {
@@ -205,7 +205,7 @@ const BOB_TOKEN: &str = "bob-secret-token";
 
 #[tokio::test]
 async fn two_people_approve_in_the_browser() {
-    in_browser(two_person_scenario()).await;
+    in_browser(two_person_scenario).await;
 }
 
 async fn sign_in(browser: &Browser, url: &str, token: &str) {
@@ -277,7 +277,7 @@ const EDITABLE: &str = "approvers:\n  - name: human\n    tools: \"*\"\n    pool:
 
 #[tokio::test]
 async fn a_person_edits_the_call_in_the_browser() {
-    in_browser(editing_scenario()).await;
+    in_browser(editing_scenario).await;
 }
 
 async fn editing_scenario() {
@@ -341,7 +341,7 @@ async fn editing_scenario() {
 
 #[tokio::test]
 async fn a_standing_decision_answers_identical_calls_until_revoked() {
-    in_browser(standing()).await;
+    in_browser(standing).await;
 }
 
 async fn standing() {
@@ -412,7 +412,7 @@ async fn standing() {
 
 #[tokio::test]
 async fn a_browser_stays_signed_in_across_a_restart() {
-    in_browser(restart_scenario()).await;
+    in_browser(restart_scenario).await;
 }
 
 async fn restart_scenario() {

@@ -143,7 +143,7 @@ async fn filter_by(browser: &Browser, css: &str, text: &str) {
 
 #[tokio::test]
 async fn a_person_triages_hundreds_of_tasks() {
-    in_browser(triage()).await;
+    in_browser(triage).await;
 }
 
 async fn triage() {
