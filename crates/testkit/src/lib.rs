@@ -8,10 +8,13 @@
 //! - [`node`]: a RabbitMQ node of a test's own (TLS, the management API, stopping and
 //!   starting again).
 //! - [`cluster`]: a RabbitMQ cluster of a test's own, formed from such nodes.
+//! - [`link`]: a TCP link of a test's own between a role and its broker, to freeze (half-open),
+//!   thaw, drop, reset and delay.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
 pub mod cluster;
+pub mod link;
 pub mod node;
 
 use std::fmt::Debug;
