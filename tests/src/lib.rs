@@ -20,6 +20,8 @@
 //!   own withdraws it ([`roles`]).
 //! - `runner_keys`: `airlock request`, `bench --workers 0` and `gateway` without the fleet's
 //!   public key (refused) and with `--insecure` (warned).
+//! - `partitions`: every role's link to the broker frozen half-open under load
+//!   (`airlock_testkit::link`), and a broker node of a cluster frozen or cut off ([`load`]).
 //! - `cluster`, `roles`, `tls`, `integrity`, `audit`, `monitors`, `telemetry`: a three-node
 //!   cluster, least-privilege broker users, TLS, signed fleets, the decision log, model
 //!   monitors, traces and metrics.
@@ -27,6 +29,7 @@
 #![deny(rust_2018_idioms)]
 
 pub mod fleet;
+pub mod load;
 pub mod roles;
 pub mod webdriver;
 pub mod webhooks;

@@ -6,6 +6,11 @@
 //! started together: the first to take the backend's lock forms the cluster and the others
 //! join it during their own boot, so the cluster is ready when every node is, with no
 //! `join_cluster` round afterwards. Three nodes take about 20 seconds on two cores.
+//!
+//! The nodes run with `cluster_partition_handling = pause_minority` and a `net_ticktime` of 10 s
+//! (see the node's configuration for why): a node cut off from the other two by
+//! [`Cluster::partition`], or frozen ([`Node::freeze`]), is seen gone by its peers within about
+//! 10 s, and a partitioned node then pauses and drops its clients, who move to the majority.
 
 use std::thread;
 
@@ -80,15 +85,7 @@ impl Cluster {
             .args(["cluster_status", "--formatter", "json"])
             .output()
             .map_err(|e| format!("rabbitmqctl: {e}"))?;
-        let status = String::from_utf8_lossy(&output.stdout);
-        // `..."running_nodes":["a@localhost","b@localhost"],...`: names hold no quotes.
-        let list = status.split("\"running_nodes\":[").nth(1).and_then(|rest| rest.split(']').next());
-        let list = list.ok_or_else(|| format!("no running nodes in {status}"))?;
-        Ok(list
-            .split(',')
-            .map(|name| name.trim().trim_matches('"').to_owned())
-            .filter(|name| !name.is_empty())
-            .collect())
+        Ok(running_nodes(&String::from_utf8_lossy(&output.stdout)))
     }
 
     /// The nodes, in a fixed order.
@@ -115,6 +112,105 @@ impl Cluster {
     pub fn index_of(&self, name: &str) -> Option<usize> {
         self.nodes.iter().position(|node| node.name() == name)
     }
+}
+
+/// The Erlang names of the running nodes in `status`, the output of `rabbitmqctl
+/// cluster_status --formatter json` (none when it lists none).
+pub fn running_nodes(status: &str) -> Vec<String> {
+    // `..."running_nodes":["a@localhost","b@localhost"],...`: names hold no quotes.
+    let list = status.split("\"running_nodes\":[").nth(1).and_then(|rest| rest.split(']').next());
+    list.unwrap_or_default()
+        .split(',')
+        .map(|name| name.trim().trim_matches('"').to_owned())
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
+// === partitions ===
+
+/// A node cut off from the other nodes of its cluster: packet filter rules (an nftables table
+/// of its own) drop the distribution traffic between it and its peers, both ways, on
+/// loopback. Clients still reach every node, and `rabbitmqctl` still reaches the cut-off node
+/// (it connects from `127.0.0.1`). Dropping the partition removes its rules, also when the
+/// test panics.
+#[derive(Debug)]
+#[must_use = "the partition heals when dropped"]
+pub struct Partition {
+    table: String,
+}
+
+impl Cluster {
+    /// Cuts node `index` off from the others (see [`Partition`]), or says why it cannot: no
+    /// `nft` on this machine (Debian's `nftables`), or no right to change the packet filter.
+    /// The rules name only this cluster's nodes' distribution ports and addresses: never the
+    /// shared node's or an AMQP port.
+    pub async fn partition(&self, index: usize) -> Result<Partition, String> {
+        let cut = &self.nodes[index];
+        let others: Vec<&Node> = (self.nodes.iter().enumerate()).filter(|(i, _)| *i != index).map(|(_, n)| n).collect();
+        let set = |items: Vec<String>| format!("{{ {} }}", items.join(", "));
+        let peer_ports = set(others.iter().map(|node| node.dist_port().to_string()).collect());
+        let peer_addresses = set(others.iter().map(|node| node.dist_address().to_string()).collect());
+        let (address, port) = (cut.dist_address(), cut.dist_port());
+        let table = format!("airlock_partition_{port}");
+        // Loopback packets pass the output hook once: one chain sees both directions.
+        let rules = format!(
+            "table inet {table} {{\n\
+               chain output {{\n\
+                 type filter hook output priority 0; policy accept;\n\
+                 oifname \"lo\" ip saddr {address} tcp dport {peer_ports} drop\n\
+                 oifname \"lo\" ip daddr {address} tcp sport {peer_ports} drop\n\
+                 oifname \"lo\" ip saddr {peer_addresses} tcp dport {port} drop\n\
+                 oifname \"lo\" ip daddr {peer_addresses} tcp sport {port} drop\n\
+               }}\n\
+             }}\n"
+        );
+        let partition = Partition { table };
+        // A table left by a test that was killed before it could heal goes first.
+        partition.remove();
+        load_rules(&rules).await?;
+        Ok(partition)
+    }
+}
+
+impl Partition {
+    /// Heals the partition: the same as dropping it.
+    pub fn heal(self) {}
+
+    fn remove(&self) {
+        if let Ok(mut child) = std::process::Command::new("nft")
+            .args(["delete", "table", "inet", &self.table])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+        {
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// Loads `rules` (an nftables script) with `nft -f -`.
+async fn load_rules(rules: &str) -> Result<(), String> {
+    use tokio::io::AsyncWriteExt;
+    let mut child = tokio::process::Command::new("nft")
+        .args(["-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("nft (Debian's nftables) cannot run here: {e}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(rules.as_bytes()).await.map_err(|e| format!("nft: {e}"))?;
+    }
+    let output = child.wait_with_output().await.map_err(|e| format!("nft: {e}"))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    Err(format!("nft refused the partition's rules: {}\n{rules}", String::from_utf8_lossy(&output.stderr)))
 }
 
 impl Drop for Cluster {

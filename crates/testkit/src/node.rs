@@ -10,6 +10,13 @@
 //! and the tools reach each other with no cookie of the test's own. Names are
 //! `airlock-<unique>@localhost`, so they never clash with the shared node's (`rabbit@<host>`)
 //! in the one epmd of the machine. A node starts in about 10 seconds.
+//!
+//! Two faults besides stopping: [`Node::freeze`] (SIGSTOP to the node's runtime: every socket
+//! to it stays open and silent, what a paused VM looks like to its clients and peers) and, in
+//! a cluster, a partition ([`Cluster::partition`](crate::cluster::Cluster::partition)). For
+//! the latter each node of a cluster makes its distribution connections from a loopback
+//! address of its own ([`Node::dist_address`]), so packet filter rules can tell one node's
+//! traffic with its peers from another's while every node listens on `localhost`.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -28,6 +35,7 @@ pub struct NodeOptions {
 pub struct Node {
     spec: Spec,
     running: bool,
+    frozen: bool,
 }
 
 /// What identifies a node and its files: enough to start, wait for and stop it from any
@@ -73,7 +81,7 @@ impl Node {
             dist_port: free_port()?,
             dir,
         };
-        Ok(Self { spec, running: false })
+        Ok(Self { spec, running: false, frozen: false })
     }
 
     /// Writes the node's configuration: a node of its own, or with `peers` (the Erlang names
@@ -99,6 +107,9 @@ impl Node {
     /// Stops the node and waits until its runtime is gone; its data stays, for
     /// [`start_again`](Self::start_again). To its clients this is a node that went down.
     pub async fn stop(&mut self) -> Result<(), String> {
+        if self.frozen {
+            self.thaw().await?;
+        }
         let spec = self.spec.clone();
         blocking(move || spec.stop()).await?;
         self.running = false;
@@ -119,6 +130,48 @@ impl Node {
     /// Whether the node was started and not stopped since.
     pub fn is_running(&self) -> bool {
         self.running
+    }
+
+    /// Freezes the node's runtime (SIGSTOP): it stops answering anyone, and every TCP
+    /// connection to it stays open (the kernel still acknowledges what it buffers), so
+    /// clients and peers learn of it only by their own timeouts (heartbeats, the cluster's
+    /// `net_ticktime`). [`thaw`](Self::thaw) lets it run on; a frozen node is thawed before
+    /// it is stopped or dropped.
+    pub async fn freeze(&mut self) -> Result<(), String> {
+        self.signal("-STOP").await?;
+        self.frozen = true;
+        Ok(())
+    }
+
+    /// Lets a frozen node run on (SIGCONT).
+    pub async fn thaw(&mut self) -> Result<(), String> {
+        self.signal("-CONT").await?;
+        self.frozen = false;
+        Ok(())
+    }
+
+    /// Whether the node is frozen.
+    pub fn is_frozen(&self) -> bool {
+        self.frozen
+    }
+
+    async fn signal(&self, signal: &'static str) -> Result<(), String> {
+        let pid = self.spec.pid().ok_or_else(|| format!("{} has no pid file", self.spec.name))?;
+        blocking(move || run(Command::new("kill").args([signal, &pid]))).await
+    }
+
+    /// The port of the node's Erlang distribution listener, which its peers and `rabbitmqctl`
+    /// connect to.
+    pub fn dist_port(&self) -> u16 {
+        self.spec.dist_port
+    }
+
+    /// The loopback address the node's own distribution connections to its peers come from:
+    /// `127.1.<the dist port's two bytes>`, so no two nodes of the machine share one and
+    /// none is `127.0.0.1`, which every other client (and the shared node) uses.
+    pub fn dist_address(&self) -> std::net::Ipv4Addr {
+        let [high, low] = self.spec.dist_port.to_be_bytes();
+        std::net::Ipv4Addr::new(127, 1, high, low)
     }
 
     /// The node's plain AMQP URL (user guest).
@@ -159,6 +212,7 @@ impl Node {
 
     /// Stops the node if it runs, without an async runtime; for drops.
     pub(crate) fn stop_blocking(&mut self) {
+        self.thaw_blocking();
         if self.running {
             if let Err(e) = self.spec.stop() {
                 eprintln!("stopping test node {}: {e}", self.spec.name);
@@ -173,6 +227,9 @@ impl Node {
         if !self.running {
             return;
         }
+        // SIGKILL ends a stopped process too, but its pid file would name a process that
+        // never exits for `stop_blocking`'s wait if the kill failed.
+        self.thaw_blocking();
         match self.spec.pid() {
             Some(pid) => {
                 if let Err(e) = run(Command::new("kill").args(["-KILL", &pid])) {
@@ -182,6 +239,24 @@ impl Node {
             }
             None => self.stop_blocking(),
         }
+    }
+}
+
+// === impl Node (drops) ===
+
+impl Node {
+    /// Thaws a frozen node without an async runtime: a stopped runtime would hold SIGTERM
+    /// until it runs again.
+    fn thaw_blocking(&mut self) {
+        if !self.frozen {
+            return;
+        }
+        if let Some(pid) = self.spec.pid()
+            && let Err(e) = run(Command::new("kill").args(["-CONT", &pid]))
+        {
+            eprintln!("thawing test node {}: {e}", self.spec.name);
+        }
+        self.frozen = false;
     }
 }
 
@@ -204,6 +279,17 @@ impl Spec {
             // Every node lists every node: whichever boots first forms the cluster and the
             // others join it while booting (serialised by a lock the backend takes).
             config.push_str("cluster_formation.peer_discovery_backend = classic_config\n");
+            // A node cut off from the majority pauses: it closes its clients' connections and
+            // stops listening until it sees the majority again, so the fleet's roles move to
+            // the majority's nodes, where the quorum queues' leaders are. The default
+            // (`ignore`) leaves the minority's listeners up: its clients stay on a node where
+            // no quorum queue can commit, their publishes unconfirmed, until their deadlines.
+            // The fleet's queues are quorum queues, which stay consistent on their own; what
+            // the setting decides is where clients may stay.
+            config.push_str("cluster_partition_handling = pause_minority\n");
+            // Peers are declared down after 10 s of silence (between 7.5 and 12.5 s) rather
+            // than the default 60: a partition or a frozen node is seen within a test's time.
+            config.push_str("net_ticktime = 10\n");
             for (i, peer) in peers.iter().enumerate() {
                 config.push_str(&format!("cluster_formation.classic_config.nodes.{} = {peer}\n", i + 1));
             }
@@ -274,7 +360,14 @@ impl Spec {
     /// `command` with the environment that makes RabbitMQ's scripts use this node.
     fn env<'a>(&self, command: &'a mut Command) -> &'a mut Command {
         let dir = &self.dir;
+        let [high, low] = self.dist_port.to_be_bytes();
         command
+            // Distribution connections to peers leave from the node's own loopback address
+            // (see `Node::dist_address`); `rabbitmqctl` runs with arguments of its own.
+            .env(
+                "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS",
+                format!("-kernel inet_dist_connect_options [{{ip,{{127,1,{high},{low}}}}}]"),
+            )
             .env("RABBITMQ_NODENAME", &self.name)
             .env("RABBITMQ_DIST_PORT", self.dist_port.to_string())
             .env("RABBITMQ_MNESIA_BASE", dir.join("mnesia"))
