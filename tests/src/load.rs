@@ -26,8 +26,8 @@ pub struct Outcome {
     pub decided_by: String,
 }
 
-/// Approvals of `ls` calls under `policy`, `window` in flight, `count` in all, each with the
-/// client's default deadline.
+/// Approvals of the calls `call` makes of each call's id (Inspect ToolCall JSON) under
+/// `policy`, `window` in flight, `count` in all, each with the client's default deadline.
 pub struct Load {
     answered: Arc<AtomicUsize>,
     running: tokio::task::JoinHandle<Vec<Outcome>>,
@@ -35,7 +35,13 @@ pub struct Load {
 
 impl Load {
     /// Starts sending.
-    pub fn start<T: Transport>(client: &Client<T>, policy: &'static str, window: usize, count: usize) -> Load {
+    pub fn start<T: Transport>(
+        client: &Client<T>,
+        policy: &'static str,
+        call: fn(&str) -> serde_json::Value,
+        window: usize,
+        count: usize,
+    ) -> Load {
         let answered = Arc::new(AtomicUsize::new(0));
         let (client, counter) = (client.clone(), answered.clone());
         let running = tokio::spawn(async move {
@@ -45,10 +51,9 @@ impl Load {
             loop {
                 while calls.len() < window && sent < count {
                     let (client, counter) = (client.clone(), counter.clone());
-                    let call = format!("call-{sent}");
+                    let id = format!("call-{sent}");
                     calls.spawn(async move {
-                        let request =
-                            approval("load", &call, json!({"function": "ls", "arguments": {"call": call}}), policy);
+                        let request = approval("load", &id, call(&id), policy);
                         let decision = client.approve(request).await.expect("a decision or a fail-closed one");
                         counter.fetch_add(1, Ordering::Relaxed);
                         Outcome {
@@ -92,6 +97,11 @@ impl Load {
         assert_eq!(calls.len(), outcomes.len(), "one answer per call");
         outcomes
     }
+}
+
+/// An `ls` call that names its id: what a built-in `auto` step approves.
+pub fn ls(call: &str) -> serde_json::Value {
+    json!({"function": "ls", "arguments": {"call": call}})
 }
 
 /// The calls of `outcomes` that were not approved by a worker (failed closed, or anything

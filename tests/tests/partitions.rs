@@ -25,7 +25,7 @@ use airlock_reviewer::client::ApiClient;
 use airlock_testkit::cluster::Cluster;
 use airlock_testkit::link::{Link, NewConnections};
 use airlock_testkit::{LIST_CONNECTIONS, amqp_url, connections_named, ctl_output, rabbitmqctl, unique_prefix};
-use airlock_tests::load::{Load, not_approved};
+use airlock_tests::load::{Load, ls, not_approved};
 use airlock_tests::{
     HANG_GUARD, InProcessWorker, REVIEWER_TOKEN, TestKeys, airlock_bin, approval, broker, decision_name, guarded,
     pending, reviewer_config, wait_for_consumers,
@@ -120,7 +120,7 @@ async fn a_frozen_worker_link_holds_no_call_to_its_deadline() {
         let transport = direct(&format!("{prefix} runner")).await;
         let client = runner(&transport, &prefix).await;
 
-        let load = Load::start(&client, POLICY, WINDOW, CALLS);
+        let load = Load::start(&client, POLICY, ls, WINDOW, CALLS);
         load.until(FAULT_AFTER).await;
         // A dead path: the worker's reconnects through it hang as well.
         link.freeze(NewConnections::Freeze);
@@ -161,7 +161,7 @@ async fn a_frozen_runner_link_is_found_in_seconds_and_the_runner_gets_its_answer
         let (link, transport) = linked(&format!("{prefix} runner")).await;
         let client = runner(&transport, &prefix).await;
 
-        let load = Load::start(&client, POLICY, WINDOW, CALLS);
+        let load = Load::start(&client, POLICY, ls, WINDOW, CALLS);
         load.until(FAULT_AFTER).await;
         // Only the connection of the moment: a reconnect gets a fresh path.
         link.freeze(NewConnections::Pass);
@@ -264,7 +264,7 @@ async fn a_frozen_monitor_link_holds_no_call_to_its_deadline() {
 
         // Fewer calls: each is a model call as well.
         const MONITORED: usize = 500;
-        let load = Load::start(&client, MONITOR_POLICY, WINDOW, MONITORED);
+        let load = Load::start(&client, MONITOR_POLICY, low_score, WINDOW, MONITORED);
         load.until(MONITORED / 5).await;
         link.freeze(NewConnections::Pass);
         let outcomes = load.finish().await;
@@ -282,6 +282,11 @@ async fn a_frozen_monitor_link_holds_no_call_to_its_deadline() {
         worker.stop().await;
     })
     .await;
+}
+
+/// A call the fake model scores 1 of 10: the monitor approves it.
+fn low_score(call: &str) -> Value {
+    json!({"function": "bash", "arguments": {"cmd": format!("echo {call} MARK:score-1")}})
 }
 
 fn monitor_config(prefix: &str, base_url: String) -> airlock_monitor::MonitorConfig {
@@ -336,7 +341,12 @@ async fn a_frozen_gateway_link_holds_no_call_to_its_deadline() {
                 inline: true,
             }]),
             fleet_keys: TestKeys::get().fleet_public(),
-            limits: Default::default(),
+            // The deadline of the runner's calls; the rate of a fleet's runner, not a person's.
+            limits: airlock_gateway::Limits {
+                default_timeout: DEADLINE,
+                rate: airlock_gateway::limit::RateConfig { per_second: 10_000.0, burst: 10_000 },
+                ..Default::default()
+            },
             webhooks: None,
             metrics: Default::default(),
         };
@@ -357,7 +367,7 @@ async fn a_frozen_gateway_link_holds_no_call_to_its_deadline() {
                 let response = http
                     .post(format!("{base}/v1/approvals"))
                     .bearer_auth(GATEWAY_TOKEN)
-                    .header("prefer", format!("wait={}", DEADLINE.as_secs() * 2))
+                    .header("prefer", "wait=60")
                     .json(&body)
                     .send()
                     .await
@@ -438,7 +448,7 @@ async fn a_frozen_auditor_link_loses_and_doubles_no_record() {
         let client = runner(&transport, &prefix).await;
 
         const AUDITED: usize = 1000;
-        let load = Load::start(&client, POLICY, WINDOW, AUDITED);
+        let load = Load::start(&client, POLICY, ls, WINDOW, AUDITED);
         load.until(AUDITED / 4).await;
         link.freeze(NewConnections::Pass);
         let outcomes = load.finish().await;
@@ -555,7 +565,7 @@ async fn a_frozen_broker_node_holds_no_call_to_its_deadline() {
         let prefix = unique_prefix();
         let fleet = cluster_fleet(&cluster, &prefix).await;
         let target = fleet.target;
-        let load = Load::start(&fleet.client, POLICY, WINDOW, CALLS);
+        let load = Load::start(&fleet.client, POLICY, ls, WINDOW, CALLS);
         load.until(FAULT_AFTER).await;
         cluster.node_mut(target).freeze().await.expect("the node freezes");
         eprintln!("node {target} froze with {} of {CALLS} answered", load.answered());
@@ -575,7 +585,7 @@ async fn a_partitioned_broker_node_pauses_and_holds_no_call_to_its_deadline() {
         let prefix = unique_prefix();
         let fleet = cluster_fleet(&cluster, &prefix).await;
         let target = fleet.target;
-        let load = Load::start(&fleet.client, POLICY, WINDOW, CALLS);
+        let load = Load::start(&fleet.client, POLICY, ls, WINDOW, CALLS);
         load.until(FAULT_AFTER).await;
         let partition = match cluster.partition(target).await {
             Ok(partition) => partition,
