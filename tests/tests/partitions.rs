@@ -17,7 +17,7 @@ mod fake_model;
 
 use std::collections::HashMap;
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use airlock_client::{Client, ClientConfig};
 use airlock_reviewer::Service as Reviewer;
@@ -97,6 +97,11 @@ async fn broker_dropped(name: &str) {
     .unwrap_or_else(|_| panic!("the broker kept {name}'s connection open"));
 }
 
+/// Seconds since `since`, for the figures the tests print (nothing is measured against them).
+fn secs(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64()
+}
+
 /// Checks the run's outcome: every call decided by a worker, none failed closed.
 fn all_approved(outcomes: &[airlock_tests::load::Outcome], client: &Client<AmqpTransport>) {
     let stats = client.stats();
@@ -120,16 +125,19 @@ async fn a_frozen_worker_link_holds_no_call_to_its_deadline() {
         let transport = direct(&format!("{prefix} runner")).await;
         let client = runner(&transport, &prefix).await;
 
+        let started = Instant::now();
         let load = Load::start(&client, POLICY, ls, WINDOW, CALLS);
         load.until(FAULT_AFTER).await;
         // A dead path: the worker's reconnects through it hang as well.
         link.freeze(NewConnections::Freeze);
-        let frozen_at = load.answered();
+        let (frozen_at, froze) = (load.answered(), Instant::now());
         eprintln!("the worker's link froze with {frozen_at} of {CALLS} answered");
         // The broker sees the silent link dead by its heartbeat and requeues what the frozen
         // worker held, while the worker itself still waits on its side.
         broker_dropped(&frozen_name).await;
+        eprintln!("the broker closed the frozen worker's connection {:.1} s after the freeze", secs(froze));
         let outcomes = load.finish().await;
+        eprintln!("{CALLS} calls in {:.1} s", secs(started));
         all_approved(&outcomes, &client);
         let by: HashMap<&str, usize> = outcomes.iter().fold(HashMap::new(), |mut by, outcome| {
             *by.entry(outcome.decided_by.as_str()).or_default() += 1;
@@ -161,12 +169,19 @@ async fn a_frozen_runner_link_is_found_in_seconds_and_the_runner_gets_its_answer
         let (link, transport) = linked(&format!("{prefix} runner")).await;
         let client = runner(&transport, &prefix).await;
 
+        let started = Instant::now();
         let load = Load::start(&client, POLICY, ls, WINDOW, CALLS);
         load.until(FAULT_AFTER).await;
+        let mut reconnects = transport.reconnects();
+        reconnects.mark_unchanged();
         // Only the connection of the moment: a reconnect gets a fresh path.
         link.freeze(NewConnections::Pass);
+        let froze = Instant::now();
         eprintln!("the runner's link froze with {} of {CALLS} answered", load.answered());
+        tokio::time::timeout(HANG_GUARD, reconnects.changed()).await.expect("the runner reconnects").unwrap();
+        eprintln!("the runner reconnected {:.1} s after the freeze", secs(froze));
         let outcomes = load.finish().await;
+        eprintln!("{CALLS} calls in {:.1} s", secs(started));
         all_approved(&outcomes, &client);
         assert!(*transport.reconnects().borrow() >= 1, "the runner reconnected");
         assert!(link.accepted() >= 2, "through a fresh connection: {} accepted", link.accepted());
@@ -565,11 +580,13 @@ async fn a_frozen_broker_node_holds_no_call_to_its_deadline() {
         let prefix = unique_prefix();
         let fleet = cluster_fleet(&cluster, &prefix).await;
         let target = fleet.target;
+        let started = Instant::now();
         let load = Load::start(&fleet.client, POLICY, ls, WINDOW, CALLS);
         load.until(FAULT_AFTER).await;
         cluster.node_mut(target).freeze().await.expect("the node freezes");
         eprintln!("node {target} froze with {} of {CALLS} answered", load.answered());
         let outcomes = load.finish().await;
+        eprintln!("{CALLS} calls in {:.1} s", secs(started));
         all_approved(&outcomes, &fleet.client);
         seen_gone(&cluster, (target + 1) % 3, target).await;
         cluster.node_mut(target).thaw().await.expect("the node thaws");
@@ -585,6 +602,7 @@ async fn a_partitioned_broker_node_pauses_and_holds_no_call_to_its_deadline() {
         let prefix = unique_prefix();
         let fleet = cluster_fleet(&cluster, &prefix).await;
         let target = fleet.target;
+        let started = Instant::now();
         let load = Load::start(&fleet.client, POLICY, ls, WINDOW, CALLS);
         load.until(FAULT_AFTER).await;
         let partition = match cluster.partition(target).await {
@@ -594,8 +612,11 @@ async fn a_partitioned_broker_node_pauses_and_holds_no_call_to_its_deadline() {
         eprintln!("node {target} cut off with {} of {CALLS} answered", load.answered());
         // Both sides see it: the majority loses the node, and the node (pause_minority)
         // pauses, dropping its clients, who move to the majority.
+        let cut = Instant::now();
         seen_gone(&cluster, (target + 1) % 3, target).await;
+        eprintln!("the majority saw node {target} gone {:.1} s after the cut", secs(cut));
         let outcomes = load.finish().await;
+        eprintln!("{CALLS} calls in {:.1} s", secs(started));
         all_approved(&outcomes, &fleet.client);
         let moved = node_of(&cluster, (target + 1) % 3, &format!("{prefix} w0")).await;
         assert!(moved.is_some_and(|node| node != target), "the worker moved to the majority: {moved:?}");
