@@ -22,6 +22,7 @@
 //!   public key (refused) and with `--insecure` (warned).
 //! - `partitions`: every role's link to the broker frozen half-open under load
 //!   (`airlock_testkit::link`), and a broker node of a cluster frozen or cut off ([`load`]).
+//! - [`soak`]: the chaos soak's checker over every call of a run under faults.
 //! - `cluster`, `roles`, `tls`, `integrity`, `audit`, `monitors`, `telemetry`: a three-node
 //!   cluster, least-privilege broker users, TLS, signed fleets, the decision log, model
 //!   monitors, traces and metrics.
@@ -31,6 +32,7 @@
 pub mod fleet;
 pub mod load;
 pub mod roles;
+pub mod soak;
 pub mod webdriver;
 pub mod webhooks;
 
