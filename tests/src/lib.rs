@@ -21,7 +21,8 @@
 //! - `runner_keys`: `airlock request`, `bench --workers 0` and `gateway` without the fleet's
 //!   public key (refused) and with `--insecure` (warned).
 //! - `partitions`: every role's link to the broker frozen half-open under load
-//!   (`airlock_testkit::link`), and a broker node of a cluster frozen or cut off ([`load`]).
+//!   (`airlock_testkit::link`), and a broker node of a cluster frozen or cut off ([`load`],
+//!   [`linked`]).
 //! - [`soak`]: the chaos soak's checker over every call of a run under faults.
 //! - `cluster`, `roles`, `tls`, `integrity`, `audit`, `monitors`, `telemetry`: a three-node
 //!   cluster, least-privilege broker users, TLS, signed fleets, the decision log, model
@@ -30,6 +31,7 @@
 #![deny(rust_2018_idioms)]
 
 pub mod fleet;
+pub mod linked;
 pub mod load;
 pub mod roles;
 pub mod soak;

@@ -2,7 +2,6 @@
 //! across a restart of the auditor; `airlock audit query` finds them.
 
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::time::Duration;
 
 use airlock_client::{Client, ClientConfig};
@@ -17,15 +16,7 @@ use tokio::process::{Child, Command};
 const POLICY: &str = "approvers:\n  - name: auto\n    tools: ls\n  - name: vault\n    tools: fetch\n";
 
 fn auditor(prefix: &str, out: &std::path::Path) -> Child {
-    Command::new(airlock_bin())
-        .args(["audit", "log", "--amqp", &amqp_url(), "--prefix", prefix, "--mask", "token,password"])
-        .arg("--out")
-        .arg(out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("airlock audit log starts")
+    airlock_tests::linked::auditor(&amqp_url(), prefix, out, &["--mask", "token,password"])
 }
 
 async fn stop(mut child: Child) {

@@ -11,17 +11,14 @@ use std::time::Duration;
 
 use airlock_client::{Client, ClientConfig};
 use airlock_contract::v1;
-use airlock_monitor::prompt::{Limits, Template};
-use airlock_monitor::provider::{ProviderConfig, ProviderKind};
-use airlock_monitor::retry::RetryPolicy;
-use airlock_monitor::{Decision, MonitorConfig};
+use airlock_monitor::provider::ProviderKind;
 use airlock_testkit::{amqp_url, unique_prefix};
 use airlock_tests::{
     HANG_GUARD, TestKeys, airlock_bin, approval, broker, decision_name, guarded, review, wait_for_consumers,
 };
 use airlock_transport::{AmqpTransport, Destination, Message, Topology, Transport};
 use airlock_worker::WorkerConfig;
-use fake_model::{FakeModel, KEY};
+use fake_model::{FakeModel, KEY, monitor_config};
 use prost::Message as _;
 use serde_json::{Value, json};
 use tokio::process::Command;
@@ -73,35 +70,6 @@ fn fleet(prefix: &str) -> Topology {
         .with_human_pool("ops")
         .with_reply_queue("runner")
         .with_reply_queue("probe")
-}
-
-fn monitor_config(prefix: &str, step: &str, kind: ProviderKind, base_url: String) -> MonitorConfig {
-    MonitorConfig {
-        prefix: prefix.into(),
-        step: step.into(),
-        monitor_id: format!("{step}-test"),
-        concurrency: 8,
-        provider: ProviderConfig {
-            kind,
-            base_url,
-            model: format!("fake-{}", kind.as_str()),
-            api_key: Some(KEY.into()),
-            structured: true,
-            max_tokens: None,
-            temperature: Some(0.0),
-        },
-        template: Template::default(),
-        limits: Limits::default(),
-        fallback: Decision::Escalate,
-        retry: RetryPolicy {
-            attempts: 3,
-            base: Duration::from_millis(100),
-            max: Duration::from_secs(1),
-            max_retry_after: Duration::from_secs(5),
-            attempt_timeout: Duration::from_secs(3),
-        },
-        metrics: Default::default(),
-    }
 }
 
 /// A bash call whose command carries a fake-model marker.

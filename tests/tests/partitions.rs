@@ -16,23 +16,23 @@
 mod fake_model;
 
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use airlock_client::{Client, ClientConfig};
+use airlock_client::Client;
+use airlock_monitor::provider::ProviderKind;
 use airlock_reviewer::Service as Reviewer;
 use airlock_reviewer::client::ApiClient;
 use airlock_testkit::cluster::Cluster;
 use airlock_testkit::link::{Link, NewConnections};
 use airlock_testkit::{LIST_CONNECTIONS, amqp_url, connections_named, ctl_output, rabbitmqctl, unique_prefix};
+use airlock_tests::linked::{auditor, direct, linked, runner, with_heartbeat};
 use airlock_tests::load::{Load, ls, not_approved};
 use airlock_tests::{
-    HANG_GUARD, InProcessWorker, REVIEWER_TOKEN, TestKeys, airlock_bin, approval, broker, decision_name, guarded,
-    pending, reviewer_config, wait_for_consumers,
+    HANG_GUARD, InProcessWorker, REVIEWER_TOKEN, TestKeys, approval, broker, decision_name, guarded, pending,
+    reviewer_config, wait_for_consumers,
 };
 use airlock_transport::{AmqpOptions, AmqpTransport, Topology, Transport};
 use serde_json::{Value, json};
-use tokio::process::{Child, Command};
 use tokio::sync::Mutex;
 use tokio::task::JoinSet;
 
@@ -43,44 +43,6 @@ const CALLS: usize = 2000;
 const WINDOW: usize = 64;
 const DEADLINE: Duration = Duration::from_secs(30);
 const FAULT_AFTER: usize = 300;
-
-/// The heartbeat every role here runs with, in seconds, until the roles have an option of
-/// their own for it: set as the URL's `heartbeat` query.
-const HEARTBEAT: u32 = 2;
-
-/// `urls` (one URL or a comma-separated list) with [`HEARTBEAT`] on each.
-fn with_heartbeat(urls: &str) -> String {
-    let each = urls.split(',').map(|url| {
-        let joiner = if url.contains('?') { '&' } else { '?' };
-        format!("{url}{joiner}heartbeat={HEARTBEAT}")
-    });
-    each.collect::<Vec<_>>().join(",")
-}
-
-/// A link in front of the test broker and a transport through it, with connections named
-/// `name`.
-async fn linked(name: &str) -> (Link, AmqpTransport) {
-    let link = Link::to_broker(&amqp_url()).await.expect("a link to the broker");
-    let options = AmqpOptions::new(with_heartbeat(&link.url())).with_connection_name(name);
-    let transport = AmqpTransport::connect_with(options).await.expect("a transport through the link");
-    (link, transport)
-}
-
-/// A transport straight to the test broker, with the same heartbeat as the linked roles.
-async fn direct(name: &str) -> AmqpTransport {
-    let options = AmqpOptions::new(with_heartbeat(&amqp_url())).with_connection_name(name);
-    AmqpTransport::connect_with(options).await.expect("the broker answered a moment ago")
-}
-
-async fn runner(transport: &AmqpTransport, prefix: &str) -> Client<AmqpTransport> {
-    let config = ClientConfig {
-        prefix: prefix.into(),
-        runner_id: "runner".into(),
-        default_timeout: DEADLINE,
-        fleet_keys: TestKeys::get().fleet_public(),
-    };
-    Client::connect(transport.clone(), config).await.expect("the runner's client starts")
-}
 
 fn fleet(prefix: &str) -> Topology {
     Topology::new(prefix).with_reply_queue("runner")
@@ -100,6 +62,21 @@ async fn broker_dropped(name: &str) {
 /// Seconds since `since`, for the figures the tests print (nothing is measured against them).
 fn secs(since: Instant) -> f64 {
     since.elapsed().as_secs_f64()
+}
+
+/// Runs `count` calls of `call` under `policy`, [`WINDOW`] in flight, and freezes `link` (a
+/// reconnect gets a fresh path) once a fifth are answered; every call's outcome.
+async fn frozen_mid_run(
+    client: &Client<AmqpTransport>,
+    link: &Link,
+    policy: &'static str,
+    call: fn(&str) -> Value,
+    count: usize,
+) -> Vec<airlock_tests::load::Outcome> {
+    let load = Load::start(client, policy, call, WINDOW, count);
+    load.until(count / 5).await;
+    link.freeze(NewConnections::Pass);
+    load.finish().await
 }
 
 /// Checks the run's outcome: every call decided by a worker, none failed closed.
@@ -123,7 +100,7 @@ async fn a_frozen_worker_link_holds_no_call_to_its_deadline() {
         let frozen = InProcessWorker::start(frozen_transport, &prefix, "frozen", 64);
         wait_for_consumers(&format!("{prefix}.requests"), 2).await;
         let transport = direct(&format!("{prefix} runner")).await;
-        let client = runner(&transport, &prefix).await;
+        let client = runner(&transport, &prefix, DEADLINE).await;
 
         let started = Instant::now();
         let load = Load::start(&client, POLICY, ls, WINDOW, CALLS);
@@ -167,7 +144,7 @@ async fn a_frozen_runner_link_is_found_in_seconds_and_the_runner_gets_its_answer
         }
         wait_for_consumers(&format!("{prefix}.requests"), 2).await;
         let (link, transport) = linked(&format!("{prefix} runner")).await;
-        let client = runner(&transport, &prefix).await;
+        let client = runner(&transport, &prefix, DEADLINE).await;
 
         let started = Instant::now();
         let load = Load::start(&client, POLICY, ls, WINDOW, CALLS);
@@ -215,7 +192,7 @@ async fn a_frozen_reviewer_link_delays_no_answer_to_its_deadline_and_shows_no_ta
             .expect("the reviewer starts");
         let api = ApiClient::new(&format!("http://{}", service.local_addr()), REVIEWER_TOKEN);
         let transport = direct(&format!("{prefix} runner")).await;
-        let client = runner(&transport, &prefix).await;
+        let client = runner(&transport, &prefix, DEADLINE).await;
 
         const TASKS: usize = 30;
         let mut asked = JoinSet::new();
@@ -268,21 +245,18 @@ async fn a_frozen_monitor_link_holds_no_call_to_its_deadline() {
         let model = fake_model::FakeModel::start().await;
         let worker = InProcessWorker::start(direct(&format!("{prefix} worker")).await, &prefix, "w0", 64);
         let (link, monitor_transport) = linked(&format!("{prefix} monitor")).await;
-        let config = monitor_config(&prefix, model.openai_base());
+        let config = fake_model::monitor_config(&prefix, "monitor", ProviderKind::OpenAi, model.openai_base());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let monitor = tokio::spawn(airlock_monitor::run(monitor_transport.clone(), config, async {
             let _ = stopped.await;
         }));
         wait_for_consumers(&format!("{prefix}.step.monitor"), 1).await;
         let transport = direct(&format!("{prefix} runner")).await;
-        let client = runner(&transport, &prefix).await;
+        let client = runner(&transport, &prefix, DEADLINE).await;
 
         // Fewer calls: each is a model call as well.
         const MONITORED: usize = 500;
-        let load = Load::start(&client, MONITOR_POLICY, low_score, WINDOW, MONITORED);
-        load.until(MONITORED / 5).await;
-        link.freeze(NewConnections::Pass);
-        let outcomes = load.finish().await;
+        let outcomes = frozen_mid_run(&client, &link, MONITOR_POLICY, low_score, MONITORED).await;
         let stats = client.stats();
         eprintln!("runner: {stats:?}");
         let failed = not_approved(&outcomes);
@@ -302,36 +276,6 @@ async fn a_frozen_monitor_link_holds_no_call_to_its_deadline() {
 /// A call the fake model scores 1 of 10: the monitor approves it.
 fn low_score(call: &str) -> Value {
     json!({"function": "bash", "arguments": {"cmd": format!("echo {call} MARK:score-1")}})
-}
-
-fn monitor_config(prefix: &str, base_url: String) -> airlock_monitor::MonitorConfig {
-    use airlock_monitor::provider::{ProviderConfig, ProviderKind};
-    airlock_monitor::MonitorConfig {
-        prefix: prefix.into(),
-        step: "monitor".into(),
-        monitor_id: "monitor-test".into(),
-        concurrency: 32,
-        provider: ProviderConfig {
-            kind: ProviderKind::OpenAi,
-            base_url,
-            model: "fake-openai".into(),
-            api_key: Some(fake_model::KEY.into()),
-            structured: true,
-            max_tokens: None,
-            temperature: Some(0.0),
-        },
-        template: Default::default(),
-        limits: Default::default(),
-        fallback: airlock_monitor::Decision::Escalate,
-        retry: airlock_monitor::retry::RetryPolicy {
-            attempts: 3,
-            base: Duration::from_millis(100),
-            max: Duration::from_secs(1),
-            max_retry_after: Duration::from_secs(5),
-            attempt_timeout: Duration::from_secs(3),
-        },
-        metrics: Default::default(),
-    }
 }
 
 const GATEWAY_TOKEN: &str = "gateway-token-for-partition-tests";
@@ -423,18 +367,6 @@ async fn a_frozen_gateway_link_holds_no_call_to_its_deadline() {
     .await;
 }
 
-/// `airlock audit log` on `urls` writing to `out`, killed when dropped.
-fn auditor(urls: &str, prefix: &str, out: &std::path::Path) -> Child {
-    Command::new(airlock_bin())
-        .args(["audit", "log", "--amqp", urls, "--prefix", prefix, "--out"])
-        .arg(out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("airlock audit log starts")
-}
-
 /// How many records the log at `path` holds for each call.
 fn records_per_call(path: &std::path::Path) -> HashMap<String, usize> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
@@ -456,17 +388,14 @@ async fn a_frozen_auditor_link_loses_and_doubles_no_record() {
         std::fs::create_dir_all(&dir).unwrap();
         let log = dir.join("decisions.jsonl");
         let link = Link::to_broker(&amqp_url()).await.expect("a link to the broker");
-        let mut auditor = auditor(&with_heartbeat(&link.url()), &prefix, &log);
+        let mut auditor = auditor(&with_heartbeat(&link.url()), &prefix, &log, &[]);
         wait_for_consumers(&format!("{prefix}.audit"), 1).await;
         let worker = InProcessWorker::start(direct(&format!("{prefix} worker")).await, &prefix, "w0", 64);
         let transport = direct(&format!("{prefix} runner")).await;
-        let client = runner(&transport, &prefix).await;
+        let client = runner(&transport, &prefix, DEADLINE).await;
 
         const AUDITED: usize = 1000;
-        let load = Load::start(&client, POLICY, ls, WINDOW, AUDITED);
-        load.until(AUDITED / 4).await;
-        link.freeze(NewConnections::Pass);
-        let outcomes = load.finish().await;
+        let outcomes = frozen_mid_run(&client, &link, POLICY, ls, AUDITED).await;
         assert!(not_approved(&outcomes).is_empty() && outcomes.len() == AUDITED);
 
         let counts = tokio::time::timeout(HANG_GUARD, async {
@@ -552,7 +481,7 @@ async fn cluster_fleet(cluster: &Cluster, prefix: &str) -> ClusterFleet {
     // to the worker and to the cluster, not the runner's move (tests/tests/cluster.rs).
     let others: Vec<String> = (0..3).filter(|&i| i != target).map(|i| cluster.node(i).amqp_url()).collect();
     let transport = connect(format!("{prefix} runner"), others.join(",")).await;
-    let client = runner(&transport, prefix).await;
+    let client = runner(&transport, prefix, DEADLINE).await;
     ClusterFleet { _workers: workers, transport, client, target }
 }
 

@@ -7,25 +7,23 @@
 //! `AIRLOCK_SOAK_SEED` replays a run's faults.
 
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use airlock_client::{Client, ClientConfig};
 use airlock_reviewer::Service as Reviewer;
 use airlock_reviewer::client::ApiClient;
 use airlock_reviewer::task::State;
 use airlock_testkit::link::{Link, NewConnections};
 use airlock_testkit::{amqp_url, unique_prefix};
-use airlock_tests::soak::{Answer, Asked, AuditRecord, HumanTask, Leftover, Run, check};
+use airlock_tests::linked::{audit_records, auditor, direct, runner, through, with_heartbeat};
+use airlock_tests::soak::{Answer, Asked, HumanTask, Leftover, Run, check};
 use airlock_tests::{
-    HANG_GUARD, InProcessWorker, REVIEWER_TOKEN, TestKeys, airlock_bin, approval, broker, cleanup, decision_name,
-    reviewer_config, wait_for_consumers,
+    HANG_GUARD, InProcessWorker, REVIEWER_TOKEN, approval, broker, cleanup, decision_name, reviewer_config,
+    wait_for_consumers,
 };
 use airlock_transport::message::HEADER_REASON;
-use airlock_transport::{AmqpOptions, AmqpTransport, Topology, Transport};
-use serde_json::{Value, json};
-use tokio::process::{Child, Command};
+use airlock_transport::{AmqpTransport, Topology, Transport};
+use serde_json::json;
 use tokio::task::JoinSet;
 
 /// `ls` is approved by the built-in step; `bash` waits for a person in `ops`.
@@ -37,17 +35,6 @@ const WINDOW: usize = 32;
 const HUMAN_EVERY: usize = 10;
 /// How long a fault lasts before it is undone (a freeze thawed, a delay lifted).
 const FAULT_FOR: Duration = Duration::from_secs(5);
-/// The heartbeat of every role, as in tests/tests/partitions.rs.
-const HEARTBEAT: &str = "heartbeat=2";
-
-fn with_heartbeat(url: &str) -> String {
-    format!("{url}{}{HEARTBEAT}", if url.contains('?') { '&' } else { '?' })
-}
-
-async fn through(link: &Link, name: &str) -> AmqpTransport {
-    let options = AmqpOptions::new(with_heartbeat(&link.url())).with_connection_name(name);
-    AmqpTransport::connect_with(options).await.expect("a role connects through its link")
-}
 
 fn unix_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -63,31 +50,6 @@ impl Dice {
         self.0 ^= self.0 << 17;
         (self.0 % n as u64) as usize
     }
-}
-
-fn auditor(prefix: &str, out: &std::path::Path) -> Child {
-    Command::new(airlock_bin())
-        .args(["audit", "log", "--amqp", &with_heartbeat(&amqp_url()), "--prefix", prefix, "--out"])
-        .arg(out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("airlock audit log starts")
-}
-
-/// The decision log's records so far (the auditor may be halfway through a line).
-fn audit_records(path: &std::path::Path) -> Vec<AuditRecord> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    (text.split_inclusive('\n').filter(|line| line.ends_with('\n')))
-        .map(|line| {
-            let record: Value = serde_json::from_str(line).expect("a record is JSON");
-            AuditRecord {
-                call: record["key"]["tool_call_id"].as_str().unwrap_or_default().to_owned(),
-                decision_id: record["decision_id"].as_str().unwrap_or_default().to_owned(),
-            }
-        })
-        .collect()
 }
 
 #[tokio::test]
@@ -116,7 +78,7 @@ async fn soak(prefix: String, transport: AmqpTransport, topology: Topology, seco
     let dir = std::env::temp_dir().join(format!("airlock-soak-{prefix}"));
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("decisions.jsonl");
-    let mut audit_process = auditor(&prefix, &log);
+    let mut audit_process = auditor(&with_heartbeat(&amqp_url()), &prefix, &log, &[]);
 
     let mut links = Vec::new();
     let mut workers = Vec::new();
@@ -151,18 +113,8 @@ async fn soak(prefix: String, transport: AmqpTransport, topology: Topology, seco
         })
     };
 
-    let runner_transport = AmqpTransport::connect_with(
-        AmqpOptions::new(with_heartbeat(&amqp_url())).with_connection_name(format!("{prefix} runner")),
-    )
-    .await
-    .unwrap();
-    let config = ClientConfig {
-        prefix: prefix.clone(),
-        runner_id: "runner".into(),
-        default_timeout: DEADLINE,
-        fleet_keys: TestKeys::get().fleet_public(),
-    };
-    let client = Client::connect(runner_transport.clone(), config).await.unwrap();
+    let runner_transport = direct(&format!("{prefix} runner")).await;
+    let client = runner(&runner_transport, &prefix, DEADLINE).await;
 
     let (start, start_unix) = (Instant::now(), unix_ms());
     let asked: Arc<Mutex<Vec<Asked>>> = Arc::default();
@@ -235,7 +187,7 @@ async fn soak(prefix: String, transport: AmqpTransport, topology: Topology, seco
             }
             _ => {
                 let _ = audit_process.kill().await;
-                audit_process = auditor(&prefix, &log);
+                audit_process = auditor(&with_heartbeat(&amqp_url()), &prefix, &log, &[]);
                 "auditor killed"
             }
         };

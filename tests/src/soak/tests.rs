@@ -5,6 +5,16 @@ use super::*;
 const DEADLINE: Duration = Duration::from_secs(30);
 
 fn decided(call: &str, at_ms: u64, decision: &str) -> Asked {
+    answered(call, at_ms, decision, false)
+}
+
+fn failed_closed(call: &str, at_ms: u64) -> Asked {
+    answered(call, at_ms, "reject", true)
+}
+
+/// A call sent at 1 s and answered at `at_ms`; the fleet made a decision unless it
+/// `failed_closed`.
+fn answered(call: &str, at_ms: u64, decision: &str, failed_closed: bool) -> Asked {
     Asked {
         call: call.into(),
         deadline: DEADLINE,
@@ -12,24 +22,9 @@ fn decided(call: &str, at_ms: u64, decision: &str) -> Asked {
         answers: vec![Answer {
             at_ms,
             decision: decision.into(),
-            failed_closed: false,
-            decision_id: format!("d-{call}"),
-            decided_ms: Some(at_ms - 1),
-        }],
-    }
-}
-
-fn failed_closed(call: &str, at_ms: u64) -> Asked {
-    Asked {
-        call: call.into(),
-        deadline: DEADLINE,
-        sent_ms: 1_000,
-        answers: vec![Answer {
-            at_ms,
-            decision: "reject".into(),
-            failed_closed: true,
-            decision_id: String::new(),
-            decided_ms: None,
+            failed_closed,
+            decision_id: if failed_closed { String::new() } else { format!("d-{call}") },
+            decided_ms: (!failed_closed).then(|| at_ms - 1),
         }],
     }
 }

@@ -20,6 +20,10 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use airlock_monitor::prompt::{Limits, Template};
+use airlock_monitor::provider::{ProviderConfig, ProviderKind};
+use airlock_monitor::retry::RetryPolicy;
+use airlock_monitor::{Decision, MonitorConfig};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -224,4 +228,35 @@ async fn anthropic(State(seen): State<Seen>, headers: HeaderMap, Json(body): Jso
         "usage": {"input_tokens": 2095, "output_tokens": 503}
     }))
     .into_response()
+}
+
+/// A monitor of step `step` of fleet `prefix` on this model's API of `kind` at `base_url`: eight
+/// calls at once, retries quick enough for a test, escalating what it cannot score.
+pub fn monitor_config(prefix: &str, step: &str, kind: ProviderKind, base_url: String) -> MonitorConfig {
+    MonitorConfig {
+        prefix: prefix.into(),
+        step: step.into(),
+        monitor_id: format!("{step}-test"),
+        concurrency: 8,
+        provider: ProviderConfig {
+            kind,
+            base_url,
+            model: format!("fake-{}", kind.as_str()),
+            api_key: Some(KEY.into()),
+            structured: true,
+            max_tokens: None,
+            temperature: Some(0.0),
+        },
+        template: Template::default(),
+        limits: Limits::default(),
+        fallback: Decision::Escalate,
+        retry: RetryPolicy {
+            attempts: 3,
+            base: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+            max_retry_after: Duration::from_secs(5),
+            attempt_timeout: Duration::from_secs(3),
+        },
+        metrics: Default::default(),
+    }
 }
