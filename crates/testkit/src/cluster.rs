@@ -12,6 +12,7 @@
 //! [`Cluster::partition`], or frozen ([`Node::freeze`]), is seen gone by its peers within about
 //! 10 s, and a partitioned node then pauses and drops its clients, who move to the majority.
 
+use std::net::Ipv4Addr;
 use std::thread;
 
 use crate::node::{Node, NodeOptions};
@@ -145,25 +146,9 @@ impl Cluster {
     /// The rules name only this cluster's nodes' distribution ports and addresses: never the
     /// shared node's or an AMQP port.
     pub async fn partition(&self, index: usize) -> Result<Partition, String> {
-        let cut = &self.nodes[index];
-        let others: Vec<&Node> = (self.nodes.iter().enumerate()).filter(|(i, _)| *i != index).map(|(_, n)| n).collect();
-        let set = |items: Vec<String>| format!("{{ {} }}", items.join(", "));
-        let peer_ports = set(others.iter().map(|node| node.dist_port().to_string()).collect());
-        let peer_addresses = set(others.iter().map(|node| node.dist_address().to_string()).collect());
-        let (address, port) = (cut.dist_address(), cut.dist_port());
-        let table = format!("airlock_partition_{port}");
-        // Loopback packets pass the output hook once: one chain sees both directions.
-        let rules = format!(
-            "table inet {table} {{\n\
-               chain output {{\n\
-                 type filter hook output priority 0; policy accept;\n\
-                 oifname \"lo\" ip saddr {address} tcp dport {peer_ports} drop\n\
-                 oifname \"lo\" ip daddr {address} tcp sport {peer_ports} drop\n\
-                 oifname \"lo\" ip saddr {peer_addresses} tcp dport {port} drop\n\
-                 oifname \"lo\" ip daddr {peer_addresses} tcp sport {port} drop\n\
-               }}\n\
-             }}\n"
-        );
+        let end = |node: &Node| (node.dist_address(), node.dist_port());
+        let peers: Vec<_> = (self.nodes.iter().enumerate()).filter(|(i, _)| *i != index).map(|(_, n)| end(n)).collect();
+        let (table, rules) = partition_rules(end(&self.nodes[index]), &peers);
         let partition = Partition { table };
         // A table left by a test that was killed before it could heal goes first.
         partition.remove();
@@ -191,6 +176,29 @@ impl Drop for Partition {
     fn drop(&mut self) {
         self.remove();
     }
+}
+
+/// The nftables table and script that cut the node whose distribution connections leave from
+/// `cut.0` and whose listener is on port `cut.1` off from `peers` (each the same pair).
+fn partition_rules(cut: (Ipv4Addr, u16), peers: &[(Ipv4Addr, u16)]) -> (String, String) {
+    let set = |items: Vec<String>| format!("{{ {} }}", items.join(", "));
+    let peer_ports = set(peers.iter().map(|(_, port)| port.to_string()).collect());
+    let peer_addresses = set(peers.iter().map(|(address, _)| address.to_string()).collect());
+    let (address, port) = cut;
+    let table = format!("airlock_partition_{port}");
+    // Loopback packets pass the output hook once: one chain sees both directions.
+    let rules = format!(
+        "table inet {table} {{\n\
+           chain output {{\n\
+             type filter hook output priority 0; policy accept;\n\
+             oifname \"lo\" ip saddr {address} tcp dport {peer_ports} drop\n\
+             oifname \"lo\" ip daddr {address} tcp sport {peer_ports} drop\n\
+             oifname \"lo\" ip saddr {peer_addresses} tcp dport {port} drop\n\
+             oifname \"lo\" ip daddr {peer_addresses} tcp sport {port} drop\n\
+           }}\n\
+         }}\n"
+    );
+    (table, rules)
 }
 
 /// Loads `rules` (an nftables script) with `nft -f -`.
@@ -224,3 +232,6 @@ impl Drop for Cluster {
         });
     }
 }
+
+#[cfg(test)]
+mod tests;
