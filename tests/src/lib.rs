@@ -23,7 +23,8 @@
 //! - `partitions`: every role's link to the broker frozen half-open under load
 //!   (`airlock_testkit::link`), and a broker node of a cluster frozen or cut off ([`load`],
 //!   [`linked`]).
-//! - [`soak`]: the chaos soak's checker over every call of a run under faults.
+//! - `soak`: a mixed load for `AIRLOCK_SOAK_SECS` (default 40) while links are frozen, reset
+//!   and delayed and the auditor is killed at random, every call judged by [`soak`]'s checker.
 //! - `cluster`, `roles`, `tls`, `integrity`, `audit`, `monitors`, `telemetry`: a three-node
 //!   cluster, least-privilege broker users, TLS, signed fleets, the decision log, model
 //!   monitors, traces and metrics.

@@ -250,9 +250,17 @@ fn check_call(asked: &Asked, audit: &[&str], report: &mut Report) {
             report.broke("decision with no audit record", call);
         }
         [one] if *one == answer.decision_id => {}
-        _ => {
+        records => {
             report.audit_doubled += 1;
-            report.broke("audit records other than the decision taken", call);
+            // Which it is tells where to look: the auditor writing a delivery twice, or the
+            // fleet deciding a repeated request again.
+            let distinct: HashSet<&&str> = records.iter().collect();
+            let rule = match (records.len(), distinct.len()) {
+                (1, _) => "an audit record of another decision than the one taken",
+                (_, 1) => "one decision recorded more than once",
+                _ => "a call decided more than once, each decision recorded",
+            };
+            report.broke(rule, call);
         }
     }
 }

@@ -106,9 +106,14 @@ fn audit_records_are_one_per_decision_taken() {
         },
         |r| r.audit_missing,
     );
-    breaks("audit records other than the decision taken", |run| run.audit.push(audited("a")), |r| r.audit_doubled);
+    breaks("one decision recorded more than once", |run| run.audit.push(audited("a")), |r| r.audit_doubled);
     breaks(
-        "audit records other than the decision taken",
+        "a call decided more than once, each decision recorded",
+        |run| run.audit.push(AuditRecord { call: "a".into(), decision_id: "d-again".into() }),
+        |r| r.audit_doubled,
+    );
+    breaks(
+        "an audit record of another decision than the one taken",
         |run| run.audit[0].decision_id = "d-another".into(),
         |r| r.audit_doubled,
     );
