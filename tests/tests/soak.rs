@@ -1,7 +1,7 @@
 //! RabbitMQ only: the chaos soak. A mixed load (calls a built-in step decides, calls a person
 //! answers through the reviewer's API by a script) runs for a set time while links of the
-//! roles are frozen, reset and delayed and the auditor is killed and started again, at random
-//! (the seed is printed); then the checker (`airlock_tests::soak`) judges every call.
+//! roles are frozen, closed, reset and delayed and the auditor is killed and started again,
+//! at random (the seed is printed); then the checker (`airlock_tests::soak`) judges every call.
 //!
 //! `AIRLOCK_SOAK_SECS` sets the time under faults (default 40 s, what CI runs);
 //! `AIRLOCK_SOAK_SEED` replays a run's faults.
@@ -162,7 +162,7 @@ async fn soak(prefix: String, transport: AmqpTransport, topology: Topology, seco
     let mut faults: HashMap<&str, usize> = HashMap::new();
     while Instant::now() < until {
         let link = &links[dice.below(links.len())];
-        let fault = match dice.below(5) {
+        let fault = match dice.below(6) {
             0 => {
                 link.freeze(NewConnections::Pass);
                 tokio::time::sleep(FAULT_FOR).await;
@@ -180,6 +180,10 @@ async fn soak(prefix: String, transport: AmqpTransport, topology: Topology, seco
                 "reset"
             }
             3 => {
+                link.drop_connections();
+                "closed"
+            }
+            4 => {
                 link.delay(Duration::from_millis(200));
                 tokio::time::sleep(FAULT_FOR).await;
                 link.delay(Duration::ZERO);
