@@ -307,6 +307,7 @@ async fn a_frozen_gateway_link_holds_no_call_to_its_deadline() {
                 ..Default::default()
             },
             webhooks: None,
+            store: None,
             metrics: Default::default(),
         };
         let service = airlock_gateway::Service::start(gateway_transport.clone(), config).await.unwrap();
