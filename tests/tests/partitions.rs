@@ -458,6 +458,17 @@ struct ClusterFleet {
     target: usize,
 }
 
+impl ClusterFleet {
+    /// Starts the test's load and returns it once [`FAULT_AFTER`] calls are answered (the
+    /// moment for the fault), with when it started.
+    async fn loaded(&self) -> (Load, Instant) {
+        let started = Instant::now();
+        let load = Load::start(&self.client, POLICY, ls, WINDOW, CALLS);
+        load.until(FAULT_AFTER).await;
+        (load, started)
+    }
+}
+
 async fn cluster_fleet(cluster: &Cluster, prefix: &str) -> ClusterFleet {
     let group = std::num::NonZeroU32::new(3);
     let connect = |role: String, urls: String| async move {
@@ -510,9 +521,7 @@ async fn a_frozen_broker_node_holds_no_call_to_its_deadline() {
         let prefix = unique_prefix();
         let fleet = cluster_fleet(&cluster, &prefix).await;
         let target = fleet.target;
-        let started = Instant::now();
-        let load = Load::start(&fleet.client, POLICY, ls, WINDOW, CALLS);
-        load.until(FAULT_AFTER).await;
+        let (load, started) = fleet.loaded().await;
         cluster.node_mut(target).freeze().await.expect("the node freezes");
         eprintln!("node {target} froze with {} of {CALLS} answered", load.answered());
         let outcomes = load.finish().await;
@@ -532,9 +541,7 @@ async fn a_partitioned_broker_node_pauses_and_holds_no_call_to_its_deadline() {
         let prefix = unique_prefix();
         let fleet = cluster_fleet(&cluster, &prefix).await;
         let target = fleet.target;
-        let started = Instant::now();
-        let load = Load::start(&fleet.client, POLICY, ls, WINDOW, CALLS);
-        load.until(FAULT_AFTER).await;
+        let (load, started) = fleet.loaded().await;
         let partition = match cluster.partition(target).await {
             Ok(partition) => partition,
             Err(reason) => return airlock_testkit::unreachable(reason),
