@@ -57,7 +57,7 @@ pub async fn runner(transport: &AmqpTransport, prefix: &str, deadline: Duration)
         prefix: prefix.into(),
         runner_id: "runner".into(),
         default_timeout: deadline,
-        fleet_keys: TestKeys::get().fleet_public(),
+        replies: TestKeys::get().replies(),
     };
     Client::connect(transport.clone(), config).await.expect("the runner's client starts")
 }

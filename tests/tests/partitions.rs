@@ -299,7 +299,7 @@ async fn a_frozen_gateway_link_holds_no_call_to_its_deadline() {
                 policies: vec!["*".into()],
                 inline: true,
             }]),
-            fleet_keys: TestKeys::get().fleet_public(),
+            replies: TestKeys::get().replies(),
             // The deadline of the runner's calls; the rate of a fleet's runner, not a person's.
             limits: airlock_gateway::Limits {
                 default_timeout: DEADLINE,
