@@ -78,16 +78,15 @@ pub fn auditor(urls: &str, prefix: &str, out: &Path, args: &[&str]) -> Child {
 }
 
 /// The records of the decision log at `path` so far (the auditor may be halfway through a
-/// line), each with its call's tool call id.
+/// line), each with its call's tool call id. A line an auditor killed halfway through left
+/// torn is no record: its decision is written again, whole, after a restart.
 pub fn audit_records(path: &Path) -> Vec<AuditRecord> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     (text.split_inclusive('\n').filter(|line| line.ends_with('\n')))
-        .map(|line| {
-            let record: Value = serde_json::from_str(line).expect("a record is JSON");
-            AuditRecord {
-                call: record["key"]["tool_call_id"].as_str().unwrap_or_default().to_owned(),
-                decision_id: record["decision_id"].as_str().unwrap_or_default().to_owned(),
-            }
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .map(|record| AuditRecord {
+            call: record["key"]["tool_call_id"].as_str().unwrap_or_default().to_owned(),
+            decision_id: record["decision_id"].as_str().unwrap_or_default().to_owned(),
         })
         .collect()
 }

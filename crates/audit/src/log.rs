@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use airlock_contract::v1;
@@ -38,7 +38,12 @@ impl DecisionLog {
     pub fn open(path: &Path, mask: Vec<String>) -> Result<Self, LogError> {
         let error = |source| LogError { path: path.to_owned(), source };
         let seen = recorded_ids(path).map_err(error)?;
-        let file = OpenOptions::new().create(true).append(true).open(path).map_err(error)?;
+        let mut file = OpenOptions::new().create(true).append(true).open(path).map_err(error)?;
+        // A process killed halfway through a line left it torn: the next record starts a line
+        // of its own, or it would be unreadable too.
+        if torn(path).map_err(error)? {
+            file.write_all(b"\n").map_err(error)?;
+        }
         Ok(DecisionLog { path: path.to_owned(), file, mask, seen })
     }
 
@@ -56,9 +61,11 @@ impl DecisionLog {
         let mut record = serde_json::to_value(DecisionRecord::from_wire(decision))
             .expect("a decision record serialises: its maps have string keys");
         mask_keys(&mut record, &self.mask);
-        writeln!(self.file, "{record}")
-            .and_then(|()| self.file.flush())
-            .map_err(|source| LogError { path: self.path.clone(), source })?;
+        // One write for the whole line: formatted straight into the file, a record goes out in
+        // many, and a kill between them tears it.
+        let mut line = record.to_string().into_bytes();
+        line.push(b'\n');
+        self.file.write_all(&line).map_err(|source| LogError { path: self.path.clone(), source })?;
         self.seen.insert(decision.decision_id.clone());
         Ok(true)
     }
@@ -95,6 +102,18 @@ fn recorded_ids(path: &Path) -> io::Result<HashSet<String>> {
         .filter_map(|line| serde_json::from_str::<IdOnly>(&line).ok())
         .map(|record| record.decision_id)
         .collect())
+}
+
+/// Whether the file at `path` ends halfway through a line.
+fn torn(path: &Path) -> io::Result<bool> {
+    let mut file = File::open(path)?;
+    if file.metadata()?.len() == 0 {
+        return Ok(false);
+    }
+    file.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8];
+    file.read_exact(&mut last)?;
+    Ok(last[0] != b'\n')
 }
 
 /// The one field deduplication needs; the rest of a (possibly masked) record is not read.

@@ -52,6 +52,28 @@ fn each_decision_is_written_once_masked_even_after_reopening() {
 }
 
 #[test]
+fn a_line_torn_by_a_killed_auditor_leaves_the_next_record_readable() {
+    let path = temp_log("torn");
+    let mut log = DecisionLog::open(&path, Vec::new()).unwrap();
+    assert!(log.append(&decision("d1")).unwrap());
+    drop(log);
+    let whole = std::fs::read(&path).unwrap();
+    let mut torn = whole.clone();
+    torn.extend_from_slice(&whole[..whole.len() / 2]);
+    std::fs::write(&path, &torn).unwrap();
+
+    let mut log = DecisionLog::open(&path, Vec::new()).unwrap();
+    assert!(log.append(&decision("d2")).unwrap());
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "d1, the torn line, d2: {text}");
+    assert!(serde_json::from_str::<Value>(lines[1]).is_err(), "the torn line stays as it was");
+    let last: Value = serde_json::from_str(lines[2]).unwrap();
+    assert_eq!(last["decision_id"], "d2");
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
 fn a_log_in_a_missing_directory_fails_with_its_path() {
     let path = std::env::temp_dir().join("airlock-audit-no-such-dir").join("log.jsonl");
     let error = DecisionLog::open(&path, Vec::new()).unwrap_err();
