@@ -136,7 +136,17 @@ impl AmqpConsumer {
             }
         }
         let (inner, queue, prefetch) = (self.inner.clone(), self.queue.clone(), self.prefetch);
-        let attempt = self.subscribing.get_or_insert_with(|| Box::pin(subscribe(inner, queue, prefetch)));
+        // Bounded, as a dial is: an attempt the broker leaves unanswered (a queue whose leader
+        // is being elected again) is given up and made anew, never waited on for good.
+        let limit = inner.options.connect_timeout;
+        let attempt = self.subscribing.get_or_insert_with(|| {
+            Box::pin(async move {
+                match tokio::time::timeout(limit, subscribe(inner, queue, prefetch)).await {
+                    Ok(subscribed) => subscribed,
+                    Err(elapsed) => Err(TransportError::Unavailable(Box::new(elapsed))),
+                }
+            })
+        });
         let result = attempt.await;
         self.subscribing = None;
         match result {
