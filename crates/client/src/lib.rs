@@ -549,13 +549,11 @@ async fn read<T>(weak: Weak<Inner<T>>, mut replies: Consumer, mut stopped: onesh
                 acked(result);
                 acking = None;
                 if held >= ACK_BATCH {
-                    acking = unacked.take().map(|acker| acker.ack_through().boxed());
-                    held = 0;
+                    acking = ack_held(&mut unacked, &mut held);
                 }
             }
             () = &mut due, if unacked.is_some() && acking.is_none() => {
-                acking = unacked.take().map(|acker| acker.ack_through().boxed());
-                held = 0;
+                acking = ack_held(&mut unacked, &mut held);
             }
             delivery = replies.next() => {
                 // Ends with the consumer (the transport closed), or with the client.
@@ -568,8 +566,7 @@ async fn read<T>(weak: Weak<Inner<T>>, mut replies: Consumer, mut stopped: onesh
                 held += 1;
                 unacked = Some(acker);
                 if held >= ACK_BATCH && acking.is_none() {
-                    acking = unacked.take().map(|acker| acker.ack_through().boxed());
-                    held = 0;
+                    acking = ack_held(&mut unacked, &mut held);
                 }
             }
         }
@@ -581,6 +578,13 @@ async fn read<T>(weak: Weak<Inner<T>>, mut replies: Consumer, mut stopped: onesh
         acked(acker.ack_through().await);
     }
     replies.cancel().await;
+}
+
+/// The acknowledgement of the replies held so far (the latest one's, `multiple`), which
+/// then number none.
+fn ack_held(unacked: &mut Option<Acker>, held: &mut usize) -> Option<BoxFuture<'static, Result<(), TransportError>>> {
+    *held = 0;
+    unacked.take().map(|acker| acker.ack_through().boxed())
 }
 
 /// Publishes the calls callers submit, in order, [`MAX_PUBLISHING`] at a time; a call whose
