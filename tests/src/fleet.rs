@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig};
+use airlock_client::{Client, ClientConfig, Repeats};
 use airlock_reviewer::{ReviewerConfig, Service};
 use airlock_transport::MemoryTransport;
 
@@ -36,6 +36,7 @@ impl ReviewFleet {
             runner_id: "runner".into(),
             default_timeout: Duration::from_secs(600),
             replies: TestKeys::get().replies(),
+            repeats: Repeats::default(),
         };
         let client = Client::connect(transport.clone(), client_config).await.expect("the client connects");
         ReviewFleet { transport, service, client, url, worker }

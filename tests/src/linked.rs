@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig};
+use airlock_client::{Client, ClientConfig, Repeats};
 use airlock_testkit::amqp_url;
 use airlock_testkit::link::Link;
 use airlock_transport::{AmqpOptions, AmqpTransport};
@@ -58,6 +58,7 @@ pub async fn runner(transport: &AmqpTransport, prefix: &str, deadline: Duration)
         runner_id: "runner".into(),
         default_timeout: deadline,
         replies: TestKeys::get().replies(),
+        repeats: Repeats::default(),
     };
     Client::connect(transport.clone(), config).await.expect("the runner's client starts")
 }

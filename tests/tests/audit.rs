@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig};
+use airlock_client::{Client, ClientConfig, Repeats};
 use airlock_contract::v1;
 use airlock_testkit::{amqp_url, unique_prefix};
 use airlock_tests::{HANG_GUARD, TestKeys, WorkerProcess, airlock_bin, approval, broker, guarded, wait_for_consumers};
@@ -74,6 +74,7 @@ async fn every_decision_is_recorded_once_and_masked() {
             runner_id: "runner".into(),
             default_timeout: HANG_GUARD,
             replies: TestKeys::get().replies(),
+            repeats: Repeats::default(),
         };
         let client = Client::connect(transport.clone(), config).await.unwrap();
         let mut ids = Vec::new();

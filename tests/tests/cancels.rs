@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig};
+use airlock_client::{Client, ClientConfig, Repeats};
 use airlock_contract::v1;
 use airlock_reviewer::Service;
 use airlock_reviewer::client::ApiClient;
@@ -74,6 +74,7 @@ async fn only_the_runner_that_asked_withdraws_its_call(store: String) {
             runner_id: format!("{runner_a}.r1"),
             default_timeout: Duration::from_secs(100),
             replies: TestKeys::get().replies(),
+            repeats: Repeats::default(),
         };
         let client = Client::connect(as_a.clone(), config).await.expect("runner A connects");
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig, ClientError};
+use airlock_client::{Client, ClientConfig, Repeats, ClientError};
 use airlock_contract::v1;
 use airlock_testkit::unique_prefix;
 use airlock_tests::{InProcessWorker, TestKeys, approval, broker, decision_name, guarded, review};
@@ -57,6 +57,7 @@ async fn suite<T: Transport>(transport: T, prefix: String) {
             runner_id: "runner".into(),
             default_timeout: Duration::from_secs(60),
             replies: TestKeys::get().replies(),
+            repeats: Repeats::default(),
         },
     )
     .await

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use airlock_client::{Client, ClientConfig};
+use airlock_client::{Client, ClientConfig, Repeats};
 use airlock_reviewer::Service;
 use airlock_reviewer::client::ApiClient;
 use airlock_testkit::cluster::Cluster;
@@ -96,6 +96,7 @@ async fn runner(urls: &str, prefix: &str) -> (AmqpTransport, Client<AmqpTranspor
         runner_id: "runner".into(),
         default_timeout: HANG_GUARD,
         replies: TestKeys::get().replies(),
+        repeats: Repeats::default(),
     };
     let client = Client::connect(transport.clone(), config).await.expect("the runner's client starts");
     (transport, client)

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig, ClientError};
+use airlock_client::{Client, ClientConfig, Repeats, ClientError};
 use airlock_contract::v1;
 use airlock_testkit::{kill_connections, queue_figure, rabbitmqctl, unique_prefix};
 use airlock_tests::{
@@ -27,6 +27,7 @@ async fn client(transport: &AmqpTransport, prefix: &str, timeout: Duration) -> C
         runner_id: "runner".into(),
         default_timeout: timeout,
         replies: TestKeys::get().replies(),
+        repeats: Repeats::default(),
     };
     Client::connect(transport.clone(), config).await.unwrap()
 }

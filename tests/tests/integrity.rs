@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig, ClientError};
+use airlock_client::{Client, ClientConfig, Repeats, ClientError};
 use airlock_contract::v1;
 use airlock_integrity::{FleetKey, SigningKey};
 use airlock_records::signed::{open_reply, sign_human_answer};
@@ -36,6 +36,7 @@ async fn client(transport: &AmqpTransport, prefix: &str, timeout: Duration) -> C
         runner_id: "runner".into(),
         default_timeout: timeout,
         replies: TestKeys::get().replies(),
+        repeats: Repeats::default(),
     };
     Client::connect(transport.clone(), config).await.unwrap()
 }

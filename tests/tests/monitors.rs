@@ -9,7 +9,7 @@ mod fake_model;
 use std::process::Stdio;
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig};
+use airlock_client::{Client, ClientConfig, Repeats};
 use airlock_contract::v1;
 use airlock_monitor::provider::ProviderKind;
 use airlock_testkit::{amqp_url, unique_prefix};
@@ -144,6 +144,7 @@ async fn scenarios(prefix: String) {
             runner_id: "runner".into(),
             default_timeout: Duration::from_secs(60),
             replies: TestKeys::get().replies(),
+            repeats: Repeats::default(),
         },
     )
     .await

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig};
+use airlock_client::{Client, ClientConfig, Repeats};
 use airlock_testkit::{amqp_url, unique_prefix};
 use airlock_tests::{
     HANG_GUARD, InProcessWorker, TestKeys, approval, broker, decision_name, guarded, repo, review, venv_python,
@@ -87,6 +87,7 @@ async fn scenario(python: PathBuf, transport: airlock_transport::AmqpTransport, 
             runner_id: "runner".into(),
             default_timeout: Duration::from_secs(60),
             replies: TestKeys::get().replies(),
+            repeats: Repeats::default(),
         },
     )
     .await

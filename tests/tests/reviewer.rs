@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig};
+use airlock_client::{Client, ClientConfig, Repeats};
 use airlock_contract::v1;
 use airlock_records::review::{Settled, TaskState};
 use airlock_reviewer::auth::{SESSION_COOKIE, sha256_hex};
@@ -67,6 +67,7 @@ async fn start_fleet(transport: &AmqpTransport, prefix: &str) -> Fleet {
             runner_id: "runner".into(),
             default_timeout: Duration::from_secs(100),
             replies: TestKeys::get().replies(),
+            repeats: Repeats::default(),
         },
     )
     .await

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig};
+use airlock_client::{Client, ClientConfig, Repeats};
 use airlock_reviewer::Service;
 use airlock_reviewer::client::ApiClient;
 use airlock_reviewer::testing::with_pg;
@@ -104,6 +104,7 @@ async fn paged(transport: AmqpTransport, prefix: String, store: String) {
         runner_id: "runner".into(),
         default_timeout: Duration::from_secs(100),
         replies: TestKeys::get().replies(),
+        repeats: Repeats::default(),
     };
     let client = Client::connect(transport.clone(), client_config).await.unwrap();
     let metrics = Arc::new(Metrics::new());

@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig};
+use airlock_client::{Client, ClientConfig, Repeats};
 use airlock_telemetry::{Telemetry, TelemetryConfig, init};
 use airlock_testkit::{amqp_url, unique_prefix};
 use airlock_tests::{HANG_GUARD, TestKeys, airlock_bin, approval, broker, guarded, wait_for_consumers};
@@ -119,6 +119,7 @@ async fn one_trace_from_runner_to_worker_and_metrics_that_move(
             runner_id: "runner".into(),
             default_timeout: HANG_GUARD,
             replies: TestKeys::get().replies(),
+            repeats: Repeats::default(),
         };
         let client = Client::connect(transport.clone(), config).await.unwrap();
         let policy = "approvers:\n  - name: auto\n    tools: \"*\"\n";
@@ -230,7 +231,7 @@ async fn the_reviewer_service_joins_the_trace(endpoint: &str, received: &Receive
         wait_for_consumers(&format!("{prefix}.requests"), 1).await;
         wait_for_consumers(&format!("{prefix}.human.ops"), 1).await;
 
-        let config = ClientConfig { prefix: prefix.clone(), runner_id: "runner".into(), default_timeout: HANG_GUARD, replies: TestKeys::get().replies() };
+        let config = ClientConfig { prefix: prefix.clone(), runner_id: "runner".into(), default_timeout: HANG_GUARD, replies: TestKeys::get().replies(), repeats: Repeats::default() };
         let client = Client::connect(transport.clone(), config).await.unwrap();
         let policy = "approvers:\n  - name: human\n    tools: \"*\"\n    pool: ops\n";
         let asking = tokio::spawn({

@@ -12,7 +12,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use airlock_client::{Client, ClientConfig, ReplyTrust};
+use airlock_client::{Client, ClientConfig, Repeats, ReplyTrust};
 use airlock_contract::v1;
 use airlock_integrity::{FleetKey, ReplyKey};
 use airlock_transport::{Destination, MemoryTransport, Message, Topology, Transport};
@@ -119,6 +119,7 @@ fn client(c: &mut Criterion) {
                 replies: fleet_key
                     .as_ref()
                     .map_or(ReplyTrust::Insecure, |key| ReplyTrust::Proved(key.public_key().into())),
+                repeats: Repeats::default(),
             };
             let client = Client::connect(transport.clone(), config).await.expect("a client");
             tokio::spawn(respond(transport, fleet_key));

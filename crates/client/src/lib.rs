@@ -5,15 +5,18 @@
 //! outlives reconnects; each reply is matched to its request by the correlation id (the kind
 //! and call key). The client never waits past a request's deadline: it then answers a
 //! fail-closed decision itself (reject for approval, terminate for review) and withdraws the
-//! request with a `Cancel`. A reply that matches nothing pending (a duplicate, or one that
-//! came after the deadline) is ignored and counted.
+//! request with a `Cancel`. A request not answered within a soft deadline, a multiple of the
+//! latency seen (see [`Repeats`]), is published again, so that a worker whose link went
+//! silent holds nobody's call for long. A reply that matches nothing pending (a duplicate, or
+//! one that came after the deadline) is ignored and counted.
 //!
 //! Given the fleet's public keys, the client makes an ephemeral X25519 key, sends its public
 //! half with every request, and takes a reply only when its proof holds for that key and the
 //! exact bytes of the request it answers: a reply anyone else made (forged, or replayed from
 //! another call) is dropped, logged and counted, and the request keeps waiting until its
-//! deadline. A `Progress` reply (the call waits for a person, from the reviewer service that
-//! took its task) is unproved and not final: it is counted and settles nothing. Proof is the
+//! deadline. A `Progress` reply (a step holds the call: from the worker that handed it to an
+//! external step, and from the reviewer service that took its human task) is unproved and not
+//! final: it is counted, ends the call's repeats and settles nothing. Proof is the
 //! default a runner cannot forget: a client is made with the fleet's keys ([`ReplyTrust::Proved`],
 //! at least one, or it does not start) or told [`ReplyTrust::Insecure`] in so many words, and
 //! then warns at every start that its decisions are not proved.
@@ -22,7 +25,8 @@
 //! `pending`), holding the request's bytes once, and its caller's future only names that
 //! entry and polls it. One publisher task publishes what callers submit, a bounded number at
 //! a time; one reader task takes replies and settles the entries they prove; one sweeper task
-//! keeps the deadlines, fails closed what runs out of time and withdraws it. A caller that
+//! keeps the timers, repeats what is unanswered, fails closed what runs out of time and
+//! withdraws it. A caller that
 //! stops waiting (drops its future) takes its entry out.
 //!
 //! Layout: [`Client`] here; `pending`: the table of waiting calls and their deadlines;
@@ -73,6 +77,40 @@ pub struct ClientConfig {
     pub default_timeout: Duration,
     /// Whose replies are taken: those the fleet's keys prove, or (chosen explicitly) any.
     pub replies: ReplyTrust,
+    /// When a request not yet answered is published again.
+    pub repeats: Repeats,
+}
+
+/// When a request not answered within its soft deadline is published again (under the same
+/// correlation id; the first proved answer wins, later ones are ignored and counted).
+///
+/// The soft deadline is 8 times the reply latency the client has seen, within
+/// `floor..=ceiling` (the ceiling until a reply was seen); it doubles with each repeat, and
+/// there is none at or past the request's deadline, nor once a step holds the call (a
+/// progress came: a worker handed it to an external step, or a reviewer service took it). A
+/// client makes at most 1,000 repeats in a burst, and gets a tenth of one back per call
+/// answered, so a fleet that answers nothing is not sent every waiting call again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repeats {
+    /// Repeats of one request at most; 0 never repeats.
+    pub at_most: u8,
+    /// The shortest soft deadline.
+    pub floor: Duration,
+    /// The longest soft deadline.
+    pub ceiling: Duration,
+}
+
+impl Repeats {
+    /// No request is ever published again but after a reconnect.
+    pub const NEVER: Repeats = Repeats { at_most: 0, floor: Duration::ZERO, ceiling: Duration::ZERO };
+}
+
+impl Default for Repeats {
+    /// Three repeats, the soft deadline between 1 s and 10 s: a silent link costs a call about
+    /// a second instead of the heartbeat's 10 to 15.
+    fn default() -> Self {
+        Repeats { at_most: 3, floor: Duration::from_secs(1), ceiling: Duration::from_secs(10) }
+    }
 }
 
 /// Which replies a runner takes. There is no default: a runner without the fleet's public key
@@ -131,11 +169,14 @@ pub struct ClientStats {
     pub rejected_replies: u64,
     /// Requests that ran out of time and were failed closed.
     pub timed_out: u64,
-    /// Progress replies (a call waits for a person) to a waiting call: informational, they
+    /// Progress replies (a step holds a call) to a waiting call: they end its repeats and
     /// never settle it. Not proved, so anyone able to publish to the reply queue can make one.
     pub progress_replies: u64,
     /// Requests published again after a reconnect.
     pub resent: u64,
+    /// Requests published again because their soft deadline passed unanswered (see
+    /// [`Repeats`]).
+    pub repeated: u64,
 }
 
 /// What a runner does with a progress reply to a waiting call: given its correlation id and
@@ -242,6 +283,7 @@ impl<T: Transport> Client<T> {
         let reply_queue = topology.reply_queue(&config.runner_id);
         let replies = transport.consume(&reply_queue, 0).await?;
         let (stop_reader, stopped) = oneshot::channel();
+        let table = Mutex::new(Table::new(config.repeats));
         let inner = Arc::new(Inner {
             transport,
             requests: topology.requests_route(),
@@ -249,7 +291,7 @@ impl<T: Transport> Client<T> {
             topology,
             config,
             reply_queue,
-            table: Mutex::new(Table::default()),
+            table,
             sweeper: Arc::new(Notify::new()),
             publisher: Arc::new(Notify::new()),
             runner_keys,
@@ -381,7 +423,7 @@ impl<T: Transport> Client<T> {
         let now = Instant::now();
         let deadline = now.checked_add(timeout).unwrap_or(now + FAR_FUTURE);
         let call = Call::new(correlation, body, trace);
-        let inserted = lock(&self.inner.table).insert(call, deadline).map_err(|refused| match refused {
+        let inserted = lock(&self.inner.table).insert(call, now, deadline).map_err(|refused| match refused {
             Refused::AlreadyPending(correlation) => ClientError::AlreadyPending(correlation.into()),
             Refused::Closed => ClientError::Closed,
         })?;
@@ -422,8 +464,13 @@ impl<T: Transport> Client<T> {
 
     /// Counters for logs and tests.
     pub fn stats(&self) -> ClientStats {
+        let (pending, repeated) = {
+            let table = lock(&self.inner.table);
+            (table.waiting(), table.repeated())
+        };
         ClientStats {
-            pending: lock(&self.inner.table).waiting(),
+            pending,
+            repeated,
             ignored_replies: self.inner.ignored_replies.load(Ordering::Relaxed),
             rejected_replies: self.inner.rejected_replies.load(Ordering::Relaxed),
             timed_out: self.inner.timed_out.load(Ordering::Relaxed),
@@ -618,8 +665,9 @@ async fn publish<T: Transport>(weak: Weak<Inner<T>>, wake: Arc<Notify>) {
     while publishing.next().await.is_some() {}
 }
 
-/// Keeps the deadlines: sleeps until the earliest, then fails closed every call whose time
-/// ran out and withdraws them. Ends when the client closes or is dropped.
+/// Keeps the timers: sleeps until the earliest, hands the calls due for a repeat to the
+/// publisher, and fails closed every call whose time ran out and withdraws them. Ends when
+/// the client closes or is dropped.
 async fn sweep<T: Transport>(weak: Weak<Inner<T>>, wake: Arc<Notify>) {
     loop {
         let Some(inner) = weak.upgrade() else { return };
@@ -628,8 +676,12 @@ async fn sweep<T: Transport>(weak: Weak<Inner<T>>, wake: Arc<Notify>) {
             if table.is_closed() {
                 return;
             }
-            (table.take_due(Instant::now(), MAX_EXPIRING), table.next_deadline())
+            (table.take_due(Instant::now(), MAX_EXPIRING), table.next_timer())
         };
+        if due.repeated > 0 {
+            inner.publisher.notify_one();
+        }
+        let due = due.due;
         if !due.is_empty() {
             inner.expire(due);
             // A mass expiry (the fleet away) goes in slices, the other tasks running between.
@@ -781,8 +833,11 @@ impl<T> Inner<T> {
                 Err(ClientError::Refused { code: error.code, message: error.message })
             }
             v1::reply_body::Body::Progress(progress) => {
-                // Unproved and not final: the call keeps waiting for its decision.
-                debug!(%correlation, pool = %progress.pool, task = %progress.task_id, "The call waits for a person.");
+                // Unproved and not final: the call keeps waiting for its decision, no longer
+                // repeated (at worst, a forged progress makes a call wait for its deadline, as
+                // one with no repeats would).
+                debug!(%correlation, step = progress.step, pool = %progress.pool, task = %progress.task_id, "A step holds the call.");
+                lock(&self.table).hold(call);
                 self.progress_replies.fetch_add(1, Ordering::Relaxed);
                 if let Some(hook) = self.on_progress.get() {
                     hook(correlation, &progress);
@@ -790,8 +845,13 @@ impl<T> Inner<T> {
                 return;
             }
         };
+        let latency = Duration::from_millis(now_ms().saturating_sub(requested_at(&request)).max(0) as u64);
+        let mut table = lock(&self.table);
+        table.answered(call, latency);
         // Proved for this very call (not one that timed out meanwhile and was asked again).
-        match lock(&self.table).settle(call, outcome) {
+        let settled = table.settle(call, outcome);
+        drop(table);
+        match settled {
             Some(settled) => settled.wake(),
             None => {
                 self.ignored_replies.fetch_add(1, Ordering::Relaxed);

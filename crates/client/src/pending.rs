@@ -1,5 +1,5 @@
 //! The calls waiting for a decision: one slab of calls, found by correlation id, and their
-//! deadlines in order.
+//! timers (deadlines and repeats) in order.
 //!
 //! Sans I/O: the client locks one [`Table`]; its publisher takes what to publish from it, its
 //! reply reader, deadline sweeper and publisher settle calls in it, and each caller's future
@@ -11,17 +11,18 @@
 //! call keeps its outcome in its entry until its caller takes it.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, HashSet, VecDeque};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 use std::task::{Poll, Waker};
+use std::time::Duration;
 
 use airlock_contract::v1;
 use hashbrown::HashTable;
 use slab::Slab;
 use tokio::time::Instant;
 
-use crate::ClientError;
+use crate::{ClientError, Repeats};
 
 /// How a call ended, as its caller hears it.
 pub(crate) type Outcome = Result<v1::Decision, ClientError>;
@@ -32,7 +33,7 @@ pub type TraceHeaders = BTreeMap<String, String>;
 /// A registered call's name: its slot in the table, and which registration it is. Once a
 /// call ended, a later one may take its slot (and its correlation id): what is meant for the
 /// first (its caller giving up, a late settlement, its deadline) must not touch the second.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct CallId {
     /// Counts every registration of the table; first, so that equal deadlines come out in
     /// the order their calls came.
@@ -126,28 +127,92 @@ pub(crate) struct Publish {
     pub(crate) trace: Option<TraceHeaders>,
 }
 
+/// What came up at a sweep: the calls to fail closed, and how many were repeated.
+#[derive(Default)]
+pub(crate) struct TakenDue {
+    pub(crate) due: Vec<Due>,
+    pub(crate) repeated: usize,
+}
+
 /// A waiting call whose deadline passed, with its request: it waits to be failed closed.
 pub(crate) struct Due {
     pub(crate) call: CallId,
     pub(crate) request: Arc<[u8]>,
 }
 
-/// Deadlines of calls that no longer wait are left in the index (until they come up) as long
-/// as they are fewer than the waiting calls, plus this many.
-const STALE_DEADLINES: usize = 64;
+/// A waiting call's next timer: its next repeat, or its deadline when no repeat comes first.
+/// Ordered by when it comes up, then by call (the order calls came in).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Timer {
+    at: Instant,
+    call: CallId,
+    /// When the call fails closed.
+    deadline: Instant,
+    /// Repeats made so far.
+    repeats: u8,
+}
 
-/// Every call of a client, found by correlation id; the waiting ones by deadline; and the ones
-/// not yet handed to the publisher.
-#[derive(Default)]
+impl Timer {
+    fn is_deadline(&self) -> bool {
+        self.at == self.deadline
+    }
+}
+
+/// Timers of calls that no longer wait are left in the index (until they come up) as long
+/// as they are fewer than the waiting calls, plus this many.
+const STALE_TIMERS: usize = 64;
+
+/// The soft deadline is this many times the reply latency seen (within the bounds of
+/// [`Repeats`]).
+const SOFT_DEADLINE_FACTOR: u32 = 8;
+
+/// Repeats a client may make in a burst; each call answered gives back a tenth of one. A fleet
+/// that answers nothing (all its workers away) gets at most this many repeats, not every
+/// waiting call published again three times over. Counted in tenths of a repeat.
+const REPEAT_BURST: u32 = 1_000;
+const TENTHS: u32 = 10;
+
+/// The reply latency seen, smoothed as TCP smooths its round-trip time (each new sample
+/// weighs an eighth).
+#[derive(Debug, Default)]
+struct Latency(Option<Duration>);
+
+impl Latency {
+    fn observe(&mut self, sample: Duration) {
+        self.0 = Some(match self.0 {
+            Some(smoothed) => (smoothed * 7 + sample) / 8,
+            None => sample,
+        });
+    }
+}
+
+/// Every call of a client, found by correlation id; the waiting ones by deadline and by when
+/// they are repeated; and the ones not yet handed to the publisher.
+///
+/// A call not answered within its soft deadline (a multiple of the reply latency seen, within
+/// bounds) is published again, at most [`Repeats::at_most`] times, the wait doubling each time
+/// and never past its deadline: a request held by a worker whose link went silent is answered
+/// by another worker instead of waiting for the broker to find the link dead. A call a step
+/// holds (a progress came: a worker handed it to an external step, or a reviewer service took
+/// it) is repeated no more. The first proved answer settles the call; the others are ignored.
 pub(crate) struct Table {
     calls: Slab<Call>,
     /// The slots of `calls`, hashed by their correlation id (which only the call holds).
     by_correlation: HashTable<usize>,
     hasher: RandomState,
-    /// The waiting calls' deadlines, earliest on top. A call that stops waiting leaves its
-    /// entry behind, to be dropped when it reaches the top or when such entries outnumber the
-    /// waiting calls: the top is always a waiting call's.
-    deadlines: BinaryHeap<Reverse<(Instant, CallId)>>,
+    /// The waiting calls' timers, earliest on top. A call that stops waiting leaves its
+    /// entries behind, to be dropped when they reach the top or when such entries outnumber
+    /// the waiting calls' own: the top is always a waiting call's.
+    timers: BinaryHeap<Reverse<Timer>>,
+    /// Waiting calls a step holds: they are not repeated.
+    held: HashSet<CallId>,
+    repeats: Repeats,
+    /// Reply latency of the calls answered without being held.
+    latency: Latency,
+    /// Tenths of the repeats that may be made now (see [`REPEAT_BURST`]).
+    repeat_budget: u32,
+    /// Repeats made so far.
+    repeated: u64,
     /// Calls to publish, in the order they came.
     outbox: VecDeque<CallId>,
     /// Registrations so far.
@@ -158,15 +223,36 @@ pub(crate) struct Table {
 }
 
 impl Table {
-    /// Registers `call`, to be published and failed closed at `deadline`.
-    pub(crate) fn insert(&mut self, mut call: Call, deadline: Instant) -> Result<Inserted, Refused> {
+    /// An empty table whose calls are repeated as `repeats` says.
+    pub(crate) fn new(repeats: Repeats) -> Self {
+        Table {
+            calls: Slab::new(),
+            by_correlation: HashTable::new(),
+            hasher: RandomState::new(),
+            timers: BinaryHeap::new(),
+            held: HashSet::new(),
+            repeats,
+            latency: Latency::default(),
+            repeat_budget: REPEAT_BURST * TENTHS,
+            repeated: 0,
+            outbox: VecDeque::new(),
+            registrations: 0,
+            waiting: 0,
+            closed: false,
+        }
+    }
+
+    /// Registers `call`, to be published, repeated while unanswered, and failed closed at
+    /// `deadline`; `now` is when it was asked.
+    pub(crate) fn insert(&mut self, mut call: Call, now: Instant, deadline: Instant) -> Result<Inserted, Refused> {
         if self.closed {
             return Err(Refused::Closed);
         }
         if self.find(&call.correlation).is_some() {
             return Err(Refused::AlreadyPending(call.correlation));
         }
-        let earliest = self.next_deadline().is_none_or(|next| deadline < next);
+        let first = self.first_timer(now, deadline, 0);
+        let earliest = self.next_timer().is_none_or(|next| first < next);
         let first_to_publish = self.outbox.is_empty();
         self.registrations += 1;
         call.registration = self.registrations;
@@ -175,7 +261,7 @@ impl Table {
         let (calls, hasher) = (&self.calls, &self.hasher);
         self.by_correlation.insert_unique(hash, slot, |&slot| hasher.hash_one(&*calls[slot].correlation));
         let id = CallId { registration: self.registrations, slot };
-        self.deadlines.push(Reverse((deadline, id)));
+        self.timers.push(Reverse(Timer { at: first, call: id, deadline, repeats: 0 }));
         self.outbox.push_back(id);
         self.waiting += 1;
         Ok(Inserted { call: id, earliest, first_to_publish })
@@ -200,8 +286,43 @@ impl Table {
         self.call(id).is_some_and(Call::is_waiting)
     }
 
+    /// How long a call waits unanswered before it is published again: the reply latency seen
+    /// times [`SOFT_DEADLINE_FACTOR`], within the bounds of [`Repeats`] (the longest until a
+    /// reply was seen).
+    fn soft_deadline(&self) -> Duration {
+        let Repeats { floor, ceiling, .. } = self.repeats;
+        self.latency.0.map_or(ceiling, |latency| (latency * SOFT_DEADLINE_FACTOR).clamp(floor, ceiling))
+    }
+
+    /// When a call that was repeated `repeats` times by `now` comes up next: at its next
+    /// repeat (the soft deadline, doubled for each repeat made), or at its deadline.
+    fn first_timer(&self, now: Instant, deadline: Instant, repeats: u8) -> Instant {
+        if repeats >= self.repeats.at_most {
+            return deadline;
+        }
+        let repeat = now.checked_add(self.soft_deadline() * (1 << repeats.min(16)));
+        repeat.filter(|at| *at < deadline).unwrap_or(deadline)
+    }
+
+    /// Takes note that a reply answered the waiting call `id` after `latency`: unless a step
+    /// held it, that is how long the fleet takes to answer, and a repeat may be made again.
+    pub(crate) fn answered(&mut self, id: CallId, latency: Duration) {
+        if self.is_waiting(id) && !self.held.contains(&id) {
+            self.latency.observe(latency);
+            self.repeat_budget = (self.repeat_budget + 1).min(REPEAT_BURST * TENTHS);
+        }
+    }
+
+    /// Takes note that a step holds the waiting call `id`: it is not repeated any more.
+    pub(crate) fn hold(&mut self, id: CallId) {
+        if self.is_waiting(id) {
+            self.held.insert(id);
+        }
+    }
+
     /// Takes the call named `id` out of the table (it is there).
     fn remove(&mut self, id: CallId) -> Call {
+        self.unhold(id);
         let call = self.calls.remove(id.slot);
         let hash = self.hasher.hash_one(&*call.correlation);
         if let Ok(entry) = self.by_correlation.find_entry(hash, |&slot| slot == id.slot) {
@@ -241,7 +362,8 @@ impl Table {
             unreachable!("filtered on waiting");
         };
         self.waiting -= 1;
-        self.prune_deadlines();
+        self.unhold(id);
+        self.prune_timers();
         Some(Settled(caller))
     }
 
@@ -268,47 +390,75 @@ impl Table {
     pub(crate) fn forget(&mut self, id: CallId) {
         if self.call(id).is_some() && self.remove(id).is_waiting() {
             self.waiting -= 1;
-            self.prune_deadlines();
+            self.prune_timers();
         }
     }
 
-    /// Drops the deadlines of calls that no longer wait: from the top, so that the top is a
-    /// waiting call's, and from the whole index once they outnumber the waiting calls (which
-    /// makes each sweep cost no more than the removals that left them behind).
-    fn prune_deadlines(&mut self) {
-        if self.deadlines.len() > 2 * self.waiting + STALE_DEADLINES {
+    fn unhold(&mut self, id: CallId) {
+        if !self.held.is_empty() {
+            self.held.remove(&id);
+        }
+    }
+
+    /// Drops the timers of calls that no longer wait: from the top, so that the top is a
+    /// waiting call's, and from the whole index once they outnumber the waiting calls' own
+    /// (which makes each sweep cost no more than the removals that left them behind).
+    fn prune_timers(&mut self) {
+        if self.timers.len() > 2 * self.waiting + STALE_TIMERS {
             let calls = &self.calls;
-            self.deadlines.retain(|Reverse((_, id))| {
+            self.timers.retain(|Reverse(Timer { call: id, .. })| {
                 calls.get(id.slot).is_some_and(|call| call.registration == id.registration && call.is_waiting())
             });
         }
-        while let Some(Reverse((_, id))) = self.deadlines.peek()
-            && !self.is_waiting(*id)
+        while let Some(Reverse(timer)) = self.timers.peek()
+            && !self.is_waiting(timer.call)
         {
-            self.deadlines.pop();
+            self.timers.pop();
         }
     }
 
-    /// The earliest deadline of a waiting call.
-    pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.deadlines.peek().map(|Reverse((deadline, _))| *deadline)
+    /// When the earliest timer of a waiting call comes up (its deadline, or its next repeat).
+    pub(crate) fn next_timer(&self) -> Option<Instant> {
+        self.timers.peek().map(|Reverse(timer)| timer.at)
     }
 
     /// At most `limit` of the waiting calls whose deadline is `now` or earlier, earliest
     /// first, with their requests: they no longer have a deadline, and wait to be settled.
-    pub(crate) fn take_due(&mut self, now: Instant, limit: usize) -> Vec<Due> {
-        let mut due = Vec::new();
-        while let Some(Reverse((deadline, _))) = self.deadlines.peek()
-            && *deadline <= now
-            && due.len() < limit
+    /// The repeats due by `now` go to the outbox on the way (see [`Table`]); `repeated` says
+    /// how many, and so whether the publisher has calls to publish.
+    pub(crate) fn take_due(&mut self, now: Instant, limit: usize) -> TakenDue {
+        let mut taken = TakenDue::default();
+        while let Some(Reverse(timer)) = self.timers.peek()
+            && timer.at <= now
+            && taken.due.len() < limit
         {
-            let Some(Reverse((_, id))) = self.deadlines.pop() else { break };
-            if let Some(request) = self.call(id).and_then(Call::request) {
-                due.push(Due { call: id, request: request.clone() });
+            let Some(Reverse(timer)) = self.timers.pop() else { break };
+            let Some(request) = self.call(timer.call).and_then(Call::request) else { continue };
+            if timer.is_deadline() {
+                taken.due.push(Due { call: timer.call, request: request.clone() });
+                continue;
             }
+            let repeats = if self.held.contains(&timer.call) {
+                self.repeats.at_most
+            } else if self.repeat_budget >= TENTHS {
+                self.repeat_budget -= TENTHS;
+                self.repeated += 1;
+                taken.repeated += 1;
+                self.outbox.push_back(timer.call);
+                timer.repeats + 1
+            } else {
+                timer.repeats
+            };
+            let at = self.first_timer(now, timer.deadline, repeats);
+            self.timers.push(Reverse(Timer { at, repeats, ..timer }));
         }
-        self.prune_deadlines();
-        due
+        self.prune_timers();
+        taken
+    }
+
+    /// Repeats made so far.
+    pub(crate) fn repeated(&self) -> u64 {
+        self.repeated
     }
 
     /// What publishing every waiting call again needs.
@@ -324,7 +474,8 @@ impl Table {
     /// for their callers.
     pub(crate) fn close(&mut self) -> Vec<Waker> {
         self.closed = true;
-        self.deadlines = BinaryHeap::new();
+        self.timers = BinaryHeap::new();
+        self.held = HashSet::new();
         self.outbox = VecDeque::new();
         self.waiting = 0;
         let mut wakers = Vec::new();
@@ -393,54 +544,54 @@ mod tests {
     #[test]
     fn due_calls_come_out_earliest_first_and_only_once_due() {
         let now = Instant::now();
-        let mut table = Table::default();
+        let mut table = Table::new(Repeats::NEVER);
         let at = |seconds| now + Duration::from_secs(seconds);
-        assert!(table.insert(call("b"), at(2)).unwrap().earliest);
-        assert!(!table.insert(call("c"), at(3)).unwrap().earliest, "not the earliest");
-        assert!(table.insert(call("a"), at(1)).unwrap().earliest);
-        assert_eq!(table.next_deadline(), Some(at(1)));
-        assert!(table.take_due(now, 10).is_empty());
-        assert_eq!(table.take_due(at(2), 1).len(), 1, "no more than asked for");
-        let due = table.take_due(at(2), 10);
+        assert!(table.insert(call("b"), Instant::now(), at(2)).unwrap().earliest);
+        assert!(!table.insert(call("c"), Instant::now(), at(3)).unwrap().earliest, "not the earliest");
+        assert!(table.insert(call("a"), Instant::now(), at(1)).unwrap().earliest);
+        assert_eq!(table.next_timer(), Some(at(1)));
+        assert!(table.take_due(now, 10).due.is_empty());
+        assert_eq!(table.take_due(at(2), 1).due.len(), 1, "no more than asked for");
+        let due = table.take_due(at(2), 10).due;
         assert_eq!(correlations(&table, &due), ["b"], "a came first");
-        assert_eq!(table.next_deadline(), Some(at(3)));
+        assert_eq!(table.next_timer(), Some(at(3)));
         assert_eq!(table.waiting(), 3, "due calls wait until they are settled");
     }
 
     #[test]
     fn equal_deadlines_come_out_in_the_order_their_calls_came() {
         let deadline = Instant::now();
-        let mut table = Table::default();
+        let mut table = Table::new(Repeats::NEVER);
         for id in ["c", "a", "b"] {
-            table.insert(call(id), deadline).unwrap();
+            table.insert(call(id), Instant::now(), deadline).unwrap();
         }
-        let due = table.take_due(deadline, 10);
+        let due = table.take_due(deadline, 10).due;
         assert_eq!(correlations(&table, &due), ["c", "a", "b"]);
     }
 
     #[test]
     fn a_settled_call_keeps_its_outcome_for_its_caller_and_no_longer_waits() {
-        let mut table = Table::default();
-        let id = table.insert(call("a"), Instant::now()).unwrap().call;
+        let mut table = Table::new(Repeats::NEVER);
+        let id = table.insert(call("a"), Instant::now(), Instant::now()).unwrap().call;
         assert!(table.poll(id, Waker::noop()).is_pending());
         assert!(table.awaiting("a").is_some());
         table.settle(id, decision("auto")).expect("it waited").wake();
         assert!(table.settle(id, decision("again")).is_none(), "settled once");
         assert!(table.awaiting("a").is_none(), "a reply for it now finds nothing waiting");
-        assert_eq!((table.waiting(), table.next_deadline()), (0, None));
-        assert_eq!(table.insert(call("a"), Instant::now()), Err(Refused::AlreadyPending("a".into())));
+        assert_eq!((table.waiting(), table.next_timer()), (0, None));
+        assert_eq!(table.insert(call("a"), Instant::now(), Instant::now()), Err(Refused::AlreadyPending("a".into())));
         assert_eq!(approver(table.poll(id, Waker::noop())), "auto");
-        assert!(table.insert(call("a"), Instant::now()).is_ok(), "taken: the id is free again");
+        assert!(table.insert(call("a"), Instant::now(), Instant::now()).is_ok(), "taken: the id is free again");
     }
 
     #[test]
     fn calls_are_published_in_order_unless_they_ended_first() {
         let deadline = Instant::now();
-        let mut table = Table::default();
-        assert!(table.insert(call("a"), deadline).unwrap().first_to_publish);
+        let mut table = Table::new(Repeats::NEVER);
+        assert!(table.insert(call("a"), Instant::now(), deadline).unwrap().first_to_publish);
         let ids: Vec<CallId> = ["b", "c", "d"]
             .into_iter()
-            .map(|id| table.insert(call(id), deadline).unwrap())
+            .map(|id| table.insert(call(id), Instant::now(), deadline).unwrap())
             .inspect(|inserted| assert!(!inserted.first_to_publish))
             .map(|inserted| inserted.call)
             .collect();
@@ -448,21 +599,21 @@ mod tests {
         let _ = table.settle(ids[2], decision("early"));
         let published: Vec<String> = std::iter::from_fn(|| table.next_to_publish()).map(|p| p.correlation).collect();
         assert_eq!(published, ["a", "c"]);
-        assert!(table.insert(call("e"), deadline).unwrap().first_to_publish);
+        assert!(table.insert(call("e"), Instant::now(), deadline).unwrap().first_to_publish);
     }
 
     #[test]
     fn what_is_meant_for_a_call_spares_a_later_one_with_the_same_id_and_slot() {
         let now = Instant::now();
-        let mut table = Table::default();
-        let first = table.insert(call("a"), now).unwrap().call;
+        let mut table = Table::new(Repeats::NEVER);
+        let first = table.insert(call("a"), Instant::now(), now).unwrap().call;
         table.forget(first);
-        assert_eq!((table.waiting(), table.next_deadline()), (0, None));
-        let second = table.insert(call("a"), now + Duration::from_secs(5)).unwrap().call;
+        assert_eq!((table.waiting(), table.next_timer()), (0, None));
+        let second = table.insert(call("a"), Instant::now(), now + Duration::from_secs(5)).unwrap().call;
         assert_eq!(first.slot, second.slot, "the slot is taken again");
         table.forget(first);
         assert!(table.settle(first, decision("stale")).is_none());
-        assert!(table.take_due(now, 10).is_empty(), "the first call's deadline is not the second's");
+        assert!(table.take_due(now, 10).due.is_empty(), "the first call's deadline is not the second's");
         assert_eq!(table.waiting(), 1, "the second call is untouched");
         let _ = table.settle(second, decision("fresh"));
         assert_eq!(approver(table.poll(second, Waker::noop())), "fresh");
@@ -472,50 +623,161 @@ mod tests {
     fn a_later_call_in_a_slot_keeps_its_own_deadline() {
         let now = Instant::now();
         let at = |seconds| now + Duration::from_secs(seconds);
-        let mut table = Table::default();
+        let mut table = Table::new(Repeats::NEVER);
         // The first call's deadline stays in the index, under the waiting "b".
-        table.insert(call("b"), at(1)).unwrap();
-        let first = table.insert(call("a"), at(2)).unwrap().call;
+        table.insert(call("b"), Instant::now(), at(1)).unwrap();
+        let first = table.insert(call("a"), Instant::now(), at(2)).unwrap().call;
         table.forget(first);
-        let second = table.insert(call("a"), at(3)).unwrap().call;
+        let second = table.insert(call("a"), Instant::now(), at(3)).unwrap().call;
         assert_eq!(first.slot, second.slot);
-        let due = table.take_due(at(2), 10);
+        let due = table.take_due(at(2), 10).due;
         assert_eq!(correlations(&table, &due), ["b"], "nothing of the first call comes up");
-        assert_eq!(table.next_deadline(), Some(at(3)));
-        let due = table.take_due(at(3), 10);
+        assert_eq!(table.next_timer(), Some(at(3)));
+        let due = table.take_due(at(3), 10).due;
         assert_eq!(due.iter().map(|due| due.call).collect::<Vec<_>>(), [second]);
-        assert_eq!(table.next_deadline(), None);
+        assert_eq!(table.next_timer(), None);
     }
 
     #[test]
-    fn deadlines_of_calls_that_ended_are_dropped_before_they_pile_up() {
+    fn timers_of_calls_that_ended_are_dropped_before_they_pile_up() {
         let now = Instant::now();
         let at = |seconds| now + Duration::from_secs(seconds);
-        let mut table = Table::default();
-        let last = table.insert(call("last"), at(10_000)).unwrap().call;
+        let mut table = Table::new(Repeats::NEVER);
+        let last = table.insert(call("last"), Instant::now(), at(10_000)).unwrap().call;
         for round in 0..1_000 {
-            let id = table.insert(call(&format!("call-{round}")), at(round)).unwrap().call;
+            let id = table.insert(call(&format!("call-{round}")), Instant::now(), at(round)).unwrap().call;
             let _ = table.settle(id, decision("auto"));
-            assert!(table.deadlines.len() <= 2 * table.waiting() + STALE_DEADLINES + 1);
-            assert_eq!(table.next_deadline(), Some(at(10_000)), "the top is a waiting call's");
+            assert!(table.timers.len() <= 2 * table.waiting() + STALE_TIMERS + 1);
+            assert_eq!(table.next_timer(), Some(at(10_000)), "the top is a waiting call's");
         }
-        let due = table.take_due(at(10_000), 10);
+        let due = table.take_due(at(10_000), 10).due;
         assert_eq!(due.iter().map(|due| due.call).collect::<Vec<_>>(), [last]);
     }
 
     #[test]
     fn closing_drops_the_waiting_calls_and_keeps_the_settled_ones() {
-        let mut table = Table::default();
-        let waiting = table.insert(call("w"), Instant::now()).unwrap().call;
-        let settled = table.insert(call("s"), Instant::now()).unwrap().call;
+        let mut table = Table::new(Repeats::NEVER);
+        let waiting = table.insert(call("w"), Instant::now(), Instant::now()).unwrap().call;
+        let settled = table.insert(call("s"), Instant::now(), Instant::now()).unwrap().call;
         assert!(table.poll(waiting, Waker::noop()).is_pending());
         let _ = table.settle(settled, decision("auto"));
         assert_eq!(table.close().len(), 1, "the waiting caller is woken");
         assert!(matches!(table.poll(waiting, Waker::noop()), Poll::Ready(Err(ClientError::Closed))));
         assert!(table.awaiting("w").is_none());
         assert_eq!(approver(table.poll(settled, Waker::noop())), "auto");
-        assert_eq!(table.insert(call("b"), Instant::now()), Err(Refused::Closed));
-        assert_eq!((table.waiting(), table.next_deadline()), (0, None));
+        assert_eq!(table.insert(call("b"), Instant::now(), Instant::now()), Err(Refused::Closed));
+        assert_eq!((table.waiting(), table.next_timer()), (0, None));
+    }
+
+    const REPEATS: Repeats = Repeats { at_most: 3, floor: Duration::from_secs(1), ceiling: Duration::from_secs(10) };
+
+    fn published(table: &mut Table) -> Vec<String> {
+        std::iter::from_fn(|| table.next_to_publish()).map(|publish| publish.correlation).collect()
+    }
+
+    #[test]
+    fn an_unanswered_call_is_published_again_at_doubling_waits_before_its_deadline() {
+        let now = Instant::now();
+        let at = |seconds| now + Duration::from_secs(seconds);
+        let mut table = Table::new(REPEATS);
+        // Before any reply, the soft deadline is the ceiling: 10 s, then 20 s and 40 s more.
+        let id = table.insert(call("a"), now, at(100)).unwrap().call;
+        assert_eq!(published(&mut table), ["a"]);
+        assert_eq!(table.next_timer(), Some(at(10)));
+        assert_eq!(table.take_due(at(9), 10).repeated, 0);
+        let mut repeats_at = Vec::new();
+        for second in 10..=100 {
+            let taken = table.take_due(at(second), 10);
+            if taken.repeated > 0 {
+                repeats_at.push(second);
+                assert_eq!(published(&mut table), ["a"], "a repeat goes out as the first publish did");
+            }
+            if !taken.due.is_empty() {
+                assert_eq!(second, 100, "failed closed at its deadline");
+                assert_eq!(taken.due[0].call, id);
+            }
+        }
+        assert_eq!(repeats_at, [10, 30, 70], "three repeats, the wait doubling");
+        assert_eq!(table.repeated(), 3);
+    }
+
+    #[test]
+    fn no_repeat_comes_at_or_past_the_deadline() {
+        let now = Instant::now();
+        let mut table = Table::new(REPEATS);
+        table.insert(call("a"), now, now + Duration::from_secs(10)).unwrap();
+        assert_eq!(table.next_timer(), Some(now + Duration::from_secs(10)), "the deadline comes first");
+        let taken = table.take_due(now + Duration::from_secs(10), 10);
+        assert_eq!((taken.repeated, taken.due.len()), (0, 1));
+    }
+
+    #[test]
+    fn the_soft_deadline_follows_the_latency_seen_within_its_bounds() {
+        let now = Instant::now();
+        let at = |millis| now + Duration::from_millis(millis);
+        let mut table = Table::new(REPEATS);
+        for (round, latency) in [5, 5, 5, 5].into_iter().enumerate() {
+            let id = table.insert(call(&format!("fast-{round}")), now, at(60_000)).unwrap().call;
+            table.answered(id, Duration::from_millis(latency));
+            let _ = table.settle(id, decision("auto"));
+        }
+        assert_eq!(table.soft_deadline(), REPEATS.floor, "8 × 5 ms is below the floor");
+        for (round, latency) in [2_000, 2_000, 2_000, 2_000, 2_000, 2_000, 2_000, 2_000, 2_000, 2_000].into_iter().enumerate() {
+            let id = table.insert(call(&format!("slow-{round}")), now, at(60_000)).unwrap().call;
+            table.answered(id, Duration::from_millis(latency));
+            let _ = table.settle(id, decision("auto"));
+        }
+        assert_eq!(table.soft_deadline(), REPEATS.ceiling, "8 × 2 s is past the ceiling");
+        let mut table = Table::new(REPEATS);
+        let id = table.insert(call("a"), now, at(60_000)).unwrap().call;
+        table.answered(id, Duration::from_millis(250));
+        assert_eq!(table.soft_deadline(), Duration::from_secs(2));
+    }
+
+    #[test]
+    fn a_call_a_step_holds_is_not_repeated_and_does_not_teach_the_latency() {
+        let now = Instant::now();
+        let at = |seconds| now + Duration::from_secs(seconds);
+        let mut table = Table::new(REPEATS);
+        let held = table.insert(call("held"), now, at(100)).unwrap().call;
+        table.insert(call("free"), now, at(100)).unwrap();
+        published(&mut table);
+        table.hold(held);
+        assert_eq!(table.take_due(at(10), 10).repeated, 1);
+        assert_eq!(published(&mut table), ["free"]);
+        table.answered(held, Duration::from_secs(60));
+        assert_eq!(table.latency.0, None, "a person's answer says nothing of the fleet's latency");
+        let _ = table.settle(held, decision("alice"));
+        assert!(table.held.is_empty(), "forgotten once settled");
+    }
+
+    #[test]
+    fn a_fleet_that_answers_nothing_gets_a_bounded_number_of_repeats() {
+        let now = Instant::now();
+        let mut table = Table::new(REPEATS);
+        let calls = REPEAT_BURST as usize + 100;
+        for round in 0..calls {
+            table.insert(call(&format!("call-{round}")), now, now + Duration::from_secs(1_000)).unwrap();
+        }
+        published(&mut table);
+        let taken = table.take_due(now + Duration::from_secs(10), calls);
+        assert_eq!(taken.repeated, REPEAT_BURST as usize, "the burst, not every call");
+        let answered = table.insert(call("answered"), now, now + Duration::from_secs(1_000)).unwrap().call;
+        for _ in 0..10 {
+            table.answered(answered, Duration::from_millis(5));
+        }
+        // The calls left out come up again after another soft deadline (10 s: no latency seen
+        // when they were put back).
+        let taken = table.take_due(now + Duration::from_secs(20), calls);
+        assert_eq!(taken.repeated, 1, "ten answers give back one repeat");
+    }
+
+    #[test]
+    fn never_repeats_when_told_not_to() {
+        let now = Instant::now();
+        let mut table = Table::new(Repeats::NEVER);
+        table.insert(call("a"), now, now + Duration::from_secs(100)).unwrap();
+        assert_eq!(table.next_timer(), Some(now + Duration::from_secs(100)));
     }
 
     #[test]

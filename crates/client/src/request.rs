@@ -8,7 +8,7 @@ use airlock_policy::{Call, Kind};
 use airlock_records::convert::call_to_wire;
 use airlock_transport::Transport;
 
-use crate::{Client, ClientConfig, ClientError, ReplyTrust};
+use crate::{Client, ClientConfig, ClientError, Repeats, ReplyTrust};
 
 /// A request for one call, ready for a [`Client`] (which fills the deadline, the reply queue
 /// and the request time).
@@ -74,6 +74,7 @@ pub async fn send<T: Transport>(transport: T, request: OneRequest) -> Result<v1:
         runner_id: runner_id.clone(),
         default_timeout: request.timeout,
         replies: request.replies,
+        repeats: Repeats::default(),
     };
     let client = match Client::connect(transport.clone(), config).await {
         Ok(client) => client,

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig, ClientError, ReplyTrust, TIMEOUT_APPROVER};
+use airlock_client::{Client, ClientConfig, Repeats, ClientError, ReplyTrust, TIMEOUT_APPROVER};
 use airlock_contract::v1;
 use airlock_integrity::FleetKey;
 use airlock_transport::{Consumer, Destination, MemoryTransport, Message, Topology, Transport};
@@ -42,7 +42,7 @@ impl Fleet {
     /// A client that takes only what `fleet_key` proves; with none, one told to run insecure.
     async fn client(&self, fleet_key: Option<&FleetKey>) -> Client<MemoryTransport> {
         let replies = fleet_key.map_or(ReplyTrust::Insecure, |key| ReplyTrust::Proved(key.public_key().into()));
-        let config = ClientConfig { prefix: PREFIX.into(), runner_id: RUNNER.into(), default_timeout: LONG, replies };
+        let config = ClientConfig { prefix: PREFIX.into(), runner_id: RUNNER.into(), default_timeout: LONG, replies, repeats: Repeats::default() };
         Client::connect(self.transport.clone(), config).await.unwrap()
     }
 
@@ -488,6 +488,7 @@ async fn a_runner_that_declares_only_its_own_queue_needs_the_fleet_there_first()
         runner_id: RUNNER.into(),
         default_timeout: LONG,
         replies: ReplyTrust::Insecure,
+        repeats: Repeats::default(),
     };
     let transport = MemoryTransport::new();
     match Client::connect_own(transport.clone(), config()).await {
@@ -509,6 +510,7 @@ async fn a_runner_with_no_fleet_key_to_prove_replies_with_does_not_start() {
         runner_id: RUNNER.into(),
         default_timeout: LONG,
         replies: ReplyTrust::Proved(Default::default()),
+        repeats: Repeats::default(),
     };
     match Client::connect(fleet.transport.clone(), config).await {
         Err(e @ ClientError::NoFleetKey) => assert!(e.to_string().contains("fleet.pub"), "{e}"),

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use airlock_client::request::build as build_request;
-use airlock_client::{Client, ClientConfig, ReplyTrust};
+use airlock_client::{Client, ClientConfig, Repeats, ReplyTrust};
 use airlock_contract::v1;
 use airlock_integrity::{FleetKey, SigningKey};
 use airlock_policy::{Call, Decision, Kind};
@@ -161,7 +161,7 @@ async fn drive<T: Transport>(transport: T, prefix: String, demo: &DemoConfig) ->
     let timeout = if reviewer.is_some() { Duration::from_secs(360) } else { Duration::from_secs(30) };
     let client = Client::connect(
         transport.clone(),
-        ClientConfig { prefix: prefix.clone(), runner_id: RUNNER.into(), default_timeout: timeout, replies },
+        ClientConfig { prefix: prefix.clone(), runner_id: RUNNER.into(), default_timeout: timeout, replies, repeats: Repeats::default() },
     )
     .await
     .map_err(|e| failure(&e))?;

@@ -38,7 +38,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig, ClientError, ReplyTrust};
+use airlock_client::{Client, ClientConfig, Repeats, ClientError, ReplyTrust};
 use airlock_telemetry::metrics::Metrics;
 use airlock_transport::Transport;
 use tokio::task::JoinHandle;
@@ -227,6 +227,7 @@ impl Service {
                 runner_id: config.runner_id.clone(),
                 default_timeout: config.limits.default_timeout,
                 replies: config.replies.clone(),
+                repeats: Repeats::default(),
             },
         )
         .await?;

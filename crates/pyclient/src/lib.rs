@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use airlock_client::{Client as FleetClient, ClientConfig, ClientError, ReplyTrust, TIMEOUT_APPROVER, TraceHeaders};
+use airlock_client::{Client as FleetClient, ClientConfig, Repeats, ClientError, ReplyTrust, TIMEOUT_APPROVER, TraceHeaders};
 use airlock_contract::v1;
 use airlock_integrity::{Fleet, PublicKeys};
 use airlock_transport::{AmqpOptions, AmqpTransport, Topology, Transport, TransportError};
@@ -282,7 +282,7 @@ impl Client {
         });
         let mut options = AmqpOptions::new(url).with_connection_name(connection_name).with_ca_file(ca_file);
         options.connect_timeout = CONNECT_TIMEOUT;
-        let config = ClientConfig { prefix, runner_id, default_timeout: LONGEST, replies };
+        let config = ClientConfig { prefix, runner_id, default_timeout: LONGEST, replies, repeats: Repeats::default() };
         runtime.spawn(connect(Arc::downgrade(&shared), options, config));
         Ok(Client { shared, handle: runtime.handle().clone(), runtime: Mutex::new(Some(runtime)), bell: ours })
     }

@@ -4,7 +4,8 @@
 //! A request runs its chain until it is decided or reaches an external step. A decision goes
 //! to the runner's reply queue, with a copy the broker routes to whoever records decisions; an external step gets a
 //! `StepTask` (or a `HumanTask`) carrying the whole request and its chain state, and its
-//! `StepResult` brings both back, so any worker continues any chain.
+//! `StepResult` brings both back, so any worker continues any chain. The runner is then told
+//! with a `Progress` that a step holds its call, so that it stops publishing it again.
 //!
 //! Nothing is believed on the broker's word ([`crate::trust`]): replies are proved to the
 //! runner, tasks are sealed, and an answer counts only for the external step its sealed task
@@ -316,8 +317,13 @@ impl Handler {
                     request_digest: digest,
                     requested_by,
                 };
+                let pool = match external.route() {
+                    Route::Human { pool, .. } => pool,
+                    Route::Step { .. } => String::new(),
+                };
+                let progress = self.progress(&request, &digest, kind, step, pool);
                 let task = self.step_task(&request, policy.kind(), pending, trail, trace, now_ms);
-                Handled::Publish(vec![task], report)
+                Handled::Publish(std::iter::once(task).chain(progress).collect(), report)
             }
             Verdict::Failed(error) => fail(ErrorCode::StepFailed, error.to_string()),
         }
@@ -404,6 +410,17 @@ impl Handler {
             message: Message::new(reply.encode_to_vec()).with_correlation_id(correlation(request, kind)),
             declare: None,
         }
+    }
+
+    /// The runner's word that a step holds its call (and so that it need not publish it
+    /// again): a `Progress` to its reply queue, proved like a decision, naming no task.
+    fn progress(&self, request: &v1::Request, digest: &[u8; 32], kind: Kind, step: usize, pool: String) -> Option<Outgoing> {
+        let destination = self.topology.reply_route(&request.reply_to)?;
+        let progress = v1::Progress { pool, task_id: String::new(), step: step as u32 };
+        let body = v1::ReplyBody { body: Some(v1::reply_body::Body::Progress(progress)) }.encode_to_vec();
+        let reply = self.trust.reply(body, &request.runner_key, digest);
+        let message = Message::new(reply.encode_to_vec()).with_correlation_id(correlation(request, kind));
+        Some(Outgoing { destination, message, declare: None })
     }
 
     fn step_task(

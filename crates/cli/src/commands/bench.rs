@@ -36,7 +36,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use airlock_client::{ClientConfig, ReplyTrust};
+use airlock_client::{ClientConfig, Repeats, ReplyTrust};
 use airlock_integrity::FleetKey;
 use airlock_transport::{Topology, Transport};
 use clap::Args;
@@ -311,6 +311,7 @@ async fn bench(
         runner_id: names.runner.clone(),
         default_timeout: settings.timeout,
         replies,
+        repeats: Repeats::default(),
     };
     let mut fleet_load = FleetLoad::start(runner.clone(), config, settings, &workers, children, &shared).await?;
     let echo = EchoRequester::connect(requester.clone(), prefix, &names.echo_owner, settings).await?;

@@ -206,12 +206,16 @@ class FleetClient:
                 pending.future.set_exception(FleetError(first))
 
     def _progress(self, correlation: str, encoded: bytes) -> None:
-        """The first progress of a waiting call runs its pager, in the call's context."""
+        """The first progress of a waiting call from a reviewer service that took its task
+        runs its pager, in the call's context (a worker's, handing the call to a step, names no
+        task and pages nobody)."""
         pending = self._pending.get(self._by_correlation.get(correlation, 0))
         if pending is None or pending.pager is None:
             return
-        page, pending.pager = pending.pager, None
         progress = pb.Progress.FromString(encoded)
+        if not progress.task_id:
+            return
+        page, pending.pager = pending.pager, None
         pending.context.run(self._spawn, correlation, page, progress)
 
     def _spawn(self, correlation: str, page: Pager, progress: pb.Progress) -> None:

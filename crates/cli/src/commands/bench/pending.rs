@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig, ReplyTrust};
+use airlock_client::{Client, ClientConfig, Repeats, ReplyTrust};
 use airlock_contract::v1;
 use airlock_transport::{AmqpTransport, Topology, Transport};
 use futures_util::StreamExt as _;
@@ -88,6 +88,7 @@ async fn measure(
         default_timeout: WAIT,
         // Nobody answers: there is no reply to prove.
         replies: ReplyTrust::Insecure,
+        repeats: Repeats::default(),
     };
     let client =
         Client::connect(transport.clone(), config).await.map_err(|e| Failure::other(format!("client: {e}")))?;
