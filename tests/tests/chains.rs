@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig, Repeats, ClientError};
+use airlock_client::{Client, ClientConfig, ClientError, Repeats};
 use airlock_contract::v1;
 use airlock_testkit::unique_prefix;
 use airlock_tests::{InProcessWorker, TestKeys, approval, broker, decision_name, guarded, review};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig, Repeats, ClientError};
+use airlock_client::{Client, ClientConfig, ClientError, Repeats};
 use airlock_contract::v1;
 use airlock_testkit::{kill_connections, queue_figure, rabbitmqctl, unique_prefix};
 use airlock_tests::{

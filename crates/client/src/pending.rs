@@ -722,7 +722,9 @@ mod tests {
             let _ = table.settle(id, decision("auto"));
         }
         assert_eq!(table.soft_deadline(), REPEATS.floor, "8 × 5 ms is below the floor");
-        for (round, latency) in [2_000, 2_000, 2_000, 2_000, 2_000, 2_000, 2_000, 2_000, 2_000, 2_000].into_iter().enumerate() {
+        for (round, latency) in
+            [2_000, 2_000, 2_000, 2_000, 2_000, 2_000, 2_000, 2_000, 2_000, 2_000].into_iter().enumerate()
+        {
             let id = table.insert(call(&format!("slow-{round}")), now, at(60_000)).unwrap().call;
             table.answered(id, Duration::from_millis(latency));
             let _ = table.settle(id, decision("auto"));

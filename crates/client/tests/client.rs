@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig, Repeats, ClientError, ReplyTrust, TIMEOUT_APPROVER};
+use airlock_client::{Client, ClientConfig, ClientError, Repeats, ReplyTrust, TIMEOUT_APPROVER};
 use airlock_contract::v1;
 use airlock_integrity::FleetKey;
 use airlock_transport::{Consumer, Destination, MemoryTransport, Message, Topology, Transport};
@@ -42,7 +42,13 @@ impl Fleet {
     /// A client that takes only what `fleet_key` proves; with none, one told to run insecure.
     async fn client(&self, fleet_key: Option<&FleetKey>) -> Client<MemoryTransport> {
         let replies = fleet_key.map_or(ReplyTrust::Insecure, |key| ReplyTrust::Proved(key.public_key().into()));
-        let config = ClientConfig { prefix: PREFIX.into(), runner_id: RUNNER.into(), default_timeout: LONG, replies, repeats: Repeats::default() };
+        let config = ClientConfig {
+            prefix: PREFIX.into(),
+            runner_id: RUNNER.into(),
+            default_timeout: LONG,
+            replies,
+            repeats: Repeats::default(),
+        };
         Client::connect(self.transport.clone(), config).await.unwrap()
     }
 
@@ -162,7 +168,62 @@ async fn a_call_past_its_deadline_fails_closed_and_is_withdrawn() {
     let decision = tokio::time::timeout(GUARD, client.review(review("late"))).await.expect("failed closed").unwrap();
     assert_eq!(decision.decision(), v1::DecisionKind::Terminate, "a review fails closed by terminating");
     assert_eq!(fleet.cancel().await.kind(), v1::Kind::Review);
-    assert_eq!(client.stats(), airlock_client::ClientStats { timed_out: 2, ..Default::default() });
+    // The review, given the default (long) deadline, was published again three times.
+    assert_eq!(client.stats(), airlock_client::ClientStats { timed_out: 2, repeated: 3, ..Default::default() });
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unanswered_request_is_published_again_and_the_first_answer_wins() {
+    let mut fleet = Fleet::start().await;
+    let client = fleet.client(None).await;
+    // An answered call teaches the client the fleet's latency: the soft deadline is its floor.
+    let asking = tokio::spawn({
+        let client = client.clone();
+        async move { client.approve(approval("quick")).await }
+    });
+    let asked = fleet.request().await;
+    fleet.reply(asked.correlation(), asked.reply("fleet")).await;
+    asking.await.unwrap().unwrap();
+
+    let started = tokio::time::Instant::now();
+    let asking = tokio::spawn({
+        let client = client.clone();
+        async move { client.approve(approval("held-by-a-silent-worker")).await }
+    });
+    let first = fleet.request().await;
+    let mut copies = Vec::new();
+    for _ in 0..2 {
+        let copy = fleet.request().await;
+        copies.push(started.elapsed());
+        assert_eq!(copy.message.body, first.message.body, "the same request, byte for byte");
+        assert_eq!(copy.correlation(), first.correlation());
+    }
+    assert_eq!(copies, [Duration::from_secs(1), Duration::from_secs(3)], "after the soft deadline, then twice it");
+    fleet.reply(first.correlation(), first.reply("second-worker")).await;
+    assert_eq!(asking.await.unwrap().unwrap().approver, "second-worker");
+    // The silent worker's answer comes at last, and is one more duplicate.
+    fleet.reply(first.correlation(), first.reply("silent-worker")).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let stats = client.stats();
+    assert_eq!((stats.repeated, stats.ignored_replies, stats.pending), (2, 1, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_a_step_holds_is_not_published_again() {
+    let mut fleet = Fleet::start().await;
+    let client = fleet.client(None).await;
+    let asking = tokio::spawn({
+        let client = client.clone();
+        async move { client.decide(approval("monitored"), Some(Duration::from_secs(60))).await }
+    });
+    let asked = fleet.request().await;
+    // As a worker sends it when it hands the call to an external step.
+    let progress = v1::Progress { pool: String::new(), task_id: String::new(), step: 1 };
+    let body = v1::ReplyBody { body: Some(v1::reply_body::Body::Progress(progress)) }.encode_to_vec();
+    fleet.reply(asked.correlation(), v1::Reply { body, ..Default::default() }.encode_to_vec()).await;
+    let decision = asking.await.unwrap().unwrap();
+    assert_eq!(decision.approver, TIMEOUT_APPROVER, "it waited for its deadline");
+    assert_eq!(client.stats().repeated, 0);
 }
 
 #[tokio::test(start_paused = true)]

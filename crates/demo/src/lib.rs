@@ -161,7 +161,13 @@ async fn drive<T: Transport>(transport: T, prefix: String, demo: &DemoConfig) ->
     let timeout = if reviewer.is_some() { Duration::from_secs(360) } else { Duration::from_secs(30) };
     let client = Client::connect(
         transport.clone(),
-        ClientConfig { prefix: prefix.clone(), runner_id: RUNNER.into(), default_timeout: timeout, replies, repeats: Repeats::default() },
+        ClientConfig {
+            prefix: prefix.clone(),
+            runner_id: RUNNER.into(),
+            default_timeout: timeout,
+            replies,
+            repeats: Repeats::default(),
+        },
     )
     .await
     .map_err(|e| failure(&e))?;

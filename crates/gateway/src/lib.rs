@@ -38,7 +38,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig, Repeats, ClientError, ReplyTrust};
+use airlock_client::{Client, ClientConfig, ClientError, Repeats, ReplyTrust};
 use airlock_telemetry::metrics::Metrics;
 use airlock_transport::Transport;
 use tokio::task::JoinHandle;

@@ -25,7 +25,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use airlock_client::{Client as FleetClient, ClientConfig, Repeats, ClientError, ReplyTrust, TIMEOUT_APPROVER, TraceHeaders};
+use airlock_client::{
+    Client as FleetClient, ClientConfig, ClientError, Repeats, ReplyTrust, TIMEOUT_APPROVER, TraceHeaders,
+};
 use airlock_contract::v1;
 use airlock_integrity::{Fleet, PublicKeys};
 use airlock_transport::{AmqpOptions, AmqpTransport, Topology, Transport, TransportError};

@@ -414,7 +414,14 @@ impl Handler {
 
     /// The runner's word that a step holds its call (and so that it need not publish it
     /// again): a `Progress` to its reply queue, proved like a decision, naming no task.
-    fn progress(&self, request: &v1::Request, digest: &[u8; 32], kind: Kind, step: usize, pool: String) -> Option<Outgoing> {
+    fn progress(
+        &self,
+        request: &v1::Request,
+        digest: &[u8; 32],
+        kind: Kind,
+        step: usize,
+        pool: String,
+    ) -> Option<Outgoing> {
         let destination = self.topology.reply_route(&request.reply_to)?;
         let progress = v1::Progress { pool, task_id: String::new(), step: step as u32 };
         let body = v1::ReplyBody { body: Some(v1::reply_body::Body::Progress(progress)) }.encode_to_vec();

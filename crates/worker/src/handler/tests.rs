@@ -153,9 +153,14 @@ fn without_a_request_deadline_a_step_task_carries_the_steps_own() {
 #[test]
 fn an_external_step_gets_the_request_and_its_chain_and_its_result_continues_it() {
     let handler = handler();
-    let out = published(handler.on_request(&Message::new(request("rm", 50_000).encode_to_vec()), 1_000));
-    assert_eq!(out.len(), 1);
+    let asked = request("rm", 50_000).encode_to_vec();
+    let out = published(handler.on_request(&Message::new(asked.clone()), 1_000));
+    assert_eq!(out.len(), 2, "the task, and the runner's word that a step holds its call");
     assert_eq!(out[0].destination, Destination::route("t.route", "step.monitor"));
+    let held = v1::reply_body::Body::Progress(v1::Progress { pool: String::new(), task_id: String::new(), step: 1 });
+    assert_eq!(opened(&out[1], &asked).unwrap(), held);
+    assert_eq!(out[1].message.correlation_id, out[0].message.correlation_id);
+    assert_eq!(out[1].destination, Topology::new("t").reply_route("t.reply.runner").unwrap(), "no copy for the audit");
     assert_eq!(out[0].message.reply_to.as_deref(), Some("t.results"));
     assert!(out[0].declare.is_some());
     let task = v1::StepTask::decode(out[0].message.body.as_ref()).unwrap();
@@ -172,6 +177,8 @@ fn an_external_step_gets_the_request_and_its_chain_and_its_result_continues_it()
     let result = v1::StepResult { task: Some(task), answer: Some(answer), ..Default::default() };
     let out = published(handler.on_result(&result_message(&result, MONITOR_USER), 2_000));
     assert_eq!(out[0].destination, Destination::route("t.route", "human.security"));
+    let held = v1::Progress { pool: "security".into(), task_id: String::new(), step: 2 };
+    assert_eq!(opened(&out[1], &asked).unwrap(), v1::reply_body::Body::Progress(held));
     let human = v1::HumanTask::decode(out[0].message.body.as_ref()).unwrap();
     assert_eq!(human.choices.len(), 3);
     let task = human.task.unwrap();
