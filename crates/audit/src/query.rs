@@ -45,7 +45,9 @@ impl Query {
     }
 
     /// Writes the lines of `log` that match to `out`, unchanged; returns how many.
-    /// Blank lines are passed over; a line that is not a record fails the query.
+    /// Blank lines are passed over, and so are torn ones (a record cut short by an auditor
+    /// killed while writing it, whose decision the log holds again on a later line), with a
+    /// warning; any other line that is not a record fails the query.
     pub fn run(&self, log: impl BufRead, mut out: impl Write) -> Result<usize, QueryError> {
         let mut matched = 0;
         for (index, line) in log.lines().enumerate() {
@@ -53,8 +55,14 @@ impl Query {
             if line.trim().is_empty() {
                 continue;
             }
-            let record: DecisionRecord = serde_json::from_str(&line)
-                .map_err(|e| QueryError::BadRecord { line: index + 1, message: e.to_string() })?;
+            let record: DecisionRecord = match serde_json::from_str(&line) {
+                Ok(record) => record,
+                Err(e) if e.is_eof() => {
+                    tracing::warn!(line = index + 1, "A torn record (cut short as it was written) is passed over.");
+                    continue;
+                }
+                Err(e) => return Err(QueryError::BadRecord { line: index + 1, message: e.to_string() }),
+            };
             if self.matches(&record) {
                 writeln!(out, "{line}")?;
                 matched += 1;
@@ -105,6 +113,14 @@ mod tests {
         let bob_d1 = Query { decided_by: Some("bob".into()), digest: Some("d1".into()), ..Query::default() };
         assert_eq!(count(&bob_d1, &log), 1);
         assert_eq!(count(&Query { decided_by: Some("worker".into()), ..Query::default() }, &log), 3);
+    }
+
+    #[test]
+    fn a_torn_record_is_passed_over() {
+        let whole = line("s0", "d1", "alice");
+        let log = [whole[..whole.len() / 2].to_owned(), whole.clone(), line("s1", "d1", "bob")].join("\n");
+        assert_eq!(count(&Query::default(), &log), 2);
+        assert_eq!(count(&Query { sample: Some("s0".into()), ..Query::default() }, &log), 1);
     }
 
     #[test]

@@ -89,6 +89,10 @@ pub struct BenchArgs {
     /// Seconds a request may wait before it counts as lost.
     #[arg(long, default_value_t = 30.0)]
     timeout: f64,
+    /// Times the runner publishes a request again that is unanswered past its soft deadline
+    /// (0: never), as every runner does three times by default.
+    #[arg(long, default_value_t = Repeats::default().at_most)]
+    repeats: u8,
     /// Seconds the whole bench may take before it gives up (and still cleans up).
     #[arg(long, default_value_t = 600.0)]
     max_seconds: f64,
@@ -110,6 +114,7 @@ pub struct Settings {
     inflight: usize,
     size: usize,
     timeout: Duration,
+    repeats: Repeats,
 }
 
 /// What the request tasks of a run report on the side: which workers decided, and the first
@@ -190,6 +195,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
         inflight: args.inflight,
         size: args.size,
         timeout: Duration::from_secs_f64(args.timeout),
+        repeats: Repeats { at_most: args.repeats, ..Repeats::default() },
     };
     let created = args.prefix.is_none();
     let unique = format!("{}-{}", std::process::id(), &uuid::Uuid::now_v7().simple().to_string()[24..]);
@@ -311,7 +317,7 @@ async fn bench(
         runner_id: names.runner.clone(),
         default_timeout: settings.timeout,
         replies,
-        repeats: Repeats::default(),
+        repeats: settings.repeats,
     };
     let mut fleet_load = FleetLoad::start(runner.clone(), config, settings, &workers, children, &shared).await?;
     let echo = EchoRequester::connect(requester.clone(), prefix, &names.echo_owner, settings).await?;
