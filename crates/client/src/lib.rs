@@ -226,6 +226,9 @@ const MAX_PUBLISHING: usize = 256;
 const ACK_BATCH: usize = 64;
 const ACK_DELAY: Duration = Duration::from_millis(5);
 
+/// How long an acknowledgement may take before the next is sent without it.
+const ACK_WAIT: Duration = Duration::from_secs(1);
+
 /// Calls failed closed in one go (each one's request is decoded for its decision).
 const MAX_EXPIRING: usize = 1024;
 
@@ -628,10 +631,16 @@ async fn read<T>(weak: Weak<Inner<T>>, mut replies: Consumer, mut stopped: onesh
 }
 
 /// The acknowledgement of the replies held so far (the latest one's, `multiple`), which
-/// then number none.
+/// then number none. It is given up after [`ACK_WAIT`]: one sent on a connection that died
+/// may never be answered, and waiting for it would leave every later reply unacknowledged
+/// (a quorum queue stops delivering once 2,000 are).
 fn ack_held(unacked: &mut Option<Acker>, held: &mut usize) -> Option<BoxFuture<'static, Result<(), TransportError>>> {
     *held = 0;
-    unacked.take().map(|acker| acker.ack_through().boxed())
+    unacked.take().map(|acker| {
+        tokio::time::timeout(ACK_WAIT, acker.ack_through())
+            .map(|acked| acked.unwrap_or(Err(TransportError::ChannelClosed)))
+            .boxed()
+    })
 }
 
 /// Publishes the calls callers submit, in order, [`MAX_PUBLISHING`] at a time; a call whose
