@@ -26,10 +26,9 @@
 //! entry and polls it. One publisher task publishes what callers submit, a bounded number at
 //! a time; one reader task takes replies and settles the entries they prove; one sweeper task
 //! keeps the timers, repeats what is unanswered, fails closed what runs out of time and
-//! withdraws it. A caller that
-//! stops waiting (drops its future) takes its entry out.
+//! withdraws it. A caller that stops waiting (drops its future) takes its entry out.
 //!
-//! Layout: [`Client`] here; `pending`: the table of waiting calls and their deadlines;
+//! Layout: [`Client`] here; `pending`: the table of waiting calls and their timers;
 //! [`request`]: building a request for one call, and sending one as a runner of its own
 //! (`airlock request`).
 #![forbid(unsafe_code)]
