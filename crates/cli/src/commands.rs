@@ -327,12 +327,17 @@ pub async fn connect(fleet: &FleetArgs, role: &str) -> Result<AmqpTransport, Fai
         .map_err(|e| Failure { code: EXIT_UNAVAILABLE, message: format!("cannot reach the broker: {e}") })
 }
 
-/// Resolves when the process is asked to stop (SIGTERM or SIGINT).
-pub async fn shutdown_signal() {
+/// Resolves when the process is asked to stop (SIGTERM or SIGINT). The handlers are in place
+/// when this returns, not when the future is first polled: a role that says it is ready and
+/// is then stopped before it waits for the signal stops cleanly all the same.
+pub fn shutdown_signal() -> impl Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).expect("a SIGTERM handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
+    let mut interrupt = signal(SignalKind::interrupt()).expect("a SIGINT handler");
+    async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = interrupt.recv() => {}
+        }
     }
 }
