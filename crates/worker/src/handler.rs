@@ -403,13 +403,21 @@ impl Handler {
             Some(reply) => reply.with_copy(key),
             None => Destination::exchange(self.topology.route_exchange(), key),
         };
-        let body = v1::ReplyBody { body: Some(v1::reply_body::Body::Decision(decision)) }.encode_to_vec();
+        let message = self.proved_reply(request, digest, kind, v1::reply_body::Body::Decision(decision));
+        Outgoing { destination, message, declare: None }
+    }
+
+    /// A reply to `request`'s runner saying `body`, proved for the request's exact bytes.
+    fn proved_reply(
+        &self,
+        request: &v1::Request,
+        digest: &[u8; 32],
+        kind: Kind,
+        body: v1::reply_body::Body,
+    ) -> Message {
+        let body = v1::ReplyBody { body: Some(body) }.encode_to_vec();
         let reply = self.trust.reply(body, &request.runner_key, digest);
-        Outgoing {
-            destination,
-            message: Message::new(reply.encode_to_vec()).with_correlation_id(correlation(request, kind)),
-            declare: None,
-        }
+        Message::new(reply.encode_to_vec()).with_correlation_id(correlation(request, kind))
     }
 
     /// The runner's word that a step holds its call (and so that it need not publish it
@@ -424,9 +432,7 @@ impl Handler {
     ) -> Option<Outgoing> {
         let destination = self.topology.reply_route(&request.reply_to)?;
         let progress = v1::Progress { pool, task_id: String::new(), step: step as u32 };
-        let body = v1::ReplyBody { body: Some(v1::reply_body::Body::Progress(progress)) }.encode_to_vec();
-        let reply = self.trust.reply(body, &request.runner_key, digest);
-        let message = Message::new(reply.encode_to_vec()).with_correlation_id(correlation(request, kind));
+        let message = self.proved_reply(request, digest, kind, v1::reply_body::Body::Progress(progress));
         Some(Outgoing { destination, message, declare: None })
     }
 
