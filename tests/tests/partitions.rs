@@ -4,8 +4,9 @@
 //! connection closed by the broker, only bytes that stop moving; what finds it is a timeout,
 //! the broker's and the role's AMQP heartbeats.
 //!
-//! What each test holds the fleet to, with 2,000 calls at 64 in flight and a 30 s deadline:
-//! every call decided, none failed closed (so none waited for its deadline), one answer each.
+//! What each test holds the fleet to, with 2,000 calls (`AIRLOCK_PARTITION_CALLS`) at 64 in
+//! flight and a 30 s deadline: every call decided, none failed closed (so none waited for its
+//! deadline), one answer each.
 //! A frozen worker's unacknowledged requests go back to the queue once the broker sees its
 //! link dead; a runner, reviewer service, monitor, gateway or auditor on a frozen link finds
 //! out within seconds and reconnects through a fresh path. The roles' heartbeat is set in
@@ -16,6 +17,7 @@
 mod fake_model;
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use airlock_client::Client;
@@ -38,8 +40,10 @@ use tokio::task::JoinSet;
 
 const POLICY: &str = "approvers:\n  - name: auto\n    tools: \"*\"\n";
 
-/// The run, scaled to a test: calls, in flight, the deadline, answers before the fault.
-const CALLS: usize = 2000;
+/// The load of each run: calls, in flight, the deadline, answers before the fault. The number
+/// of calls is `AIRLOCK_PARTITION_CALLS`, 2,000 unless set (what CI runs; 20,000 for a full run).
+static CALLS: LazyLock<usize> =
+    LazyLock::new(|| std::env::var("AIRLOCK_PARTITION_CALLS").ok().and_then(|n| n.parse().ok()).unwrap_or(2000));
 const WINDOW: usize = 64;
 const DEADLINE: Duration = Duration::from_secs(30);
 const FAULT_AFTER: usize = 300;
@@ -85,7 +89,7 @@ fn all_approved(outcomes: &[airlock_tests::load::Outcome], client: &Client<AmqpT
     eprintln!("{} calls answered; runner: {stats:?}", outcomes.len());
     let failed = not_approved(outcomes);
     assert!(failed.is_empty(), "{} calls not approved, e.g. {:?}", failed.len(), &failed[..failed.len().min(3)]);
-    assert_eq!(outcomes.len(), CALLS, "every call answered");
+    assert_eq!(outcomes.len(), *CALLS, "every call answered");
     assert_eq!((stats.timed_out, stats.pending), (0, 0), "nothing failed closed: {stats:?}");
 }
 
@@ -103,16 +107,16 @@ async fn a_frozen_worker_link_holds_no_call_to_its_deadline() {
         let client = runner(&transport, &prefix, DEADLINE).await;
 
         let started = Instant::now();
-        let load = Load::start(&client, POLICY, ls, WINDOW, CALLS);
+        let load = Load::start(&client, POLICY, ls, WINDOW, *CALLS);
         load.until(FAULT_AFTER).await;
         // A dead path: the worker's reconnects through it hang as well.
         link.freeze(NewConnections::Freeze);
         let (frozen_at, froze) = (load.answered(), Instant::now());
-        eprintln!("the worker's link froze with {frozen_at} of {CALLS} answered");
+        eprintln!("the worker's link froze with {frozen_at} of {} answered", *CALLS);
         // The runner publishes again what goes unanswered past its soft deadline: the
         // survivor decides it, without waiting for the broker to see the link dead.
         let outcomes = load.finish().await;
-        eprintln!("{CALLS} calls in {:.1} s, the last {:.1} s after the freeze", secs(started), secs(froze));
+        eprintln!("{} calls in {:.1} s, the last {:.1} s after the freeze", *CALLS, secs(started), secs(froze));
         all_approved(&outcomes, &client);
         assert!(client.stats().repeated > 0, "the calls the frozen worker held were published again");
         // The broker sees the silent link dead by its heartbeat and requeues what the frozen
@@ -128,7 +132,7 @@ async fn a_frozen_worker_link_holds_no_call_to_its_deadline() {
             by
         });
         eprintln!("decided by {by:?}");
-        assert!(by.get("survivor").copied().unwrap_or(0) >= CALLS - frozen_at, "the survivor took over: {by:?}");
+        assert!(by.get("survivor").copied().unwrap_or(0) >= *CALLS - frozen_at, "the survivor took over: {by:?}");
 
         link.thaw();
         drop(frozen);
@@ -153,18 +157,18 @@ async fn a_frozen_runner_link_is_found_in_seconds_and_the_runner_gets_its_answer
         let client = runner(&transport, &prefix, DEADLINE).await;
 
         let started = Instant::now();
-        let load = Load::start(&client, POLICY, ls, WINDOW, CALLS);
+        let load = Load::start(&client, POLICY, ls, WINDOW, *CALLS);
         load.until(FAULT_AFTER).await;
         let mut reconnects = transport.reconnects();
         reconnects.mark_unchanged();
         // Only the connection of the moment: a reconnect gets a fresh path.
         link.freeze(NewConnections::Pass);
         let froze = Instant::now();
-        eprintln!("the runner's link froze with {} of {CALLS} answered", load.answered());
+        eprintln!("the runner's link froze with {} of {} answered", load.answered(), *CALLS);
         tokio::time::timeout(HANG_GUARD, reconnects.changed()).await.expect("the runner reconnects").unwrap();
         eprintln!("the runner reconnected {:.1} s after the freeze", secs(froze));
         let outcomes = load.finish().await;
-        eprintln!("{CALLS} calls in {:.1} s", secs(started));
+        eprintln!("{} calls in {:.1} s", *CALLS, secs(started));
         all_approved(&outcomes, &client);
         assert!(*transport.reconnects().borrow() >= 1, "the runner reconnected");
         assert!(link.accepted() >= 2, "through a fresh connection: {} accepted", link.accepted());
@@ -469,7 +473,7 @@ impl ClusterFleet {
     /// moment for the fault), with when it started.
     async fn loaded(&self) -> (Load, Instant) {
         let started = Instant::now();
-        let load = Load::start(&self.client, POLICY, ls, WINDOW, CALLS);
+        let load = Load::start(&self.client, POLICY, ls, WINDOW, *CALLS);
         load.until(FAULT_AFTER).await;
         (load, started)
     }
@@ -529,9 +533,9 @@ async fn a_frozen_broker_node_holds_no_call_to_its_deadline() {
         let target = fleet.target;
         let (load, started) = fleet.loaded().await;
         cluster.node_mut(target).freeze().await.expect("the node freezes");
-        eprintln!("node {target} froze with {} of {CALLS} answered", load.answered());
+        eprintln!("node {target} froze with {} of {} answered", load.answered(), *CALLS);
         let outcomes = load.finish().await;
-        eprintln!("{CALLS} calls in {:.1} s", secs(started));
+        eprintln!("{} calls in {:.1} s", *CALLS, secs(started));
         all_approved(&outcomes, &fleet.client);
         seen_gone(&cluster, (target + 1) % 3, target).await;
         cluster.node_mut(target).thaw().await.expect("the node thaws");
@@ -552,14 +556,14 @@ async fn a_partitioned_broker_node_pauses_and_holds_no_call_to_its_deadline() {
             Ok(partition) => partition,
             Err(reason) => return airlock_testkit::unreachable(reason),
         };
-        eprintln!("node {target} cut off with {} of {CALLS} answered", load.answered());
+        eprintln!("node {target} cut off with {} of {} answered", load.answered(), *CALLS);
         // Both sides see it: the majority loses the node, and the node (pause_minority)
         // pauses, dropping its clients, who move to the majority.
         let cut = Instant::now();
         seen_gone(&cluster, (target + 1) % 3, target).await;
         eprintln!("the majority saw node {target} gone {:.1} s after the cut", secs(cut));
         let outcomes = load.finish().await;
-        eprintln!("{CALLS} calls in {:.1} s", secs(started));
+        eprintln!("{} calls in {:.1} s", *CALLS, secs(started));
         all_approved(&outcomes, &fleet.client);
         let moved = node_of(&cluster, (target + 1) % 3, &format!("{prefix} w0")).await;
         assert!(moved.is_some_and(|node| node != target), "the worker moved to the majority: {moved:?}");
