@@ -336,8 +336,8 @@ impl Client {
         PyList::new(py, items)
     }
 
-    /// `(unsent, ignored, rejected, timed out, resent, progress replies)`.
-    fn stats(&self) -> (usize, u64, u64, u64, u64, u64) {
+    /// `(unsent, ignored, rejected, timed out, resent, progress replies, repeated)`.
+    fn stats(&self) -> (usize, u64, u64, u64, u64, u64, u64) {
         let client = self.shared.client.borrow().as_ref().map(FleetClient::stats).unwrap_or_default();
         (
             self.shared.unsent.load(Ordering::Relaxed),
@@ -346,6 +346,7 @@ impl Client {
             client.timed_out + self.shared.timed_out.load(Ordering::Relaxed),
             client.resent,
             client.progress_replies,
+            client.repeated,
         )
     }
 

@@ -346,13 +346,18 @@ class Node:
     """A stand-in for one node of a cluster: forwards every connection to the test broker
     until stopped. Stopping it cuts its connections as a stopped node would, while the broker
     keeps the queues, so what is tested is the runner's side of a failover (which address it
-    dials, and that it moves on), not the cluster's. Runs on the test's event loop."""
+    dials, and that it moves on), not the cluster's. Freezing it makes its connections silent
+    (no byte moves, both sockets stay open: a half-open link) while new ones still pass. Runs
+    on the test's event loop."""
 
     def __init__(self) -> None:
         parts = urlsplit(URL)
         self._upstream = (parts.hostname or "127.0.0.1", parts.port or 5672)
         self._server: asyncio.AbstractServer | None = None
         self._streams: set[asyncio.StreamWriter] = set()
+        self._moving: set[asyncio.Event] = set()
+        """One per forwarded connection: set while its bytes move."""
+        self._frozen: set[asyncio.Event] = set()
         self.port = 0
         self.connections = 0
         """Connections forwarded now."""
@@ -381,7 +386,17 @@ class Node:
         self._server.close()
         for stream in list(self._streams):
             stream.transport.abort()
+        for moving in self._frozen:
+            moving.set()
         await self._server.wait_closed()
+
+    def freeze(self) -> None:
+        """Stops moving the bytes of every connection forwarded now, leaving their sockets open;
+        later connections are forwarded as before."""
+        for moving in self._moving:
+            moving.clear()
+        self._frozen |= self._moving
+        self._moving = set()
 
     async def _forward(self, client_reader: asyncio.StreamReader, client: asyncio.StreamWriter) -> None:
         try:
@@ -389,19 +404,25 @@ class Node:
         except OSError:
             client.transport.abort()
             return
+        moving = asyncio.Event()
+        moving.set()
         self._streams |= {client, broker}
+        self._moving.add(moving)
         self.connections += 1
         try:
-            await asyncio.gather(_pipe(client_reader, broker), _pipe(broker_reader, client))
+            await asyncio.gather(_pipe(client_reader, broker, moving), _pipe(broker_reader, client, moving))
         finally:
             self.connections -= 1
             self._streams -= {client, broker}
+            self._moving.discard(moving)
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Copies `reader` to `writer` until either side ends, then ends the other."""
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, moving: asyncio.Event) -> None:
+    """Copies `reader` to `writer` while `moving` is set, until either side ends, then ends
+    the other."""
     try:
-        while data := await reader.read(65536):
+        while (await moving.wait()) and (data := await reader.read(65536)):
+            await moving.wait()
             writer.write(data)
             await writer.drain()
     except OSError:

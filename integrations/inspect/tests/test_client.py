@@ -610,3 +610,31 @@ def test_a_node_cut_while_the_fleet_decides_loses_no_call(fleet: Fleet, policy: 
         await shutdown()
 
     asyncio.run(run())
+
+
+def test_a_frozen_link_holds_no_call_to_its_deadline(fleet: Fleet, policy: str) -> None:
+    """The runner's link goes silent while the worker decides 1,000 calls (no byte moves and
+    no socket closes, as after a cable pull): the runner sees it dead by the broker's heartbeat
+    within seconds, reconnects through a fresh path and sends again what waits. Every call gets
+    the fleet's decision and none waits for its 30 s deadline."""
+
+    async def run() -> None:
+        node = await Node().start()
+        url = node.url + ("&" if "?" in node.url else "?") + "heartbeat=2"
+        approve = fleet_approver(url=url, prefix=fleet.prefix, verify_key=fleet.verify_key, policy=policy, timeout=30)
+        calls = [call(f"c{i}", "ls" if i % 2 else "bash", cmd=f"rm -rf /{i}") for i in range(1000)]
+        asking = [asyncio.ensure_future(approve("m", c, None, history(c))) for c in calls]
+        client = client_for(url, fleet.prefix, verify_key=load_verify_key(fleet.verify_key))
+        await until(lambda: sum(task.done() for task in asking) >= 100, "the first decisions")
+        node.freeze()
+        assert not all(task.done() for task in asking)
+
+        approvals = await asyncio.wait_for(asyncio.gather(*asking), HANG_GUARD)
+        assert [a.decision for a in approvals] == ["approve" if i % 2 else "reject" for i in range(1000)]
+        stats = client.stats()
+        assert (stats.pending, stats.timed_out, stats.rejected_replies) == (0, 0, 0)
+        assert stats.resent > 0, "the runner reconnected and sent again what waited"
+        await node.stop()
+        await shutdown()
+
+    asyncio.run(run())

@@ -82,6 +82,8 @@ class ClientStats:
     """Requests published again after a reconnect."""
     progress_replies: int
     """Progress replies (a call waits for a person) to a waiting call; they settle nothing."""
+    repeated: int
+    """Requests published again because no answer came within their soft deadline."""
 
 
 @dataclass
@@ -228,7 +230,7 @@ class FleetClient:
     def stats(self) -> ClientStats:
         """Counters for logs and tests."""
         native = self._native
-        unsent, ignored, rejected, timed_out, resent, progress = native.stats() if native else (0,) * 6
+        unsent, ignored, rejected, timed_out, resent, progress, repeated = native.stats() if native else (0,) * 7
         return ClientStats(
             pending=len(self._pending),
             unsent=unsent,
@@ -237,6 +239,7 @@ class FleetClient:
             timed_out=timed_out,
             resent=resent,
             progress_replies=progress,
+            repeated=repeated,
         )
 
     async def close(self) -> None:
