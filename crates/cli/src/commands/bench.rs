@@ -357,7 +357,8 @@ async fn bench(
     let request_bytes = fleet_load.request_bytes();
     echo_side.duplicates = echo_load.requester().duplicates();
     bare_side.duplicates = bare_load.requester().duplicates();
-    fleet_side.duplicates = fleet_load.finish().await;
+    let runner_stats = fleet_load.finish().await;
+    fleet_side.duplicates = runner_stats.ignored_replies;
     bare_load.requester().finish().await;
     runner.close().await;
     requester.close().await;
@@ -372,6 +373,7 @@ async fn bench(
         echo: echo_side,
         bare: bare_side,
         worker_rss,
+        repeated: runner_stats.repeated,
         first_error: shared.first_error(),
     })
 }

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use airlock_client::{Client, ClientConfig, TIMEOUT_APPROVER};
+use airlock_client::{Client, ClientConfig, ClientStats, TIMEOUT_APPROVER};
 use airlock_contract::v1;
 use airlock_policy::{Call, Kind};
 use airlock_transport::{AmqpTransport, Message};
@@ -84,13 +84,13 @@ impl FleetLoad {
         self.request_bytes
     }
 
-    /// Closes the client; returns the replies it ignored over the whole run (duplicates or
-    /// late ones).
-    pub async fn finish(self) -> u64 {
-        let asker = self.load.requester();
-        let duplicates = asker.duplicates();
-        asker.client.close().await;
-        duplicates
+    /// Closes the client; returns its counters over the whole run (the replies it ignored,
+    /// duplicates or late ones; the requests it published again).
+    pub async fn finish(self) -> ClientStats {
+        let client = &self.load.requester().client;
+        let stats = client.stats();
+        client.close().await;
+        stats
     }
 }
 

@@ -89,6 +89,8 @@ pub struct Report {
     pub bare: Side,
     /// Peak resident memory of each worker started, in bytes.
     pub worker_rss: Vec<Option<u64>>,
+    /// Requests the runner published again, unanswered past their soft deadline.
+    pub repeated: u64,
     /// The first error a request met, if any.
     pub first_error: Option<String>,
 }
@@ -145,6 +147,8 @@ impl Report {
             "warmup": self.settings.warmup,
             "rounds": self.settings.rounds,
             "timeout_s": self.settings.timeout.as_secs_f64(),
+            "repeats": self.settings.repeats.at_most,
+            "repeated": self.repeated,
             "prefix": self.prefix,
             "first_error": self.first_error,
             "targets": {
@@ -217,6 +221,11 @@ impl Report {
             out,
             "  added median latency:              {added:.3} ms  (target <= {TARGET_ADDED_P50_MS} ms: {})",
             mark(added <= TARGET_ADDED_P50_MS)
+        );
+        let _ = writeln!(
+            out,
+            "  requests published again:          {}  (unanswered past their soft deadline; at most {} each)",
+            self.repeated, settings.repeats.at_most
         );
         let cpu_line = |what: &str, value: Option<f64>, target: f64| match value {
             Some(us) => format!("  {what:<35}{us:.1} µs  (target <= {target} µs: {})", mark(us <= target)),
