@@ -202,6 +202,7 @@ async fn sessions(store: &Store) {
     let session = |id: &str, expires_at: i64| StoredSession {
         id_sha256: crate::auth::sha256_hex(id),
         reviewer: "alice".into(),
+        token_sha256: crate::auth::sha256_hex("alice's token"),
         csrf: format!("csrf-of-{id}"),
         created_at: 1_000,
         expires_at,
@@ -342,7 +343,17 @@ fn needing(approvals: u32, sample: &str, call: &str) -> Incoming {
 }
 
 fn approval(reviewer: &str, at: i64) -> ApprovalView {
-    ApprovalView { reviewer: reviewer.into(), at_unix_ms: at, explanation: format!("{reviewer} approves") }
+    ApprovalView {
+        reviewer: reviewer.into(),
+        at_unix_ms: at,
+        explanation: format!("{reviewer} approves"),
+        modified_arguments: None,
+    }
+}
+
+/// `reviewer`'s modify, at `at`, as an approval of the call with `arguments`.
+fn modifying(reviewer: &str, at: i64, arguments: &str) -> ApprovalView {
+    ApprovalView { modified_arguments: Some(arguments.into()), ..approval(reviewer, at) }
 }
 
 /// The decision of the approvals a task holds, as the service records it.
@@ -417,6 +428,33 @@ async fn approvals_suite(store: Store) {
         ));
     }
     assert!(matches!(store.approve(&three, &approval("carol", 6_002), approved).await.unwrap(), Approved::Decided(_)));
+
+    // A name in another case is the same reviewer: `Alice` after `alice` is not a second one.
+    let cased = created(&store, &needing(2, "s4", "c1")).await;
+    store.approve(&cased, &approval("alice", 7_000), never).await.unwrap();
+    let Approved::Again(again) = store.approve(&cased, &approval("Alice", 7_001), never).await.unwrap() else {
+        panic!("Alice counted beside alice")
+    };
+    assert_eq!(again.approvals, [approval("alice", 7_000)]);
+    assert!(again.approved_by("ALICE"));
+
+    // A modify is one approval of the modified call: an approval of the call as asked, or of
+    // another modified call, does not complete it; the same arguments (in any order) do.
+    let edited = created(&store, &needing(2, "s5", "c1")).await;
+    let narrower = r#"{"cmd":"rm -r build/tmp","cwd":"/src"}"#;
+    store.approve(&edited, &modifying("alice", 8_000, narrower), never).await.unwrap();
+    store.approve(&edited, &approval("bob", 8_001), never).await.unwrap();
+    let Approved::Counted(counted) =
+        store.approve(&edited, &modifying("carol", 8_002, r#"{"cmd":"rm -r /"}"#), never).await.unwrap()
+    else {
+        panic!("another modified call completed the count")
+    };
+    assert_eq!(counted.approvals[0], modifying("alice", 8_000, narrower), "the modified call is kept");
+    let reordered = r#"{"cwd":"/src","cmd":"rm -r build/tmp"}"#;
+    let Approved::Decided(_) = store.approve(&edited, &modifying("dave", 8_003, reordered), approved).await.unwrap()
+    else {
+        panic!("two approvals of the same modified call did not decide")
+    };
 }
 
 #[tokio::test]

@@ -190,7 +190,7 @@ pub fn card(task: &Task, reviewer: &str, csrf: &str, now_ms: i64) -> String {
     match &task.state {
         State::Pending => {
             let approved = task.approved_by(reviewer);
-            html.push_str(&approvals(task, approved));
+            html.push_str(&approvals(task, approved, csrf));
             let _ = write!(
                 html,
                 "<form class=\"decide\" method=\"post\" action=\"/ui/tasks/{id}/decision\">\
@@ -260,8 +260,10 @@ fn arguments_editor(task: &Task) -> String {
 }
 
 /// For a task that needs several approvals: how many it has of how many, who gave them and
-/// when, and whether the one looking gave one (then they cannot approve again).
-fn approvals(task: &Task, approved: bool) -> String {
+/// when, which modified call a modify approved (with a button that approves that same call,
+/// for whoever has not approved yet), and whether the one looking gave one (then they cannot
+/// approve again).
+fn approvals(task: &Task, approved: bool, csrf: &str) -> String {
     let needed = task.approvals_needed();
     if needed < 2 {
         return String::new();
@@ -278,11 +280,29 @@ fn approvals(task: &Task, approved: bool) -> String {
             let _ = write!(
                 html,
                 "<li class=\"answer\"><span class=\"approver\">{}</span> <span class=\"by\">at {}</span>\
-                 <p class=\"why\">{}</p></li>",
+                 <p class=\"why\">{}</p>",
                 safe_html(&approval.reviewer),
                 utc(approval.at_unix_ms),
                 safe_html(&approval.explanation)
             );
+            if let Some(arguments) = &approval.modified_arguments {
+                let _ =
+                    write!(html, "<p class=\"modified\">Modified arguments: <code>{}</code></p>", safe_html(arguments));
+                if !approved {
+                    let _ = write!(
+                        html,
+                        "<form method=\"post\" action=\"/ui/tasks/{id}/decision\">\
+                         <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+                         <input type=\"hidden\" name=\"arguments\" value=\"{arguments}\">\
+                         <button type=\"submit\" name=\"decision\" value=\"modify\" class=\"btn modify\">\
+                         Approve this modified call</button></form>",
+                        id = escape(&task.id),
+                        csrf = escape(csrf),
+                        arguments = escape(arguments),
+                    );
+                }
+            }
+            html.push_str("</li>");
         }
         html.push_str("</ol>");
     }
