@@ -11,7 +11,7 @@ use std::time::Duration;
 use airlock_client::{Client, ClientConfig, Repeats};
 use airlock_contract::v1;
 use airlock_reviewer::client::ApiClient;
-use airlock_reviewer::testing::with_pg;
+use airlock_reviewer::testing::{with_pg, with_sqlite};
 use airlock_reviewer::{PREFETCH, Service};
 use airlock_testkit::unique_prefix;
 use airlock_tests::{InProcessWorker, REVIEWER_TOKEN, TestKeys, approval, broker, guarded, pending, reviewer_config};
@@ -99,10 +99,7 @@ async fn poison_is_dead_lettered_and_the_pool_takes_new_tasks(store: String) {
 
 #[tokio::test]
 async fn nul_bearing_tasks_leave_the_intake_taking_new_ones_on_sqlite() {
-    let dir = std::env::temp_dir().join(format!("airlock-poison-{}", unique_prefix()));
-    std::fs::create_dir_all(&dir).unwrap();
-    poison_is_dead_lettered_and_the_pool_takes_new_tasks(format!("sqlite:{}", dir.join("tasks.db").display())).await;
-    std::fs::remove_dir_all(dir).unwrap();
+    with_sqlite("poison", poison_is_dead_lettered_and_the_pool_takes_new_tasks).await;
 }
 
 #[tokio::test]
@@ -135,7 +132,7 @@ async fn a_poisoned_cancel_does_not_hold_the_ones_behind_it(store: String) {
         pending(&api, 1).await;
 
         // A cancel naming a call id with a NUL in it, then the runner's own cancel.
-        let poisoned = v1::CallKey { tool_call_id: "c\01".into(), ..key.clone() };
+        let poisoned = v1::CallKey { tool_call_id: "c\0 1".into(), ..key.clone() };
         let cancel = v1::Cancel { key: Some(poisoned), kind: v1::Kind::Approval.into(), reason: "ended".into() };
         let cancels = Destination::exchange(topology.cancels_exchange(), "");
         transport.publish(&cancels, Message::new(cancel.encode_to_vec())).await.unwrap();
@@ -155,10 +152,7 @@ async fn a_poisoned_cancel_does_not_hold_the_ones_behind_it(store: String) {
 
 #[tokio::test]
 async fn a_nul_bearing_cancel_does_not_wedge_later_cancels_on_sqlite() {
-    let dir = std::env::temp_dir().join(format!("airlock-poison-{}", unique_prefix()));
-    std::fs::create_dir_all(&dir).unwrap();
-    a_poisoned_cancel_does_not_hold_the_ones_behind_it(format!("sqlite:{}", dir.join("tasks.db").display())).await;
-    std::fs::remove_dir_all(dir).unwrap();
+    with_sqlite("poison-cancel", a_poisoned_cancel_does_not_hold_the_ones_behind_it).await;
 }
 
 #[tokio::test]

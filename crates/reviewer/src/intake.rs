@@ -150,13 +150,13 @@ async fn take<T: Transport>(shared: Arc<Shared>, transport: T, topology: Topolog
         let (id, now) = (uuid::Uuid::now_v7().to_string(), now_ms());
         let task = incoming.pending(&id, now);
         // Nobody is paged about a task a standing decision is about to decide.
-        let covered = standing::covering(&shared, &task, now).await.is_ok_and(|standing| standing.is_some());
+        let covered = standing::covering(shared, &task, now).await.is_ok_and(|standing| standing.is_some());
         let webhooks = if covered {
             Vec::new()
         } else {
             shared.webhooks.announce(EventKind::Created, &task, shared.site.public_url.as_ref())
         };
-        Ok((shared.store.insert_as(&id, &incoming, now, &webhooks).await?, task))
+        Ok((shared.store.insert_as(&id, incoming, now, &webhooks).await?, task))
     });
     let (inserted, task) = match storing.await {
         Ok(stored) => stored,

@@ -18,12 +18,14 @@
 //!   sharing the store send each event once;
 //! - the pending list is paged and filtered (`triage`) in SQL on columns written with the task,
 //!   always within the caller's pools;
-//! - a task that needs several approvals takes one per reviewer (`approvals` is keyed by task
-//!   and reviewer), each in a transaction that first locks the task's row, so the approval
-//!   that completes the count is seen by exactly one of the processes racing to give it, and
-//!   it decides the task in that transaction;
-//! - a browser session is a row keyed by the SHA-256 of its id, so every process sharing the
-//!   store accepts it and refuses it once it is logged out (anywhere) or expired;
+//! - a task that needs several approvals takes one per reviewer (names compared without
+//!   case), each of the call as asked or of one modified call, in a transaction that first
+//!   locks the task's row, so the approval that completes the count of one call is seen by
+//!   exactly one of the processes racing to give it, and it decides the task in that
+//!   transaction;
+//! - a browser session is a row keyed by the SHA-256 of its id, holding the SHA-256 of the
+//!   token it was opened with, so every process sharing the store accepts it and refuses it
+//!   once it is logged out (anywhere), expired, or its reviewer's token replaced;
 //! - a standing decision is a numbered row, read afresh each time one is
 //!   applied, so a revocation anywhere stops it everywhere;
 //! - a cancel withdraws only tasks whose request the cancel's publisher published

@@ -870,6 +870,7 @@ async fn a_modify_on_a_two_person_step_needs_a_second_person_to_approve_the_modi
     let carol = login(&shared, "carol").await;
     let card = browser("GET", &format!("/ui/tasks/{}", ids[1]), Some(&carol), None, "").body(Body::empty()).unwrap();
     let (_, _, card) = send(&shared, card).await;
+    assert!(card.contains("1 of 2 approvals</b>: alice, bob"), "approvals of different calls count apart: {card}");
     assert!(card.contains("<code>{&quot;cmd&quot;:&quot;rm -r build&quot;}</code>"), "{card}");
     assert!(card.contains("Approve this modified call"), "{card}");
 

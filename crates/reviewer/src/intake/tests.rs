@@ -86,7 +86,7 @@ async fn a_cancel_that_cannot_be_applied_is_dead_lettered_and_the_next_one_withd
     let key = |call: &str| v1::CallKey { tool_call_id: call.into(), ..asked.clone() };
     let poisoned = [
         Message::new(b"\xff not a cancel".to_vec()),
-        Message::new(v1::Cancel { key: Some(key("c\01")), ..Default::default() }.encode_to_vec()),
+        Message::new(v1::Cancel { key: Some(key("c\0 1")), ..Default::default() }.encode_to_vec()),
         Message::new(
             v1::Cancel { key: Some(key("c1")), reason: "ended\0".into(), ..Default::default() }.encode_to_vec(),
         ),
