@@ -292,6 +292,30 @@ async fn store_on_postgres() {
     .await;
 }
 
+/// What the store refuses is told apart from a failure that passes: PostgreSQL refusing a NUL
+/// in a text column (past the intake's check) is no transient failure, a closed pool is one;
+/// SQLite keeps the NUL.
+#[tokio::test]
+async fn a_refused_value_is_not_transient_and_a_closed_pool_is() {
+    let mut incoming = human("ops", "s1", "c1", false, 0);
+    incoming.correlation.push('\0');
+    let refusals = |url: String, refused: bool| {
+        let incoming = incoming.clone();
+        async move {
+            let store = Store::open(&url).await.unwrap();
+            match store.insert(&incoming, 1_000).await {
+                Err(error) => assert!(refused && !error.is_transient(), "{error}"),
+                Ok(inserted) => assert!(!refused && matches!(inserted, Inserted::Created(_))),
+            }
+            store.close().await;
+            let error = store.insert(&human("ops", "s1", "c2", false, 0), 1_000).await.unwrap_err();
+            assert!(error.is_transient(), "{error}");
+        }
+    };
+    refusals("sqlite::memory:".into(), false).await;
+    with_pg("refusals", |url| refusals(url, true)).await;
+}
+
 /// Several processes on one PostgreSQL store: the same pending list, each task decided once,
 /// and one schema migration whichever starts first.
 #[tokio::test]
