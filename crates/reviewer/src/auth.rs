@@ -13,9 +13,8 @@
 //! so they outlast a restart and hold across processes sharing it. A session ends at logout,
 //! at expiry, or when its reviewer's token is replaced in the tokens file (a session keeps the
 //! hash of the token it was opened with), and whatever follows it (the event stream) ends with
-//! it. A client address that
-//! fails to sign in [`LOGIN_FAILURES`] times within [`LOGIN_WINDOW`] waits for the window's
-//! end; failures are counted per process.
+//! it. A client address that fails to sign in [`LOGIN_FAILURES`] times within [`LOGIN_WINDOW`]
+//! waits for the window's end; failures are counted per process.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};

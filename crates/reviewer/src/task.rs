@@ -407,12 +407,10 @@ pub fn approvers(approvals: &[ApprovalView]) -> String {
 /// The approvals among `approvals` of the call `approval` approves: the call as asked, or
 /// the same modified call (the same arguments, whatever their order).
 pub fn agreeing(approvals: &[ApprovalView], approval: &ApprovalView) -> Vec<ApprovalView> {
+    let parsed = |arguments: &str| serde_json::from_str::<Value>(arguments).ok();
     let same_call = |other: &ApprovalView| match (&other.modified_arguments, &approval.modified_arguments) {
         (None, None) => true,
-        (Some(a), Some(b)) => {
-            a == b
-                || matches!((serde_json::from_str::<Value>(a), serde_json::from_str::<Value>(b)), (Ok(a), Ok(b)) if a == b)
-        }
+        (Some(a), Some(b)) => a == b || parsed(a).is_some_and(|a| parsed(b) == Some(a)),
         _ => false,
     };
     approvals.iter().filter(|other| same_call(other)).cloned().collect()

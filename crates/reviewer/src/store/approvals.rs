@@ -41,9 +41,9 @@ impl Store {
     /// Records `approval` of `task` unless its reviewer (whatever the case of the name)
     /// approved it before, and when the approvals of the same call (the one asked, or the same
     /// modified call) make [`Task::approvals_needed`] decides the task with what `finish`
-    /// builds from the task and all its approvals, in the same transaction. The transaction first locks the task's row
-    /// (a write that changes nothing), so approvals of one task, from any process sharing the
-    /// store, are counted one after the other.
+    /// builds from the task and all its approvals, in the same transaction. The transaction
+    /// first locks the task's row (a write that changes nothing), so approvals of one task,
+    /// from any process sharing the store, are counted one after the other.
     pub async fn approve(
         &self,
         task: &Task,
