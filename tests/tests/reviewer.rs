@@ -456,6 +456,7 @@ async fn sessions_hold_across_restarts_and_services_sharing_a_store() {
             let session = StoredSession {
                 id_sha256: sha256_hex(&expired),
                 reviewer: "alice".into(),
+                token_sha256: sha256_hex(REVIEWER_TOKEN),
                 csrf: "csrf".into(),
                 created_at: now - 2_000,
                 expires_at: now - 1_000,

@@ -119,6 +119,10 @@ pub struct ApprovalView {
     pub at_unix_ms: i64,
     /// Why, as the reviewer said (Inspect's fixed text when they did not).
     pub explanation: String,
+    /// A modify's: the arguments (JSON) of the modified call it approves; absent for the call
+    /// as asked. Only approvals of the same call count together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified_arguments: Option<String>,
 }
 
 /// The metadata of the answer of a step that needed several approvals: every approval given,

@@ -10,10 +10,11 @@
 //! cookie (`HttpOnly`, `SameSite=Strict`); every state-changing UI request must also carry the
 //! session's CSRF token (a form field or the `X-CSRF-Token` header) and, when the browser sends
 //! one, an `Origin` naming this very host (see [`crate::site`]). Sessions live in the store,
-//! so they outlast a restart and hold across processes sharing it. A session ends at logout
-//! or expiry, and whatever follows it (the event stream) ends with it. A client address that
-//! fails to sign in [`LOGIN_FAILURES`] times within [`LOGIN_WINDOW`] waits for the window's
-//! end; failures are counted per process.
+//! so they outlast a restart and hold across processes sharing it. A session ends at logout,
+//! at expiry, or when its reviewer's token is replaced in the tokens file (a session keeps the
+//! hash of the token it was opened with), and whatever follows it (the event stream) ends with
+//! it. A client address that fails to sign in [`LOGIN_FAILURES`] times within [`LOGIN_WINDOW`]
+//! waits for the window's end; failures are counted per process.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
@@ -62,6 +63,18 @@ impl Reviewer {
     pub fn pools_among(&self, served: &[String]) -> Vec<String> {
         served.iter().filter(|pool| self.sees(pool)).cloned().collect()
     }
+
+    /// Whether `token_sha256` (a session's) is the hash of the reviewer's token now: after the
+    /// token is replaced in the tokens file, the sessions opened with the old one are refused.
+    pub fn holds_token(&self, token_sha256: &str) -> bool {
+        constant_time_eq(self.token_sha256.to_ascii_lowercase().as_bytes(), token_sha256.as_bytes())
+    }
+}
+
+/// Whether two reviewer names are one reviewer's: names are compared without case, so
+/// `Alice` and `alice` are one approver.
+pub fn same_reviewer(a: &str, b: &str) -> bool {
+    a.eq_ignore_ascii_case(b)
 }
 
 impl airlock_tokens::Entry for Reviewer {
@@ -105,6 +118,8 @@ pub fn add_token(path: &Path, name: &str, pools: &[String]) -> Result<String, Au
 pub struct SessionEntry {
     /// The reviewer's name.
     pub reviewer: String,
+    /// The SHA-256 of the token the session was opened with.
+    pub token_sha256: String,
     /// The token forms and scripts must echo.
     pub csrf: String,
     /// When the session ends.
@@ -155,16 +170,17 @@ impl Sessions {
         Sessions { store, ttl, local: Mutex::default() }
     }
 
-    /// Opens a session for `reviewer`; returns its id (the cookie's value). Forgets the
-    /// sessions that expired meanwhile.
-    pub async fn open(&self, reviewer: &str) -> Result<String, StoreError> {
+    /// Opens a session for `reviewer`, bound to the reviewer's token of now; returns its id
+    /// (the cookie's value). Forgets the sessions that expired meanwhile.
+    pub async fn open(&self, reviewer: &Reviewer) -> Result<String, StoreError> {
         let id = random_hex::<32>();
         let now = now_ms();
         self.store.prune_sessions(now).await?;
         self.local.lock().expect("sessions lock").retain(|_, end| !end.is_over());
         let session = StoredSession {
             id_sha256: sha256_hex(&id),
-            reviewer: reviewer.to_owned(),
+            reviewer: reviewer.name.clone(),
+            token_sha256: reviewer.token_sha256.to_ascii_lowercase(),
             csrf: random_hex::<32>(),
             created_at: now,
             expires_at: now.saturating_add(i64::try_from(self.ttl.as_millis()).unwrap_or(i64::MAX)),
@@ -191,7 +207,7 @@ impl Sessions {
             .entry(hash)
             .or_insert_with(|| SessionEnd { closed: CancellationToken::new(), expires: Instant::now() + left })
             .clone();
-        Ok(Some(SessionEntry { reviewer: stored.reviewer, csrf: stored.csrf, end }))
+        Ok(Some(SessionEntry { reviewer: stored.reviewer, token_sha256: stored.token_sha256, csrf: stored.csrf, end }))
     }
 
     /// Ends a session for every process sharing the store; whatever waits for its end here (an
@@ -414,14 +430,15 @@ mod tests {
     #[tokio::test]
     async fn sessions_end_at_logout_and_at_expiry() {
         let store = crate::fixtures::memory_store().await;
+        let alice = Reviewer { name: "alice".into(), token_sha256: sha256_hex("t"), pools: vec!["ops".into()] };
         let sessions = Sessions::new(store.clone(), Duration::from_millis(50));
-        let expiring = sessions.open("alice").await.unwrap();
+        let expiring = sessions.open(&alice).await.unwrap();
         let end = sessions.get(&expiring).await.unwrap().unwrap().end;
         tokio::time::timeout(Duration::from_secs(5), end.wait()).await.expect("the session expired");
         assert!(end.is_over() && sessions.get(&expiring).await.unwrap().is_none());
 
         let sessions = Sessions::new(store.clone(), SESSION_TTL);
-        let id = sessions.open("alice").await.unwrap();
+        let id = sessions.open(&alice).await.unwrap();
         let end = sessions.get(&id).await.unwrap().unwrap().end;
         assert!(!end.is_over());
         // Another process on the same store knows the session.

@@ -9,6 +9,7 @@ use tracing::{info, warn};
 
 use airlock_records::time::now_ms;
 
+use crate::logged::Logged;
 use crate::shared::Shared;
 use crate::task::{DECIDED_BY_TIMEOUT, timeout_explanation};
 
@@ -40,7 +41,9 @@ pub async fn run(shared: Arc<Shared>) {
                         .decide(&task, decision, timeout_explanation(decision, &task.approvals), DECIDED_BY_TIMEOUT)
                         .await
                     {
-                        Ok(_) => info!(task = %task.id, correlation = %task.correlation, %decision, "Deadline passed."),
+                        Ok(_) => {
+                            info!(task = %task.id, correlation = %Logged(&task.correlation), %decision, "Deadline passed.")
+                        }
                         Err(e) => warn!(task = %task.id, error = %e, "Answering an expired task failed."),
                     }
                 }

@@ -16,6 +16,13 @@
 //! acknowledged without a second row. While the store is unreachable the delivery is kept and
 //! the insert retried with backoff; at shutdown it goes back to its queue.
 //!
+//! A message that can never be stored goes to `<p>.dead` with its reason and is acknowledged,
+//! so that it holds no prefetch slot and the consumer moves on: one that does not decode, a
+//! task whose call key, pool, broker user or function holds a NUL character (PostgreSQL's text
+//! cannot keep one; every store refuses it alike), a cancel whose call key or reason holds
+//! one, and one the store refuses [`REFUSALS`] times (an error that is not
+//! [transient](StoreError::is_transient)). A transient failure is retried as long as it lasts.
+//!
 //! A newly stored task is announced to its runner: a `Progress` reply (pool, task id, step)
 //! to the request's reply queue under the call's correlation id, so that the runner can page
 //! someone. It is best effort and unproved, and it never settles the call.
@@ -23,6 +30,7 @@
 //! A task a reviewer's standing decision covers is stored, then decided by it at once (it
 //! stays in the history), without paging anyone or announcing it to the runner.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,15 +42,20 @@ use airlock_transport::{Consumer, Delivery, Message, Order, Serve, Topology, Tra
 use prost::Message as _;
 use tracing::{debug, info, warn};
 
+use crate::logged::Logged;
 use crate::shared::Shared;
 use crate::standing;
-use crate::store::Inserted;
+use crate::store::{Inserted, StoreError};
 use crate::task::Incoming;
 use crate::webhooks::EventKind;
 
 /// Retry delays while the store fails, capped at the last.
 const RETRY: [Duration; 4] =
     [Duration::from_millis(200), Duration::from_secs(1), Duration::from_secs(3), Duration::from_secs(10)];
+
+/// How many times the store may refuse a message (an error that is not transient) before it
+/// is dead-lettered.
+pub const REFUSALS: usize = 3;
 
 /// Consumes the pools' queues until the service stops, then cancels the consumers and lets
 /// the deliveries in hand finish.
@@ -56,13 +69,67 @@ pub async fn consume_pools<T: Transport>(
     let taking = |pool: String, delivery: Delivery| {
         // The task continues the trace of the worker that forwarded it.
         let correlation = delivery.message.correlation_id.as_deref().unwrap_or_default();
-        let span = tracing::debug_span!("airlock.reviewer", %pool, correlation_id = correlation);
+        let span = tracing::debug_span!("airlock.reviewer", %pool, correlation_id = %Logged(correlation));
         airlock_telemetry::propagation::adopt(&span, &delivery.message.headers);
         let taking = take(shared.clone(), transport.clone(), topology.clone(), pool, delivery);
         tracing::Instrument::instrument(taking, span)
     };
     serve.run(taking, shared.stop.clone().cancelled_owned()).await;
     debug!("Intake stopped.");
+}
+
+/// How a store operation [`persist`] retried ended without success.
+#[derive(Debug)]
+enum Unstored {
+    /// The service is stopping.
+    Stopping,
+    /// The store refused it [`REFUSALS`] times; this is the last refusal.
+    Refused(StoreError),
+}
+
+/// Runs `attempt` until the store takes it: with backoff, for as long as the store fails in
+/// a way that passes; at most [`REFUSALS`] times while it refuses. `what` names the message
+/// in the log.
+async fn persist<T, Attempt>(shared: &Shared, what: &str, mut attempt: impl FnMut() -> Attempt) -> Result<T, Unstored>
+where
+    Attempt: Future<Output = Result<T, StoreError>>,
+{
+    let (mut failures, mut refusals) = (0, 0);
+    loop {
+        let error = match attempt().await {
+            Ok(done) => return Ok(done),
+            Err(error) => error,
+        };
+        if !error.is_transient() {
+            refusals += 1;
+            if refusals == REFUSALS {
+                return Err(Unstored::Refused(error));
+            }
+        }
+        let delay = RETRY[failures.min(RETRY.len() - 1)];
+        failures += 1;
+        warn!(message = %Logged(what), error = %Logged(&error), ?delay, "The store failed; retrying.");
+        tokio::select! {
+            () = shared.stop.cancelled() => return Err(Unstored::Stopping),
+            () = tokio::time::sleep(delay) => {}
+        }
+    }
+}
+
+/// Sends `delivery` to the dead-letter queue with `reason`, logged and counted; if that
+/// fails, the broker delivers it again.
+async fn dead_letter<T: Transport>(
+    shared: &Shared,
+    transport: &T,
+    topology: &Topology,
+    delivery: Delivery,
+    reason: DeadReason,
+) {
+    warn!(queue = %Logged(delivery.queue()), reason = %Logged(&reason), "Message dead-lettered.");
+    shared.metrics.dead_lettered.get_or_create(&ReasonLabels { reason: reason.code.as_str().to_owned() }).inc();
+    if let Err(e) = transport.publish_dead(topology, delivery, &reason.to_string()).await {
+        warn!(error = %Logged(&e), "Dead-lettering failed; the broker will deliver the message again.");
+    }
 }
 
 /// Stores one delivered task, then acknowledges it.
@@ -72,49 +139,43 @@ async fn take<T: Transport>(shared: Arc<Shared>, transport: T, topology: Topolog
     let incoming = match Incoming::decode(&delivery.message.body, &pool) {
         Ok(incoming) => incoming,
         Err(e) => {
-            warn!(%pool, error = %e, "Unusable human task dead-lettered.");
-            let reason = DeadReason::bad_message(e.to_string());
-            shared.metrics.dead_lettered.get_or_create(&ReasonLabels { reason: reason.code.as_str().to_owned() }).inc();
-            if let Err(e) = transport.publish_dead(&topology, delivery, &reason.to_string()).await {
-                warn!(error = %e, "Dead-lettering failed; the broker will deliver the task again.");
-            }
-            return;
+            let reason = DeadReason::bad_message(format!("unusable human task: {e}"));
+            return dead_letter(&shared, &transport, &topology, delivery, reason).await;
         }
     };
-    let mut attempt = 0;
-    let (inserted, task) = loop {
+    let correlation = Logged(incoming.correlation.as_str());
+    let (shared_ref, incoming_ref) = (&shared, &incoming);
+    let storing = persist(&shared, &incoming.correlation, || async move {
+        let (shared, incoming) = (shared_ref, incoming_ref);
         let (id, now) = (uuid::Uuid::now_v7().to_string(), now_ms());
         let task = incoming.pending(&id, now);
         // Nobody is paged about a task a standing decision is about to decide.
-        let covered = standing::covering(&shared, &task, now).await.is_ok_and(|standing| standing.is_some());
+        let covered = standing::covering(shared, &task, now).await.is_ok_and(|standing| standing.is_some());
         let webhooks = if covered {
             Vec::new()
         } else {
             shared.webhooks.announce(EventKind::Created, &task, shared.site.public_url.as_ref())
         };
-        match shared.store.insert_as(&id, &incoming, now, &webhooks).await {
-            Ok(inserted) => break (inserted, task),
-            Err(e) => {
-                let delay = RETRY[attempt.min(RETRY.len() - 1)];
-                attempt += 1;
-                warn!(correlation = %incoming.correlation, error = %e, ?delay, "Storing a task failed; retrying.");
-                tokio::select! {
-                    () = shared.stop.cancelled() => {
-                        let _ = delivery.nack_requeue().await;
-                        return;
-                    }
-                    () = tokio::time::sleep(delay) => {}
-                }
-            }
+        Ok((shared.store.insert_as(&id, incoming, now, &webhooks).await?, task))
+    });
+    let (inserted, task) = match storing.await {
+        Ok(stored) => stored,
+        Err(Unstored::Stopping) => {
+            let _ = delivery.nack_requeue().await;
+            return;
+        }
+        Err(Unstored::Refused(e)) => {
+            let reason = DeadReason::bad_message(format!("the store refused the human task: {e}"));
+            return dead_letter(&shared, &transport, &topology, delivery, reason).await;
         }
     };
     match &inserted {
         Inserted::Created(id) => {
-            info!(task = %id, correlation = %incoming.correlation, pool = %incoming.pool, "Human task stored.");
+            info!(task = %id, %correlation, pool = %Logged(&incoming.pool), "Human task stored.");
             // Cancels that came first from users that did not ask withdrew nothing: count them.
             match shared.store.forget_foreign_cancels(&incoming.correlation, incoming.requested_by()).await {
                 Ok(users) => dropped_cancels(&shared, &incoming.correlation, &users),
-                Err(e) => debug!(task = %id, error = %e, "Reading the call's earlier cancels failed."),
+                Err(e) => debug!(task = %id, error = %Logged(&e), "Reading the call's earlier cancels failed."),
             }
             shared.deadlines.notify_one();
             shared.webhooks_due.notify_one();
@@ -127,33 +188,34 @@ async fn take<T: Transport>(shared: Arc<Shared>, transport: T, topology: Topolog
                     announce(&transport, &topology, &incoming, id).await;
                 }
                 Err(e) => {
-                    warn!(task = %id, error = %e, "Reading the standing decisions failed; the task waits for a person.");
+                    warn!(task = %id, error = %Logged(&e), "Reading the standing decisions failed; the task waits for a person.");
                     shared.poke();
                     announce(&transport, &topology, &incoming, id).await;
                 }
             }
         }
-        Inserted::Duplicate => debug!(correlation = %incoming.correlation, "Duplicate human task ignored."),
-        Inserted::Withdrawn => debug!(correlation = %incoming.correlation, "Human task for a withdrawn call dropped."),
+        Inserted::Duplicate => debug!(%correlation, "Duplicate human task ignored."),
+        Inserted::Withdrawn => debug!(%correlation, "Human task for a withdrawn call dropped."),
     }
     if let Err(e) = delivery.ack().await {
         // Redelivered later and recognised as a duplicate.
-        debug!(correlation = %incoming.correlation, error = %e, "Acknowledging a stored task failed.");
+        debug!(%correlation, error = %Logged(&e), "Acknowledging a stored task failed.");
     }
 }
 
 /// Tells the runner that its call waits for a person, as task `id`. A failure is logged: the
 /// call waits for its decision all the same.
 async fn announce<T: Transport>(transport: &T, topology: &Topology, incoming: &Incoming, id: &str) {
+    let correlation = Logged(incoming.correlation.as_str());
     let Some(destination) = topology.reply_route(incoming.reply_to()) else {
-        debug!(correlation = %incoming.correlation, reply_to = incoming.reply_to(), "No reply queue to announce the task to.");
+        debug!(%correlation, reply_to = %Logged(incoming.reply_to()), "No reply queue to announce the task to.");
         return;
     };
     let message = Message::new(incoming.progress(id).encode_to_vec()).with_correlation_id(incoming.correlation.clone());
     match transport.publish(&destination, message).await {
-        Ok(()) => debug!(task = %id, correlation = %incoming.correlation, "Runner told its call waits for a person."),
+        Ok(()) => debug!(task = %id, %correlation, "Runner told its call waits for a person."),
         Err(e) => {
-            warn!(task = %id, correlation = %incoming.correlation, error = %e, "Telling the runner its call waits failed.")
+            warn!(task = %id, %correlation, error = %Logged(&e), "Telling the runner its call waits failed.")
         }
     }
 }
@@ -162,57 +224,87 @@ async fn announce<T: Transport>(transport: &T, topology: &Topology, incoming: &I
 /// for it: the call's tasks stay pending.
 fn dropped_cancels(shared: &Shared, correlation: &str, users: &[String]) {
     for cancelled_by in users {
-        warn!(%correlation, %cancelled_by, "A cancel from a broker user that did not ask for the call dropped.");
+        warn!(
+            correlation = %Logged(correlation),
+            cancelled_by = %Logged(cancelled_by),
+            "A cancel from a broker user that did not ask for the call dropped."
+        );
         shared.metrics.review_cancels_dropped.inc();
     }
 }
 
 /// Consumes the service's private queue bound to the cancels exchange until the service
-/// stops, one cancel at a time.
-pub async fn consume_cancels(shared: Arc<Shared>, consumer: Consumer) {
+/// stops, one cancel at a time; a cancel that can never be applied is dead-lettered through
+/// `transport` to `topology`'s dead-letter queue, so the ones behind it are applied.
+pub async fn consume_cancels<T: Transport>(shared: Arc<Shared>, transport: T, topology: Topology, consumer: Consumer) {
     let serve = Serve::new().consume((), consumer).order(Order::InOrder);
-    serve.run(|(), delivery| withdraw(shared.clone(), delivery), shared.stop.clone().cancelled_owned()).await;
+    let withdrawing = |(), delivery| withdraw(shared.clone(), transport.clone(), topology.clone(), delivery);
+    serve.run(withdrawing, shared.stop.clone().cancelled_owned()).await;
+}
+
+/// A cancel as the service applies it: the call's correlation id, why, and who sent it.
+#[derive(Debug)]
+struct Withdrawing {
+    correlation: String,
+    reason: String,
+    cancelled_by: String,
+}
+
+impl Withdrawing {
+    /// Reads a delivered cancel; why it can never be applied otherwise.
+    fn decode(message: &Message) -> Result<Self, DeadReason> {
+        let cancel = v1::Cancel::decode(message.body.as_ref())
+            .map_err(|e| DeadReason::bad_message(format!("not an airlock.v1.Cancel: {e}")))?;
+        let kind = v1::Kind::try_from(cancel.kind).unwrap_or(v1::Kind::Approval);
+        let correlation = cancel.key.unwrap_or_default().correlation_id(kind);
+        let reason = if cancel.reason.is_empty() { "withdrawn by the runner".to_owned() } else { cancel.reason };
+        for (what, text) in [("call key", &correlation), ("reason", &reason)] {
+            if text.contains('\0') {
+                return Err(DeadReason::bad_message(format!(
+                    "the Cancel's {what} holds a NUL character, which the store cannot keep"
+                )));
+            }
+        }
+        let cancelled_by = message.user_id.clone().unwrap_or_default();
+        Ok(Withdrawing { correlation, reason, cancelled_by })
+    }
 }
 
 /// Withdraws the tasks of one cancelled call that the cancel's publisher asked for, then
 /// acknowledges the cancel; at shutdown, while the store fails, the cancel goes back to its
-/// queue.
-async fn withdraw(shared: Arc<Shared>, delivery: Delivery) {
-    match v1::Cancel::decode(delivery.message.body.as_ref()) {
-        Ok(cancel) => {
-            let kind = v1::Kind::try_from(cancel.kind).unwrap_or(v1::Kind::Approval);
-            let correlation = cancel.key.unwrap_or_default().correlation_id(kind);
-            let reason = if cancel.reason.is_empty() { "withdrawn by the runner".to_owned() } else { cancel.reason };
-            let cancelled_by = delivery.message.user_id.as_deref().unwrap_or_default();
-            let mut attempt = 0;
-            loop {
-                match shared.store.cancel(&correlation, cancelled_by, &reason, now_ms()).await {
-                    Ok(withdrawal) => {
-                        if !withdrawal.withdrawn.is_empty() {
-                            info!(%correlation, tasks = withdrawal.withdrawn.len(), "Human tasks withdrawn.");
-                            shared.poke();
-                        }
-                        if !withdrawal.kept.is_empty() {
-                            dropped_cancels(&shared, &correlation, &[cancelled_by.to_owned()]);
-                        }
-                        break;
-                    }
-                    Err(e) => {
-                        let delay = RETRY[attempt.min(RETRY.len() - 1)];
-                        attempt += 1;
-                        warn!(%correlation, error = %e, "Withdrawing tasks failed; retrying.");
-                        tokio::select! {
-                            () = shared.stop.cancelled() => return,
-                            () = tokio::time::sleep(delay) => {}
-                        }
-                    }
-                }
+/// queue; one that can never be applied is dead-lettered.
+async fn withdraw<T: Transport>(shared: Arc<Shared>, transport: T, topology: Topology, delivery: Delivery) {
+    let cancel = match Withdrawing::decode(&delivery.message) {
+        Ok(cancel) => cancel,
+        Err(reason) => return dead_letter(&shared, &transport, &topology, delivery, reason).await,
+    };
+    let Withdrawing { correlation, reason, cancelled_by } = &cancel;
+    let store = &shared.store;
+    let withdrawing =
+        persist(
+            &shared,
+            correlation,
+            || async move { store.cancel(correlation, cancelled_by, reason, now_ms()).await },
+        );
+    match withdrawing.await {
+        Ok(withdrawal) => {
+            if !withdrawal.withdrawn.is_empty() {
+                info!(correlation = %Logged(correlation), tasks = withdrawal.withdrawn.len(), "Human tasks withdrawn.");
+                shared.poke();
+            }
+            if !withdrawal.kept.is_empty() {
+                dropped_cancels(&shared, correlation, std::slice::from_ref(cancelled_by));
             }
         }
-        Err(e) => warn!(error = %e, "A message on the cancels queue is not an airlock.v1.Cancel; dropped."),
+        // Back to its queue, in order, by the channel's closing.
+        Err(Unstored::Stopping) => return,
+        Err(Unstored::Refused(e)) => {
+            let reason = DeadReason::bad_message(format!("the store refused the cancel: {e}"));
+            return dead_letter(&shared, &transport, &topology, delivery, reason).await;
+        }
     }
     if let Err(e) = delivery.ack().await {
-        debug!(error = %e, "Acknowledging a cancel failed.");
+        debug!(error = %Logged(&e), "Acknowledging a cancel failed.");
     }
 }
 

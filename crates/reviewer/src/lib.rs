@@ -13,7 +13,9 @@
 //! - [`modify`]: a person's edit of a call: new arguments for the same function.
 //! - [`store`]: SQLite or PostgreSQL, one schema with migrations; dedup, first answer wins.
 //! - [`triage`]: filters, orders and pages of the pending list, for thousands of tasks.
-//! - [`intake`]: human queues → store → ack; the cancels queue.
+//! - [`intake`]: human queues → store → ack; the cancels queue; what can never be stored
+//!   dead-lettered with its reason.
+//! - [`logged`]: untrusted text in the log, its control and bidi characters escaped.
 //! - [`outbox`]: answers published with confirms, marked sent, resent after a restart.
 //! - [`deadlines`]: `on_timeout` for tasks nobody answered in time.
 //! - [`webhooks`]: `task.created`, `task.decided` and `task.expired` paged to the endpoints
@@ -41,6 +43,7 @@ pub mod deadlines;
 mod fixtures;
 pub mod http;
 pub mod intake;
+pub mod logged;
 pub mod modify;
 pub mod outbox;
 pub mod shared;
@@ -226,7 +229,7 @@ impl Service {
         }
         consumers.spawn(intake::consume_pools(shared.clone(), transport.clone(), topology.clone(), pools));
         let cancels = transport.consume(&cancels_queue, PREFETCH).await?;
-        consumers.spawn(intake::consume_cancels(shared.clone(), cancels));
+        consumers.spawn(intake::consume_cancels(shared.clone(), transport.clone(), topology.clone(), cancels));
 
         let app = http::app(shared.clone());
         let stop = shared.stop.clone();

@@ -20,6 +20,7 @@ use tracing::{debug, info, warn};
 
 use airlock_records::time::now_ms;
 
+use crate::logged::Logged;
 use crate::shared::{OUTBOX_LEASE, Shared};
 use crate::store::OutboxEntry;
 use crate::task::decision_from_wire;
@@ -87,7 +88,7 @@ pub async fn send<T: Transport>(shared: Arc<Shared>, transport: T, results: Dest
             if let Err(e) = shared.store.mark_sent(&entry.task_id, now_ms()).await {
                 warn!(task = %entry.task_id, error = %e, "Answer sent but not marked; it may be sent again.");
             } else {
-                debug!(task = %entry.task_id, correlation = %entry.correlation, "Answer sent.");
+                debug!(task = %entry.task_id, correlation = %Logged(&entry.correlation), "Answer sent.");
             }
         }
         Err(e) => {

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use crate::auth::{LoginLimiter, Reviewers, Sessions};
+use crate::logged::Logged;
 use crate::site::Site;
 use crate::store::{Decided, OutboxEntry, PendingId, Recording, Store, StoreError};
 use crate::task::{DECIDED_BY_TIMEOUT, State, Task, Verdict};
@@ -214,7 +215,7 @@ impl Shared {
         if !recording.webhooks.is_empty() {
             self.webhooks_due.notify_one();
         }
-        debug!(task = %task.id, correlation = %task.correlation, %decision, %decided_by, "Task decided.");
+        debug!(task = %task.id, correlation = %Logged(&task.correlation), %decision, %decided_by, "Task decided.");
         if self.outbox.send(entry.clone()).is_err() {
             // The outbox stopped (shutdown): the answer waits in the store for the next start.
             warn!(task = %task.id, "Outbox stopped; the answer is sent after the next start.");

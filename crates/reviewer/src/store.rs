@@ -18,12 +18,14 @@
 //!   sharing the store send each event once;
 //! - the pending list is paged and filtered (`triage`) in SQL on columns written with the task,
 //!   always within the caller's pools;
-//! - a task that needs several approvals takes one per reviewer (`approvals` is keyed by task
-//!   and reviewer), each in a transaction that first locks the task's row, so the approval
-//!   that completes the count is seen by exactly one of the processes racing to give it, and
-//!   it decides the task in that transaction;
-//! - a browser session is a row keyed by the SHA-256 of its id, so every process sharing the
-//!   store accepts it and refuses it once it is logged out (anywhere) or expired;
+//! - a task that needs several approvals takes one per reviewer (names compared without
+//!   case), each of the call as asked or of one modified call, in a transaction that first
+//!   locks the task's row, so the approval that completes the count of one call is seen by
+//!   exactly one of the processes racing to give it, and it decides the task in that
+//!   transaction;
+//! - a browser session is a row keyed by the SHA-256 of its id, holding the SHA-256 of the
+//!   token it was opened with, so every process sharing the store accepts it and refuses it
+//!   once it is logged out (anywhere), expired, or its reviewer's token replaced;
 //! - a standing decision is a numbered row, read afresh each time one is
 //!   applied, so a revocation anywhere stops it everywhere;
 //! - a cancel withdraws only tasks whose request the cancel's publisher published
@@ -37,7 +39,7 @@ use airlock_contract::v1;
 use airlock_policy::Decision;
 use prost::Message as _;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgDatabaseError, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, SqlSafeStr, Type};
 
@@ -63,6 +65,12 @@ const SQLITE_MIGRATIONS: &[Schema] = &[
     Schema { version: 5, name: "approvals", sql: include_str!("../migrations/sqlite/0005_approvals.sql") },
     Schema { version: 6, name: "standing", sql: include_str!("../migrations/sqlite/0006_standing.sql") },
     Schema { version: 7, name: "cancels", sql: include_str!("../migrations/sqlite/0007_cancels.sql") },
+    Schema { version: 8, name: "session tokens", sql: include_str!("../migrations/sqlite/0008_session_tokens.sql") },
+    Schema {
+        version: 9,
+        name: "modified approvals",
+        sql: include_str!("../migrations/sqlite/0009_modified_approvals.sql"),
+    },
 ];
 /// The same schema, for PostgreSQL.
 const POSTGRES_MIGRATIONS: &[Schema] = &[
@@ -73,6 +81,12 @@ const POSTGRES_MIGRATIONS: &[Schema] = &[
     Schema { version: 5, name: "approvals", sql: include_str!("../migrations/postgres/0005_approvals.sql") },
     Schema { version: 6, name: "standing", sql: include_str!("../migrations/postgres/0006_standing.sql") },
     Schema { version: 7, name: "cancels", sql: include_str!("../migrations/postgres/0007_cancels.sql") },
+    Schema { version: 8, name: "session tokens", sql: include_str!("../migrations/postgres/0008_session_tokens.sql") },
+    Schema {
+        version: 9,
+        name: "modified approvals",
+        sql: include_str!("../migrations/postgres/0009_modified_approvals.sql"),
+    },
 ];
 
 /// What brings a database up to the steps of `schema`.
@@ -125,6 +139,36 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// Whether the same statement may succeed later: the database was unreachable, restarting,
+    /// busy or out of resources. Otherwise it refused what it was given (a value its text
+    /// cannot hold, a constraint), and trying again changes nothing. Read from the error's
+    /// kind and the database's own code (SQLSTATE, SQLite result code), never its message.
+    pub fn is_transient(&self) -> bool {
+        let StoreError::Database(error) = self else { return false };
+        match error {
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed
+            | sqlx::Error::BeginFailed => true,
+            sqlx::Error::Database(db) => match db.try_downcast_ref::<PgDatabaseError>() {
+                // SQLSTATE classes: connection exception, transaction rollback, insufficient
+                // resources, operator intervention (a shutdown), system error.
+                Some(pg) => matches!(pg.code().get(..2), Some("08" | "40" | "53" | "57" | "58")),
+                // SQLite primary result codes: BUSY, LOCKED, NOMEM, IOERR, FULL, CANTOPEN.
+                None => db
+                    .code()
+                    .and_then(|code| code.parse::<i32>().ok())
+                    .is_some_and(|code| matches!(code & 0xff, 5 | 6 | 7 | 10 | 13 | 14)),
+            },
+            _ => false,
+        }
+    }
+}
+
 /// What storing an incoming task did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Inserted {
@@ -163,6 +207,9 @@ pub struct StoredSession {
     pub id_sha256: String,
     /// The reviewer's name.
     pub reviewer: String,
+    /// The SHA-256 of the token it was opened with, as the tokens file lists it: the session
+    /// holds only while the reviewer's token is that one.
+    pub token_sha256: String,
     /// The token forms and scripts must echo.
     pub csrf: String,
     /// When it was opened (unix ms).
@@ -705,11 +752,12 @@ impl Store {
 
     /// Stores a new browser session.
     pub async fn open_session(&self, session: &StoredSession) -> Result<(), StoreError> {
-        const SQL: &str = "INSERT INTO sessions (id_sha256, reviewer, csrf, created_at, expires_at) \
-                           VALUES ($1, $2, $3, $4, $5)";
+        const SQL: &str = "INSERT INTO sessions (id_sha256, reviewer, token_sha256, csrf, created_at, expires_at) \
+                           VALUES ($1, $2, $3, $4, $5, $6)";
         on_db!(self, pool => sqlx::query(SQL)
             .bind(&session.id_sha256)
             .bind(&session.reviewer)
+            .bind(&session.token_sha256)
             .bind(&session.csrf)
             .bind(session.created_at)
             .bind(session.expires_at)
@@ -722,13 +770,14 @@ impl Store {
     /// The session whose id hashes to `id_sha256`, if it is neither logged out nor expired at
     /// `now` (one primary-key lookup).
     pub async fn session(&self, id_sha256: &str, now: i64) -> Result<Option<StoredSession>, StoreError> {
-        const SQL: &str = "SELECT id_sha256, reviewer, csrf, created_at, expires_at FROM sessions \
+        const SQL: &str = "SELECT id_sha256, reviewer, token_sha256, csrf, created_at, expires_at FROM sessions \
                            WHERE id_sha256 = $1 AND logged_out_at IS NULL AND expires_at > $2";
-        let row: Option<(String, String, String, i64, i64)> =
+        let row: Option<(String, String, String, String, i64, i64)> =
             on_db!(self, pool => sqlx::query_as(SQL).bind(id_sha256).bind(now).fetch_optional(pool).await?);
-        Ok(row.map(|(id_sha256, reviewer, csrf, created_at, expires_at)| StoredSession {
+        Ok(row.map(|(id_sha256, reviewer, token_sha256, csrf, created_at, expires_at)| StoredSession {
             id_sha256,
             reviewer,
+            token_sha256,
             csrf,
             created_at,
             expires_at,

@@ -4,6 +4,9 @@ use airlock_contract::v1;
 use airlock_policy::{Decision, Kind};
 use airlock_records::review::{ApprovalView, ApprovalsMetadata, PolicyView};
 use prost::Message as _;
+use serde_json::Value;
+
+use crate::auth::same_reviewer;
 
 /// Who is recorded as having decided a task whose deadline passed.
 pub const DECIDED_BY_TIMEOUT: &str = "timeout";
@@ -99,9 +102,9 @@ impl Task {
         }
     }
 
-    /// Whether `reviewer` has approved it.
+    /// Whether `reviewer` (whatever the case of the name) has approved it.
     pub fn approved_by(&self, reviewer: &str) -> bool {
-        self.approvals.iter().any(|a| a.reviewer == reviewer)
+        self.approvals.iter().any(|a| same_reviewer(&a.reviewer, reviewer))
     }
 
     /// What a timeout answers.
@@ -250,6 +253,11 @@ pub enum IncomingError {
     /// Something the service needs is missing.
     #[error("the HumanTask carries no {0}")]
     Missing(&'static str),
+    /// A name the store keeps as text (the call key, pool, broker user or function) holds a
+    /// NUL character, which PostgreSQL's text refuses: the task is refused on every store
+    /// alike. (Arguments may hold one: they are stored as bytes.)
+    #[error("the HumanTask's {0} holds a NUL character, which the store cannot keep")]
+    Nul(&'static str),
 }
 
 impl Incoming {
@@ -268,6 +276,20 @@ impl Incoming {
         };
         let correlation = key.correlation_id(wire_kind);
         let pool = if human.pool.is_empty() { queue_pool.to_owned() } else { human.pool.clone() };
+        let call = match &request.body {
+            Some(v1::request::Body::Approval(body)) => body.call.as_ref(),
+            Some(v1::request::Body::Review(body)) => body.call.as_ref(),
+            None => None,
+        };
+        let names = [
+            ("call key", correlation.as_str()),
+            ("pool", &pool),
+            ("broker user", &task.requested_by),
+            ("function", call.map_or("", |call| call.function.as_str())),
+        ];
+        if let Some((what, _)) = names.into_iter().find(|(_, text)| text.contains('\0')) {
+            return Err(IncomingError::Nul(what));
+        }
         Ok(Incoming { human, correlation, pool })
     }
 
@@ -380,6 +402,18 @@ pub fn timeout_explanation(decision: Decision, approvals: &[ApprovalView]) -> St
 /// the order they approved (`alice+bob`).
 pub fn approvers(approvals: &[ApprovalView]) -> String {
     approvals.iter().map(|a| a.reviewer.as_str()).collect::<Vec<_>>().join("+")
+}
+
+/// The approvals among `approvals` of the call `approval` approves: the call as asked, or
+/// the same modified call (the same arguments, whatever their order).
+pub fn agreeing(approvals: &[ApprovalView], approval: &ApprovalView) -> Vec<ApprovalView> {
+    let parsed = |arguments: &str| serde_json::from_str::<Value>(arguments).ok();
+    let same_call = |other: &ApprovalView| match (&other.modified_arguments, &approval.modified_arguments) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a == b || parsed(a).is_some_and(|a| parsed(b) == Some(a)),
+        _ => false,
+    };
+    approvals.iter().filter(|other| same_call(other)).cloned().collect()
 }
 
 pub use airlock_records::convert::{decision_from_wire, decision_to_wire};

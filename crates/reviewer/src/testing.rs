@@ -1,5 +1,6 @@
 //! What tests of the reviewer service share (this crate's and the end-to-end suite): a
-//! throwaway PostgreSQL database per test, behind the same gate as the broker's.
+//! throwaway PostgreSQL database per test, behind the same gate as the broker's, and a
+//! throwaway SQLite file.
 
 use sqlx::Connection as _;
 use sqlx::postgres::PgConnection;
@@ -70,4 +71,16 @@ where
     if let Err(error) = outcome {
         std::panic::resume_unwind(error.into_panic());
     }
+}
+
+/// Runs `body` with the URL of a SQLite store in a fresh directory, then removes the directory.
+pub async fn with_sqlite<F, Fut>(label: &str, body: F)
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let dir = std::env::temp_dir().join(format!("airlock-{label}-{}", crate::auth::random_hex::<6>()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    body(format!("sqlite:{}", dir.join("tasks.db").display())).await;
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -283,7 +283,7 @@ impl Columns {
             v1::request::Body::Approval(body) => body.call.as_ref(),
             v1::request::Body::Review(body) => body.call.as_ref(),
         });
-        let search = call.map(|c| format!("{}\n{}", call_line(c), c.arguments_json).to_lowercase()).unwrap_or_default();
+        let search = call.map(|c| searchable(&format!("{}\n{}", call_line(c), c.arguments_json))).unwrap_or_default();
         Columns {
             function: call.map(|c| c.function.clone()).unwrap_or_default(),
             run_id: key.run_id,
@@ -293,11 +293,18 @@ impl Columns {
     }
 }
 
-/// A `LIKE` pattern matching `text` (lowercased) anywhere, its wildcards escaped with `\`.
+/// Text as the search column keeps it: lowercased, with each NUL (which arguments may carry,
+/// and PostgreSQL's text cannot) as U+FFFD; the task's body keeps the arguments as they came.
+fn searchable(text: &str) -> String {
+    text.to_lowercase().replace('\0', "\u{FFFD}")
+}
+
+/// A `LIKE` pattern matching `text` (as [`searchable`] keeps it) anywhere, its wildcards
+/// escaped with `\`.
 pub fn contains_pattern(text: &str) -> String {
     let mut pattern = String::with_capacity(text.len() + 2);
     pattern.push('%');
-    for c in text.to_lowercase().chars() {
+    for c in searchable(text).chars() {
         if matches!(c, '%' | '_' | '\\') {
             pattern.push('\\');
         }

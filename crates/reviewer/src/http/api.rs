@@ -123,6 +123,11 @@ pub(super) async fn decide_as(
     if explanation.as_ref().is_some_and(|e| e.chars().count() > MAX_EXPLANATION) {
         return Err(ApiError::Unprocessable(format!("the explanation is longer than {MAX_EXPLANATION} characters")));
     }
+    if explanation.as_ref().is_some_and(|e| e.contains('\0')) {
+        return Err(ApiError::Unprocessable(
+            "the explanation holds a NUL character, which the store cannot keep".into(),
+        ));
+    }
     let (decision, explanation) = if decision == DISMISS {
         let text = match explanation {
             Some(note) => format!("{DISMISSED_EXPLANATION} ({note})"),
@@ -145,8 +150,9 @@ pub(super) async fn decide_as(
     if !task.is_pending() {
         return Err(conflict(&task));
     }
-    if decision == task.approving() && task.approvals_needed() > 1 {
-        return approve_as(shared, reviewer, &task, explanation).await;
+    // On a step that needs several approvals, a modify is one approval of the modified call.
+    if (decision == task.approving() || modified.is_some()) && task.approvals_needed() > 1 {
+        return approve_as(shared, reviewer, &task, explanation, modified).await;
     }
     let decided = match modified {
         Some(call) => shared.modify(&task, call, explanation, &reviewer.name).await?,
@@ -159,10 +165,17 @@ pub(super) async fn decide_as(
     }
 }
 
-/// One approval of a task that needs several: the task as it stands after it (decided by the
-/// one that completes the count); a second approval by the same reviewer is a conflict.
-async fn approve_as(shared: &Shared, reviewer: &Reviewer, task: &Task, explanation: String) -> Result<Task, ApiError> {
-    match shared.approve(task, explanation, &reviewer.name).await? {
+/// One approval of a task that needs several, of the `modified` call of a modify or else of
+/// the call as asked: the task as it stands after it (decided by the one that completes the
+/// count); a second approval by the same reviewer is a conflict.
+async fn approve_as(
+    shared: &Shared,
+    reviewer: &Reviewer,
+    task: &Task,
+    explanation: String,
+    modified: Option<v1::ToolCall>,
+) -> Result<Task, ApiError> {
+    match shared.approve(task, explanation, &reviewer.name, modified).await? {
         Approved::Counted(task) => Ok(*task),
         Approved::Decided(_) => shared.store.task(&task.id).await?.ok_or(ApiError::NotFound),
         Approved::Again(task) => Err(ApiError::Conflict(ErrorView {

@@ -53,8 +53,8 @@ pub struct Session {
 }
 
 impl Session {
-    /// The session of the request's cookie, if it is live and its reviewer still listed; an
-    /// error when the store cannot tell.
+    /// The session of the request's cookie, if it is live and its reviewer still listed with
+    /// the token the session was opened with; an error when the store cannot tell.
     async fn of(headers: &HeaderMap, shared: &Shared) -> Result<Option<Self>, ApiError> {
         let cookies = headers.get_all(header::COOKIE);
         let name = shared.site.session_cookie();
@@ -62,7 +62,10 @@ impl Session {
             return Ok(None);
         };
         let Some(entry) = shared.sessions.get(id).await? else { return Ok(None) };
-        let Some(reviewer) = shared.reviewers.by_name(&entry.reviewer) else { return Ok(None) };
+        let Some(reviewer) = shared.reviewers.by_name(&entry.reviewer).filter(|r| r.holds_token(&entry.token_sha256))
+        else {
+            return Ok(None);
+        };
         Ok(Some(Session { id: id.to_owned(), csrf: entry.csrf, reviewer: reviewer.clone(), end: entry.end }))
     }
 

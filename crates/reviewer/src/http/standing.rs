@@ -87,6 +87,9 @@ async fn stand(shared: &Shared, reviewer: &Reviewer, body: StandingBody) -> Resu
     if pattern.chars().count() > MAX_PATTERN {
         return Err(ApiError::Unprocessable(format!("the pattern is longer than {MAX_PATTERN} characters")));
     }
+    if pattern.contains('\0') {
+        return Err(unprocessable("the pattern holds a NUL character, which the store cannot keep"));
+    }
     let glob = WholeGlob::new(&pattern).map_err(|e| ApiError::Unprocessable(e.to_string()))?;
     if !glob.is_match(&text) {
         return Err(unprocessable("the pattern does not match this task's own call"));

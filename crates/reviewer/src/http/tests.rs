@@ -458,6 +458,39 @@ async fn logout_needs_the_token_and_ends_the_session() {
     assert!(headers[header::SET_COOKIE].to_str().unwrap().starts_with("airlock_session=;"));
 }
 
+/// Replacing a reviewer's token (the tokens file changed, the service restarted on the same
+/// store) ends the browser sessions opened with the old one; the new token signs in.
+#[tokio::test]
+async fn a_rotated_token_ends_the_sessions_opened_with_the_old_one() {
+    let (shared, _outbox, ids) = setup().await;
+    let cookie = login(&shared, ALICE).await;
+    let status = |shared: &Arc<Shared>, cookie: &str| {
+        let request = browser("GET", "/ui/pending", Some(cookie), None, "").body(Body::empty()).unwrap();
+        let shared = shared.clone();
+        async move { send(&shared, request).await.0 }
+    };
+    assert_eq!(status(&shared, &cookie).await, StatusCode::OK);
+    let csrf = csrf_of(&shared, &cookie).await;
+
+    const ROTATED: &str = "alice-new-token";
+    let reviewers = Reviewers::from_list(vec![Reviewer {
+        name: "alice".into(),
+        token_sha256: sha256_hex(ROTATED),
+        pools: vec!["ops".into()],
+    }]);
+    let (restarted, mut outbox) = Shared::new(shared.store.clone(), reviewers, pools());
+    assert_eq!(status(&restarted, &cookie).await, StatusCode::UNAUTHORIZED, "the old session is refused");
+    let form = browser("POST", &format!("/ui/tasks/{}/decision", ids[0]), Some(&cookie), None, "x")
+        .body(Body::from(format!("csrf={csrf}&decision=approve")))
+        .unwrap();
+    assert_eq!(send(&restarted, form).await.0, StatusCode::UNAUTHORIZED, "and decides nothing");
+    assert!(outbox.try_recv().is_err());
+    assert_eq!(send(&restarted, api("GET", "/api/me", Some(ALICE), None)).await.0, StatusCode::UNAUTHORIZED);
+
+    let fresh = login(&restarted, ROTATED).await;
+    assert_eq!(status(&restarted, &fresh).await, StatusCode::OK);
+}
+
 /// Opens the event stream of session `cookie`; the task ends when the stream does.
 async fn open_events(shared: &Arc<Shared>, cookie: &str) -> tokio::task::JoinHandle<()> {
     let response =
@@ -811,21 +844,48 @@ async fn a_person_modifies_only_the_arguments_of_a_call_that_offers_it() {
     assert_eq!((modified.id.as_str(), modified.function.as_str()), ("m1", "bash"));
     assert_eq!(serde_json::from_str::<Value>(&modified.arguments_json).unwrap(), json!({"cmd": "rm -r build/tmp"}));
 
-    // With two approvals needed, a modify decides at once, as its author's alone: those who
-    // approved saw another call.
-    decide_json(&shared, &ids[1], "alice", json!({"decision": "approve"})).await;
-    let (status, task) =
-        decide_json(&shared, &ids[1], "bob", json!({"decision": "modify", "arguments": {"cmd": "ls"}})).await;
+    assert_eq!(shared.store.task(&ids[1]).await.unwrap().unwrap().choices()[1], Decision::Modify);
+}
+
+/// On a step that needs two approvals, one reviewer's modify runs nothing, even with the
+/// arguments unchanged: it is one approval of the modified call, an approval of the call as
+/// asked does not complete it, and a second reviewer's approval of that same call does.
+#[tokio::test]
+async fn a_modify_on_a_two_person_step_needs_a_second_person_to_approve_the_modified_call() {
+    let (shared, mut outbox, ids) = editable().await;
+    let modify = |arguments: Value| json!({"decision": "modify", "arguments": arguments});
+    let (status, task) = decide_json(&shared, &ids[1], "alice", modify(json!({"cmd": "rm -r build"}))).await;
+    assert_eq!((status, task["state"].as_str()), (StatusCode::OK, Some("pending")), "{task}");
+    assert_eq!(task["approvals"][0]["modified_arguments"], r#"{"cmd":"rm -r build"}"#);
+    let (status, again) = decide_json(&shared, &ids[1], "alice", modify(json!({"cmd": "ls"}))).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{again}");
+    assert!(outbox.try_recv().is_err(), "one person's modify sends no answer");
+
+    // Bob approves the call as asked: not the call Alice modified, so nothing is decided.
+    let (status, task) = decide_json(&shared, &ids[1], "bob", json!({"decision": "approve"})).await;
+    assert_eq!((status, task["state"].as_str()), (StatusCode::OK, Some("pending")), "{task}");
+    assert!(outbox.try_recv().is_err(), "approvals of different calls do not add up");
+
+    // What Carol sees: Alice's modified call, with a button that approves that very call.
+    let carol = login(&shared, "carol").await;
+    let card = browser("GET", &format!("/ui/tasks/{}", ids[1]), Some(&carol), None, "").body(Body::empty()).unwrap();
+    let (_, _, card) = send(&shared, card).await;
+    assert!(card.contains("1 of 2 approvals</b>: alice, bob"), "approvals of different calls count apart: {card}");
+    assert!(card.contains("<code>{&quot;cmd&quot;:&quot;rm -r build&quot;}</code>"), "{card}");
+    assert!(card.contains("Approve this modified call"), "{card}");
+
+    // Carol approves Alice's modified call: decided by both, the answer carries that call.
+    let (status, task) = decide_json(&shared, &ids[1], "carol", modify(json!({"cmd": "rm -r build"}))).await;
     assert_eq!(
         (status, task["decision"].as_str(), task["decided_by"].as_str()),
-        (StatusCode::OK, Some("modify"), Some("bob"))
+        (StatusCode::OK, Some("modify"), Some("alice+carol")),
+        "{task}"
     );
     let answer = modified_answer(&mut outbox);
-    assert_eq!(
-        (answer.decided_by.as_str(), answer.explanation.as_deref()),
-        ("bob", Some("Human operator modified the tool call."))
-    );
-    assert_eq!(shared.store.task(&ids[1]).await.unwrap().unwrap().choices()[1], Decision::Modify);
+    assert_eq!((answer.decision, answer.decided_by.as_str()), (i32::from(v1::DecisionKind::Modify), "alice+carol"));
+    let modified = answer.modified.expect("the modified call");
+    assert_eq!(serde_json::from_str::<Value>(&modified.arguments_json).unwrap(), json!({"cmd": "rm -r build"}));
+    assert!(outbox.try_recv().is_err());
 }
 
 #[tokio::test]

@@ -179,7 +179,7 @@ pub async fn login(
         return Ok((StatusCode::UNAUTHORIZED, Html(pages::login(Some("That token is not valid.")))).into_response());
     };
     shared.logins.succeeded(peer.ip());
-    let id = shared.sessions.open(&reviewer.name).await?;
+    let id = shared.sessions.open(reviewer).await?;
     let mut response = Redirect::to("/").into_response();
     response.headers_mut().insert(header::SET_COOKIE, shared.site.set_session(&id));
     Ok(response)

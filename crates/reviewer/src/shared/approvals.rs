@@ -1,31 +1,47 @@
 //! Two-person (or N-person) approval: the approving choice of a task whose step needs several
 //! reviewers is counted, one per reviewer, and the approval that completes the count decides
 //! the task, as decided by every approver (`alice+bob`) with each approval in its metadata.
+//!
+//! A modify on such a step is one approval of the modified call: it counts with the approvals
+//! of that same call (the same arguments) only, never with those of the call as asked, so no
+//! one person's edit runs a call that a second person did not approve.
 
+use airlock_contract::v1;
+use airlock_policy::Decision;
 use airlock_records::review::ApprovalView;
 use airlock_records::time::now_ms;
 
 use super::Shared;
 use crate::store::{Approved, StoreError};
-use crate::task::{Task, Verdict, approvers};
+use crate::task::{Task, Verdict, agreeing, approvers};
 
 impl Shared {
-    /// Records `reviewer`'s approval of `task` with `explanation`; the one that completes
-    /// [`Task::approvals_needed`] decides the task and hands its answer to the outbox.
-    pub async fn approve(&self, task: &Task, explanation: String, reviewer: &str) -> Result<Approved, StoreError> {
+    /// Records `reviewer`'s approval of `task` with `explanation`, of the `modified` call of a
+    /// modify or else of the call as asked; the one that completes [`Task::approvals_needed`]
+    /// approvals of that call decides the task (a modify's with that call) and hands its
+    /// answer to the outbox.
+    pub async fn approve(
+        &self,
+        task: &Task,
+        explanation: String,
+        reviewer: &str,
+        modified: Option<v1::ToolCall>,
+    ) -> Result<Approved, StoreError> {
         let now = now_ms();
-        let approval = ApprovalView { reviewer: reviewer.to_owned(), at_unix_ms: now, explanation };
+        let modified_arguments = modified.as_ref().map(|call| call.arguments_json.clone());
+        let approval = ApprovalView { reviewer: reviewer.to_owned(), at_unix_ms: now, explanation, modified_arguments };
         let mut recorded = None;
         let approved = self
             .store
             .approve(task, &approval, |approved| {
+                let agreeing = agreeing(&approved.approvals, &approval);
                 let verdict = Verdict {
-                    decision: approved.approving(),
-                    explanation: approved_explanation(&approved.approvals),
-                    decided_by: approvers(&approved.approvals),
+                    decision: if modified.is_some() { Decision::Modify } else { approved.approving() },
+                    explanation: approved_explanation(&agreeing),
+                    decided_by: approvers(&agreeing),
                     decided_at: now,
                 };
-                let recording = self.recording(approved, verdict, None);
+                let recording = self.recording(approved, verdict, modified.clone());
                 recorded = Some(recording.clone());
                 recording
             })
@@ -70,7 +86,7 @@ mod tests {
         incoming.human.approvals = 2;
         let Inserted::Created(id) = shared.store.insert(&incoming, 1_000).await.unwrap() else { panic!() };
         let task = shared.store.task(&id).await.unwrap().unwrap();
-        assert!(matches!(shared.approve(&task, "fine".into(), "alice").await.unwrap(), Approved::Counted(_)));
+        assert!(matches!(shared.approve(&task, "fine".into(), "alice", None).await.unwrap(), Approved::Counted(_)));
         assert!(outbox.try_recv().is_err());
 
         let expired = shared.store.expired(5_000).await.unwrap();

@@ -4,7 +4,8 @@
 use airlock_records::review::ApprovalView;
 
 use super::{ADD_WEBHOOK, Db, NewWebhook, OutboxEntry, Store, StoreError};
-use crate::task::{State, Task, Verdict};
+use crate::auth::same_reviewer;
+use crate::task::{State, Task, Verdict, agreeing};
 
 /// The decision an approval that completes the count records, built from the task with all
 /// its approvals.
@@ -37,11 +38,12 @@ pub enum Approved {
 }
 
 impl Store {
-    /// Records `approval` of `task` unless its reviewer approved it before, and when that makes
-    /// [`Task::approvals_needed`] decides the task with what `finish` builds from the task and
-    /// all its approvals, in the same transaction. The transaction first locks the task's row
-    /// (a write that changes nothing), so approvals of one task, from any process sharing the
-    /// store, are counted one after the other.
+    /// Records `approval` of `task` unless its reviewer (whatever the case of the name)
+    /// approved it before, and when the approvals of the same call (the one asked, or the same
+    /// modified call) make [`Task::approvals_needed`] decides the task with what `finish`
+    /// builds from the task and all its approvals, in the same transaction. The transaction
+    /// first locks the task's row (a write that changes nothing), so approvals of one task,
+    /// from any process sharing the store, are counted one after the other.
     pub async fn approve(
         &self,
         task: &Task,
@@ -49,10 +51,10 @@ impl Store {
         finish: impl FnOnce(&Task) -> Recording,
     ) -> Result<Approved, StoreError> {
         const LOCK: &str = "UPDATE tasks SET state = state WHERE id = $1 AND state = 'pending'";
-        const GIVEN: &str = "SELECT reviewer, approved_at, explanation FROM approvals WHERE task_id = $1 \
-                             ORDER BY ordinal";
-        const ADD: &str = "INSERT INTO approvals (task_id, reviewer, ordinal, approved_at, explanation) \
-                           VALUES ($1, $2, $3, $4, $5)";
+        const GIVEN: &str = "SELECT reviewer, approved_at, explanation, modified_arguments FROM approvals \
+                             WHERE task_id = $1 ORDER BY ordinal";
+        const ADD: &str = "INSERT INTO approvals (task_id, reviewer, ordinal, approved_at, explanation, \
+                           modified_arguments) VALUES ($1, $2, $3, $4, $5, $6)";
         let outcome = on_db!(self, pool => {
             let mut tx = pool.begin().await?;
             let locked = sqlx::query(LOCK).bind(&task.id).execute(&mut *tx).await?.rows_affected();
@@ -60,14 +62,11 @@ impl Store {
                 tx.rollback().await?;
                 None
             } else {
-                let given: Vec<(String, i64, String)> = sqlx::query_as(GIVEN).bind(&task.id).fetch_all(&mut *tx).await?;
-                let mut approvals: Vec<ApprovalView> = given
-                    .into_iter()
-                    .map(|(reviewer, at_unix_ms, explanation)| ApprovalView { reviewer, at_unix_ms, explanation })
-                    .collect();
+                let given: Vec<Given> = sqlx::query_as(GIVEN).bind(&task.id).fetch_all(&mut *tx).await?;
+                let mut approvals: Vec<ApprovalView> = given.into_iter().map(approval_view).collect();
                 // What the locked row holds: a pending task's other columns never change.
                 let stored = Task { state: State::Pending, approvals: approvals.clone(), ..task.clone() };
-                if approvals.iter().any(|a| a.reviewer == approval.reviewer) {
+                if approvals.iter().any(|a| same_reviewer(&a.reviewer, &approval.reviewer)) {
                     tx.rollback().await?;
                     Some(Approved::Again(Box::new(stored)))
                 } else {
@@ -77,11 +76,12 @@ impl Store {
                         .bind(approvals.len() as i64 + 1)
                         .bind(approval.at_unix_ms)
                         .bind(&approval.explanation)
+                        .bind(&approval.modified_arguments)
                         .execute(&mut *tx)
                         .await?;
                     approvals.push(approval.clone());
                     let approved = Task { approvals, ..stored };
-                    if approved.approvals.len() < approved.approvals_needed() as usize {
+                    if agreeing(&approved.approvals, approval).len() < approved.approvals_needed() as usize {
                         tx.commit().await?;
                         Some(Approved::Counted(Box::new(approved)))
                     } else {
@@ -117,9 +117,10 @@ impl Store {
         if ids.is_empty() {
             return Ok(());
         }
-        let rows: Vec<(String, String, i64, String)> = on_db!(self, pool => {
+        let rows: Vec<(String, String, i64, String, Option<String>)> = on_db!(self, pool => {
             let mut query = sqlx::QueryBuilder::new(
-                "SELECT task_id, reviewer, approved_at, explanation FROM approvals WHERE task_id IN (",
+                "SELECT task_id, reviewer, approved_at, explanation, modified_arguments FROM approvals \
+                 WHERE task_id IN (",
             );
             let mut separated = query.separated(", ");
             for id in &ids {
@@ -128,11 +129,19 @@ impl Store {
             separated.push_unseparated(") ORDER BY task_id, ordinal");
             query.build_query_as().fetch_all(pool).await?
         });
-        for (task_id, reviewer, at_unix_ms, explanation) in rows {
+        for (task_id, reviewer, at_unix_ms, explanation, modified_arguments) in rows {
             if let Some(task) = tasks.iter_mut().find(|t| t.id == task_id) {
-                task.approvals.push(ApprovalView { reviewer, at_unix_ms, explanation });
+                task.approvals.push(approval_view((reviewer, at_unix_ms, explanation, modified_arguments)));
             }
         }
         Ok(())
     }
+}
+
+/// An approval as stored: reviewer, when, explanation, the modified call's arguments.
+type Given = (String, i64, String, Option<String>);
+
+/// An approval as read from the store.
+fn approval_view((reviewer, at_unix_ms, explanation, modified_arguments): Given) -> ApprovalView {
+    ApprovalView { reviewer, at_unix_ms, explanation, modified_arguments }
 }

@@ -202,6 +202,7 @@ async fn sessions(store: &Store) {
     let session = |id: &str, expires_at: i64| StoredSession {
         id_sha256: crate::auth::sha256_hex(id),
         reviewer: "alice".into(),
+        token_sha256: crate::auth::sha256_hex("alice's token"),
         csrf: format!("csrf-of-{id}"),
         created_at: 1_000,
         expires_at,
@@ -291,6 +292,30 @@ async fn store_on_postgres() {
     .await;
 }
 
+/// What the store refuses is told apart from a failure that passes: PostgreSQL refusing a NUL
+/// in a text column (past the intake's check) is no transient failure, a closed pool is one;
+/// SQLite keeps the NUL.
+#[tokio::test]
+async fn a_refused_value_is_not_transient_and_a_closed_pool_is() {
+    let mut incoming = human("ops", "s1", "c1", false, 0);
+    incoming.correlation.push('\0');
+    let refusals = |url: String, refused: bool| {
+        let incoming = incoming.clone();
+        async move {
+            let store = Store::open(&url).await.unwrap();
+            match store.insert(&incoming, 1_000).await {
+                Err(error) => assert!(refused && !error.is_transient(), "{error}"),
+                Ok(inserted) => assert!(!refused && matches!(inserted, Inserted::Created(_))),
+            }
+            store.close().await;
+            let error = store.insert(&human("ops", "s1", "c2", false, 0), 1_000).await.unwrap_err();
+            assert!(error.is_transient(), "{error}");
+        }
+    };
+    refusals("sqlite::memory:".into(), false).await;
+    with_pg("refusals", |url| refusals(url, true)).await;
+}
+
 /// Several processes on one PostgreSQL store: the same pending list, each task decided once,
 /// and one schema migration whichever starts first.
 #[tokio::test]
@@ -342,7 +367,17 @@ fn needing(approvals: u32, sample: &str, call: &str) -> Incoming {
 }
 
 fn approval(reviewer: &str, at: i64) -> ApprovalView {
-    ApprovalView { reviewer: reviewer.into(), at_unix_ms: at, explanation: format!("{reviewer} approves") }
+    ApprovalView {
+        reviewer: reviewer.into(),
+        at_unix_ms: at,
+        explanation: format!("{reviewer} approves"),
+        modified_arguments: None,
+    }
+}
+
+/// `reviewer`'s modify, at `at`, as an approval of the call with `arguments`.
+fn modifying(reviewer: &str, at: i64, arguments: &str) -> ApprovalView {
+    ApprovalView { modified_arguments: Some(arguments.into()), ..approval(reviewer, at) }
 }
 
 /// The decision of the approvals a task holds, as the service records it.
@@ -417,6 +452,33 @@ async fn approvals_suite(store: Store) {
         ));
     }
     assert!(matches!(store.approve(&three, &approval("carol", 6_002), approved).await.unwrap(), Approved::Decided(_)));
+
+    // A name in another case is the same reviewer: `Alice` after `alice` is not a second one.
+    let cased = created(&store, &needing(2, "s4", "c1")).await;
+    store.approve(&cased, &approval("alice", 7_000), never).await.unwrap();
+    let Approved::Again(again) = store.approve(&cased, &approval("Alice", 7_001), never).await.unwrap() else {
+        panic!("Alice counted beside alice")
+    };
+    assert_eq!(again.approvals, [approval("alice", 7_000)]);
+    assert!(again.approved_by("ALICE"));
+
+    // A modify is one approval of the modified call: an approval of the call as asked, or of
+    // another modified call, does not complete it; the same arguments (in any order) do.
+    let edited = created(&store, &needing(2, "s5", "c1")).await;
+    let narrower = r#"{"cmd":"rm -r build/tmp","cwd":"/src"}"#;
+    store.approve(&edited, &modifying("alice", 8_000, narrower), never).await.unwrap();
+    store.approve(&edited, &approval("bob", 8_001), never).await.unwrap();
+    let Approved::Counted(counted) =
+        store.approve(&edited, &modifying("carol", 8_002, r#"{"cmd":"rm -r /"}"#), never).await.unwrap()
+    else {
+        panic!("another modified call completed the count")
+    };
+    assert_eq!(counted.approvals[0], modifying("alice", 8_000, narrower), "the modified call is kept");
+    let reordered = r#"{"cwd":"/src","cmd":"rm -r build/tmp"}"#;
+    let Approved::Decided(_) = store.approve(&edited, &modifying("dave", 8_003, reordered), approved).await.unwrap()
+    else {
+        panic!("two approvals of the same modified call did not decide")
+    };
 }
 
 #[tokio::test]

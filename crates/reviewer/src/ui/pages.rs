@@ -5,11 +5,13 @@
 use std::fmt::Write as _;
 
 use airlock_policy::{Decision, Kind};
+use airlock_records::review::ApprovalView;
 use airlock_records::time::Utc;
 
 use super::{Content, call_line, escape, metadata_fields, safe_html, shown, triage};
+use crate::auth::same_reviewer;
 use crate::modify::editable_arguments;
-use crate::task::{State, Task, decision_from_wire, shortcut};
+use crate::task::{State, Task, agreeing, decision_from_wire, shortcut};
 use crate::triage::{Page, Triage};
 
 mod standing;
@@ -190,7 +192,7 @@ pub fn card(task: &Task, reviewer: &str, csrf: &str, now_ms: i64) -> String {
     match &task.state {
         State::Pending => {
             let approved = task.approved_by(reviewer);
-            html.push_str(&approvals(task, approved));
+            html.push_str(&approvals(task, reviewer, csrf));
             let _ = write!(
                 html,
                 "<form class=\"decide\" method=\"post\" action=\"/ui/tasks/{id}/decision\">\
@@ -259,14 +261,19 @@ fn arguments_editor(task: &Task) -> String {
     )
 }
 
-/// For a task that needs several approvals: how many it has of how many, who gave them and
-/// when, and whether the one looking gave one (then they cannot approve again).
-fn approvals(task: &Task, approved: bool) -> String {
+/// For a task that needs several approvals: how many the call most approved has of how many
+/// (approvals of different calls count apart), who gave them and when, which modified call a
+/// modify approved (with a button that approves that same call, for whoever has not approved
+/// yet), and whether `reviewer`, looking, gave one (then they cannot approve again).
+fn approvals(task: &Task, reviewer: &str, csrf: &str) -> String {
     let needed = task.approvals_needed();
     if needed < 2 {
         return String::new();
     }
-    let mut html = format!("<section class=\"approvals\"><p><b>{} of {needed} approvals</b>", task.approvals.len());
+    let count = |approval: &ApprovalView| agreeing(&task.approvals, approval).len();
+    let most = task.approvals.iter().map(count).max().unwrap_or_default();
+    let own = task.approvals.iter().find(|a| same_reviewer(&a.reviewer, reviewer));
+    let mut html = format!("<section class=\"approvals\"><p><b>{most} of {needed} approvals</b>");
     if !task.approvals.is_empty() {
         let names: Vec<String> = task.approvals.iter().map(|a| safe_html(&a.reviewer)).collect();
         let _ = write!(html, ": {}", names.join(", "));
@@ -278,20 +285,38 @@ fn approvals(task: &Task, approved: bool) -> String {
             let _ = write!(
                 html,
                 "<li class=\"answer\"><span class=\"approver\">{}</span> <span class=\"by\">at {}</span>\
-                 <p class=\"why\">{}</p></li>",
+                 <p class=\"why\">{}</p>",
                 safe_html(&approval.reviewer),
                 utc(approval.at_unix_ms),
                 safe_html(&approval.explanation)
             );
+            if let Some(arguments) = &approval.modified_arguments {
+                let _ =
+                    write!(html, "<p class=\"modified\">Modified arguments: <code>{}</code></p>", safe_html(arguments));
+                if own.is_none() {
+                    let _ = write!(
+                        html,
+                        "<form method=\"post\" action=\"/ui/tasks/{id}/decision\">\
+                         <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+                         <input type=\"hidden\" name=\"arguments\" value=\"{arguments}\">\
+                         <button type=\"submit\" name=\"decision\" value=\"modify\" class=\"btn modify\">\
+                         Approve this modified call</button></form>",
+                        id = escape(&task.id),
+                        csrf = escape(csrf),
+                        arguments = escape(arguments),
+                    );
+                }
+            }
+            html.push_str("</li>");
         }
         html.push_str("</ol>");
     }
-    if approved {
+    if let Some(own) = own {
         let _ = write!(
             html,
             "<p class=\"note\" id=\"approved-{}\">You approved this task; it needs {} from another reviewer.</p>",
             escape(&task.id),
-            match needed as usize - task.approvals.len() {
+            match (needed as usize).saturating_sub(count(own)) {
                 1 => "one more approval".to_owned(),
                 n => format!("{n} more approvals"),
             },
