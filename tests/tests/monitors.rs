@@ -211,15 +211,15 @@ async fn scenarios(prefix: String) {
 
     planted_scores_never_approve(&client, &model).await;
 
-    // No score after every attempt, or no choices at all: the fallback (escalate) hands the call
-    // to a person, and the trail says why.
+    // No score in a text after every attempt, or no choices at all: the fallback (escalate)
+    // hands the call to a person, and the trail says why.
     let (malformed, empty) = tokio::join!(
-        approve("malformed", bash("malformed"), POLICY),
+        approve("malformed", bash("malformed"), PLAIN),
         approve("empty", bash("empty human-rejects"), POLICY)
     );
     let malformed = malformed.unwrap();
-    assert_eq!(trail(&malformed), [("monitor".into(), "escalate"), ("human".into(), "approve")]);
-    let m = metadata(&malformed, "monitor");
+    assert_eq!(trail(&malformed), [("plain".into(), "escalate"), ("human".into(), "approve")]);
+    let m = metadata(&malformed, "plain");
     assert_eq!(
         (m["error"].as_str(), m["fallback"].as_bool(), m["attempts"].as_u64()),
         (Some("no_score"), Some(true), Some(3))
@@ -276,7 +276,7 @@ async fn scenarios(prefix: String) {
 
     expired_tasks_are_dropped(&admin, &prefix).await;
     let exposition = metrics.render();
-    for line in ["airlock_expired_total 1", "airlock_escalations_total{step=\"monitor\"} 6", "airlock_in_flight 0"] {
+    for line in ["airlock_expired_total 1", "airlock_escalations_total{step=\"monitor\"} 5", "airlock_in_flight 0"] {
         assert!(exposition.lines().any(|l| l == line), "{line} in:\n{exposition}");
     }
     assert!(exposition.contains("airlock_step_latency_seconds_count{step=\"monitor\"}"), "{exposition}");
