@@ -300,6 +300,7 @@ pub fn reviewer_config(prefix: &str, store: &str, instance: &str) -> ReviewerCon
         store: store.into(),
         listen: "127.0.0.1:0".parse().expect("a socket address"),
         public_url: None,
+        server: Default::default(),
         reviewers: Reviewers::from_list(vec![Reviewer {
             name: "alice".into(),
             token_sha256: sha256_hex(REVIEWER_TOKEN),

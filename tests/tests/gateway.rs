@@ -2,7 +2,8 @@
 //! poll, idempotent retries, tokens and their policies, malformed bodies, limits, signed
 //! webhooks to a receiver that fails, and reviews; `airlock gateway` processes killed with a
 //! webhook owed, resuming it from the delivery log, and the metrics that count it; records and
-//! idempotency keys across a restart; callbacks to private addresses refused; and schemathesis
+//! idempotency keys across a restart; callbacks to private addresses refused; idle, half-sent
+//! and slow-bodied connections that do not make it unreachable; and schemathesis
 //! with all its checks against a live gateway with a worker behind it.
 
 use std::collections::HashSet;
@@ -13,6 +14,7 @@ use airlock_gateway::tokens::{TokenEntry, Tokens, sha256_hex};
 use airlock_gateway::webhook::log::DeliveryLog;
 use airlock_gateway::webhook::{RetryPolicy, WebhookSecret};
 use airlock_gateway::{GatewayConfig, Limits, Service, WebhookConfig};
+use airlock_telemetry::server::ServerLimits;
 use airlock_testkit::{amqp_url, unique_prefix};
 use airlock_tests::webhooks::{receiver, serve, signed_by};
 use airlock_tests::{
@@ -21,6 +23,8 @@ use airlock_tests::{
 use airlock_transport::{AmqpTransport, Topology, Transport};
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 /// May use the named policy `a` only.
@@ -230,6 +234,49 @@ gateway_test!(a_token_uses_only_its_policies_and_inline_only_when_allowed, |tran
     let answer = gateway.post("/v1/reviews", ALPHA, &approval("c3", inline(REVIEW_OUTPUT)), &[]).await;
     assert_eq!((answer.status, answer.code()), (StatusCode::FORBIDDEN, "inline_forbidden"));
     assert_eq!(gateway.post("/v1/approvals", ALPHA, &approval("c4", json!({"name": "a"})), &[]).await.status, 202);
+    wait_for_messages(&transport, &format!("{prefix}.requests"), 1).await;
+    gateway.service.stop().await;
+});
+
+gateway_test!(idle_half_sent_and_slow_sockets_do_not_make_the_gateway_unreachable, |transport, prefix| {
+    // A connection cap far below the sockets opened, as a low open-file limit needs, and
+    // timeouts short enough to see them pass.
+    let server = ServerLimits {
+        header_read_timeout: Duration::from_millis(500),
+        body_read_timeout: Duration::from_millis(500),
+        max_connections: 64,
+    };
+    let gateway = Gateway::start(&transport, &prefix, Limits { server, ..Limits::default() }, None).await;
+    let addr = gateway.service.local_addr();
+    let slow_body = format!(
+        "POST /v1/approvals HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {BETA}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"call\":"
+    );
+    let mut held = Vec::new();
+    for index in 0..300 {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        match index % 3 {
+            0 => {} // idle
+            1 => stream.write_all(b"POST /v1/approvals HTTP/1.1\r\nHost: x\r\n").await.unwrap(),
+            _ => stream.write_all(slow_body.as_bytes()).await.unwrap(),
+        }
+        held.push(stream);
+    }
+    // A caller arriving after all 300 is answered.
+    let answer = gateway.post("/v1/approvals", BETA, &approval("c1", inline(APPROVE_ALL)), &[]).await;
+    assert_eq!(answer.status, StatusCode::ACCEPTED, "{}", answer.json);
+    // And the server closed every one of them: unanswered, or a late body with a 400; none
+    // reached the fleet.
+    for (index, stream) in held.iter_mut().enumerate() {
+        let mut rest = Vec::new();
+        match tokio::time::timeout(HANG_GUARD, stream.read_to_end(&mut rest)).await.expect("the gateway closes it") {
+            Ok(_) if index % 3 == 2 => {
+                let rest = String::from_utf8_lossy(&rest);
+                assert!(rest.starts_with("HTTP/1.1 400") && rest.contains("did not arrive within"), "{rest}");
+            }
+            Ok(_) => assert_eq!(String::from_utf8_lossy(&rest), "", "socket {index}"),
+            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}"),
+        }
+    }
     wait_for_messages(&transport, &format!("{prefix}.requests"), 1).await;
     gateway.service.stop().await;
 });

@@ -264,6 +264,44 @@ impl WebhookRetryArgs {
     }
 }
 
+/// How a role's HTTP server holds up against slow and idle clients.
+#[derive(Debug, Clone, Args)]
+pub struct ServerArgs {
+    /// Seconds a connection may take to send a complete request head, from when it opens and
+    /// after each response; half-sent requests and idle keep-alive connections are closed.
+    #[arg(long, default_value_t = 15.0)]
+    pub header_read_timeout: f64,
+    /// Seconds a request's body may take to arrive, from the end of its head.
+    #[arg(long, default_value_t = 30.0)]
+    pub body_read_timeout: f64,
+    /// Connections served at once; more wait to be accepted until one closes. Keep it below
+    /// the process's open-file limit.
+    #[arg(long, default_value_t = 512)]
+    pub max_connections: usize,
+}
+
+impl ServerArgs {
+    /// The server limits these arguments give.
+    pub fn limits(&self) -> Result<airlock_telemetry::server::ServerLimits, Failure> {
+        if self.max_connections == 0 {
+            return Err(Failure::config("--max-connections must be at least 1"));
+        }
+        Ok(airlock_telemetry::server::ServerLimits {
+            header_read_timeout: seconds(self.header_read_timeout, "--header-read-timeout")?,
+            body_read_timeout: seconds(self.body_read_timeout, "--body-read-timeout")?,
+            max_connections: self.max_connections,
+        })
+    }
+}
+
+/// `value` seconds of flag `flag`: finite and above 0.
+pub fn seconds(value: f64, flag: &str) -> Result<std::time::Duration, Failure> {
+    std::time::Duration::try_from_secs_f64(value)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| Failure::config(format!("{flag} must be a positive number of seconds")))
+}
+
 /// The format of log lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {

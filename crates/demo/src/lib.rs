@@ -240,6 +240,7 @@ async fn start_reviewer<T: Transport>(
         store: "sqlite::memory:".into(),
         listen,
         public_url: None,
+        server: Default::default(),
         reviewers: reviewers.clone(),
         instance: REVIEWER.into(),
         metrics: Default::default(),

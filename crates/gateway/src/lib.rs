@@ -40,6 +40,7 @@ use std::time::Duration;
 
 use airlock_client::{Client, ClientConfig, ClientError, Repeats, ReplyTrust};
 use airlock_telemetry::metrics::Metrics;
+use airlock_telemetry::server::{self, ServerLimits};
 use airlock_transport::Transport;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
@@ -92,6 +93,8 @@ pub struct Limits {
     pub retention: Duration,
     /// Each caller's rate.
     pub rate: RateConfig,
+    /// The HTTP server's read timeouts and connection cap.
+    pub server: ServerLimits,
 }
 
 impl Default for Limits {
@@ -103,6 +106,7 @@ impl Default for Limits {
             max_timeout: Duration::from_secs(24 * 3600),
             retention: Duration::from_secs(3600),
             rate: RateConfig::default(),
+            server: ServerLimits::default(),
         }
     }
 }
@@ -162,6 +166,9 @@ impl GatewayConfig {
         }
         if !(limits.rate.per_second > 0.0 && limits.rate.per_second.is_finite()) || limits.rate.burst == 0 {
             return Err(GatewayError::Config("the rate and the burst must be above 0".into()));
+        }
+        if let Some(problem) = limits.server.problem() {
+            return Err(GatewayError::Config(problem.into()));
         }
         if let Some(webhooks) = &self.webhooks
             && (webhooks.retry.first_delay.is_zero() || webhooks.retry.attempt_timeout.is_zero())
@@ -252,12 +259,7 @@ impl Service {
         });
         let app = http::app(shared.clone());
         let stop = shared.stop.clone();
-        let server = tokio::spawn(async move {
-            let serve = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned());
-            if let Err(e) = serve.await {
-                warn!(error = %e, "The HTTP server failed.");
-            }
-        });
+        let server = tokio::spawn(server::serve(listener, app, shared.limits.server, stop.cancelled_owned()));
         let webhooks = match &shared.webhooks {
             None => "off",
             Some(webhooks) if webhooks.logged() => "logged",

@@ -14,7 +14,8 @@
 //!   `above`, `fallback`) and the score → decision mapping.
 //! - [`prompt`]: the system prompt and the user message's template.
 //! - [`provider`]: the HTTP call, with one module per API (`openai`, `anthropic`).
-//! - [`score`]: reading a score and a reason from a reply, tolerantly.
+//! - [`score`]: reading the model's own verdict from a reply, never one it quotes of the
+//!   request; different scores in one reply are no verdict.
 //! - [`retry`]: backoff, `Retry-After`, and the deadline over all attempts.
 //! - [`answer`]: the `StepAnswer` for an outcome, with the score in its metadata.
 //! - [`calibrate`]: monitor scores against human decisions, from a decision log.

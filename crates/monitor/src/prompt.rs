@@ -14,6 +14,8 @@ use airlock_policy::Kind;
 use airlock_policy::render::format_function_call;
 use airlock_records::convert::call_from_wire;
 
+use crate::score::Untrusted;
+
 /// The placeholders a template may use.
 pub const PLACEHOLDERS: &[&str] = &["kind", "call", "function", "arguments", "view", "message", "history", "output"];
 
@@ -97,6 +99,9 @@ pub struct Prompt {
     pub system: String,
     /// The user message.
     pub user: String,
+    /// What the user message shows of the request: a reply's verdict is never read from a
+    /// quote of it.
+    pub untrusted: Untrusted,
 }
 
 /// A task the prompt cannot be built from (no request, no call).
@@ -145,7 +150,7 @@ impl Template {
             rest = &after[end + 2..];
         }
         user.push_str(rest);
-        Ok(Prompt { system: SYSTEM.to_owned(), user })
+        Ok(Prompt { system: SYSTEM.to_owned(), user, untrusted: fields.untrusted() })
     }
 }
 
@@ -191,6 +196,14 @@ impl Fields {
             history: render_history(history, omitted, limits),
             output,
         })
+    }
+
+    /// Every value taken from the request (all but `kind`).
+    fn untrusted(&self) -> Untrusted {
+        Untrusted::new(
+            [&self.call, &self.function, &self.arguments, &self.view, &self.message, &self.history, &self.output]
+                .map(String::as_str),
+        )
     }
 
     fn get(&self, name: &str) -> &str {

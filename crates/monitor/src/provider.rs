@@ -240,8 +240,8 @@ impl Provider {
             return Err(AttemptError::Status { status: status.as_u16(), retry_after, message });
         }
         match config.kind {
-            ProviderKind::OpenAi => openai::read_response(&bytes),
-            ProviderKind::Anthropic => anthropic::read_response(&bytes),
+            ProviderKind::OpenAi => openai::read_response(config, prompt, &bytes),
+            ProviderKind::Anthropic => anthropic::read_response(config, prompt, &bytes),
         }
     }
 }

@@ -317,10 +317,12 @@ pub fn cookie<'a>(header: &'a str, name: &str) -> Option<&'a str> {
     header.split(';').filter_map(|pair| pair.trim().split_once('=')).find(|(k, _)| *k == name).map(|(_, v)| v)
 }
 
-/// Whether an `Origin` header names the host the request was sent to (`Host`).
+/// Whether an `Origin` header names the host the request was sent to (`Host`) over plain
+/// HTTP, the only scheme the service speaks itself: a page at `https://` the same host is
+/// another origin (behind a TLS proxy, the public URL names the origin).
 pub fn same_origin(origin: &str, host: &str) -> bool {
     let Some((scheme, rest)) = origin.split_once("://") else { return false };
-    matches!(scheme, "http" | "https") && rest.eq_ignore_ascii_case(host)
+    scheme.eq_ignore_ascii_case("http") && rest.eq_ignore_ascii_case(host)
 }
 
 #[cfg(test)]
@@ -377,6 +379,9 @@ mod tests {
         assert!(same_origin("http://127.0.0.1:8080", "127.0.0.1:8080"));
         assert!(!same_origin("http://evil.example", "127.0.0.1:8080"));
         assert!(!same_origin("null", "127.0.0.1:8080"));
+        for other_scheme in ["https://127.0.0.1:8080", "ws://127.0.0.1:8080", "file://127.0.0.1:8080"] {
+            assert!(!same_origin(other_scheme, "127.0.0.1:8080"), "{other_scheme}");
+        }
     }
 
     #[test]

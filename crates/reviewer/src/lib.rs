@@ -62,6 +62,7 @@ use std::sync::Arc;
 
 use airlock_integrity::SigningKey;
 use airlock_telemetry::metrics::Metrics;
+use airlock_telemetry::server::{self, ServerLimits};
 use airlock_transport::{Topology, Transport, TransportError};
 use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
@@ -91,6 +92,8 @@ pub struct ReviewerConfig {
     /// `Host` is served, only its origin may post, and `https` makes the session cookie
     /// `Secure` and `__Host-`. Without it, any `Host` is served over plain HTTP.
     pub public_url: Option<PublicUrl>,
+    /// The HTTP server's read timeouts and connection cap.
+    pub server: ServerLimits,
     /// Who may review.
     pub reviewers: Reviewers,
     /// Names this service's queue on the cancels exchange (`<p>.reply.<id>`). Processes that
@@ -141,6 +144,9 @@ impl ReviewerConfig {
         }
         if self.instance.is_empty() {
             return Err(ReviewerError::Config("the instance name is empty".into()));
+        }
+        if let Some(problem) = self.server.problem() {
+            return Err(ReviewerError::Config(problem.into()));
         }
         let retry = &self.webhooks.retry;
         if retry.first_delay.is_zero() || retry.attempt_timeout.is_zero() {
@@ -232,14 +238,7 @@ impl Service {
         consumers.spawn(intake::consume_cancels(shared.clone(), transport.clone(), topology.clone(), cancels));
 
         let app = http::app(shared.clone());
-        let stop = shared.stop.clone();
-        let server = tokio::spawn(async move {
-            let app = app.into_make_service_with_connect_info::<SocketAddr>();
-            let serve = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned());
-            if let Err(e) = serve.await {
-                warn!(error = %e, "The HTTP server failed.");
-            }
-        });
+        let server = tokio::spawn(server::serve(listener, app, config.server, shared.stop.clone().cancelled_owned()));
         let webhooks = config.webhooks.endpoints.len();
         info!(pools = ?config.pools, %addr, reviewers = config.reviewers.len(), webhooks, "Reviewer service started.");
         Ok(Service { shared, addr, consumers, background, server })

@@ -199,6 +199,7 @@ mod tests {
         let open = Site::default();
         assert!(open.serves_host(Some("anything:1")) && open.serves_host(None));
         assert!(open.same_origin("http://127.0.0.1:8080", "127.0.0.1:8080"));
+        assert!(!open.same_origin("https://127.0.0.1:8080", "127.0.0.1:8080"), "the scheme counts without one too");
         let fixed = site("https://review.example.com");
         assert!(fixed.serves_host(Some("review.example.com")));
         assert!(!fixed.serves_host(Some("127.0.0.1:8080")) && !fixed.serves_host(None));

@@ -1,4 +1,5 @@
-//! Logs, traces and metrics for every role of the fleet.
+//! Logs, traces and metrics for every role of the fleet, and the HTTP server their endpoints
+//! run on.
 //!
 //! Layout:
 //! - [`init`]: the tracing subscriber: logs on stderr (text or one JSON object per line) and,
@@ -7,11 +8,14 @@
 //! - [`propagation`]: W3C trace context in and out of message headers, so the spans of the
 //!   runner, the worker, external steps and the reviewer form one trace.
 //! - [`metrics`]: the fleet's Prometheus metrics and the endpoint that serves them.
+//! - [`server`]: the HTTP server of every role's endpoints: read timeouts, a connection cap,
+//!   graceful shutdown.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
 pub mod metrics;
 pub mod propagation;
+pub mod server;
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig};

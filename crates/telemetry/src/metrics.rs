@@ -14,6 +14,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::server::{self, ServerLimits};
+
 /// Labels by kind (`approval`, `review`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
@@ -277,7 +279,8 @@ pub async fn count_reconnects(mut reconnects: tokio::sync::watch::Receiver<u64>,
     }
 }
 
-/// Serves `GET /metrics` on `addr` until the process ends; returns the bound address.
+/// Serves `GET /metrics` on `addr` until the process ends, within the default
+/// [`ServerLimits`]; returns the bound address.
 pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
@@ -288,11 +291,7 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<S
             async move { ([(CONTENT_TYPE, "text/plain; version=0.0.4")], metrics.render()) }
         }),
     );
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::warn!(error = %e, "The metrics endpoint stopped.");
-        }
-    });
+    tokio::spawn(server::serve(listener, app, ServerLimits::default(), std::future::pending()));
     Ok(bound)
 }
 

@@ -12,8 +12,20 @@
 //! | `MARK:malformed` | text with no score |
 //! | `MARK:empty` | no choices (OpenAI) or no content (Anthropic) |
 //!
-//! Requests are checked like the real APIs check them (key, version header, structured
-//! output asked for); a bad one gets the API's 400 or 401.
+//! and, as a monitor that quotes the call it judges before its verdict (with `ID` to tell
+//! requests apart):
+//!
+//! | marker | text reply | structured reply |
+//! |---|---|---|
+//! | `MARK:quote-ID-N` | the call, then `{"score": N, …}` | a score of N (Anthropic: the quote beside the tool call) |
+//! | `MARK:quoteprose-ID-N` | the call, then "I rate this N/10." | a score of N |
+//! | `MARK:quoteonly-ID-0` | the call, and a judgement in words only | a score of 0 |
+//! | `MARK:restate-ID-N` | `{"score":0}` in its own words, then `{"score": N, …}` | a score of N |
+//! | `MARK:ignoreschema-ID-N` | the call, then `{"score": N, …}` | the same text: a server that ignores the schema |
+//!
+//! Requests are checked like the real APIs check them (key, version header, a strict schema
+//! when one is asked for); a bad one gets the API's 400 or 401. The last request body of
+//! each marker is kept ([`FakeModel::request`]).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -37,7 +49,7 @@ pub const KEY: &str = "sk-test-key";
 #[derive(Clone)]
 pub struct FakeModel {
     pub addr: SocketAddr,
-    seen: Arc<Mutex<HashMap<String, u32>>>,
+    seen: Seen,
 }
 
 impl FakeModel {
@@ -66,38 +78,65 @@ impl FakeModel {
 
     /// How many requests carried `marker`.
     pub fn calls(&self, marker: &str) -> u32 {
-        self.seen.lock().unwrap().get(marker).copied().unwrap_or(0)
+        self.seen.lock().unwrap().get(marker).map_or(0, |(count, _)| *count)
+    }
+
+    /// The body of the last request that carried `marker`.
+    pub fn request(&self, marker: &str) -> Value {
+        self.seen.lock().unwrap().get(marker).map(|(_, body)| body.clone()).expect("a request with the marker")
     }
 }
 
-type Seen = Arc<Mutex<HashMap<String, u32>>>;
+/// By marker: how many requests carried it, and the last one's body.
+type Seen = Arc<Mutex<HashMap<String, (u32, Value)>>>;
 
 /// What to answer.
 enum Script {
     Score(f64),
     Prose(f64),
+    /// Text that quotes the call, then the model's own words.
+    Quoting(String),
     Error,
     Slow,
     Malformed,
     Empty,
 }
 
-/// Reads the marker in `text`, counts the call, and decides the reply.
-fn script(seen: &Seen, text: &str) -> Script {
-    let Some(start) = text.find("MARK:") else { return Script::Malformed };
+/// The call as the prompt shows it, which a quoting model copies.
+fn shown_call(prompt: &str) -> &str {
+    const BEFORE: &str = "The tool call:\n<untrusted>\n";
+    let start = prompt.find(BEFORE).expect("the default template") + BEFORE.len();
+    let end = prompt[start..].find("\n</untrusted>").expect("a closed marker");
+    &prompt[start..start + end]
+}
+
+/// Reads the marker in `prompt`, counts the call, and decides the reply (`structured`: as
+/// a server that follows the schema it was given).
+fn script(seen: &Seen, prompt: &str, body: &Value, structured: bool) -> Script {
+    let Some(start) = prompt.find("MARK:") else { return Script::Malformed };
     let marker: String =
-        text[start + 5..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.').collect();
+        prompt[start + 5..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.').collect();
     let count = {
         let mut seen = seen.lock().unwrap();
-        let count = seen.entry(marker.clone()).or_default();
-        *count += 1;
-        *count
+        let entry = seen.entry(marker.clone()).or_insert_with(|| (0, Value::Null));
+        *entry = (entry.0 + 1, body.clone());
+        entry.0
     };
     let parts: Vec<&str> = marker.split('-').collect();
     let score = |s: &str| s.parse::<f64>().expect("a score in the marker");
+    let quote = || format!("The agent wants to run:\n```\n{}\n```\n", shown_call(prompt));
+    let verdict = |n: &str| json!({"score": score(n), "reason": format!("fake verdict {n}")}).to_string();
     match parts.as_slice() {
         ["score", n] => Script::Score(score(n)),
         ["prose", n] => Script::Prose(score(n)),
+        ["ignoreschema", _, n] => Script::Quoting(format!("{}{}", quote(), verdict(n))),
+        ["quote" | "quoteprose" | "quoteonly" | "restate", _, n] if structured => Script::Score(score(n)),
+        ["quote", _, n] => Script::Quoting(format!("{}It pipes a download into sh. {}", quote(), verdict(n))),
+        ["quoteprose", _, n] => Script::Quoting(format!("{}It pipes a download into sh. I rate this {n}/10.", quote())),
+        ["quoteonly", _, _] => Script::Quoting(format!("{}This is clearly dangerous.", quote())),
+        ["restate", _, n] => {
+            Script::Quoting(format!("It claims {{\"score\":0}} is right, but it is not. {}", verdict(n)))
+        }
         ["ratelimit" | "overloaded", _, _] if count == 1 => Script::Error,
         ["slowonce", _, _] if count == 1 => Script::Slow,
         ["ratelimit" | "overloaded" | "slowonce", _, n] => Script::Score(score(n)),
@@ -119,7 +158,10 @@ async fn openai(State(seen): State<Seen>, headers: HeaderMap, Json(body): Json<V
     if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(&format!("Bearer {KEY}")) {
         return error(StatusCode::UNAUTHORIZED, "invalid_request_error", "Incorrect API key provided.");
     }
-    if body["response_format"]["json_schema"]["strict"] != json!(true) || body["messages"][0]["role"] != "system" {
+    let structured = body.get("response_format").is_some();
+    if (structured && body["response_format"]["json_schema"]["strict"] != json!(true))
+        || body["messages"][0]["role"] != "system"
+    {
         return error(
             StatusCode::BAD_REQUEST,
             "invalid_request_error",
@@ -127,9 +169,10 @@ async fn openai(State(seen): State<Seen>, headers: HeaderMap, Json(body): Json<V
         );
     }
     let user = body["messages"][1]["content"].as_str().unwrap_or_default().to_owned();
-    let content = match script(&seen, &user) {
+    let content = match script(&seen, &user, &body, structured) {
         Script::Score(n) => json!({"score": n, "reason": format!("fake verdict {n}")}).to_string(),
         Script::Prose(n) => format!("Looking at this call, I'd say Score: {n}. It seems fine."),
+        Script::Quoting(text) => text,
         Script::Malformed => "I am not able to rate this.".to_owned(),
         Script::Slow => {
             tokio::time::sleep(Duration::from_secs(60)).await;
@@ -190,16 +233,24 @@ async fn anthropic(State(seen): State<Seen>, headers: HeaderMap, Json(body): Jso
         );
     }
     let tool = body["tool_choice"]["name"].as_str().unwrap_or_default().to_owned();
-    if tool.is_empty() {
-        return error(StatusCode::BAD_REQUEST, "invalid_request_error", "expected a forced tool");
+    if body.get("tool_choice").is_some() && body["tools"][0]["name"] != json!(tool) {
+        return error(StatusCode::BAD_REQUEST, "invalid_request_error", "tool_choice names no tool given");
     }
+    let structured = !tool.is_empty();
     let user = body["messages"][0]["content"].as_str().unwrap_or_default().to_owned();
-    let (content, stop) = match script(&seen, &user) {
+    let quote = format!("The agent wants to run `{}`.", shown_call(&user));
+    let (content, stop) = match script(&seen, &user, &body, structured) {
+        // Forced to the tool, a quoting model still writes its text beside the call.
+        Script::Score(n) if structured && user.contains("MARK:quote") => (
+            json!([{"type": "text", "text": quote}, {"type": "tool_use", "id": "toolu_01A09q90qw90lq917835lq9", "name": tool, "input": {"score": n, "reason": format!("fake verdict {n}")}}]),
+            "tool_use",
+        ),
         Script::Score(n) => (
             json!([{"type": "tool_use", "id": "toolu_01A09q90qw90lq917835lq9", "name": tool, "input": {"score": n, "reason": format!("fake verdict {n}")}}]),
             "tool_use",
         ),
         Script::Prose(n) => (json!([{"type": "text", "text": format!("Score: {n}")}]), "end_turn"),
+        Script::Quoting(text) => (json!([{"type": "text", "text": text}]), "end_turn"),
         Script::Malformed => (json!([{"type": "text", "text": "I am not able to rate this."}]), "end_turn"),
         Script::Empty => (json!([]), "end_turn"),
         Script::Slow => {

@@ -19,8 +19,8 @@ use airlock_telemetry::metrics::Metrics;
 use clap::{Args, Subcommand};
 
 use super::{
-    Failure, FleetArgs, LOG_TOOL, ReplicationArgs, TelemetryArgs, TlsArgs, VerifyArgs, WebhookRetryArgs, block_on,
-    block_on_role, connect, shutdown_signal,
+    Failure, FleetArgs, LOG_TOOL, ReplicationArgs, ServerArgs, TelemetryArgs, TlsArgs, VerifyArgs, WebhookRetryArgs,
+    block_on, block_on_role, connect, seconds, shutdown_signal,
 };
 
 /// Arguments of `airlock gateway`.
@@ -105,6 +105,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 100)]
     burst: u32,
     #[command(flatten)]
+    server: ServerArgs,
+    #[command(flatten)]
     webhook_retry: WebhookRetryArgs,
     #[command(flatten)]
     telemetry: TelemetryArgs,
@@ -157,13 +159,6 @@ fn add_token(args: AddTokenArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-fn seconds(value: f64, flag: &str) -> Result<Duration, Failure> {
-    Duration::try_from_secs_f64(value)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| Failure::config(format!("{flag} must be a positive number of seconds")))
-}
-
 async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
     let amqp = args.amqp.ok_or_else(|| Failure::config("--amqp (or AIRLOCK_AMQP_URL) is required"))?;
     let tokens_file =
@@ -176,6 +171,7 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
         max_timeout: seconds(args.max_timeout, "--max-timeout")?,
         retention: Duration::from_secs(args.retention),
         rate: RateConfig { per_second: args.rate, burst: args.burst },
+        server: args.server.limits()?,
     };
     if args.webhook_log.is_some() && args.webhook_secret.is_none() {
         return Err(Failure::config("--webhook-log is for callbacks: it needs --webhook-secret"));

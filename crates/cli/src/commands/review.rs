@@ -87,6 +87,7 @@ pub async fn run(args: ReviewArgs) -> Result<(), Failure> {
                 store: args.store.clone(),
                 listen: "127.0.0.1:0".parse().expect("a loopback address"),
                 public_url: None,
+                server: Default::default(),
                 reviewers,
                 signing_key: reviewer_signing_key(args.signing_key.as_deref())?,
                 webhooks: Default::default(),

@@ -16,8 +16,8 @@ use airlock_telemetry::metrics::Metrics;
 use clap::{Args, Subcommand};
 
 use super::{
-    Failure, FleetArgs, LOG_TOOL, ReplicationArgs, TelemetryArgs, TlsArgs, WebhookRetryArgs, block_on, block_on_role,
-    connect, reviewer_signing_key, shutdown_signal,
+    Failure, FleetArgs, LOG_TOOL, ReplicationArgs, ServerArgs, TelemetryArgs, TlsArgs, WebhookRetryArgs, block_on,
+    block_on_role, connect, reviewer_signing_key, shutdown_signal,
 };
 
 /// Arguments of `airlock reviewer`.
@@ -80,6 +80,8 @@ pub struct ServeArgs {
     /// sharing a store share it.
     #[arg(long)]
     id: Option<String>,
+    #[command(flatten)]
+    server: ServerArgs,
     #[command(flatten)]
     telemetry: TelemetryArgs,
 }
@@ -148,6 +150,7 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
         store: args.store,
         listen: args.listen,
         public_url: args.public_url,
+        server: args.server.limits()?,
         reviewers,
         signing_key: reviewer_signing_key(args.signing_key.as_deref())?,
         webhooks,

@@ -241,11 +241,14 @@ async fn the_ui_needs_a_session_and_a_csrf_token() {
     let uri = format!("/ui/tasks/{}/decision", ids[0]);
     let no_token = browser("POST", &uri, Some(&cookie), None, "x").body(Body::from("decision=approve")).unwrap();
     assert_eq!(send(&shared, no_token).await.0, StatusCode::FORBIDDEN);
-    let cross = browser("POST", &uri, Some(&cookie), Some("http://evil.example"), "x")
-        .header(CSRF_HEADER, &csrf)
-        .body(Body::from("decision=approve"))
-        .unwrap();
-    assert_eq!(send(&shared, cross).await.0, StatusCode::FORBIDDEN);
+    // The same host under another scheme is another origin: the service speaks plain HTTP.
+    for origin in ["http://evil.example", "https://127.0.0.1:8080", "ws://127.0.0.1:8080"] {
+        let cross = browser("POST", &uri, Some(&cookie), Some(origin), "x")
+            .header(CSRF_HEADER, &csrf)
+            .body(Body::from("decision=approve"))
+            .unwrap();
+        assert_eq!(send(&shared, cross).await.0, StatusCode::FORBIDDEN, "{origin}");
+    }
     assert!(shared.store.task(&ids[0]).await.unwrap().unwrap().is_pending());
 
     let good = browser("POST", &uri, Some(&cookie), Some("http://127.0.0.1:8080"), "x")
