@@ -179,7 +179,9 @@ impl<T: Transport> Worker<T> {
 
     /// What the handler makes of a message. A panic in it is this message's failure alone:
     /// the message is dead-lettered with the panic's text, where unwinding would leave it
-    /// unacknowledged, holding one of the consumer's slots until the worker restarts.
+    /// unacknowledged, holding one of the consumer's slots until the worker restarts. What
+    /// the handler shares between messages (compiled policies, reply keys) is written in one
+    /// step under locks that recover from poisoning, so a panic leaves none of it half made.
     fn handled(&self, source: Source, message: &Message, now: i64) -> Handled {
         let handle = || match source {
             Source::Request => self.handler.on_request(message, now),
