@@ -25,6 +25,8 @@
 //!   [`linked`]).
 //! - `soak`: a mixed load for `AIRLOCK_SOAK_SECS` (default 40) while links are frozen, reset
 //!   and delayed and the auditor is killed at random, every call judged by [`soak`]'s checker.
+//! - `hostile`: what one caller's inline policy may not do to a shared worker: stall it,
+//!   make it declare queues, learn where it keeps its policies.
 //! - `cluster`, `roles`, `tls`, `integrity`, `audit`, `monitors`, `telemetry`: a three-node
 //!   cluster, least-privilege broker users, TLS, signed fleets, the decision log, model
 //!   monitors, traces and metrics.
@@ -237,8 +239,14 @@ pub struct WorkerProcess {
 impl WorkerProcess {
     /// Starts a worker whose connections are named `<prefix> worker`.
     pub fn start(prefix: &str, id: &str) -> Self {
+        WorkerProcess::start_with(prefix, id, &["--concurrency", "32"])
+    }
+
+    /// [`WorkerProcess::start`] with `args` (`--concurrency`, `--policy-dir`…) of its own.
+    pub fn start_with(prefix: &str, id: &str, args: &[&str]) -> Self {
         let child = Command::new(airlock_bin())
-            .args(["worker", "--amqp", &amqp_url(), "--prefix", prefix, "--id", id, "--concurrency", "32"])
+            .args(["worker", "--amqp", &amqp_url(), "--prefix", prefix, "--id", id])
+            .args(args)
             .args(TestKeys::get().worker_args())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())

@@ -106,6 +106,32 @@ fn check_prints_the_chain_or_a_located_error() {
     assert!(stderr.contains("bad.yaml:4:15: step 'auto': 'continue' is not an answer approval allows"), "{stderr}");
 }
 
+/// Every value past a policy limit is a located error with the configuration exit status,
+/// never a panic (101).
+#[test]
+fn check_reports_values_past_the_limits_where_they_stand() {
+    let scratch = tempdir();
+    let long_glob = "?".repeat(airlock_policy::limits::MAX_GLOB_CHARS + 1);
+    let cases = [
+        ("timeout: 1e20", "4:14: step 'human': 'timeout' must be a number of seconds above 0"),
+        ("timeout: .nan", "4:14: invalid YAML"),
+        ("timeout: .inf", "4:14: invalid YAML"),
+        ("pool: \"#\"", "4:11: step 'human': pool '#' must be letters, digits, '_' and '-' only"),
+        ("pool: \"a\\0b\"", "4:11: strings in a policy must not contain NUL characters"),
+        ("timeout: 5\n  - name: step.#\n    tools: x", "5:11: step name 'step.#' must be"),
+        ("timeout: 5\n  - name: auto\n    tools: \"*LONG\"", "6:12: bad glob"),
+    ];
+    for (i, (line, expected)) in cases.iter().enumerate() {
+        let file = scratch.join(format!("limit-{i}.yaml"));
+        let line = line.replace("LONG", &long_glob);
+        fs::write(&file, format!("approvers:\n  - name: human\n    tools: x\n    {line}\n")).unwrap();
+        let out = airlock(&["policy", "check", file.to_str().unwrap()]);
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(64), "{line}: {stderr}");
+        assert!(stderr.contains(&format!("limit-{i}.yaml:{expected}")), "{line}: {stderr}");
+    }
+}
+
 fn tempdir() -> PathBuf {
     let dir =
         std::env::temp_dir().join(format!("airlock-cli-{}-{:?}", std::process::id(), std::thread::current().id()));

@@ -39,7 +39,7 @@ fn chain(c: &mut Criterion) {
     group.bench_function("render+match", |b| {
         b.iter(|| {
             for call in &calls {
-                black_box(policy.matching(&format_function_call(black_box(call))));
+                black_box(policy.matching(&format_function_call(black_box(call))).ok());
             }
         })
     });
@@ -53,5 +53,32 @@ fn chain(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, chain);
+/// Globs built to be slow, against long calls: a `*` and 40,000 `?` before a `b` (its `?`s
+/// skipped, not searched for), and a segment of 2,000 classes searched through 100 KB (the
+/// shape left that costs per character: it stops at the match budget).
+fn hostile(c: &mut Criterion) {
+    let question_marks = format!("*{}b", "?".repeat(40_000));
+    let classes = format!("*{}b", "[a]".repeat(2_000));
+    let call = |x: String| Call::from_json(&serde_json::json!({"function": "f", "arguments": {"x": x}})).unwrap();
+    let cases = [
+        ("40k ? vs 300 KB, no b", &question_marks, call("a".repeat(300_000))),
+        (
+            "40k ? vs 300 KB, b at 200 KB",
+            &question_marks,
+            call(format!("{}b{}", "a".repeat(200_000), "a".repeat(100_000))),
+        ),
+        ("2k classes vs 100 KB, past the budget", &classes, call("a".repeat(100_000))),
+    ];
+    let mut group = c.benchmark_group("hostile glob");
+    group.sample_size(10);
+    for (name, glob, call) in cases {
+        let text = format!("approvers:\n  - name: auto\n    tools: \"{glob}\"\n    decision: approve\n");
+        let policy = Policy::parse("hostile.yaml", &text, Kind::Approval).expect("a valid policy");
+        let input = Input { call: &call, message: "", output: None };
+        group.bench_function(name, |b| b.iter(|| black_box(policy.evaluate(black_box(&input), ChainState::default()))));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, chain, hostile);
 criterion_main!(benches);

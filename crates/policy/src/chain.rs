@@ -13,6 +13,9 @@
 //!   by `policy`;
 //! - `modify` without a call: reject (the step's `modify` stays the last trail entry);
 //! - `modify` to another function: the sample fails ([`ChainError::ModifiedFunction`]).
+//!
+//! And one of Airlock's own: matching the call against the steps' globs that runs past
+//! [`glob::MATCH_BUDGET`] fails closed (reject, or terminate for a review), by `policy`.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -20,7 +23,7 @@ use std::sync::Arc;
 
 use crate::call::{Answer, Call, Decision, Kind};
 use crate::document::{Document, PolicyError};
-use crate::glob::{self, ToolMatcher};
+use crate::glob::{self, Budget, Exhausted, ToolMatcher};
 use crate::render::format_function_call;
 use crate::steps::{ExternalStep, ParamError, Step, Subject};
 
@@ -251,9 +254,10 @@ impl Policy {
         self.run(&subject, state)
     }
 
-    /// The indices of the steps whose globs match the rendered call, in order.
-    pub fn matching(&self, rendered: &str) -> Vec<usize> {
-        self.matcher.matching_steps(rendered)
+    /// The indices of the steps whose globs match the rendered call, in order, within one
+    /// evaluation's [`glob::MATCH_BUDGET`].
+    pub fn matching(&self, rendered: &str) -> Result<Vec<usize>, Exhausted> {
+        self.matcher.matching_steps(rendered, &mut Budget::evaluation())
     }
 
     fn subject<'a>(&self, input: &Input<'a>, rendered: &'a str) -> Subject<'a> {
@@ -262,12 +266,22 @@ impl Policy {
 
     /// Asks the matching steps from `state.next_step` on, in order, as Inspect's generator
     /// of matching approvers does: steps after the deciding one are never matched.
+    ///
+    /// Matching that runs past its budget decides as an unanswered step does: fail closed,
+    /// recorded as `policy`.
     fn run(&self, subject: &Subject<'_>, mut state: ChainState) -> Verdict {
         // Every trail entry so far came from a step that matched.
         let mut any_matched = !state.trail.is_empty();
+        let mut budget = Budget::evaluation();
         for index in state.next_step..self.steps.len() {
-            if !self.matcher.step_matches(index, subject.rendered) {
-                continue;
+            match self.matcher.step_matches(index, subject.rendered, &mut budget) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(exhausted) => {
+                    state.next_step = self.steps.len();
+                    let explanation = format!("{exhausted}, so the call is not judged.");
+                    return Self::policy_decides(Answer::new(self.kind.fail_closed(), explanation), state);
+                }
             }
             any_matched = true;
             let answer = match &self.steps[index].step {
@@ -297,7 +311,7 @@ impl Policy {
     }
 
     /// Inspect's answer when no step decided.
-    fn exhausted(&self, subject: &Subject<'_>, any_matched: bool, mut state: ChainState) -> Verdict {
+    fn exhausted(&self, subject: &Subject<'_>, any_matched: bool, state: ChainState) -> Verdict {
         let function = &subject.call.function;
         let explanation = match (self.kind, any_matched) {
             (Kind::Approval, false) => format!("No approvers registered for tool {function}"),
@@ -319,7 +333,11 @@ impl Policy {
             Kind::Approval => Decision::Reject,
             Kind::Review => Decision::Continue,
         };
-        let answer = Answer::new(decision, explanation);
+        Self::policy_decides(Answer::new(decision, explanation), state)
+    }
+
+    /// The chain decided by `policy`, its answer the last of the trail.
+    fn policy_decides(answer: Answer, mut state: ChainState) -> Verdict {
         let policy: Arc<str> = POLICY.into();
         state.trail.push(TrailEntry { step: None, approver: policy.clone(), answer: answer.clone() });
         Verdict::Decided(Outcome::from_answer(answer, Some(policy), None, state.trail))

@@ -16,6 +16,7 @@ use sha2::{Digest, Sha256};
 
 use crate::call::Kind;
 use crate::glob::py_strip;
+use crate::limits;
 
 /// A place in a policy document, counted from 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -94,6 +95,7 @@ impl Document {
                 format!("invalid {}: {}", if is_json { "JSON" } else { "YAML" }, first_line(&e.to_string())),
             )
         })?;
+        check_texts(&root).map_err(|(l, m)| error(l, m))?;
         let Node::Map(top) = root.value else {
             return Err(error(
                 at(&root),
@@ -176,10 +178,16 @@ fn entry(item: Spanned<Node>) -> Result<Entry, (Location, String)> {
     for (key, value) in fields {
         let key_name = key.value.as_key().map_err(|m| (at(&key), m))?;
         match key_name.as_str() {
-            "name" => match value.value {
-                Node::Str(s) => name = Some(s),
-                ref other => return Err((at(&value), format!("'name' must be a string, not {}", other.kind()))),
-            },
+            "name" => {
+                let location = at(&value);
+                match value.value {
+                    Node::Str(s) => {
+                        limits::check_step_name(&s).map_err(|m| (location, m))?;
+                        name = Some(s);
+                    }
+                    other => return Err((location, format!("'name' must be a string, not {}", other.kind()))),
+                }
+            }
             "tools" => {
                 let (specs, locations) = tool_specs(value)?;
                 tools = Some(specs);
@@ -223,6 +231,19 @@ fn tool_specs(value: Spanned<Node>) -> Result<(Vec<String>, Vec<Location>), (Loc
             .map(|pairs| pairs.into_iter().unzip()),
         Node::Null => Err((location, "'tools' is empty: write \"*\" for every tool (a bare * is a YAML alias)".into())),
         other => Err((location, format!("'tools' must be a string or a list of strings, not {}", other.kind()))),
+    }
+}
+
+/// Refuses the first string (key or value) that [`limits::check_text`] refuses, where it stands.
+fn check_texts(node: &Spanned<Node>) -> Result<(), (Location, String)> {
+    match &node.value {
+        Node::Str(s) => limits::check_text(s).map_err(|m| (at(node), m)),
+        Node::Seq(items) => items.iter().try_for_each(check_texts),
+        Node::Map(entries) => entries.iter().try_for_each(|(key, value)| {
+            check_texts(key)?;
+            check_texts(value)
+        }),
+        Node::Null | Node::Bool(_) | Node::Number(_) => Ok(()),
     }
 }
 

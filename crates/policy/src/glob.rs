@@ -11,11 +11,15 @@
 //! the start, its last at the end, and every other segment is found, leftmost first, in
 //! order between them: the classic glob algorithm, exact for fnmatch's semantics. Literal
 //! segments are found with SIMD substring search; segments with `?` or a class compare one
-//! character (not byte) at a time, as Python does. (globset is not used: it matches bytes,
-//! so its `?` and `[é]` do not match one non-ASCII character, and its multi-glob regex scans
-//! the whole call for every glob with inner stars.)
+//! character (not byte) at a time, as Python does, and the `?`s next to a star are skipped
+//! rather than searched for. Every match spends from one [`Budget`] per evaluation
+//! ([`MATCH_BUDGET`] steps), so a glob built to be slow stops instead of holding a worker.
+//! (globset is not used: it matches bytes, so its `?` and `[é]` do not match one non-ASCII
+//! character, and its multi-glob regex scans the whole call for every glob with inner stars.)
 
 use memchr::memmem::Finder;
+
+use crate::limits;
 
 /// A glob Python's `re` would refuse to compile (Inspect fails the sample on it).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -65,6 +69,61 @@ fn is_py_space(c: char) -> bool {
     )
 }
 
+/// The work glob matching may do for one evaluation, in steps: one character compared, one
+/// character skipped, or eight bytes of a literal searched. A glob of plain text and stars
+/// costs about a step per eight bytes of the call, so a call of a megabyte is judged against
+/// dozens of them; a glob built to be slow (a segment of classes searched through a long
+/// argument) runs out of it in about 40 ms (`cargo bench -p airlock-policy --bench chain --
+/// hostile`).
+pub const MATCH_BUDGET: u64 = 10_000_000;
+
+/// Matching ran past its [`Budget`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("matching the call against the policy's tools ran past its budget of {MATCH_BUDGET} steps")]
+pub struct Exhausted;
+
+/// What is left of a [`MATCH_BUDGET`], spent by every glob matched for one call.
+#[derive(Debug, Clone)]
+pub struct Budget {
+    left: u64,
+}
+
+impl Budget {
+    /// A budget of `steps`.
+    pub fn new(steps: u64) -> Self {
+        Budget { left: steps }
+    }
+
+    /// The budget of one evaluation, [`MATCH_BUDGET`].
+    pub fn evaluation() -> Self {
+        Budget::new(MATCH_BUDGET)
+    }
+
+    /// The steps not spent yet.
+    pub fn left(&self) -> u64 {
+        self.left
+    }
+
+    /// Spends `steps`; past the budget nothing is left, so every later match stops too.
+    fn spend(&mut self, steps: usize) -> Result<(), Exhausted> {
+        match self.left.checked_sub(steps as u64) {
+            Some(left) => {
+                self.left = left;
+                Ok(())
+            }
+            None => {
+                self.left = 0;
+                Err(Exhausted)
+            }
+        }
+    }
+
+    /// Charges a literal search that read `bytes` bytes.
+    fn searched(&mut self, bytes: usize) -> Result<(), Exhausted> {
+        self.spend(bytes / 8 + 1)
+    }
+}
+
 /// The globs of a whole chain, compiled once.
 #[derive(Debug, Clone)]
 pub struct ToolMatcher {
@@ -91,14 +150,25 @@ impl ToolMatcher {
         Ok(ToolMatcher { steps })
     }
 
-    /// Whether any glob of step `step` matches the rendered call.
-    pub fn step_matches(&self, step: usize, rendered: &str) -> bool {
-        self.steps[step].iter().any(|glob| glob.is_match(rendered))
+    /// Whether any glob of step `step` matches the rendered call, within `budget`.
+    pub fn step_matches(&self, step: usize, rendered: &str, budget: &mut Budget) -> Result<bool, Exhausted> {
+        for glob in &self.steps[step] {
+            if glob.is_match(rendered, budget)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
-    /// The steps, in order, whose globs match the rendered call.
-    pub fn matching_steps(&self, rendered: &str) -> Vec<usize> {
-        (0..self.steps.len()).filter(|&step| self.step_matches(step, rendered)).collect()
+    /// The steps, in order, whose globs match the rendered call, within `budget`.
+    pub fn matching_steps(&self, rendered: &str, budget: &mut Budget) -> Result<Vec<usize>, Exhausted> {
+        let mut matching = Vec::new();
+        for step in 0..self.steps.len() {
+            if self.step_matches(step, rendered, budget)? {
+                matching.push(step);
+            }
+        }
+        Ok(matching)
     }
 }
 
@@ -117,9 +187,10 @@ impl WholeGlob {
         Ok(WholeGlob { glob: tokens.map(|tokens| Glob::new(&tokens)) })
     }
 
-    /// Whether the glob matches the whole of `text`.
+    /// Whether the glob matches the whole of `text`; a match that runs past
+    /// [`MATCH_BUDGET`] is no match.
     pub fn is_match(&self, text: &str) -> bool {
-        self.glob.as_ref().is_some_and(|glob| glob.is_match(text))
+        self.glob.as_ref().is_some_and(|glob| glob.is_match(text, &mut Budget::evaluation()) == Ok(true))
     }
 }
 
@@ -139,11 +210,35 @@ pub fn escape(text: &str) -> String {
 }
 
 /// One compiled glob: fixed-length segments separated by stars.
+// Built once per policy and read in place: boxing the larger variant would add a pointer
+// chase to every match.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
-struct Glob {
-    segments: Vec<Segment>,
-    leading_star: bool,
-    trailing_star: bool,
+enum Glob {
+    /// No star: the segment must be the whole text.
+    Exact(Segment),
+    /// With stars.
+    Starred {
+        /// Matched at the start (no leading star).
+        head: Option<Segment>,
+        /// Found leftmost, in order, after the head.
+        middle: Vec<Floating>,
+        /// Matched at the end, after the middle (no trailing star).
+        tail: Option<Segment>,
+    },
+}
+
+/// A segment between two stars, its `?`s next to a star counted apart: `*??x*` matches what
+/// `??*x*` matches, so they are skipped, never searched for. (Searched for, a segment of
+/// 40,000 `?`s cost 40,000 comparisons at every character of the call.)
+#[derive(Debug, Clone)]
+struct Floating {
+    /// Characters skipped before the core.
+    lead: usize,
+    /// The segment from its first to its last token that is not `?`; `None` for only `?`s.
+    core: Option<Segment>,
+    /// Characters skipped after the core.
+    trail: usize,
 }
 
 /// A run of tokens between stars; each token matches exactly one character.
@@ -159,49 +254,76 @@ enum Segment {
 
 impl Glob {
     fn new(tokens: &[Token]) -> Self {
-        let segments = tokens.split(|t| *t == Token::Star).filter(|run| !run.is_empty()).map(Segment::new).collect();
-        Glob {
-            segments,
-            leading_star: tokens.first() == Some(&Token::Star),
-            trailing_star: tokens.last() == Some(&Token::Star),
+        if !tokens.contains(&Token::Star) {
+            return Glob::Exact(Segment::new(tokens));
+        }
+        let runs: Vec<&[Token]> = tokens.split(|t| *t == Token::Star).collect();
+        let (first, rest) = runs.split_first().expect("split yields at least one run");
+        let (last, inner) = rest.split_last().expect("a star splits in two");
+        let segment = |run: &&[Token]| (!run.is_empty()).then(|| Segment::new(run));
+        Glob::Starred {
+            head: segment(first),
+            middle: inner.iter().filter(|run| !run.is_empty()).map(|run| Floating::new(run)).collect(),
+            tail: segment(last),
         }
     }
 
-    fn is_match(&self, text: &str) -> bool {
-        let mut segments = self.segments.as_slice();
-        if !self.leading_star && !self.trailing_star && segments.len() <= 1 {
-            return match segments.first() {
-                None => text.is_empty(),
-                Some(only) => only.match_at(text, 0) == Some(text.len()),
-            };
-        }
+    fn is_match(&self, text: &str, budget: &mut Budget) -> Result<bool, Exhausted> {
+        let (head, middle, tail) = match self {
+            Glob::Exact(only) => return Ok(only.match_at(text, 0, budget)? == Some(text.len())),
+            Glob::Starred { head, middle, tail } => (head, middle, tail),
+        };
         let mut pos = 0;
-        if !self.leading_star {
-            let Some((first, rest)) = segments.split_first() else { return true };
-            match first.match_at(text, 0) {
+        if let Some(head) = head {
+            match head.match_at(text, 0, budget)? {
                 Some(end) => pos = end,
-                None => return false,
-            }
-            segments = rest;
-        }
-        let mut last = None;
-        if !self.trailing_star
-            && let Some((tail, rest)) = segments.split_last()
-        {
-            last = Some(tail);
-            segments = rest;
-        }
-        for segment in segments {
-            match segment.find(text, pos) {
-                Some(end) => pos = end,
-                None => return false,
+                None => return Ok(false),
             }
         }
-        match last {
-            None => true,
-            Some(tail) => tail.match_suffix(text, pos),
+        for segment in middle {
+            match segment.find(text, pos, budget)? {
+                Some(end) => pos = end,
+                None => return Ok(false),
+            }
+        }
+        match tail {
+            None => Ok(true),
+            Some(tail) => tail.match_suffix(text, pos, budget),
         }
     }
+}
+
+impl Floating {
+    fn new(tokens: &[Token]) -> Self {
+        let lead = tokens.iter().take_while(|t| **t == Token::Any).count();
+        let trail = tokens[lead..].iter().rev().take_while(|t| **t == Token::Any).count();
+        let core = &tokens[lead..tokens.len() - trail];
+        Floating { lead, core: (!core.is_empty()).then(|| Segment::new(core)), trail }
+    }
+
+    /// The end of the leftmost match at or after `pos`. The core's leftmost match is the
+    /// only candidate: any later one ends later, with fewer characters left for the trail.
+    fn find(&self, text: &str, pos: usize, budget: &mut Budget) -> Result<Option<usize>, Exhausted> {
+        let Some(start) = skip(text, pos, self.lead, budget)? else { return Ok(None) };
+        let end = match &self.core {
+            None => start,
+            Some(core) => match core.find(text, start, budget)? {
+                Some(end) => end,
+                None => return Ok(None),
+            },
+        };
+        skip(text, end, self.trail, budget)
+    }
+}
+
+/// The end of the `count` characters from `pos`, if the text has that many.
+fn skip(text: &str, pos: usize, count: usize, budget: &mut Budget) -> Result<Option<usize>, Exhausted> {
+    budget.spend(count)?;
+    let mut chars = text[pos..].char_indices();
+    if count > 0 && chars.nth(count - 1).is_none() {
+        return Ok(None);
+    }
+    Ok(Some(chars.next().map_or(text.len(), |(offset, _)| pos + offset)))
 }
 
 impl Segment {
@@ -215,51 +337,89 @@ impl Segment {
     }
 
     /// The end of this segment matched at `pos`, if it matches there.
-    fn match_at(&self, text: &str, pos: usize) -> Option<usize> {
+    fn match_at(&self, text: &str, pos: usize, budget: &mut Budget) -> Result<Option<usize>, Exhausted> {
         match self {
             Segment::Literal { text: literal, .. } => {
-                text[pos..].starts_with(literal.as_str()).then_some(pos + literal.len())
+                budget.searched(literal.len())?;
+                Ok(text[pos..].starts_with(literal.as_str()).then_some(pos + literal.len()))
             }
             Segment::Chars(tokens) => {
                 let mut chars = text[pos..].char_indices();
-                for token in tokens {
-                    let (_, c) = chars.next()?;
-                    if !token.matches(c) {
-                        return None;
+                for (compared, token) in tokens.iter().enumerate() {
+                    let matched = chars.next().is_some_and(|(_, c)| token.matches(c));
+                    if !matched {
+                        budget.spend(compared + 1)?;
+                        return Ok(None);
                     }
                 }
-                Some(chars.next().map_or(text.len(), |(offset, _)| pos + offset))
+                budget.spend(tokens.len())?;
+                Ok(Some(chars.next().map_or(text.len(), |(offset, _)| pos + offset)))
             }
         }
     }
 
     /// The end of the leftmost match at or after `pos`.
-    fn find(&self, text: &str, pos: usize) -> Option<usize> {
+    fn find(&self, text: &str, pos: usize, budget: &mut Budget) -> Result<Option<usize>, Exhausted> {
         match self {
             Segment::Literal { text: literal, finder } => {
-                finder.find(&text.as_bytes()[pos..]).map(|at| pos + at + literal.len())
+                let found = finder.find(&text.as_bytes()[pos..]);
+                budget.searched(found.map_or(text.len() - pos, |at| at + literal.len()))?;
+                Ok(found.map(|at| pos + at + literal.len()))
             }
-            Segment::Chars(_) => text[pos..].char_indices().find_map(|(offset, _)| self.match_at(text, pos + offset)),
+            Segment::Chars(tokens) => {
+                // A core starts with a literal or a class: a literal first character is
+                // searched for, not tried at every character.
+                let first = match tokens.first() {
+                    Some(Token::Literal(c)) => Some(*c),
+                    _ => None,
+                };
+                let mut at = pos;
+                while at < text.len() {
+                    if let Some(c) = first {
+                        match text[at..].find(c) {
+                            Some(offset) => {
+                                budget.searched(offset)?;
+                                at += offset;
+                            }
+                            None => {
+                                budget.searched(text.len() - at)?;
+                                return Ok(None);
+                            }
+                        }
+                    }
+                    if let Some(end) = self.match_at(text, at, budget)? {
+                        return Ok(Some(end));
+                    }
+                    at += text[at..].chars().next().map_or(1, char::len_utf8);
+                }
+                Ok(None)
+            }
         }
     }
 
     /// Whether this segment ends `text` without starting before `pos`.
-    fn match_suffix(&self, text: &str, pos: usize) -> bool {
+    fn match_suffix(&self, text: &str, pos: usize, budget: &mut Budget) -> Result<bool, Exhausted> {
         match self {
             Segment::Literal { text: literal, .. } => {
-                text.len() >= pos + literal.len() && text.ends_with(literal.as_str())
+                budget.searched(literal.len())?;
+                Ok(text.len() >= pos + literal.len() && text.ends_with(literal.as_str()))
             }
-            Segment::Chars(tokens) => match text[pos..].char_indices().rev().nth(tokens.len() - 1) {
-                Some((offset, _)) => self.match_at(text, pos + offset) == Some(text.len()),
-                None => false,
-            },
+            Segment::Chars(tokens) => {
+                budget.spend(tokens.len())?;
+                match text[pos..].char_indices().rev().nth(tokens.len() - 1) {
+                    Some((offset, _)) => Ok(self.match_at(text, pos + offset, budget)? == Some(text.len())),
+                    None => Ok(false),
+                }
+            }
         }
     }
 }
 
-/// Checks one glob as Python would compile it; `Ok(false)` for a glob that can never match
+/// Checks one glob of a policy's `tools` as Python would compile it, and its length against
+/// [`limits::MAX_GLOB_CHARS`]; `Ok(false)` for a glob that can never match
 /// (an empty range such as `[z-a]`, which fnmatch turns into a never-matching pattern).
 pub fn check(glob: &str) -> Result<bool, GlobError> {
+    limits::check_glob_length(glob).map_err(|reason| GlobError { glob: format!("{:.40}…", glob), reason })?;
     tokenize(glob).map(|tokens| tokens.is_some()).map_err(|reason| GlobError { glob: glob.to_owned(), reason })
 }
 

@@ -7,6 +7,7 @@
 //! Layout:
 //! - [`document`]: Inspect policy documents (YAML or JSON) with every node's location.
 //! - [`call`]: the call under decision, decisions and step answers.
+//! - [`limits`]: what a document's names, timeouts, globs and strings are held to.
 //! - [`render`]: the call as Inspect's `format_function_call` renders it.
 //! - [`glob`]: tool globs matched as Inspect's fnmatch-based `policy_approver` matches them.
 //! - [`steps`]: built-in and external steps.
@@ -19,6 +20,7 @@ pub mod call;
 pub mod chain;
 pub mod document;
 pub mod glob;
+pub mod limits;
 pub mod render;
 pub mod shell;
 pub mod steps;

@@ -30,7 +30,7 @@ use airlock_records::convert::{
 };
 use airlock_records::time::Deadline;
 
-/// A message to publish, and the queue it needs declared first (step and human queues are
+/// A message to publish, and what it needs of its queue first (step and human queues are
 /// discovered from policies at run time).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outgoing {
@@ -38,8 +38,22 @@ pub struct Outgoing {
     pub destination: Destination,
     /// What it says.
     pub message: Message,
-    /// A topology fragment to declare before publishing, once per worker.
-    pub declare: Option<Topology>,
+    /// What its queue needs first.
+    pub queue: Queue,
+}
+
+/// What a message needs of its queue before it is published.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Queue {
+    /// Nothing: the fleet's core queues and a runner's reply queue stand.
+    Standing,
+    /// This fragment declared first, once per worker: the queue of a step the fleet knows,
+    /// one of a policy the worker holds or a step it is configured with (`--step-user`).
+    Declare(Topology),
+    /// The queue of a step only a caller's inline policy names. No caller makes the fleet
+    /// declare a queue, so it must stand already, declared by whoever serves the step; if no
+    /// queue takes the message, the delivery ends as this refusal instead.
+    Existing(Box<Handled>),
 }
 
 /// The external step a chain waits for, and where the chain goes on after it.
@@ -196,6 +210,19 @@ impl Handler {
         self.advance(message, request, digest, Some(incoming), &trace, now_ms)
     }
 
+    /// What becomes of a delivery whose handling failed (panicked) with `text`: a request is
+    /// dead-lettered with the runner told, a step result dead-lettered.
+    pub fn failed(&self, message: &Message, is_request: bool, text: impl Into<String>) -> Handled {
+        let text = format!("the worker failed handling this message: {}", text.into());
+        match v1::Request::decode(message.body.as_ref()) {
+            Ok(request) if is_request => {
+                let digest = airlock_integrity::digest(&message.body);
+                self.dead(message, Some((&request, &digest)), ErrorCode::BadMessage, text)
+            }
+            _ => Self::refuse(ErrorCode::BadMessage, text),
+        }
+    }
+
     /// Refuses an answer for a step that is not the external step its task names, or that
     /// does not come from who must give it.
     fn check_answer(&self, message: &Message, policy: &Policy, incoming: &Incoming) -> Result<(), String> {
@@ -322,11 +349,26 @@ impl Handler {
                     Route::Step { .. } => String::new(),
                 };
                 let progress = self.progress(&request, &digest, kind, step, pool);
-                let task = self.step_task(&request, policy.kind(), pending, trail, trace, now_ms);
+                let mut task = self.step_task(&request, policy.kind(), pending, trail, trace, now_ms);
+                if !self.declares(&request, policy_step) {
+                    let text = format!(
+                        "the inline policy's step {step} goes to '{}', which nothing of this fleet serves",
+                        task.destination.parts().1
+                    );
+                    task.queue = Queue::Existing(Box::new(fail(ErrorCode::InvalidPolicy, text)));
+                }
                 Handled::Publish(std::iter::once(task).chain(progress).collect(), report)
             }
             Verdict::Failed(error) => fail(ErrorCode::StepFailed, error.to_string()),
         }
+    }
+
+    /// Whether the worker declares the queue of `step`: a step of a policy it holds, or one it
+    /// is configured with, but never one only a caller's inline policy names.
+    fn declares(&self, request: &v1::Request, step: &PolicyStep) -> bool {
+        let named =
+            matches!(request.policy.as_ref().and_then(|p| p.source.as_ref()), Some(v1::policy::Source::Name(_)));
+        named || matches!(&step.step, Step::External(ExternalStep::Named(_)) if self.trust.configures(&step.name))
     }
 
     /// The wire trail: entries already recorded stay as they were (with their deciders and
@@ -404,7 +446,7 @@ impl Handler {
             None => Destination::exchange(self.topology.route_exchange(), key),
         };
         let message = self.proved_reply(request, digest, kind, v1::reply_body::Body::Decision(decision));
-        Outgoing { destination, message, declare: None }
+        Outgoing { destination, message, queue: Queue::Standing }
     }
 
     /// A reply to `request`'s runner saying `body`, proved for the request's exact bytes.
@@ -433,7 +475,7 @@ impl Handler {
         let destination = self.topology.reply_route(&request.reply_to)?;
         let progress = v1::Progress { pool, task_id: String::new(), step: step as u32 };
         let message = self.proved_reply(request, digest, kind, v1::reply_body::Body::Progress(progress));
-        Some(Outgoing { destination, message, declare: None })
+        Some(Outgoing { destination, message, queue: Queue::Standing })
     }
 
     fn step_task(
@@ -480,13 +522,13 @@ impl Handler {
                 Outgoing {
                     destination: self.topology.human_route(&pool),
                     message: message(task.encode_to_vec()),
-                    declare: Some(Topology::empty(self.topology.prefix()).with_human_pool(&pool)),
+                    queue: Queue::Declare(Topology::empty(self.topology.prefix()).with_human_pool(&pool)),
                 }
             }
             Route::Step { name } => Outgoing {
                 destination: self.topology.step_route(&name),
                 message: message(task.encode_to_vec()),
-                declare: Some(Topology::empty(self.topology.prefix()).with_step(&name)),
+                queue: Queue::Declare(Topology::empty(self.topology.prefix()).with_step(&name)),
             },
         }
     }
@@ -524,7 +566,7 @@ impl Handler {
             };
             let mut message = Message::new(reply.encode_to_vec());
             message.correlation_id = correlation;
-            Box::new(Outgoing { destination, message, declare: None })
+            Box::new(Outgoing { destination, message, queue: Queue::Standing })
         });
         Handled::Dead { reason, reply }
     }

@@ -24,17 +24,18 @@ pub mod trust;
 
 use std::collections::HashSet;
 use std::future::Future;
+use std::panic::{self, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use airlock_records::time::now_ms;
 use airlock_telemetry::metrics::{DecisionLabels, Metrics, ReasonLabels, SourceLabels, StepLabels};
 use airlock_telemetry::propagation;
-use airlock_transport::{Delivery, Serve, Topology, Transport, TransportError};
+use airlock_transport::{Delivery, Message, Serve, Topology, Transport, TransportError};
 use futures_util::future::try_join_all;
 use tracing::{Instrument, debug, debug_span, info, warn};
 
-use crate::handler::{Handled, Handler, Outgoing, Report};
+use crate::handler::{Handled, Handler, Outgoing, Queue, Report};
 use crate::policies::PolicyStore;
 use crate::trust::Trust;
 
@@ -138,41 +139,62 @@ impl<T: Transport> Worker<T> {
     }
 
     async fn settle(&self, source: Source, delivery: Delivery, correlation: String) {
-        let now = now_ms();
-        let handled = match source {
-            Source::Request => self.handler.on_request(&delivery.message, now),
-            Source::Result => self.handler.on_result(&delivery.message, now),
-        };
-        match handled {
-            Handled::Publish(outgoing, report) => match self.publish_all(outgoing).await {
-                Ok(()) => {
-                    self.count(&report);
-                    settled(delivery.ack().await, &correlation);
+        let mut handled = self.handled(source, &delivery.message, now_ms());
+        loop {
+            match handled {
+                Handled::Publish(outgoing, report) => match self.publish_all(outgoing).await {
+                    Ok(None) => {
+                        self.count(&report);
+                        return settled(delivery.ack().await, &correlation);
+                    }
+                    // A step's queue did not stand: the delivery ends as its refusal.
+                    Ok(Some(refusal)) => handled = refusal,
+                    Err(e) => {
+                        warn!(%correlation, error = %e, "Publishing failed; the message goes back to its queue.");
+                        return settled(delivery.nack_requeue().await, &correlation);
+                    }
+                },
+                Handled::Expired => {
+                    debug!(%correlation, "Request past its deadline dropped: the runner failed closed already.");
+                    self.metrics.expired.inc();
+                    return settled(delivery.ack().await, &correlation);
                 }
-                Err(e) => {
-                    warn!(%correlation, error = %e, "Publishing failed; the message goes back to its queue.");
-                    settled(delivery.nack_requeue().await, &correlation);
-                }
-            },
-            Handled::Expired => {
-                debug!(%correlation, "Request past its deadline dropped: the runner failed closed already.");
-                self.metrics.expired.inc();
-                settled(delivery.ack().await, &correlation);
-            }
-            Handled::Dead { reason, reply } => {
-                warn!(%correlation, %reason, "Message dead-lettered.");
-                let labels = ReasonLabels { reason: reason.code.as_str().to_owned() };
-                self.metrics.dead_lettered.get_or_create(&labels).inc();
-                if let Some(reply) = reply
-                    && let Err(e) = self.publish(*reply).await
-                {
-                    warn!(%correlation, error = %e, "Could not tell the runner its request failed.");
-                }
-                if let Err(e) = self.transport.publish_dead(&self.topology, delivery, &reason.to_string()).await {
-                    warn!(%correlation, error = %e, "Dead-lettering failed; the broker will redeliver the message.");
+                Handled::Dead { reason, reply } => {
+                    warn!(%correlation, %reason, "Message dead-lettered.");
+                    let labels = ReasonLabels { reason: reason.code.as_str().to_owned() };
+                    self.metrics.dead_lettered.get_or_create(&labels).inc();
+                    if let Some(reply) = reply
+                        && let Err(e) = self.publish(*reply).await
+                    {
+                        warn!(%correlation, error = %e, "Could not tell the runner its request failed.");
+                    }
+                    if let Err(e) = self.transport.publish_dead(&self.topology, delivery, &reason.to_string()).await {
+                        warn!(%correlation, error = %e, "Dead-lettering failed; the broker will redeliver the message.");
+                    }
+                    return;
                 }
             }
         }
+    }
+
+    /// What the handler makes of a message. A panic in it is this message's failure alone:
+    /// the message is dead-lettered with the panic's text, where unwinding would leave it
+    /// unacknowledged, holding one of the consumer's slots until the worker restarts. What
+    /// the handler shares between messages (compiled policies, reply keys) is written in one
+    /// step under locks that recover from poisoning, so a panic leaves none of it half made.
+    fn handled(&self, source: Source, message: &Message, now: i64) -> Handled {
+        let handle = || match source {
+            Source::Request => self.handler.on_request(message, now),
+            Source::Result => self.handler.on_result(message, now),
+        };
+        panic::catch_unwind(AssertUnwindSafe(handle)).unwrap_or_else(|panic| {
+            let text = panic
+                .downcast_ref::<&str>()
+                .map(|text| text.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".to_owned());
+            self.handler.failed(message, matches!(source, Source::Request), text)
+        })
     }
 
     /// Counts what a handled message did to its chain.
@@ -198,18 +220,32 @@ impl<T: Transport> Worker<T> {
         }
     }
 
-    /// Publishes every message at once, so their confirms are awaited together.
-    async fn publish_all(&self, outgoing: Vec<Outgoing>) -> Result<(), TransportError> {
-        try_join_all(outgoing.into_iter().map(|out| self.publish(out))).await.map(drop)
+    /// Publishes what one delivery caused: first each message whose queue must stand already
+    /// (the refusal of the first that no queue takes is returned, nothing else published),
+    /// then the rest at once, so their confirms are awaited together.
+    async fn publish_all(&self, outgoing: Vec<Outgoing>) -> Result<Option<Handled>, TransportError> {
+        let (existing, rest): (Vec<_>, Vec<_>) =
+            outgoing.into_iter().partition(|out| matches!(out.queue, Queue::Existing(_)));
+        for mut out in existing {
+            let Queue::Existing(refusal) = std::mem::replace(&mut out.queue, Queue::Standing) else {
+                unreachable!("partitioned by their queue")
+            };
+            match self.publish(out).await {
+                Err(TransportError::Unroutable { .. }) => return Ok(Some(*refusal)),
+                published => published?,
+            }
+        }
+        try_join_all(rest.into_iter().map(|out| self.publish(out))).await?;
+        Ok(None)
     }
 
     async fn publish(&self, out: Outgoing) -> Result<(), TransportError> {
-        if let Some(fragment) = &out.declare {
+        if let Queue::Declare(fragment) = &out.queue {
             let name = out.destination.parts().1.to_owned();
-            let known = self.declared.lock().expect("declared lock").contains(&name);
+            let known = self.declared.lock().unwrap_or_else(PoisonError::into_inner).contains(&name);
             if !known {
                 self.transport.declare(fragment).await?;
-                self.declared.lock().expect("declared lock").insert(name);
+                self.declared.lock().unwrap_or_else(PoisonError::into_inner).insert(name);
             }
         }
         let mut message = out.message;

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
 use airlock_contract::v1;
@@ -91,19 +91,18 @@ impl PolicyStore {
         }
     }
 
+    /// Compiles outside the cache's lock: nothing a caller's text does while it compiles
+    /// can hold (or poison) the cache every other request needs.
     fn inline(&self, text: &str, kind: Kind) -> Compiled {
-        let mut cache = self.inline.lock().expect("policy cache lock");
-        if let Some(entry) = cache.get_mut(text) {
-            let slot = entry.slot(kind);
-            return slot.get_or_insert_with(|| compile("<inline>", text, kind)).clone();
-        }
-        if cache.len() >= INLINE_CACHE_LIMIT {
-            cache.clear();
+        if let Some(compiled) = lock(&self.inline).get_mut(text).and_then(|entry| entry.slot(kind).clone()) {
+            return compiled;
         }
         let compiled = compile("<inline>", text, kind);
-        let mut entry = ByKind::default();
-        *entry.slot(kind) = Some(compiled.clone());
-        cache.insert(text.to_owned(), entry);
+        let mut cache = lock(&self.inline);
+        if cache.len() >= INLINE_CACHE_LIMIT && !cache.contains_key(text) {
+            cache.clear();
+        }
+        *cache.entry(text.to_owned()).or_default().slot(kind) = Some(compiled.clone());
         compiled
     }
 
@@ -115,19 +114,25 @@ impl PolicyStore {
         };
         let stamp = find(dir, name)?;
         let key = (name.to_owned(), kind);
-        let mut cache = self.named.lock().expect("policy cache lock");
-        if let Some((cached, compiled)) = cache.get(&key)
+        if let Some((cached, compiled)) = lock(&self.named).get(&key)
             && *cached == stamp
         {
             return compiled.clone();
         }
+        // Callers are told the policy's name, never where the worker keeps it.
         let compiled = match fs::read_to_string(&stamp.path) {
-            Ok(text) => compile(&stamp.path.display().to_string(), &text, kind),
-            Err(e) => Err(PolicyLookupError::Unknown(format!("{}: {e}", stamp.path.display()))),
+            Ok(text) => compile(name, &text, kind),
+            Err(e) => Err(PolicyLookupError::Unknown(format!("policy '{name}' cannot be read: {}", e.kind()))),
         };
-        cache.insert(key, (stamp, compiled.clone()));
+        lock(&self.named).insert(key, (stamp, compiled.clone()));
         compiled
     }
+}
+
+/// A cache, whole even if a thread panicked while holding it: every entry is written in
+/// one step, so none is ever half made.
+fn lock<T>(cache: &Mutex<T>) -> MutexGuard<'_, T> {
+    cache.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn compile(source: &str, text: &str, kind: Kind) -> Compiled {
@@ -150,7 +155,7 @@ fn find(dir: &Path, name: &str) -> Result<FileStamp, PolicyLookupError> {
             let meta = fs::metadata(&path).ok().filter(|m| m.is_file())?;
             Some(FileStamp { modified: meta.modified().ok(), len: meta.len(), path })
         })
-        .ok_or_else(|| PolicyLookupError::Unknown(format!("no policy named '{name}' in {}", dir.display())))
+        .ok_or_else(|| PolicyLookupError::Unknown(format!("this worker holds no policy named '{name}'")))
 }
 
 #[cfg(test)]
@@ -206,5 +211,39 @@ mod tests {
         assert!(matches!(store.resolve(Some(&named("missing")), Kind::Approval), Err(PolicyLookupError::Unknown(_))));
         assert!(matches!(store.resolve(Some(&named("strict")), Kind::Review), Err(PolicyLookupError::Invalid(_))));
         fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn errors_about_named_policies_never_show_the_policy_dir() {
+        let dir = std::env::temp_dir().join(format!("airlock-policy-dir-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("broken.yaml"), "approvers:\n  - name: auto\n    tools: 3\n").unwrap();
+        fs::create_dir_all(dir.join("folder.yaml")).unwrap();
+        let store = PolicyStore::new(Some(dir.clone()));
+        for name in ["broken", "missing", "folder", "../broken"] {
+            let error = store.resolve(Some(&named(name)), Kind::Approval).unwrap_err().to_string();
+            assert!(!error.contains(dir.to_str().unwrap()) && !error.contains("airlock-policy-dir"), "{error}");
+            assert!(error.contains(name), "{error}");
+        }
+        let broken = store.resolve(Some(&named("broken")), Kind::Approval).unwrap_err().to_string();
+        assert!(broken.starts_with("broken:3:12: 'tools' must be a string"), "{broken}");
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A panic while the cache is held (here: forced, in another thread) leaves it usable.
+    #[test]
+    fn a_poisoned_cache_still_serves() {
+        let store = PolicyStore::new(None);
+        let text = "approvers:\n  - name: auto\n    tools: a\n";
+        std::thread::scope(|scope| {
+            let poisoned = scope.spawn(|| {
+                let _held = store.inline.lock().unwrap();
+                panic!("a handler failed while holding the cache");
+            });
+            assert!(poisoned.join().is_err());
+        });
+        assert!(store.inline.is_poisoned());
+        assert!(store.resolve(Some(&inline(text)), Kind::Approval).is_ok());
+        assert!(store.resolve(Some(&inline(text)), Kind::Approval).is_ok(), "and again, from the cache");
     }
 }

@@ -84,6 +84,11 @@ impl Trust {
         self
     }
 
+    /// Whether the external step `step` is configured here (with the users it takes answers from).
+    pub(crate) fn configures(&self, step: &str) -> bool {
+        self.step_users.contains_key(step)
+    }
+
     /// Refuses a `runner_key` no reply could be proved for.
     pub(crate) fn check_runner_key(&self, runner_key: &[u8]) -> Result<(), Distrust> {
         match &self.fleet {

@@ -217,3 +217,49 @@ fn a_human_modify_resumes_with_the_arguments_and_never_another_function() {
     answer.modified = Some(call("python", json!({"code": "print(1)"})));
     assert!(matches!(policy.resume(&input, state, step, answer), Verdict::Failed(ChainError::ModifiedFunction { .. })));
 }
+
+/// Every limit of [`crate::limits`] is a policy error at the offending node, never a panic.
+#[test]
+fn values_past_the_limits_are_located_errors() {
+    let long_glob = format!("\"{}\"", "?".repeat(crate::limits::MAX_GLOB_CHARS));
+    let cases = [
+        ("approvers:\n  - name: human\n    tools: x\n    timeout: 1e20\n", (4, 14), "'timeout' must be"),
+        ("approvers:\n  - name: human\n    tools: x\n    timeout: .nan\n", (4, 14), "non-finite float"),
+        ("approvers:\n  - name: human\n    tools: x\n    timeout: .inf\n", (4, 14), "non-finite float"),
+        ("approvers:\n  - name: human\n    tools: x\n    timeout: -1\n", (4, 14), "'timeout' must be"),
+        ("approvers:\n  - name: monitor\n    tools: x\n    timeout: 1e300\n", (4, 14), "'timeout' must be"),
+        ("approvers:\n  - name: \"#\"\n    tools: x\n", (2, 11), "step name '#' must be"),
+        ("approvers:\n  - name: a.b\n    tools: x\n", (2, 11), "step name 'a.b' must be"),
+        ("approvers:\n  - name: human\n    tools: x\n    pool: \"*\"\n", (4, 11), "pool '*' must be"),
+        ("approvers:\n  - name: human\n    tools: x\n    pool: a/b\n", (4, 11), "pool 'a/b' must be"),
+        ("approvers:\n  - name: auto\n    tools: \"a\\0b\"\n", (3, 12), "NUL"),
+        ("{\"approvers\": [{\"name\": \"auto\", \"tools\": \"x\", \"note\": \"\\u0000\"}]}", (1, 55), "NUL"),
+    ];
+    for (text, (line, column), message) in cases {
+        let err = Policy::parse("p.yaml", text, Kind::Approval).unwrap_err();
+        assert_eq!((err.location.line, err.location.column), (line, column), "{text}: {err}");
+        assert!(err.message.contains(message), "{text}: {err}");
+    }
+    let text = format!("approvers:\n  - name: auto\n    tools: {long_glob}\n");
+    let err = Policy::parse("p.yaml", &text, Kind::Approval).unwrap_err();
+    assert_eq!(err.location.line, 3, "{err}");
+    assert!(err.message.contains("longer than the 65536 allowed"), "{err}");
+}
+
+/// A call whose matching runs past the budget is rejected (a review terminated) by `policy`.
+#[test]
+fn matching_past_the_budget_fails_closed() {
+    let slow = format!("*{}b", "[a]".repeat(4_000));
+    for (kind, section, fail_closed) in
+        [(Kind::Approval, "approvers", Decision::Reject), (Kind::Review, "reviewers", Decision::Terminate)]
+    {
+        let text = format!("{section}:\n  - name: auto\n    tools: \"{slow}\"\n    decision: approve\n");
+        let text = if kind == Kind::Review { text.replace("approve", "continue") } else { text };
+        let policy = Policy::parse("p.yaml", &text, kind).unwrap();
+        let outcome = decided(decide(&policy, &call("f", json!({"x": "a".repeat(20_000)}))));
+        assert_eq!(outcome.decision, fail_closed);
+        assert_eq!(outcome.approver.as_deref(), Some(POLICY));
+        assert!(outcome.explanation.unwrap().contains("ran past its budget"));
+        assert!(policy.matching("f(x='b')").is_ok(), "a short call is judged");
+    }
+}

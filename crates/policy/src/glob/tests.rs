@@ -2,7 +2,7 @@ use super::*;
 
 fn matches(tools: &str, candidate: &str) -> bool {
     let globs = expand_tools([tools]);
-    ToolMatcher::new(&[globs]).unwrap().step_matches(0, candidate)
+    ToolMatcher::new(&[globs]).unwrap().step_matches(0, candidate, &mut Budget::evaluation()).unwrap()
 }
 
 #[test]
@@ -77,9 +77,10 @@ fn segments_anchor_at_both_ends_and_search_in_between() {
     assert!(matches("*[0-9]*", "abc1"));
     assert!(!matches("*[0-9]*", "abc"));
     let exact = ToolMatcher::new(&[vec!["ab?".into()], vec!["*é[!x]".into()], vec![String::new()]]).unwrap();
-    assert!(exact.step_matches(0, "abc") && !exact.step_matches(0, "abcd"));
-    assert!(exact.step_matches(1, "zzéy") && !exact.step_matches(1, "zzéx") && !exact.step_matches(1, "éyz"));
-    assert!(exact.step_matches(2, "") && !exact.step_matches(2, "x"));
+    let hit = |step, text| exact.step_matches(step, text, &mut Budget::evaluation()).unwrap();
+    assert!(hit(0, "abc") && !hit(0, "abcd"));
+    assert!(hit(1, "zzéy") && !hit(1, "zzéx") && !hit(1, "éyz"));
+    assert!(hit(2, "") && !hit(2, "x"));
 }
 
 #[test]
@@ -103,4 +104,47 @@ fn an_escaped_text_matches_itself_and_nothing_else() {
     }
     assert!(!WholeGlob::new(&escape("ls [ab]")).unwrap().is_match("ls a"));
     assert!(!WholeGlob::new(&escape("ls ?")).unwrap().is_match("ls x"));
+}
+
+/// A `*`, 40,000 `?` and a `b` (a 40,002-character glob): its `?`s are skipped, not searched
+/// for at every character, so judging a 300,000-character call costs about as many steps
+/// as the call has characters, where searching would cost 40,000 at each of them.
+#[test]
+fn a_run_of_question_marks_after_a_star_costs_its_length_once() {
+    let glob = format!("*{}b", "?".repeat(40_000));
+    let matcher = ToolMatcher::new(&[expand_tools([glob.as_str()])]).unwrap();
+    let long = format!("f(x='{}')", "a".repeat(300_000));
+    let with_b = format!("f(x='{}b{}')", "a".repeat(40_000), "a".repeat(260_000));
+    let bound = 40_000 + 2 * 300_000;
+    for (call, expected) in [(long.as_str(), false), (with_b.as_str(), true), ("f(x='b')", false)] {
+        let mut budget = Budget::new(bound);
+        assert_eq!(matcher.step_matches(0, call, &mut budget), Ok(expected), "{:.20}", call);
+    }
+    assert!(!matches(&glob, &format!("{}b", "a".repeat(39_999))), "the b must follow 40,000 other characters");
+    assert!(matches(&glob, &format!("{}b", "a".repeat(40_000))));
+}
+
+#[test]
+fn question_marks_around_a_floating_segment_keep_their_places() {
+    assert!(matches("*??x??*", "abxcd"));
+    assert!(!matches("*??x??*", "axcd"));
+    assert!(!matches("*??x??*", "abxc"));
+    assert!(matches("a*?[0-9]?*z", "a-x1yz"));
+    assert!(!matches("a*?[0-9]?*z", "a1yz"));
+    assert!(matches("*???*", "abc"));
+    assert!(!matches("*????*", "abc"));
+    assert!(matches("*é?x", "éé x"));
+}
+
+/// A segment of classes searched through a long call is the costly shape left: its match
+/// stops at the budget, whatever the outcome would have been.
+#[test]
+fn matching_past_its_budget_stops() {
+    let glob = format!("*{}b", "[a]".repeat(2_000));
+    let matcher = ToolMatcher::new(&[expand_tools([glob.as_str()])]).unwrap();
+    let call = "a".repeat(100_000);
+    let mut budget = Budget::new(1_000_000);
+    assert_eq!(matcher.step_matches(0, &call, &mut budget), Err(Exhausted));
+    assert_eq!(budget.left(), 0, "what was left is spent, so later globs stop too");
+    assert!(!WholeGlob::new(&glob).unwrap().is_match(&call), "a whole glob past its budget does not match");
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::{ParamError, Params, list, opt_decision, opt_f64};
 use crate::call::{Decision, Kind};
+use crate::limits;
 
 /// How long an external step may take, and what it answers when it runs out.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,12 +41,11 @@ impl fmt::Display for External {
 }
 
 impl Timeout {
-    /// Reads `timeout` (seconds, positive) and `on_timeout` (a decision of `kind`, not `modify`).
+    /// Reads `timeout` (seconds, above 0 and at most [`limits::MAX_STEP_TIMEOUT`]) and `on_timeout` (a decision of `kind`, not `modify`).
     pub fn from_params(kind: Kind, params: &Params) -> Result<Self, ParamError> {
         let after = match opt_f64(params, "timeout")? {
             None => None,
-            Some(secs) if secs > 0.0 && secs.is_finite() => Some(Duration::from_secs_f64(secs)),
-            Some(_) => return Err(ParamError::at("timeout", "'timeout' must be a positive number of seconds")),
+            Some(secs) => Some(limits::step_timeout(secs).map_err(|message| ParamError::at("timeout", message))?),
         };
         let on_timeout = opt_decision(params, "on_timeout", kind)?.unwrap_or(kind.fail_closed());
         if on_timeout == Decision::Modify {

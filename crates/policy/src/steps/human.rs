@@ -5,6 +5,7 @@ use std::fmt;
 use super::external::Timeout;
 use super::{ParamError, Params, deny_unknown, list, opt_str, opt_str_list, type_name};
 use crate::call::{Decision, Kind};
+use crate::limits;
 
 /// The step's name in a policy file.
 pub const NAME: &str = "human";
@@ -37,9 +38,7 @@ impl Human {
     pub fn from_params(kind: Kind, params: &Params) -> Result<Self, ParamError> {
         deny_unknown(NAME, params, &["choices", "pool", "approvals", "timeout", "on_timeout"])?;
         let pool = opt_str(params, "pool")?.unwrap_or(DEFAULT_POOL);
-        if pool.is_empty() {
-            return Err(ParamError::at("pool", "'pool' must not be empty"));
-        }
+        limits::check_pool_name(pool).map_err(|message| ParamError::at("pool", message))?;
         let choices = match opt_str_list(params, "choices")? {
             None => match kind {
                 Kind::Approval => vec![Decision::Approve, Decision::Reject, Decision::Terminate],

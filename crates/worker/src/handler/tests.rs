@@ -162,7 +162,7 @@ fn an_external_step_gets_the_request_and_its_chain_and_its_result_continues_it()
     assert_eq!(out[1].message.correlation_id, out[0].message.correlation_id);
     assert_eq!(out[1].destination, Topology::new("t").reply_route("t.reply.runner").unwrap(), "no copy for the audit");
     assert_eq!(out[0].message.reply_to.as_deref(), Some("t.results"));
-    assert!(out[0].declare.is_some());
+    assert!(matches!(out[0].queue, Queue::Declare(_)), "a configured step's queue is declared");
     let task = v1::StepTask::decode(out[0].message.body.as_ref()).unwrap();
     assert_eq!((task.step, task.name.as_str(), task.deadline_unix_ms), (1, "monitor", 6_000));
     assert_eq!(task.on_timeout(), v1::DecisionKind::Reject);
@@ -179,6 +179,14 @@ fn an_external_step_gets_the_request_and_its_chain_and_its_result_continues_it()
     assert_eq!(out[0].destination, Destination::route("t.route", "human.security"));
     let held = v1::Progress { pool: "security".into(), task_id: String::new(), step: 2 };
     assert_eq!(opened(&out[1], &asked).unwrap(), v1::reply_body::Body::Progress(held));
+    // Only the caller's inline policy names the pool: its queue must stand, or the request
+    // is refused, proved to its runner.
+    let Queue::Existing(refusal) = &out[0].queue else { panic!("{:?}", out[0].queue) };
+    let Handled::Dead { reason, reply: Some(reply) } = &**refusal else { panic!("{refusal:?}") };
+    assert_eq!(reason.code, ErrorCode::InvalidPolicy);
+    assert!(reason.text.contains("'human.security', which nothing of this fleet serves"), "{reason}");
+    let Ok(v1::reply_body::Body::Error(error)) = opened(reply, &asked) else { panic!() };
+    assert_eq!(error.code, "invalid_policy");
     let human = v1::HumanTask::decode(out[0].message.body.as_ref()).unwrap();
     assert_eq!(human.choices.len(), 3);
     let task = human.task.unwrap();
@@ -462,4 +470,20 @@ fn a_reply_goes_only_to_a_reply_queue_of_the_fleet() {
         assert_eq!(out.len(), 1, "{reply_to}: the audit copy only");
         assert_eq!(out[0].destination, Destination::exchange("t.route", "approval.approve"));
     }
+}
+
+#[test]
+fn a_panic_while_handling_is_that_messages_failure_told_to_its_runner() {
+    let asked = request("rm", 50_000).encode_to_vec();
+    let Handled::Dead { reason, reply: Some(reply) } = handler().failed(&Message::new(asked.clone()), true, "boom")
+    else {
+        panic!()
+    };
+    assert_eq!(reason.code, ErrorCode::BadMessage);
+    assert_eq!(reason.text, "the worker failed handling this message: boom");
+    let Ok(v1::reply_body::Body::Error(error)) = opened(&reply, &asked) else { panic!() };
+    assert_eq!(error.message, reason.text);
+    let Handled::Dead { reply: None, .. } = handler().failed(&Message::new(asked), false, "boom") else {
+        panic!("a step result gets no reply")
+    };
 }
