@@ -172,6 +172,12 @@ impl Handler {
         if let Err(e) = self.trust.check_runner_key(&request.runner_key) {
             return self.dead(message, None, ErrorCode::BadMessage, e.to_string());
         }
+        if let Some(name) = name_with_nul(&request) {
+            return fail(
+                ErrorCode::BadMessage,
+                format!("the request's {name} holds a NUL character, which a reviewer's store cannot keep"),
+            );
+        }
         let trace = trace_headers(&message.headers);
         self.advance(message, request, digest, None, &trace, now_ms)
     }
@@ -570,6 +576,27 @@ impl Handler {
         });
         Handled::Dead { reason, reply }
     }
+}
+
+/// The first name of `request` that stores keep as text (the call key's parts, the call's
+/// function) holding a NUL character, which PostgreSQL's text refuses: refused where it
+/// enters, rather than by a reviewer's store once a person is to be asked.
+fn name_with_nul(request: &v1::Request) -> Option<&'static str> {
+    let key = request.key.clone().unwrap_or_default();
+    let function = match &request.body {
+        Some(v1::request::Body::Approval(a)) => a.call.as_ref(),
+        Some(v1::request::Body::Review(r)) => r.call.as_ref(),
+        None => None,
+    }
+    .map_or("", |call| call.function.as_str());
+    [
+        ("run id", key.run_id.as_str()),
+        ("sample id", &key.sample_id),
+        ("tool call id", &key.tool_call_id),
+        ("function", function),
+    ]
+    .into_iter()
+    .find_map(|(name, text)| text.contains('\0').then_some(name))
 }
 
 /// The W3C trace context among a message's headers.

@@ -333,6 +333,38 @@ fn a_runner_request_carrying_chain_state_is_dead_lettered_with_a_proved_error() 
 }
 
 #[test]
+fn a_nul_in_a_name_a_store_keeps_is_refused_with_a_proved_error() {
+    let nul = |edit: fn(&mut v1::Request)| {
+        let mut bad = request("ls", 0);
+        edit(&mut bad);
+        bad
+    };
+    let requests = [
+        nul(|r| r.key.as_mut().unwrap().run_id = "r\0".into()),
+        nul(|r| r.key.as_mut().unwrap().sample_id = "\0s".into()),
+        nul(|r| r.key.as_mut().unwrap().tool_call_id = "c\0c".into()),
+        nul(|r| {
+            let Some(v1::request::Body::Approval(a)) = &mut r.body else { unreachable!() };
+            a.call.as_mut().unwrap().function = "ls\0".into();
+        }),
+    ];
+    for bad in requests {
+        let encoded = bad.encode_to_vec();
+        let Handled::Dead { reason, reply: Some(out) } = handler().on_request(&Message::new(encoded.clone()), 0) else {
+            panic!("{bad:?} was taken")
+        };
+        assert_eq!(reason.code, ErrorCode::BadMessage, "{reason}");
+        let v1::reply_body::Body::Error(error) = opened(&out, &encoded).unwrap() else { panic!() };
+        assert!(error.message.contains("NUL"), "{}", error.message);
+    }
+    // Arguments may hold one: stores keep them as bytes.
+    let mut arguments = request("ls", 0);
+    let Some(v1::request::Body::Approval(a)) = &mut arguments.body else { unreachable!() };
+    a.call.as_mut().unwrap().arguments_json = r#"{"path": "/tmp\u0000x"}"#.into();
+    assert!(!matches!(handler().on_request(&Message::new(arguments.encode_to_vec()), 0), Handled::Dead { .. }));
+}
+
+#[test]
 fn a_runner_key_no_reply_can_be_proved_for_is_a_bad_message() {
     for key in [vec![1; 31], vec![0; 32]] {
         let mut bad = request("ls", 0);
