@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 pub trait Entry: DeserializeOwned {
     /// What the file calls an entry in its errors (`reviewer`, `caller`).
     const KIND: &'static str;
-    /// The entry's name, unique in its file.
+    /// The entry's name, unique in its file whatever its case.
     fn name(&self) -> &str;
     /// The SHA-256 of the entry's token, hex.
     fn token_sha256(&self) -> &str;
@@ -92,8 +92,11 @@ impl<E: Entry> Tokens<E> {
                 return Err(invalid(format!("{kind} '{name}': token_sha256 must be 64 hex digits")));
             }
             entry.check().map_err(|m| invalid(format!("{kind} '{name}': {m}")))?;
-            if list[..index].iter().any(|other| other.name() == name) {
-                return Err(invalid(format!("{kind} '{name}' is listed twice")));
+            // People and callers are told apart by name, whatever its case: `Alice` and
+            // `alice` are one.
+            if let Some(other) = list[..index].iter().find(|other| other.name().eq_ignore_ascii_case(name)) {
+                let same = if other.name() == name { String::new() } else { format!(" (as '{}')", other.name()) };
+                return Err(invalid(format!("{kind} '{name}' is listed twice{same}; names are compared without case")));
             }
             if list[..index].iter().any(|other| other.token_sha256().eq_ignore_ascii_case(hash)) {
                 return Err(invalid(format!("{kind} '{name}' has the token of another {kind}")));
@@ -115,9 +118,9 @@ impl<E: Entry> Tokens<E> {
         found
     }
 
-    /// The entry called `name`.
+    /// The entry called `name`, whatever its case.
     pub fn by_name(&self, name: &str) -> Option<&E> {
-        self.list.iter().find(|entry| entry.name() == name)
+        self.list.iter().find(|entry| entry.name().eq_ignore_ascii_case(name))
     }
 }
 
@@ -223,4 +226,42 @@ fn hex(bytes: &[u8]) -> String {
 /// Compares without stopping at the first difference.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize)]
+    struct Person {
+        name: String,
+        token_sha256: String,
+    }
+
+    impl Entry for Person {
+        const KIND: &'static str = "reviewer";
+        fn name(&self) -> &str {
+            &self.name
+        }
+        fn token_sha256(&self) -> &str {
+            &self.token_sha256
+        }
+        fn check(&self) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn names_that_differ_only_in_case_are_one_name() {
+        let file = format!(
+            "- {{name: alice, token_sha256: {}}}\n- {{name: Alice, token_sha256: {}}}",
+            sha256_hex("a"),
+            sha256_hex("b")
+        );
+        let error = Tokens::<Person>::parse(&file, "reviewers.yaml").err().expect("refused").to_string();
+        assert!(error.contains("'Alice' is listed twice (as 'alice')"), "{error}");
+        let one =
+            Tokens::<Person>::parse(&format!("- {{name: alice, token_sha256: {}}}", sha256_hex("a")), "f").unwrap();
+        assert_eq!(one.by_name("ALICE").map(Person::name), Some("alice"));
+    }
 }
