@@ -45,8 +45,8 @@ use airlock_transport::Transport;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use crate::decisions::Decisions;
 use crate::decisions::store::{Store, StoreError};
+use crate::decisions::{Decisions, Quota};
 use crate::limit::RateConfig;
 use crate::state::Shared;
 use crate::tokens::Tokens;
@@ -95,6 +95,8 @@ pub struct Limits {
     pub rate: RateConfig,
     /// The HTTP server's read timeouts and connection cap.
     pub server: ServerLimits,
+    /// How many requests, and bytes of request bodies, each caller may have pending.
+    pub pending: Quota,
 }
 
 impl Default for Limits {
@@ -107,6 +109,7 @@ impl Default for Limits {
             retention: Duration::from_secs(3600),
             rate: RateConfig::default(),
             server: ServerLimits::default(),
+            pending: Quota::default(),
         }
     }
 }
@@ -170,6 +173,11 @@ impl GatewayConfig {
         if let Some(problem) = limits.server.problem() {
             return Err(GatewayError::Config(problem.into()));
         }
+        if limits.pending.requests == 0 || limits.pending.bytes < limits.max_body {
+            return Err(GatewayError::Config(
+                "each token must be allowed a pending request, and pending bytes at least the body limit".into(),
+            ));
+        }
         if let Some(webhooks) = &self.webhooks
             && (webhooks.retry.first_delay.is_zero() || webhooks.retry.attempt_timeout.is_zero())
         {
@@ -220,7 +228,9 @@ impl Service {
             }
         };
         let decisions = match &config.store {
-            Some(path) => Some(Decisions::restore(config.limits.retention, Store::open(path).await?).await?),
+            Some(path) => Some(
+                Decisions::restore(config.limits.retention, config.limits.pending, Store::open(path).await?).await?,
+            ),
             None => None,
         };
         let listener = tokio::net::TcpListener::bind(config.listen)
