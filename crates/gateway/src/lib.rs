@@ -4,14 +4,16 @@
 //! pending on it at once, and gives the decision back by holding the response (`Prefer:
 //! wait=N`), by a poll (`GET /v1/decisions/{id}`), or as a signed webhook to the call's
 //! `callback_url`. Retries are recognised by their idempotency key and never reach the
-//! fleet twice.
+//! fleet twice. Each token asks in a namespace of its own: its name is the tenant of every
+//! call key the gateway sends.
 //!
 //! Layout:
 //! - [`submission`]: the request body, checked field by field, and the wire request it becomes.
 //! - [`tokens`]: the tokens file, bearer tokens, which policies a caller may use.
 //! - [`limit`]: per-caller rate limits (token buckets).
 //! - [`decisions`]: the records of requests sent, by id and by idempotency key; waiters;
-//!   [`decisions::store`], the SQLite file they survive a restart in.
+//!   each caller's quota of pending requests and bytes; [`decisions::store`], the SQLite
+//!   file they survive a restart in.
 //! - [`callback`]: which callback URLs are refused (loopback, private, metadata, …), when
 //!   taken and at every connection.
 //! - [`state`]: what the routes share, the [`state::Fleet`] asked, and sending one request.
