@@ -353,6 +353,7 @@ fn request(sample: &str, call_id: &str, call: serde_json::Value, policy: &str, o
             sample_id: sample.into(),
             epoch: 1,
             tool_call_id: call_id.into(),
+            ..Default::default()
         }),
         origin: Some(v1::Origin { run_id: "run".into(), sample_id: sample.into(), epoch: 1, ..Default::default() }),
         body: Some(body),

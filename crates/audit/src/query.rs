@@ -86,6 +86,7 @@ mod tests {
                 sample_id: sample.into(),
                 epoch: 1,
                 tool_call_id: "c".into(),
+                ..Default::default()
             }),
             decision: v1::DecisionKind::Approve.into(),
             trail: vec![v1::StepAnswer { approver: "s".into(), decided_by: trail_by.into(), ..Default::default() }],

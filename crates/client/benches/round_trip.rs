@@ -35,6 +35,7 @@ fn request() -> v1::Request {
             sample_id: format!("sample-{:02}", call % 64),
             epoch: 1,
             tool_call_id: format!("call-{call:05}"),
+            ..Default::default()
         }),
         body: Some(v1::request::Body::Approval(v1::ApprovalRequest {
             message: "I will run the training script on the prepared data. ".repeat(24),

@@ -83,8 +83,13 @@ pub async fn send<T: Transport>(transport: T, request: OneRequest) -> Result<v1:
             return Err(e);
         }
     };
-    let key =
-        v1::CallKey { run_id: runner_id, sample_id: "request".into(), epoch: 1, tool_call_id: request.call.id.clone() };
+    let key = v1::CallKey {
+        run_id: runner_id,
+        sample_id: "request".into(),
+        epoch: 1,
+        tool_call_id: request.call.id.clone(),
+        ..Default::default()
+    };
     let wire = build(key, &request.call, request.kind, request.policy, "", &request.output);
     let result = client.decide(wire, None).await;
     client.close().await;

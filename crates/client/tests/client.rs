@@ -128,7 +128,13 @@ fn approval(call_id: &str) -> v1::Request {
     let call =
         v1::ToolCall { id: call_id.into(), function: "ls".into(), arguments_json: "{}".into(), ..Default::default() };
     v1::Request {
-        key: Some(v1::CallKey { run_id: "run".into(), sample_id: "s".into(), epoch: 1, tool_call_id: call_id.into() }),
+        key: Some(v1::CallKey {
+            run_id: "run".into(),
+            sample_id: "s".into(),
+            epoch: 1,
+            tool_call_id: call_id.into(),
+            ..Default::default()
+        }),
         origin: Some(v1::Origin { eval_id: "eval".into(), ..Default::default() }),
         body: Some(v1::request::Body::Approval(v1::ApprovalRequest { call: Some(call), ..Default::default() })),
         ..Default::default()

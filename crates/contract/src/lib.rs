@@ -1,11 +1,12 @@
 //! The wire contract: every message runners, workers, steps and reviewers exchange.
 //!
 //! Generated from `proto/airlock/v1/airlock.proto`; see that file for the documentation of
-//! each message and field, and for which queue carries which message.
+//! each message and field, and for which queue carries which message. [`key`] gives a call
+//! key its text form, the AMQP correlation id.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
-mod key;
+pub mod key;
 
 /// `airlock.v1`, the current version of the contract.
 pub mod v1 {

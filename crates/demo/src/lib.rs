@@ -281,6 +281,7 @@ async fn run_sample<T: Transport>(
             sample_id: format!("sample-{sample}"),
             epoch: 1,
             tool_call_id: format!("call-{index}"),
+            ..Default::default()
         };
         let mut call = step.call.clone();
         call.id = key.tool_call_id.clone();

@@ -3,7 +3,10 @@
 //!
 //! A record is pending until the fleet's answer settles it; whoever waits holds a receiver of
 //! its one `watch` channel, so any number of waiters (the first request, retries that join
-//! it, polls) cost one receiver each and wake together. A settled record is kept for the
+//! it, polls) cost one receiver each and wake together. Each caller may have only so many
+//! records pending, holding only so many bytes of request bodies ([`Quota`]): past either, a
+//! new request is refused ([`Opened::Full`]) until one of them settles; a retry that joins its
+//! record costs nothing and is never refused. A settled record is kept for the
 //! retention period, then forgotten. A record whose request never reached the fleet (the
 //! broker away, the call already pending) gives up its idempotency key at once, so a retry
 //! sends again.
@@ -45,13 +48,47 @@ pub enum Outcome {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Failure {
-    /// A request for the same call key and kind is already pending (from another caller, or
-    /// under another idempotency key).
+    /// A request of the same caller for the same call key and kind is already pending, under
+    /// another idempotency key (another caller's keys are in a namespace of their own).
     AlreadyPending(String),
     /// The broker could not be reached, or the gateway is stopping.
     Unavailable(String),
     /// The gateway stopped (cleanly, or killed) before the fleet's answer came.
     Restarted,
+}
+
+/// How much one caller may have pending at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    /// Pending requests.
+    pub requests: usize,
+    /// Bytes of the bodies of pending requests.
+    pub bytes: usize,
+}
+
+impl Default for Quota {
+    fn default() -> Self {
+        Quota { requests: 1000, bytes: 32 * 1024 * 1024 }
+    }
+}
+
+/// Which part of its [`Quota`] a caller has used up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Full {
+    /// It has `limit` requests pending.
+    Requests {
+        /// The most it may have.
+        limit: usize,
+    },
+    /// Its pending requests' bodies hold `pending` bytes, and `size` more would pass `limit`.
+    Bytes {
+        /// The bytes pending.
+        pending: usize,
+        /// The size of the body refused.
+        size: usize,
+        /// The most it may have pending.
+        limit: usize,
+    },
 }
 
 /// A record's state as its waiters see it: `None` while pending.
@@ -76,12 +113,15 @@ pub enum Opened {
     },
     /// An earlier request used the key for something else.
     Mismatch,
+    /// The caller has its whole quota pending: nothing was opened.
+    Full(Full),
 }
 
 /// Every record, and what finds them.
 #[derive(Debug)]
 pub struct Decisions {
     retention: Duration,
+    quota: Quota,
     inner: Mutex<Inner>,
     /// Wakes the purger when the first record to forget is scheduled.
     purge: Notify,
@@ -96,6 +136,15 @@ struct Inner {
     keys: HashMap<(Arc<str>, String), String>,
     /// Settled records in the order they are forgotten (retention is the same for all).
     expiring: VecDeque<(Instant, String)>,
+    /// What each caller with records pending has pending.
+    pending: HashMap<Arc<str>, Usage>,
+}
+
+/// What one caller has pending.
+#[derive(Debug, Default, Clone, Copy)]
+struct Usage {
+    requests: usize,
+    bytes: usize,
 }
 
 #[derive(Debug)]
@@ -104,18 +153,21 @@ struct Record {
     key: String,
     /// A digest of what was asked: a retry must ask the same.
     fingerprint: [u8; 32],
+    /// The size of its request's body, counted in its owner's [`Usage`] while it is pending.
+    size: usize,
     state: watch::Sender<Option<Arc<Outcome>>>,
 }
 
 impl Decisions {
-    /// An empty set that keeps settled records for `retention`, in memory only.
-    pub fn new(retention: Duration) -> Self {
-        Decisions { retention, inner: Mutex::new(Inner::default()), purge: Notify::new(), store: None }
+    /// An empty set that keeps settled records for `retention`, in memory only, and lets each
+    /// caller have `quota` pending.
+    pub fn new(retention: Duration, quota: Quota) -> Self {
+        Decisions { retention, quota, inner: Mutex::new(Inner::default()), purge: Notify::new(), store: None }
     }
 
     /// The records of `store`, kept there from now on: those whose retention has ended are
     /// deleted, and those left pending by the last run are settled as [`Failure::Restarted`].
-    pub async fn restore(retention: Duration, store: Store) -> Result<Self, StoreError> {
+    pub async fn restore(retention: Duration, quota: Quota, store: Store) -> Result<Self, StoreError> {
         let now = SystemTime::now();
         let (mut expired, mut interrupted) = (Vec::new(), Vec::new());
         let mut inner = Inner::default();
@@ -141,10 +193,12 @@ impl Decisions {
             }
             let (state, _) = watch::channel(Some(Arc::new(outcome)));
             let key = stored.key.unwrap_or_default();
-            inner.records.insert(stored.id, Record { owner, key, fingerprint: stored.fingerprint, state });
+            // Settled, so counted in nobody's usage.
+            inner.records.insert(stored.id, Record { owner, key, fingerprint: stored.fingerprint, size: 0, state });
         }
         store.remove(&expired).await?;
-        let decisions = Decisions { retention, inner: Mutex::new(inner), purge: Notify::new(), store: Some(store) };
+        let decisions =
+            Decisions { retention, quota, inner: Mutex::new(inner), purge: Notify::new(), store: Some(store) };
         for id in interrupted {
             decisions.settle(&id, Outcome::Failed(Failure::Restarted)).await;
         }
@@ -167,10 +221,17 @@ impl Decisions {
     }
 
     /// The record of `owner`'s `key`: the existing one if `fingerprint` matches it, else a
-    /// new pending one, in the store (if any) before this returns. A new record the store
-    /// could not take is settled as unavailable, and the error returned.
-    pub async fn open(&self, owner: &Arc<str>, key: String, fingerprint: [u8; 32]) -> Result<Opened, StoreError> {
-        let opened = self.open_in_memory(owner, key.clone(), fingerprint);
+    /// new pending one for a request body of `size` bytes, if `owner`'s quota has room for
+    /// it, in the store (if any) before this returns. A new record the store could not take
+    /// is settled as unavailable, and the error returned.
+    pub async fn open(
+        &self,
+        owner: &Arc<str>,
+        key: String,
+        fingerprint: [u8; 32],
+        size: usize,
+    ) -> Result<Opened, StoreError> {
+        let opened = self.open_in_memory(owner, key.clone(), fingerprint, size);
         if let (Opened::New { id, .. }, Some(store)) = (&opened, &self.store)
             && let Err(e) = store.add(id, owner, &key, &fingerprint).await
         {
@@ -180,7 +241,7 @@ impl Decisions {
         Ok(opened)
     }
 
-    fn open_in_memory(&self, owner: &Arc<str>, key: String, fingerprint: [u8; 32]) -> Opened {
+    fn open_in_memory(&self, owner: &Arc<str>, key: String, fingerprint: [u8; 32], size: usize) -> Opened {
         let mut inner = self.lock();
         if let Some(id) = inner.keys.get(&(owner.clone(), key.clone())) {
             let record = &inner.records[id];
@@ -189,10 +250,20 @@ impl Decisions {
             }
             return Opened::Existing { id: id.clone(), watch: record.state.subscribe() };
         }
+        let usage = inner.pending.get(owner).copied().unwrap_or_default();
+        if usage.requests >= self.quota.requests {
+            return Opened::Full(Full::Requests { limit: self.quota.requests });
+        }
+        if usage.bytes.saturating_add(size) > self.quota.bytes {
+            return Opened::Full(Full::Bytes { pending: usage.bytes, size, limit: self.quota.bytes });
+        }
+        let usage = inner.pending.entry(owner.clone()).or_default();
+        usage.requests += 1;
+        usage.bytes += size;
         let id = uuid::Uuid::now_v7().to_string();
         let (state, watch) = watch::channel(None);
         inner.keys.insert((owner.clone(), key.clone()), id.clone());
-        inner.records.insert(id.clone(), Record { owner: owner.clone(), key, fingerprint, state });
+        inner.records.insert(id.clone(), Record { owner: owner.clone(), key, fingerprint, size, state });
         Opened::New { id, watch }
     }
 
@@ -205,12 +276,13 @@ impl Decisions {
         {
             let mut inner = self.lock();
             let Some(record) = inner.records.get(id) else { return };
-            record.state.send_replace(Some(outcome.clone()));
-            if failed {
-                let key = (record.owner.clone(), record.key.clone());
-                if inner.keys.get(&key).is_some_and(|owned| owned == id) {
-                    inner.keys.remove(&key);
-                }
+            let was_pending = record.state.send_replace(Some(outcome.clone())).is_none();
+            let (key, size) = ((record.owner.clone(), record.key.clone()), record.size);
+            if was_pending {
+                inner.release(&key.0, size);
+            }
+            if failed && inner.keys.get(&key).is_some_and(|owned| owned == id) {
+                inner.keys.remove(&key);
             }
             let first = inner.expiring.is_empty();
             inner.expiring.push_back((Instant::now() + self.retention, id.to_owned()));
@@ -271,6 +343,19 @@ impl Decisions {
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Inner {
+    /// Takes a settled record of `size` bytes out of `owner`'s usage.
+    fn release(&mut self, owner: &Arc<str>, size: usize) {
+        if let Some(usage) = self.pending.get_mut(owner) {
+            usage.requests = usage.requests.saturating_sub(1);
+            usage.bytes = usage.bytes.saturating_sub(size);
+            if usage.requests == 0 {
+                self.pending.remove(owner);
+            }
+        }
     }
 }
 

@@ -30,7 +30,7 @@ use serde::Serialize;
 
 use crate::Limits;
 use crate::callback;
-use crate::decisions::{Failure, Opened, Outcome, Watch};
+use crate::decisions::{Failure, Full, Opened, Outcome, Watch};
 use crate::state::Shared;
 use crate::submission::{self, Bounds, Invalid, PolicyChoice};
 use crate::tokens::TokenEntry;
@@ -197,6 +197,7 @@ async fn submit(
     }
     let bounds = Bounds { max_timeout: shared.limits.max_timeout };
     let submission = submission::parse(kind, &body, bounds).map_err(ApiError::invalid)?;
+    let size = body.len();
     drop(body);
     match &submission.policy {
         PolicyChoice::Named(name) if !caller.entry.may_use(name) => {
@@ -236,7 +237,7 @@ async fn submit(
         None => submission.default_idempotency_key(),
     };
     let wait = prefer_wait(&headers, shared.limits.max_wait);
-    let opened = shared.submit(&caller.name, key, &submission).await.map_err(|e| {
+    let opened = shared.submit(&caller.name, key, &submission, size).await.map_err(|e| {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", format!("the request was not taken: {e}"))
     })?;
     match opened {
@@ -247,6 +248,7 @@ async fn submit(
             "this idempotency key (the Idempotency-Key header, or else the call's kind and key) was used by a \
              different request",
         )),
+        Opened::Full(full) => Err(ApiError::full(full)),
     }
 }
 
@@ -435,6 +437,24 @@ impl ApiError {
         let mut error = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "too many requests; slow down");
         error.retry_after = Some(wait.as_secs_f64().ceil().max(1.0) as u64);
         error
+    }
+
+    /// A caller with its whole quota pending.
+    fn full(full: Full) -> Self {
+        let (code, message) = match full {
+            Full::Requests { limit } => (
+                "too_many_pending",
+                format!("this token has {limit} requests pending, the most it may; wait for their decisions"),
+            ),
+            Full::Bytes { pending, size, limit } => (
+                "too_many_pending_bytes",
+                format!(
+                    "this token's pending requests hold {pending} bytes of bodies, and this one's {size} would pass \
+                     its limit of {limit}; wait for their decisions"
+                ),
+            ),
+        };
+        ApiError::new(StatusCode::TOO_MANY_REQUESTS, code, message)
     }
 
     /// A refused `callback_url`.

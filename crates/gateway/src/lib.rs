@@ -4,14 +4,16 @@
 //! pending on it at once, and gives the decision back by holding the response (`Prefer:
 //! wait=N`), by a poll (`GET /v1/decisions/{id}`), or as a signed webhook to the call's
 //! `callback_url`. Retries are recognised by their idempotency key and never reach the
-//! fleet twice.
+//! fleet twice. Each token asks in a namespace of its own: its name is the tenant of every
+//! call key the gateway sends.
 //!
 //! Layout:
 //! - [`submission`]: the request body, checked field by field, and the wire request it becomes.
 //! - [`tokens`]: the tokens file, bearer tokens, which policies a caller may use.
 //! - [`limit`]: per-caller rate limits (token buckets).
 //! - [`decisions`]: the records of requests sent, by id and by idempotency key; waiters;
-//!   [`decisions::store`], the SQLite file they survive a restart in.
+//!   each caller's quota of pending requests and bytes; [`decisions::store`], the SQLite
+//!   file they survive a restart in.
 //! - [`callback`]: which callback URLs are refused (loopback, private, metadata, …), when
 //!   taken and at every connection.
 //! - [`state`]: what the routes share, the [`state::Fleet`] asked, and sending one request.
@@ -45,8 +47,8 @@ use airlock_transport::Transport;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use crate::decisions::Decisions;
 use crate::decisions::store::{Store, StoreError};
+use crate::decisions::{Decisions, Quota};
 use crate::limit::RateConfig;
 use crate::state::Shared;
 use crate::tokens::Tokens;
@@ -95,6 +97,8 @@ pub struct Limits {
     pub rate: RateConfig,
     /// The HTTP server's read timeouts and connection cap.
     pub server: ServerLimits,
+    /// How many requests, and bytes of request bodies, each caller may have pending.
+    pub pending: Quota,
 }
 
 impl Default for Limits {
@@ -107,6 +111,7 @@ impl Default for Limits {
             retention: Duration::from_secs(3600),
             rate: RateConfig::default(),
             server: ServerLimits::default(),
+            pending: Quota::default(),
         }
     }
 }
@@ -170,6 +175,11 @@ impl GatewayConfig {
         if let Some(problem) = limits.server.problem() {
             return Err(GatewayError::Config(problem.into()));
         }
+        if limits.pending.requests == 0 || limits.pending.bytes < limits.max_body {
+            return Err(GatewayError::Config(
+                "each token must be allowed a pending request, and pending bytes at least the body limit".into(),
+            ));
+        }
         if let Some(webhooks) = &self.webhooks
             && (webhooks.retry.first_delay.is_zero() || webhooks.retry.attempt_timeout.is_zero())
         {
@@ -220,7 +230,9 @@ impl Service {
             }
         };
         let decisions = match &config.store {
-            Some(path) => Some(Decisions::restore(config.limits.retention, Store::open(path).await?).await?),
+            Some(path) => Some(
+                Decisions::restore(config.limits.retention, config.limits.pending, Store::open(path).await?).await?,
+            ),
             None => None,
         };
         let listener = tokio::net::TcpListener::bind(config.listen)

@@ -84,7 +84,7 @@ impl Shared {
         metrics: Arc<Metrics>,
     ) -> Self {
         Shared {
-            decisions: Arc::new(Decisions::new(limits.retention)),
+            decisions: Arc::new(Decisions::new(limits.retention, limits.pending)),
             fleet,
             tokens,
             rates: RateLimits::new(limits.rate),
@@ -114,12 +114,24 @@ impl Shared {
         Ok(count)
     }
 
-    /// The record of `owner`'s request under `key`: an earlier one that asked the same, or a
-    /// new one whose request is sent now (once the store, if any, holds the record).
-    pub async fn submit(&self, owner: &Arc<str>, key: String, submission: &Submission) -> Result<Opened, StoreError> {
-        let request = submission.to_request();
+    /// The record of `owner`'s request under `key`, whose body was `size` bytes: an earlier
+    /// one that asked the same, or a new one whose request is sent now (once the store, if
+    /// any, holds the record), its call key in `owner`'s namespace ([`v1::CallKey::tenant`]).
+    pub async fn submit(
+        &self,
+        owner: &Arc<str>,
+        key: String,
+        submission: &Submission,
+        size: usize,
+    ) -> Result<Opened, StoreError> {
+        let mut request = submission.to_request();
+        // What was asked, without the tenant: the owner keys the record already, and records
+        // stored before keys named tenants keep their fingerprints.
         let fingerprint: [u8; 32] = Sha256::digest(request.encode_to_vec()).into();
-        let opened = self.decisions.open(owner, key, fingerprint).await?;
+        if let Some(key) = request.key.as_mut() {
+            key.tenant = owner.to_string();
+        }
+        let opened = self.decisions.open(owner, key, fingerprint, size).await?;
         if let Opened::New { id, .. } = &opened {
             let asking = self.fleet.decide(request, submission.timeout.unwrap_or(self.limits.default_timeout));
             let callback = submission.callback.clone().zip(self.webhooks.clone());

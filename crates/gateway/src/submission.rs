@@ -328,13 +328,15 @@ fn message(index: usize, value: &Value) -> Result<v1::ChatMessage, Invalid> {
 // === impl Submission ===
 
 impl Submission {
-    /// The call's key fleet-wide: one decision per key and kind.
+    /// The call's key as the caller gave it, naming no tenant: one record per caller, key and
+    /// kind.
     pub fn call_key(&self) -> v1::CallKey {
         v1::CallKey {
             run_id: self.origin.run.clone(),
             sample_id: self.origin.sample.clone(),
             epoch: self.origin.epoch,
             tool_call_id: self.call.id.clone(),
+            tenant: String::new(),
         }
     }
 
@@ -343,7 +345,8 @@ impl Submission {
         self.call_key().correlation_id(airlock_records::convert::kind_to_wire(self.kind))
     }
 
-    /// The wire request (the client fills the reply queue, the times and the runner).
+    /// The wire request (the client fills the reply queue, the times and the runner), its key
+    /// naming no tenant: [`crate::state::Shared::submit`] puts it in its caller's.
     pub fn to_request(&self) -> v1::Request {
         let policy = match &self.policy {
             PolicyChoice::Named(name) => v1::policy::Source::Name(name.clone()),

@@ -50,8 +50,11 @@ pub struct TaskView {
     pub id: String,
     /// The call it is about.
     pub key: KeyView,
-    /// The call's correlation id (`kind/run/sample/epoch/call`).
+    /// The call's correlation id (`kind/run/sample/epoch/call`, then `/tenant` if any).
     pub correlation: String,
+    /// Who asked.
+    #[serde(default)]
+    pub caller: Caller,
     /// Approval or review.
     #[serde(with = "kind_text")]
     pub kind: Kind,
@@ -158,6 +161,18 @@ pub enum TaskState {
         /// When (unix ms).
         decided_at_unix_ms: i64,
     },
+}
+
+/// Who asked for a call: the broker user that published its request and the tenant its key
+/// names within that user. Two callers' calls never meet: not in a task, a cancel or a
+/// standing decision.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Caller {
+    /// The broker user that published the request (`""` when it named none).
+    pub requested_by: String,
+    /// The caller's namespace within that user: the gateway token's name, `""` for a runner
+    /// that asks directly.
+    pub tenant: String,
 }
 
 /// The policy a task's call is decided by.

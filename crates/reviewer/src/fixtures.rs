@@ -29,7 +29,13 @@ pub fn human(pool: &str, sample: &str, call: &str, review: bool, deadline: i64) 
         })
     };
     let request = v1::Request {
-        key: Some(v1::CallKey { run_id: "run".into(), sample_id: sample.into(), epoch: 1, tool_call_id: call.into() }),
+        key: Some(v1::CallKey {
+            run_id: "run".into(),
+            sample_id: sample.into(),
+            epoch: 1,
+            tool_call_id: call.into(),
+            ..Default::default()
+        }),
         origin: Some(v1::Origin {
             run_id: "run".into(),
             task: "cleanup".into(),

@@ -1,6 +1,9 @@
 //! Standing decisions: a reviewer answers a task "and every identical call", and the answer
 //! also decides the pending and future tasks of the same pool, kind and step whose call
-//! matches, within the task's sample, run or pool, until it expires or is revoked.
+//! matches, within the task's sample, run or pool, until it expires or is revoked. Only the
+//! calls of the same caller (the broker user that published the request and the tenant its
+//! key names, [`Task::caller`]) under the same policy (name and digest): run and sample ids
+//! are the caller's to choose, so another caller naming the same run is no part of it.
 //!
 //! A call's identity is its text as a Python call expression
 //! ([`format_call_expression`]): Inspect's rendering, but with strings quoted as Python's
@@ -54,9 +57,9 @@ pub fn standing_may_decide(task: &Task, decision: Decision) -> bool {
     decision != task.approving() || task.approvals_needed() <= 1
 }
 
-/// Whether `standing` decides `task` at `now`: active, same pool, kind and step, the call
-/// within its scope, its decision one the task offers and may take from it, and the task's
-/// whole call text matching its pattern.
+/// Whether `standing` decides `task` at `now`: active, same pool, kind and step, same caller
+/// and policy, the call within its scope, its decision one the task offers and may take from
+/// it, and the task's whole call text matching its pattern.
 pub fn applies(standing: &StandingDecision, task: &Task, now: i64) -> bool {
     standing.revoked_at_unix_ms.is_none()
         && standing.expires_at_unix_ms > now
@@ -64,6 +67,8 @@ pub fn applies(standing: &StandingDecision, task: &Task, now: i64) -> bool {
         && task.pool == standing.pool
         && task.kind() == standing.kind
         && task.step == standing.step
+        && task.caller() == standing.caller
+        && task.policy() == standing.policy
         && task.request().and_then(|r| r.key.as_ref()).is_some_and(|key| standing.scope.contains(key))
         && standing.decision != Decision::Modify
         && task.choices().contains(&standing.decision)

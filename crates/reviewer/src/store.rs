@@ -6,7 +6,8 @@
 //! holds a pool of either kind and runs each statement on whichever it has.
 //!
 //! Invariants the SQL keeps, whatever number of processes share a PostgreSQL store:
-//! - one task per call, kind and step (`dedup_key` is unique; a duplicate insert does nothing);
+//! - one task per broker user that asked, call, kind and step (`dedup_key` is unique; a
+//!   duplicate insert does nothing), so no user's request can take the place of another's;
 //! - a task is decided once: the decision is a conditional `UPDATE … WHERE state = 'pending'`,
 //!   and the outbox row carrying the answer is written in the same transaction, so an answer
 //!   exists exactly when a decision does;
@@ -71,6 +72,7 @@ const SQLITE_MIGRATIONS: &[Schema] = &[
         name: "modified approvals",
         sql: include_str!("../migrations/sqlite/0009_modified_approvals.sql"),
     },
+    Schema { version: 10, name: "callers", sql: include_str!("../migrations/sqlite/0010_callers.sql") },
 ];
 /// The same schema, for PostgreSQL.
 const POSTGRES_MIGRATIONS: &[Schema] = &[
@@ -87,6 +89,7 @@ const POSTGRES_MIGRATIONS: &[Schema] = &[
         name: "modified approvals",
         sql: include_str!("../migrations/postgres/0009_modified_approvals.sql"),
     },
+    Schema { version: 10, name: "callers", sql: include_str!("../migrations/postgres/0010_callers.sql") },
 ];
 
 /// What brings a database up to the steps of `schema`.
@@ -174,7 +177,7 @@ impl StoreError {
 pub enum Inserted {
     /// A new pending task, with its id.
     Created(String),
-    /// The same call, kind and step was stored before: nothing changed.
+    /// The same broker user's call, kind and step was stored before: nothing changed.
     Duplicate,
     /// The runner withdrew the call before the task arrived: nothing stored.
     Withdrawn,
@@ -388,8 +391,8 @@ impl Store {
         Ok(())
     }
 
-    /// Stores an incoming task unless its call, kind and step is stored already or the call
-    /// was withdrawn by the broker user that asked for it. Durable when this returns: the
+    /// Stores an incoming task unless the same broker user's call, kind and step is stored
+    /// already or the call was withdrawn by the broker user that asked for it. Durable when this returns: the
     /// delivery may then be acknowledged.
     pub async fn insert(&self, incoming: &Incoming, now: i64) -> Result<Inserted, StoreError> {
         self.insert_as(&uuid::Uuid::now_v7().to_string(), incoming, now, &[]).await

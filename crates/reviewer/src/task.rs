@@ -2,7 +2,7 @@
 
 use airlock_contract::v1;
 use airlock_policy::{Decision, Kind};
-use airlock_records::review::{ApprovalView, ApprovalsMetadata, PolicyView};
+use airlock_records::review::{ApprovalView, ApprovalsMetadata, Caller, PolicyView};
 use prost::Message as _;
 use serde_json::Value;
 
@@ -185,6 +185,14 @@ impl Task {
         Some(PolicyView { name, digest })
     }
 
+    /// Who asked: the broker user that published the request and the tenant its key names.
+    pub fn caller(&self) -> Caller {
+        Caller {
+            requested_by: self.step_task().requested_by.clone(),
+            tenant: self.request().and_then(|r| r.key.as_ref()).map(|key| key.tenant.clone()).unwrap_or_default(),
+        }
+    }
+
     /// Where the request comes from.
     pub fn origin(&self) -> Option<&v1::Origin> {
         self.request()?.origin.as_ref()
@@ -337,9 +345,11 @@ impl Incoming {
         }
     }
 
-    /// One task per call, kind and step: a redelivered or duplicated task maps to the same key.
+    /// One task per broker user that asked, call, kind and step: a redelivered or duplicated
+    /// task maps to the same key, and another user's request for the same call key is a task
+    /// of its own (it cannot take the place of the first).
     pub fn dedup_key(&self) -> String {
-        format!("{}#{}", self.correlation, self.step())
+        format!("{}/{}#{}", airlock_contract::key::encode_part(self.requested_by()), self.correlation, self.step())
     }
 }
 

@@ -28,6 +28,7 @@ fn request(policy: &str) -> v1::Request {
             sample_id: "sample-07".into(),
             epoch: 1,
             tool_call_id: "call-01234".into(),
+            ..Default::default()
         }),
         body: Some(v1::request::Body::Approval(v1::ApprovalRequest {
             message: "I will run the training script on the prepared data. ".repeat(20),

@@ -355,7 +355,7 @@ impl Handler {
                     Route::Step { .. } => String::new(),
                 };
                 let progress = self.progress(&request, &digest, kind, step, pool);
-                let mut task = self.step_task(&request, policy.kind(), pending, trail, trace, now_ms);
+                let mut task = self.step_task(&request, &policy, pending, trail, trace, now_ms);
                 if !self.declares(&request, policy_step) {
                     let text = format!(
                         "the inline policy's step {step} goes to '{}', which nothing of this fleet serves",
@@ -484,18 +484,24 @@ impl Handler {
         Some(Outgoing { destination, message, queue: Queue::Standing })
     }
 
+    /// The task of the external step the chain waits for; its request names the digest of
+    /// the policy resolved, so that whoever answers it knows which version of the policy asks.
     fn step_task(
         &self,
         request: &v1::Request,
-        kind: Kind,
+        policy: &Policy,
         pending: Pending<'_>,
         trail: Vec<v1::StepAnswer>,
         trace_context: &BTreeMap<String, String>,
         now_ms: i64,
     ) -> Outgoing {
         let Pending { index, next_step, step: policy_step, external, request_digest, requested_by } = pending;
+        let kind = policy.kind();
         let mut forwarded = request.clone();
         forwarded.chain = Some(v1::ChainState { next_step: next_step as u32, trail });
+        if let Some(resolved) = forwarded.policy.as_mut() {
+            resolved.digest = policy.digest().to_owned();
+        }
         let timeout = external.timeout();
         let step_deadline = timeout.after.map(|after| Deadline::after(now_ms, after));
         let deadline = Deadline::earliest(step_deadline, Deadline::from_wire(request.deadline_unix_ms));

@@ -50,6 +50,8 @@ def test_correlation_ids_are_the_rust_clients() -> None:
     key = pb.CallKey(run_id="run/1", sample_id="50%", epoch=2, tool_call_id="call/x")
     assert correlation_id(pb.KIND_APPROVAL, key) == "approval/run%2F1/50%25/2/call%2Fx"
     assert correlation_id(pb.KIND_REVIEW, key) == "review/run%2F1/50%25/2/call%2Fx"
+    key.tenant = "al/ice"
+    assert correlation_id(pb.KIND_APPROVAL, key) == "approval/run%2F1/50%25/2/call%2Fx/al%2Fice"
 
 
 def test_calls_keep_their_argument_order_both_ways() -> None:

@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use airlock_gateway::decisions::Quota;
 use airlock_gateway::limit::RateConfig;
 use airlock_gateway::tokens::{self, Tokens};
 use airlock_gateway::webhook::WebhookSecret;
@@ -104,6 +105,14 @@ pub struct ServeArgs {
     /// Requests each token may make at once after a quiet spell.
     #[arg(long, default_value_t = 100)]
     burst: u32,
+    /// Requests each token may have pending (sent, not yet decided) at once; `429
+    /// too_many_pending` beyond.
+    #[arg(long, default_value_t = Quota::default().requests)]
+    max_pending: usize,
+    /// Bytes of request bodies each token may have pending at once (at least --max-body);
+    /// `429 too_many_pending_bytes` beyond.
+    #[arg(long, default_value_t = Quota::default().bytes)]
+    max_pending_bytes: usize,
     #[command(flatten)]
     server: ServerArgs,
     #[command(flatten)]
@@ -172,6 +181,7 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
         retention: Duration::from_secs(args.retention),
         rate: RateConfig { per_second: args.rate, burst: args.burst },
         server: args.server.limits()?,
+        pending: Quota { requests: args.max_pending, bytes: args.max_pending_bytes },
     };
     if args.webhook_log.is_some() && args.webhook_secret.is_none() {
         return Err(Failure::config("--webhook-log is for callbacks: it needs --webhook-secret"));

@@ -10,6 +10,7 @@ use tower::ServiceExt as _;
 
 use super::*;
 use crate::Limits;
+use crate::decisions::Quota;
 use crate::limit::RateConfig;
 use crate::state::{Asking, Fleet};
 use crate::tokens::{Tokens, sha256_hex};
@@ -296,6 +297,49 @@ async fn a_retry_joins_or_returns_the_first_request_and_never_sends_again() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn each_token_asks_in_its_own_namespace() {
+    let fleet = FakeFleet::new(false);
+    let shared = shared(fleet.clone(), limits());
+    for token in [ALPHA, BETA] {
+        assert_eq!(post(&shared, "/v1/approvals", token, &body("c1", "a"), &[]).await.status, StatusCode::ACCEPTED);
+    }
+    let sent = fleet.sent.lock().unwrap().clone();
+    let keys: Vec<v1::CallKey> = sent.iter().map(|request| request.key.clone().unwrap()).collect();
+    assert_eq!(keys.iter().map(|key| key.tenant.as_str()).collect::<Vec<_>>(), ["alpha", "beta"]);
+    assert_eq!(keys[0].correlation_id(v1::Kind::Approval), "approval/r/s/1/c1/alpha");
+    assert_ne!(keys[0].correlation_id(v1::Kind::Approval), keys[1].correlation_id(v1::Kind::Approval));
+}
+
+#[tokio::test(start_paused = true)]
+async fn past_its_pending_quota_a_token_gets_429_and_others_do_not() {
+    let fleet = FakeFleet::new(false);
+    let pending = Quota { requests: 2, bytes: 3200 };
+    let shared = shared(fleet.clone(), Limits { pending, ..limits() });
+    for id in ["c1", "c2"] {
+        assert_eq!(post(&shared, "/v1/approvals", ALPHA, &body(id, "a"), &[]).await.status, StatusCode::ACCEPTED);
+    }
+    let answer = post(&shared, "/v1/approvals", ALPHA, &body("c3", "a"), &[]).await;
+    assert_eq!((answer.status, answer.code()), (StatusCode::TOO_MANY_REQUESTS, "too_many_pending"));
+    let retry = post(&shared, "/v1/approvals", ALPHA, &body("c1", "a"), &[]).await;
+    assert_eq!(retry.status, StatusCode::ACCEPTED, "a retry joins its record");
+    assert_eq!(post(&shared, "/v1/approvals", BETA, &body("c3", "a"), &[]).await.status, StatusCode::ACCEPTED);
+    // A body that would pass the bytes pending is refused, whatever the count.
+    let mut big = body("c4", "a");
+    big["call"]["arguments"]["cmd"] = json!("x".repeat(3000));
+    let answer = post(&shared, "/v1/approvals", BETA, &big, &[]).await;
+    assert_eq!((answer.status, answer.code()), (StatusCode::TOO_MANY_REQUESTS, "too_many_pending_bytes"));
+    assert_eq!(fleet.sent(), 3);
+    // Decided requests are pending no more.
+    fleet.gate.send_replace(true);
+    let wait = [("prefer", "wait=1")];
+    for (token, id) in [(ALPHA, "c1"), (ALPHA, "c2"), (BETA, "c3")] {
+        assert_eq!(post(&shared, "/v1/approvals", token, &body(id, "a"), &wait).await.status, StatusCode::OK);
+    }
+    assert_eq!(post(&shared, "/v1/approvals", BETA, &big, &wait).await.status, StatusCode::OK);
+    assert_eq!(post(&shared, "/v1/approvals", ALPHA, &body("c3", "a"), &wait).await.status, StatusCode::OK);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_refusal_from_the_fleet_is_422_with_its_code() {
     let fleet = FakeFleet::new(true);
     let shared = shared(fleet.clone(), limits());
@@ -474,6 +518,12 @@ async fn every_status_and_code_the_handlers_send_is_in_the_document() {
     seen.push((approvals, post(&shared, approvals, ALPHA, &body("down", "a"), &wait).await));
     seen.push((approvals, post(&limited, approvals, ALPHA, &body("c-rate", "a"), &[]).await));
     seen.push((approvals, post(&limited, approvals, ALPHA, &body("c-rate2", "a"), &[]).await));
+    let full = Limits { pending: Quota { requests: 1, bytes: 3000 }, ..limits() };
+    let full = Arc::new(Shared::new(FakeFleet::new(false), shared.tokens.clone(), full, None, Default::default()));
+    post(&full, approvals, ALPHA, &body("c-full", "a"), &[]).await;
+    seen.push((approvals, post(&full, approvals, ALPHA, &body("c-full2", "a"), &[]).await));
+    let big = with(&|b| b["call"]["arguments"]["cmd"] = json!("x".repeat(3000)));
+    seen.push((approvals, post(&full, approvals, BETA, &big, &[]).await));
 
     let decision = "/v1/decisions/{id}";
     let mut stored = Vec::new();
@@ -531,6 +581,8 @@ async fn every_status_and_code_the_handlers_send_is_in_the_document() {
         "unknown_policy",
         "fleet_unavailable",
         "rate_limited",
+        "too_many_pending",
+        "too_many_pending_bytes",
         "not_found",
     ] {
         assert!(codes.contains(code), "{code} was not sent: {statuses:?}");

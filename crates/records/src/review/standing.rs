@@ -7,7 +7,7 @@ use airlock_contract::v1;
 use airlock_policy::{Decision, Kind};
 use serde::{Deserialize, Serialize};
 
-use super::{decision_text, kind_text};
+use super::{Caller, PolicyView, decision_text, kind_text};
 
 /// Where, beside its pool, a standing decision applies.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,7 +25,7 @@ pub enum Scope {
         /// The run.
         run_id: String,
     },
-    /// Every call of the pool.
+    /// Every call of the pool (of the same caller and policy, as every standing decision).
     Pool,
 }
 
@@ -59,6 +59,11 @@ pub struct StandingDecision {
     /// Where it applies within the pool.
     #[serde(flatten)]
     pub scope: Scope,
+    /// Whose calls it decides: never another caller's, whatever the scope.
+    pub caller: Caller,
+    /// The policy the calls it decides are decided by (name and digest), as the task it was
+    /// made on named it: never a call under another policy, or another version of it.
+    pub policy: Option<PolicyView>,
     /// The glob a task's call, as a Python call expression, must match as a whole.
     pub pattern: String,
     /// What it answers.

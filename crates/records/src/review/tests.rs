@@ -7,7 +7,8 @@ fn decided_json() -> Value {
     json!({
         "id": "0192",
         "key": {"run_id": "run", "sample_id": "s1", "epoch": 1, "tool_call_id": "c1"},
-        "correlation": "review/run/s1/1/c1",
+        "correlation": "review/run/s1/1/c1/gamma",
+        "caller": {"requested_by": "gateway", "tenant": "gamma"},
         "kind": "review",
         "pool": "ops",
         "step": 2,

@@ -3,7 +3,13 @@ use super::*;
 fn wire_decision() -> v1::Decision {
     v1::Decision {
         decision_id: "d1".into(),
-        key: Some(v1::CallKey { run_id: "r".into(), sample_id: "s".into(), epoch: 2, tool_call_id: "c".into() }),
+        key: Some(v1::CallKey {
+            run_id: "r".into(),
+            sample_id: "s".into(),
+            epoch: 2,
+            tool_call_id: "c".into(),
+            ..Default::default()
+        }),
         kind: v1::Kind::Review.into(),
         decision: v1::DecisionKind::Modify.into(),
         modified: Some(v1::ToolCall {

@@ -226,6 +226,7 @@ pub fn task_view(task: &Task) -> TaskView {
         id: task.id.clone(),
         key: KeyView::from(&key),
         correlation: task.correlation.clone(),
+        caller: task.caller(),
         kind: task.kind(),
         pool: task.pool.clone(),
         step: task.step,

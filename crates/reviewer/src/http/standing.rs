@@ -103,6 +103,8 @@ async fn stand(shared: &Shared, reviewer: &Reviewer, body: StandingBody) -> Resu
         kind: task.kind(),
         step: task.step,
         scope,
+        caller: task.caller(),
+        policy: task.policy(),
         pattern,
         decision,
         explanation: verdict.explanation.clone(),

@@ -4,6 +4,7 @@
 
 use airlock_contract::v1;
 use airlock_records::review::standing::Scope;
+use airlock_records::review::{Caller, PolicyView};
 use airlock_records::time::now_ms;
 use prost::Message as _;
 
@@ -22,6 +23,8 @@ fn new(scope: Scope, pattern: &str, decision: Decision) -> NewStanding {
         kind: airlock_policy::Kind::Approval,
         step: 2,
         scope,
+        caller: Caller::default(),
+        policy: None,
         pattern: pattern.into(),
         decision,
         explanation: "Cleaning the build is fine.".into(),
@@ -83,6 +86,42 @@ fn a_standing_decision_stays_in_its_pool_scope_kind_and_step() {
     let pool = new(Scope::Pool, EXACT, Decision::Approve).numbered(7);
     assert!(applies(&pool, &pending(&other_run), 2_000), "pool scope: any run");
     assert!(!applies(&pool, &pending(&human("security", "s1", "c1", false, 0)), 2_000), "pool scope: one pool");
+}
+
+/// `incoming` asked by broker user `user` under tenant `tenant`, decided by `policy`.
+fn from(mut incoming: Incoming, user: &str, tenant: &str, policy: Option<(&str, &str)>) -> Incoming {
+    let task = incoming.human.task.as_mut().unwrap();
+    task.requested_by = user.into();
+    let request = task.request.as_mut().unwrap();
+    request.key.as_mut().unwrap().tenant = tenant.into();
+    request.policy = policy.map(|(name, digest)| v1::Policy {
+        source: Some(v1::policy::Source::Name(name.into())),
+        digest: digest.into(),
+    });
+    incoming
+}
+
+#[test]
+fn a_standing_decision_decides_only_its_callers_calls_under_its_policy() {
+    let alice = pending(&from(human("ops", "s1", "c1", false, 0), "gateway", "alice", Some(("prod", "d1"))));
+    let mut made = new(Scope::Run { run_id: "run".into() }, EXACT, Decision::Approve);
+    made.caller = alice.caller();
+    made.policy = alice.policy();
+    assert_eq!(made.caller, Caller { requested_by: "gateway".into(), tenant: "alice".into() });
+    assert_eq!(made.policy, Some(PolicyView { name: Some("prod".into()), digest: "d1".into() }));
+    for scope in [sample("s1"), Scope::Run { run_id: "run".into() }, Scope::Pool] {
+        let standing = NewStanding { scope, ..made.clone() }.numbered(7);
+        let applies_to = |user, tenant, policy| {
+            applies(&standing, &pending(&from(human("ops", "s1", "c1", false, 0), user, tenant, policy)), 2_000)
+        };
+        assert!(applies(&standing, &alice, 2_000), "{}: the caller's own identical call", standing.scope);
+        assert!(!applies_to("gateway", "bob", Some(("prod", "d1"))), "another token naming the same run");
+        assert!(!applies_to("gateway", "", Some(("prod", "d1"))), "a direct runner on the gateway's user");
+        assert!(!applies_to("runner", "alice", Some(("prod", "d1"))), "another broker user naming the tenant");
+        assert!(!applies_to("gateway", "alice", Some(("prod", "d2"))), "another version of the policy");
+        assert!(!applies_to("gateway", "alice", Some(("staging", "d1"))), "another policy");
+        assert!(!applies_to("gateway", "alice", None), "no policy");
+    }
 }
 
 #[test]
@@ -153,9 +192,12 @@ async fn store_suite(store: Store) {
     let first = store.add_standing(&new(sample("s1"), EXACT, Decision::Approve)).await.unwrap();
     let mut security = new(Scope::Pool, "*", Decision::Reject);
     security.pool = "security".into();
+    security.caller = Caller { requested_by: "gateway".into(), tenant: "alice".into() };
+    security.policy = Some(PolicyView { name: None, digest: "d1".into() });
     let second = store.add_standing(&security).await.unwrap();
     assert!(second.id > first.id, "numbered in order");
     assert_eq!(store.standing_decision(first.id).await.unwrap().as_ref(), Some(&first));
+    assert_eq!(store.standing_decision(second.id).await.unwrap().as_ref(), Some(&second), "caller and policy");
     let ops = ["ops".to_owned()];
     let both = ["ops".to_owned(), "security".to_owned()];
     assert_eq!(store.active_standing(&ops, 2_000).await.unwrap(), std::slice::from_ref(&first));

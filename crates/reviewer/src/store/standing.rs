@@ -6,13 +6,15 @@ use std::str::FromStr;
 
 use airlock_policy::{Decision, Kind};
 use airlock_records::review::standing::{Scope, StandingDecision};
+use airlock_records::review::{Caller, PolicyView};
 use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, Type};
 
 use super::{Db, Store, StoreError, push_pools};
 
 /// The columns a [`StandingDecision`] is read from (by name, in [`standing_from_row`]).
-const STANDING_COLUMNS: &str = "id, author, pool, kind, step, scope, run_id, sample_id, pattern, decision, \
-                                explanation, created_at, expires_at, revoked_at, revoked_by";
+const STANDING_COLUMNS: &str = "id, author, pool, kind, step, scope, run_id, sample_id, requested_by, tenant, \
+                                policy_name, policy_digest, pattern, decision, explanation, created_at, \
+                                expires_at, revoked_at, revoked_by";
 
 /// A standing decision before the store numbers it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +29,10 @@ pub struct NewStanding {
     pub step: u32,
     /// Where it applies within the pool.
     pub scope: Scope,
+    /// Whose calls it decides.
+    pub caller: Caller,
+    /// The policy the calls it decides are decided by.
+    pub policy: Option<PolicyView>,
     /// The glob a call must match as a whole.
     pub pattern: String,
     /// What it answers.
@@ -49,6 +55,8 @@ impl NewStanding {
             kind: self.kind,
             step: self.step,
             scope: self.scope.clone(),
+            caller: self.caller.clone(),
+            policy: self.policy.clone(),
             pattern: self.pattern.clone(),
             decision: self.decision,
             explanation: self.explanation.clone(),
@@ -63,9 +71,10 @@ impl NewStanding {
 impl Store {
     /// Stores a new standing decision; it as stored, with its number.
     pub async fn add_standing(&self, new: &NewStanding) -> Result<StandingDecision, StoreError> {
-        const SQL: &str = "INSERT INTO standing (author, pool, kind, step, scope, run_id, sample_id, pattern, \
-                           decision, explanation, created_at, expires_at) \
-                           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id";
+        const SQL: &str = "INSERT INTO standing (author, pool, kind, step, scope, run_id, sample_id, requested_by, \
+                           tenant, policy_name, policy_digest, pattern, decision, explanation, created_at, expires_at) \
+                           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
+                           RETURNING id";
         let (run_id, sample_id) = match &new.scope {
             Scope::Sample { run_id, sample_id } => (run_id.as_str(), sample_id.as_str()),
             Scope::Run { run_id } => (run_id.as_str(), ""),
@@ -79,6 +88,10 @@ impl Store {
             .bind(new.scope.kind().as_str())
             .bind(run_id)
             .bind(sample_id)
+            .bind(&new.caller.requested_by)
+            .bind(&new.caller.tenant)
+            .bind(new.policy.as_ref().and_then(|policy| policy.name.as_deref()))
+            .bind(new.policy.as_ref().map(|policy| policy.digest.as_str()))
             .bind(&new.pattern)
             .bind(new.decision.as_str())
             .bind(&new.explanation)
@@ -145,12 +158,20 @@ where
         other => return Err(corrupt(format!("unknown scope '{other}'"))),
     };
     let step: i64 = row.try_get("step")?;
+    // A task with a policy has a digest (empty when neither its request nor its task held
+    // it); only a task without any is stored with none.
+    let policy = row
+        .try_get::<Option<String>, _>("policy_digest")?
+        .map(|digest| Ok::<_, sqlx::Error>(PolicyView { name: row.try_get("policy_name")?, digest }))
+        .transpose()?;
     Ok(StandingDecision {
         author: row.try_get("author")?,
         pool: row.try_get("pool")?,
         kind: Kind::from_str(&kind).map_err(|e| corrupt(format!("kind: {e}")))?,
         step: u32::try_from(step).map_err(|e| corrupt(format!("step: {e}")))?,
         scope,
+        caller: Caller { requested_by: row.try_get("requested_by")?, tenant: row.try_get("tenant")? },
+        policy,
         pattern: row.try_get("pattern")?,
         decision: Decision::from_str(&decision).map_err(|e| corrupt(format!("decision: {e}")))?,
         explanation: row.try_get("explanation")?,

@@ -102,6 +102,7 @@ async fn suite(store: Store) {
     webhooks(&store).await;
     sessions(&store).await;
     cancels(&store).await;
+    no_squatting(&store).await;
 }
 
 /// Cancels withdraw only the tasks whose request their publisher published, now and when a
@@ -135,6 +136,31 @@ async fn cancels(store: &Store) {
     assert_eq!(store.insert(&late, 7_006).await.unwrap(), Inserted::Withdrawn);
 }
 
+/// A broker user that asks first for another's call key makes a task of its own: the other's
+/// request is no duplicate of it, and each one's redelivery is a duplicate of its own.
+async fn no_squatting(store: &Store) {
+    let squatter = asked_by(human("runners", "r9", "c1", false, 0), "runner-b");
+    let Inserted::Created(theirs) = store.insert(&squatter, 8_000).await.unwrap() else { panic!("not created") };
+    let victim = asked_by(human("runners", "r9", "c1", false, 0), "runner-a");
+    assert_eq!(victim.correlation, squatter.correlation, "the same call key");
+    let Inserted::Created(mine) = store.insert(&victim, 8_001).await.unwrap() else { panic!("taken by another") };
+    assert_ne!(mine, theirs);
+    assert_eq!(store.insert(&victim, 8_002).await.unwrap(), Inserted::Duplicate);
+    assert_eq!(store.insert(&squatter, 8_003).await.unwrap(), Inserted::Duplicate);
+    // Joined unencoded, user `u` with this key and user `u/approval` with that one would make
+    // one dedup key, `u/approval/approval/7/1/5/t#2`.
+    let keyed = |user: &str, run: &str, sample: &str, epoch: u32, call: &str, tenant: &str| {
+        let mut human = asked_by(human("runners", sample, call, false, 0), user).human;
+        let key = human.task.as_mut().and_then(|t| t.request.as_mut()).and_then(|r| r.key.as_mut()).unwrap();
+        (key.run_id, key.epoch, key.tenant) = (run.into(), epoch, tenant.into());
+        Incoming::decode(&human.encode_to_vec(), "runners").unwrap()
+    };
+    let first = keyed("u", "approval", "7", 1, "5", "t");
+    let second = keyed("u/approval", "7", "1", 5, "t", "");
+    assert!(matches!(store.insert(&first, 8_004).await.unwrap(), Inserted::Created(_)));
+    assert!(matches!(store.insert(&second, 8_005).await.unwrap(), Inserted::Created(_)), "a user's name is encoded");
+}
+
 /// A store made before cancels named their publisher (schema step 6), with a pending task
 /// and a withdrawn call: after the migration both name no broker user, so only a cancel
 /// naming none withdraws the task, and the withdrawn call drops only a task whose request
@@ -148,7 +174,7 @@ async fn cancels_after_migration(old: Store, url: &str) {
     on_db!(old, pool => {
         migrator(&schema_of(&old)[..6]).run(pool).await.unwrap();
         sqlx::query(TASK)
-            .bind(legacy.dedup_key())
+            .bind(format!("{}#{}", legacy.correlation, legacy.step()))
             .bind(&legacy.correlation)
             .bind(legacy.human.encode_to_vec())
             .execute(pool)
@@ -159,6 +185,7 @@ async fn cancels_after_migration(old: Store, url: &str) {
     old.close().await;
 
     let store = Store::open(url).await.unwrap();
+    assert_eq!(store.insert(&legacy, 2).await.unwrap(), Inserted::Duplicate, "redelivered after the upgrade");
     let refused = store.cancel(&legacy.correlation, "runner-a", "named", 2).await.unwrap();
     assert_eq!(refused.kept, ["legacy"]);
     let cancelled = store.cancel(&legacy.correlation, "", "unnamed", 3).await.unwrap();
@@ -273,11 +300,13 @@ async fn store_on_a_sqlite_file_survives_a_reopen() {
     let url = format!("sqlite:{}", dir.join("tasks.db").display());
     let store = Store::open(&url).await.unwrap();
     suite(store.clone()).await;
+    let (pending, history) = (store.pending(None).await.unwrap(), store.history(None, 10).await.unwrap());
+    assert_eq!((pending.len(), history.len()), (7, 3));
     store.close().await;
     // Migrations run again without harm, and everything is still there.
     let store = Store::open(&url).await.unwrap();
-    assert_eq!(store.pending(None).await.unwrap().len(), 3);
-    assert_eq!(store.history(None, 10).await.unwrap().len(), 3);
+    assert_eq!(store.pending(None).await.unwrap(), pending);
+    assert_eq!(store.history(None, 10).await.unwrap(), history);
     store.close().await;
     std::fs::remove_dir_all(dir).unwrap();
 }

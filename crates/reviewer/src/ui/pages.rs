@@ -326,10 +326,19 @@ fn approvals(task: &Task, reviewer: &str, csrf: &str) -> String {
     html
 }
 
-/// Why the task is here: the policy, then every answer before this step with its
-/// explanation and metadata (a monitor's score, reason and model by name).
+/// Why the task is here: who asked and the policy, then every answer before this step with
+/// its explanation and metadata (a monitor's score, reason and model by name).
 fn why_here(task: &Task) -> String {
     let mut html = String::from("<section class=\"trail\"><h3>Why it is here</h3>");
+    let caller = task.caller();
+    if !caller.requested_by.is_empty() || !caller.tenant.is_empty() {
+        let by = if caller.requested_by.is_empty() { "a runner" } else { caller.requested_by.as_str() };
+        let _ = write!(html, "<p class=\"caller\">Asked by <span class=\"name\">{}</span>", safe_html(by));
+        if !caller.tenant.is_empty() {
+            let _ = write!(html, " for <span class=\"name\">{}</span>", safe_html(&caller.tenant));
+        }
+        html.push_str("</p>");
+    }
     if let Some(policy) = task.policy() {
         let name = policy.name.as_deref().map_or_else(|| "inline document".to_owned(), safe_html);
         let _ = write!(html, "<p class=\"policy\">Policy <span class=\"name\">{name}</span>");

@@ -156,6 +156,18 @@ fn the_view_keeps_its_format_and_code_blocks_their_language() {
 }
 
 #[test]
+fn the_card_names_who_asked_when_the_task_says() {
+    let mut incoming = explained("ops", "s1", "c1");
+    assert!(!explained_card(&incoming).contains("class=\"caller\""), "a task that names nobody");
+    let task = incoming.human.task.as_mut().unwrap();
+    task.requested_by = "gateway".into();
+    task.request.as_mut().unwrap().key.as_mut().unwrap().tenant = "<b>gamma</b>".into();
+    let card = explained_card(&incoming);
+    let asked = "<p class=\"caller\">Asked by <span class=\"name\">gateway</span> for <span class=\"name\">&lt;b&gt;gamma&lt;/b&gt;</span></p>";
+    assert!(card.contains(asked), "{card}");
+}
+
+#[test]
 fn hostile_text_in_every_new_field_is_shown_not_run() {
     const HOSTILE: &str = "<script>alert(1)</script><img src=x onerror=alert(2)>";
     let mut incoming = explained("ops", "s1", "c1");

@@ -35,7 +35,13 @@ fn runner() -> &'static RunnerKeys {
 
 fn request(function: &str, deadline: i64) -> v1::Request {
     v1::Request {
-        key: Some(v1::CallKey { run_id: "r".into(), sample_id: "s".into(), epoch: 1, tool_call_id: "c".into() }),
+        key: Some(v1::CallKey {
+            run_id: "r".into(),
+            sample_id: "s".into(),
+            epoch: 1,
+            tool_call_id: "c".into(),
+            ..Default::default()
+        }),
         origin: None,
         body: Some(v1::request::Body::Approval(v1::ApprovalRequest {
             call: Some(v1::ToolCall {
@@ -317,6 +323,17 @@ fn the_human_task_names_the_broker_user_that_asked_whoever_answered_before() {
     assert_eq!(human.task.unwrap().requested_by, "runner-a");
     // A request that names no user (the in-process transport) makes tasks that name none.
     assert_eq!(monitor_task(&handler).requested_by, "");
+}
+
+#[test]
+fn a_step_task_names_the_digest_of_the_policy_resolved_whatever_the_runner_said() {
+    let mut lying = request("rm", 50_000);
+    lying.policy.as_mut().unwrap().digest = "0".repeat(64);
+    let out = published(handler().on_request(&Message::new(lying.encode_to_vec()), 1_000));
+    let task = v1::StepTask::decode(out[0].message.body.as_ref()).unwrap();
+    let policy = task.request.unwrap().policy.unwrap();
+    assert_eq!(policy.digest, airlock_policy::document::digest(POLICY));
+    assert_eq!(policy.source, Some(v1::policy::Source::Inline(POLICY.into())));
 }
 
 #[test]

@@ -18,10 +18,12 @@ KIND_NAMES: dict[int, str] = {pb.KIND_APPROVAL: "approval", pb.KIND_REVIEW: "rev
 
 
 def correlation_id(kind: int, key: pb.CallKey) -> str:
-    """`kind/run/sample/epoch/call`, with `%` and `/` percent-encoded in each part: the AMQP
-    correlation id of a request and of its reply (as the Rust client computes it)."""
+    """`kind/run/sample/epoch/call`, then `/tenant` when the key names one, with `%` and `/`
+    percent-encoded in each part: the AMQP correlation id of a request and of its reply (as the
+    Rust client computes it)."""
     parts = (KIND_NAMES.get(kind, "approval"), _encode(key.run_id), _encode(key.sample_id), str(key.epoch))
-    return "/".join((*parts, _encode(key.tool_call_id)))
+    tenant = (_encode(key.tenant),) if key.tenant else ()
+    return "/".join((*parts, _encode(key.tool_call_id), *tenant))
 
 
 def _encode(part: str) -> str:

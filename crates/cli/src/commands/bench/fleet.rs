@@ -132,6 +132,7 @@ pub(super) fn key(run_id: &str, index: u64) -> v1::CallKey {
         sample_id: format!("sample-{:02}", index % 64),
         epoch: 1,
         tool_call_id: format!("call-{index:05}"),
+        ..Default::default()
     }
 }
 

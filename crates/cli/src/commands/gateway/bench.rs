@@ -99,7 +99,8 @@ async fn measure(
         .map_err(|e| Failure::other(format!("the bench's tokens file: {e}")))?;
     let listen = free_address()?;
     let (listen_text, tokens_text) = (listen.to_string(), tokens.display().to_string());
-    let (waiting_rate, max_wait) = ((args.waiting * 10).to_string(), WAIT.to_string());
+    let (waiting, waiting_rate, max_wait) =
+        (args.waiting.to_string(), (args.waiting * 10).to_string(), WAIT.to_string());
     children.spawn(
         "gateway",
         &args.amqp,
@@ -119,6 +120,8 @@ async fn measure(
             &waiting_rate,
             "--burst",
             &waiting_rate,
+            "--max-pending",
+            &waiting,
             // The worker started later runs unsigned, as measured before runners had to say so.
             "--insecure",
         ],

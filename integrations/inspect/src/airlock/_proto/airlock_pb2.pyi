@@ -114,16 +114,18 @@ class Origin(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., eval_id: _Optional[str] = ..., task: _Optional[str] = ..., sample_id: _Optional[str] = ..., epoch: _Optional[int] = ..., model: _Optional[str] = ..., runner_id: _Optional[str] = ...) -> None: ...
 
 class CallKey(_message.Message):
-    __slots__ = ("run_id", "sample_id", "epoch", "tool_call_id")
+    __slots__ = ("run_id", "sample_id", "epoch", "tool_call_id", "tenant")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SAMPLE_ID_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     sample_id: str
     epoch: int
     tool_call_id: str
-    def __init__(self, run_id: _Optional[str] = ..., sample_id: _Optional[str] = ..., epoch: _Optional[int] = ..., tool_call_id: _Optional[str] = ...) -> None: ...
+    tenant: str
+    def __init__(self, run_id: _Optional[str] = ..., sample_id: _Optional[str] = ..., epoch: _Optional[int] = ..., tool_call_id: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class ApprovalRequest(_message.Message):
     __slots__ = ("message", "call", "view", "history", "history_omitted")
