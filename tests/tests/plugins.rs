@@ -63,7 +63,10 @@ async fn python_plugin_end_to_end() {
     let Some(python) = python() else { return };
     let prefix = unique_prefix();
     let Some(transport) = broker(&format!("{prefix} worker")).await else { return };
+    // The step stands before any call names it, as `airlock topology apply --steps deny_words`
+    // makes it: a step only inline policies name gets no queue from a worker.
     let topology = Topology::new(&prefix).with_step("deny_words").with_reply_queue("runner");
+    transport.declare(&topology).await.expect("the fleet's topology");
     guarded(topology, scenario(python, transport, prefix)).await;
 }
 
