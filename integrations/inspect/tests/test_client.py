@@ -411,7 +411,7 @@ def test_refusals_fail_closed_with_the_fleets_reason(fleet: Fleet, tmp_path: Pat
         assert approval.metadata is not None and approval.metadata["airlock"]["code"] == "invalid_policy"
         review = fleet_reviewer(**fleet.settings(), policy="nowhere", timeout=30)
         reviewed = await review("m", c, ChatMessageTool(content="", tool_call_id="c1"), "", None, history(c))
-        assert reviewed.decision == "terminate" and "(unknown_policy): no policy named 'nowhere'" in (
+        assert reviewed.decision == "terminate" and "(unknown_policy): this worker holds no policy named 'nowhere'" in (
             reviewed.explanation or ""
         )
         await shutdown()
