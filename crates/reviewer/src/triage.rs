@@ -211,6 +211,17 @@ impl TriageQuery {
             Some("deadline") => Sort::Deadline,
             Some(other) => return Err(TriageError::Invalid { name: "sort", value: other.to_owned() }),
         };
+        // The names are matched exactly against text columns, which hold no NUL (PostgreSQL's
+        // text cannot): one asked for is no task's, and refused as such.
+        let names = [("pool", &self.pool), ("tool", &self.tool), ("run", &self.run), ("sample", &self.sample)];
+        if let Some((name, value)) =
+            names.into_iter().find(|(_, value)| value.as_deref().is_some_and(|v| v.contains('\0')))
+        {
+            return Err(TriageError::Invalid {
+                name,
+                value: value.as_deref().unwrap_or_default().replace('\0', "\\0"),
+            });
+        }
         let limit = number("limit", &self.limit)?;
         if limit == Some(0) {
             return Err(TriageError::Invalid { name: "limit", value: "0".into() });
@@ -337,6 +348,15 @@ mod tests {
         let read = query(&filter.query_string(Some(50), Some(&cursor))).unwrap();
         assert_eq!(read, Triage { filter, limit: Some(50), cursor: Some(cursor) });
         assert_eq!(Filter::default().query_string(None, None), "");
+    }
+
+    #[test]
+    fn a_name_holding_a_nul_is_refused() {
+        for name in ["pool", "tool", "run", "sample"] {
+            let error = query(&format!("{name}=a%00b")).unwrap_err();
+            assert_eq!(error.to_string(), format!("'a\\0b' is not a valid {name}"));
+        }
+        assert!(query("q=a%00b").is_ok(), "a search may look for one: arguments hold them");
     }
 
     #[test]
