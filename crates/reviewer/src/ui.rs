@@ -7,6 +7,7 @@
 //! is rendered with pulldown-cmark with raw HTML shown as text, and links and images shown as
 //! their text and address, never followed or loaded.
 
+pub mod card;
 pub mod pages;
 pub mod triage;
 
@@ -14,6 +15,8 @@ use airlock_contract::v1;
 use airlock_policy::Call;
 use airlock_policy::render::format_function_call;
 use pulldown_cmark::{CodeBlockKind, CowStr, Event, Options, Parser, Tag, TagEnd};
+
+use airlock_records::time::Utc;
 
 use crate::task::Returned;
 
@@ -310,6 +313,22 @@ pub fn substitute(text: &str, arguments: &serde_json::Map<String, serde_json::Va
     }
     out.push_str(rest);
     out
+}
+
+/// `ms` (a duration) as "12s ago", "3m ago", "2h 5m ago".
+pub fn ago(ms: i64) -> String {
+    let s = (ms / 1000).max(0);
+    match s {
+        0..=59 => format!("{s}s ago"),
+        60..=3599 => format!("{}m ago", s / 60),
+        _ => format!("{}h {}m ago", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// Unix milliseconds as `YYYY-MM-DD HH:MM:SS UTC`.
+pub fn utc(ms: i64) -> String {
+    let Utc { year, month, day, hour, minute, second } = Utc::from_unix_seconds(ms.div_euclid(1000));
+    format!("{year:04}-{month:02}-{day:02} {hour:02}:{minute:02}:{second:02} UTC")
 }
 
 #[cfg(test)]
