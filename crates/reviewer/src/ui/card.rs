@@ -7,10 +7,9 @@ use airlock_policy::{Decision, Kind};
 use airlock_records::review::ApprovalView;
 
 use super::{Content, ago, call_line, escape, metadata_fields, safe_html, shown, utc};
-use crate::auth::same_reviewer;
 use crate::modify::editable_arguments;
 use crate::standing::{exact_pattern, standing_may_decide};
-use crate::task::{State, Task, agreeing, decision_from_wire, shortcut};
+use crate::task::{State, Task, agreeing, decision_from_wire, same_reviewer, shortcut};
 
 /// How long a standing decision may last, as the card offers it: seconds and label.
 const DURATIONS: [(u64, &str); 4] =
