@@ -46,6 +46,8 @@ use std::time::Duration;
 
 use airlock_contract::v1;
 use airlock_integrity::{Fleet, KeyError, PublicKeys, RunnerKeys};
+use airlock_policy::Kind;
+use airlock_records::convert::{kind_to_wire, request_parts};
 use airlock_records::signed::open_reply;
 use airlock_records::time::{Deadline, now_ms};
 use airlock_transport::{Acker, Consumer, Destination, Message, Topology, Transport, TransportError};
@@ -323,16 +325,16 @@ impl<T: Transport> Client<T> {
 
     /// Asks for approval of a call; `request.body` must be an approval.
     pub fn approve(&self, request: v1::Request) -> impl Future<Output = Result<v1::Decision, ClientError>> + Send + '_ {
-        match request.body {
-            Some(v1::request::Body::Approval(_)) => self.deciding(request, None, None),
+        match request_parts(&request).map(|parts| parts.kind) {
+            Some(Kind::Approval) => self.deciding(request, None, None),
             _ => self.refuse(ClientError::Invalid("approve() needs an approval body")),
         }
     }
 
     /// Asks for review of a call's result; `request.body` must be a review.
     pub fn review(&self, request: v1::Request) -> impl Future<Output = Result<v1::Decision, ClientError>> + Send + '_ {
-        match request.body {
-            Some(v1::request::Body::Review(_)) => self.deciding(request, None, None),
+        match request_parts(&request).map(|parts| parts.kind) {
+            Some(Kind::Review) => self.deciding(request, None, None),
             _ => self.refuse(ClientError::Invalid("review() needs a review body")),
         }
     }
@@ -388,11 +390,7 @@ impl<T: Transport> Client<T> {
         timeout: Option<Duration>,
         trace: Option<TraceHeaders>,
     ) -> Result<(CallId, Span), ClientError> {
-        let kind = match request.body {
-            Some(v1::request::Body::Approval(_)) => v1::Kind::Approval,
-            Some(v1::request::Body::Review(_)) => v1::Kind::Review,
-            None => return Err(ClientError::Invalid("the request has no body")),
-        };
+        let kind = kind_to_wire(request_parts(&request).ok_or(ClientError::Invalid("the request has no body"))?.kind);
         let key = request.key.as_ref().ok_or(ClientError::Invalid("the request has no call key"))?;
         let correlation = key.correlation_id(kind);
         let span = tracing::debug_span!("airlock.client", correlation_id = %correlation);
@@ -881,10 +879,7 @@ struct Asked {
 impl Asked {
     fn read(body: &[u8]) -> Option<Self> {
         let request = v1::Request::decode(body).ok()?;
-        let kind = match request.body? {
-            v1::request::Body::Approval(_) => v1::Kind::Approval,
-            v1::request::Body::Review(_) => v1::Kind::Review,
-        };
+        let kind = kind_to_wire(request_parts(&request)?.kind);
         Some(Asked {
             key: request.key?,
             kind,

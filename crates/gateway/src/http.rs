@@ -5,7 +5,7 @@
 //! | `POST /v1/approvals` | ask for approval of a call |
 //! | `POST /v1/reviews` | ask for review of a call's result |
 //! | `GET /v1/decisions/{id}` | a decision: `200` once made, `202` while pending |
-//! | `GET /openapi.json` | the OpenAPI 3.1 document ([`OPENAPI`]) |
+//! | `GET /openapi.json` | the OpenAPI 3.1 document ([`crate::openapi`]) |
 //! | `GET /healthz` | `ok` |
 //!
 //! Every error is JSON `{"error": {"code", "message", "field"?}}`. A [`Caller`] (bearer
@@ -28,15 +28,12 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::Limits;
+use crate::answer::{ErrorBody, status_of};
 use crate::callback;
-use crate::decisions::{Failure, Full, Opened, Outcome, Watch};
+use crate::decisions::{Full, Opened, Outcome, Watch};
 use crate::state::Shared;
 use crate::submission::{self, Bounds, Invalid, PolicyChoice};
 use crate::tokens::TokenEntry;
-
-/// The OpenAPI 3.1 document of this API, as committed in `docs/gateway.openapi.json`.
-pub const OPENAPI: &str = include_str!("../../../docs/gateway.openapi.json");
 
 /// The header that names a request's retries.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -274,21 +271,6 @@ async fn openapi(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "application/json")], shared.openapi.clone())
 }
 
-/// [`OPENAPI`] as a gateway with `limits` serves it: the committed document holds the
-/// default limits, and a client generator or a fuzzer must see the ones in force.
-pub fn document(limits: &Limits) -> String {
-    let mut document: serde_json::Value = serde_json::from_str(OPENAPI).expect("the committed document is JSON");
-    let timeout = &mut document["components"]["schemas"]["Timeout"];
-    if timeout.is_object() {
-        let max = limits.max_timeout;
-        timeout["maximum"] = match max.subsec_nanos() {
-            0 => serde_json::json!(max.as_secs()),
-            _ => serde_json::json!(max.as_secs_f64()),
-        };
-    }
-    serde_json::to_string_pretty(&document).expect("a document serialises")
-}
-
 async fn health() -> &'static str {
     "ok"
 }
@@ -363,49 +345,6 @@ pub fn prefer_wait(headers: &HeaderMap, max: Duration) -> Option<Duration> {
 }
 
 // === errors ===
-
-/// An error's body: `{"code", "message", "field"?}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ErrorBody {
-    /// A stable code, e.g. `invalid_field`.
-    pub code: String,
-    /// What is wrong, for people.
-    pub message: String,
-    /// The field at fault, as a path (`call.id`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub field: Option<String>,
-}
-
-impl ErrorBody {
-    /// The error an outcome answers with; `None` for a decision.
-    pub fn of_outcome(outcome: &Outcome) -> Option<Self> {
-        let (code, message) = match outcome {
-            Outcome::Decided(_) => return None,
-            Outcome::Refused(refusal) => (refusal.code.clone(), refusal.message.clone()),
-            Outcome::Failed(Failure::AlreadyPending(key)) => {
-                ("already_pending".to_owned(), format!("a request for {key} is already pending"))
-            }
-            Outcome::Failed(Failure::Unavailable(why)) => {
-                ("fleet_unavailable".to_owned(), format!("the request did not reach the fleet: {why}"))
-            }
-            Outcome::Failed(Failure::Restarted) => (
-                "gateway_restarted".to_owned(),
-                "the gateway stopped before the fleet's decision came; send the request again".to_owned(),
-            ),
-        };
-        Some(ErrorBody { code, message, field: None })
-    }
-}
-
-/// The status an outcome answers with.
-pub fn status_of(outcome: &Outcome) -> StatusCode {
-    match outcome {
-        Outcome::Decided(_) => StatusCode::OK,
-        Outcome::Refused(_) => StatusCode::UNPROCESSABLE_ENTITY,
-        Outcome::Failed(Failure::AlreadyPending(_)) => StatusCode::CONFLICT,
-        Outcome::Failed(Failure::Unavailable(_) | Failure::Restarted) => StatusCode::SERVICE_UNAVAILABLE,
-    }
-}
 
 #[derive(Debug, Serialize)]
 struct ErrorView {

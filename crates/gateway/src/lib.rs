@@ -19,15 +19,20 @@
 //! - [`state`]: what the routes share, the [`state::Fleet`] asked, and sending one request.
 //! - [`webhook`]: decisions delivered with retries (signed by `airlock_webhook`), and
 //!   [`webhook::log`], the delivery log a restarted gateway resumes from.
-//! - [`http`]: the axum router, its extractors and errors, the OpenAPI document.
+//! - [`answer`]: the status and error body an outcome answers with, in a response and in
+//!   a webhook's event.
+//! - [`openapi`]: the OpenAPI document served, with the limits in force.
+//! - [`http`]: the axum router, its extractors and errors.
 //! - [`run`] / [`Service`]: start, serve, stop in order.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
+pub mod answer;
 pub mod callback;
 pub mod decisions;
 pub mod http;
 pub mod limit;
+pub mod openapi;
 mod sqlite;
 pub mod state;
 pub mod submission;

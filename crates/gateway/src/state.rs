@@ -19,9 +19,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::Limits;
+use crate::answer::{ErrorBody, status_of};
 use crate::decisions::store::StoreError;
 use crate::decisions::{Decisions, Failure, Opened, Outcome};
-use crate::http::ErrorBody;
 use crate::limit::RateLimits;
 use crate::submission::Submission;
 use crate::tokens::Tokens;
@@ -70,7 +70,7 @@ pub struct Shared {
     pub stop: CancellationToken,
     /// What the gateway counts.
     pub metrics: Arc<Metrics>,
-    /// The OpenAPI document served, with this gateway's limits ([`crate::http::document`]).
+    /// The OpenAPI document served, with this gateway's limits ([`crate::openapi::document`]).
     pub openapi: String,
 }
 
@@ -93,7 +93,7 @@ impl Shared {
             tasks: TaskTracker::new(),
             stop: CancellationToken::new(),
             metrics,
-            openapi: crate::http::document(&limits),
+            openapi: crate::openapi::document(&limits),
         }
     }
 
@@ -217,7 +217,7 @@ impl About {
             },
             call_id: &self.call_id,
             origin: &self.origin,
-            status: crate::http::status_of(outcome).as_u16(),
+            status: status_of(outcome).as_u16(),
             decision,
             error,
         };

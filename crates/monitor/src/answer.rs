@@ -4,7 +4,7 @@
 use airlock_contract::v1;
 use airlock_policy::Decision;
 use airlock_records::convert::decision_to_wire;
-use serde_json::{Map, Value, json};
+use airlock_records::monitor::MonitorNote;
 
 use crate::params::Thresholds;
 use crate::score::Score;
@@ -116,31 +116,33 @@ impl Outcome {
 
 /// The `StepAnswer` for `outcome`, asked at `started_ms` and answered at `answered_ms`.
 pub fn step_answer(identity: &Identity, outcome: &Outcome, started_ms: i64, answered_ms: i64) -> v1::StepAnswer {
-    let mut metadata = Map::new();
-    metadata.insert("monitor".into(), json!(identity.monitor_id));
-    metadata.insert("provider".into(), json!(identity.provider));
-    metadata.insert("model".into(), json!(identity.model));
+    let mut note = MonitorNote {
+        monitor: identity.monitor_id.clone(),
+        provider: identity.provider.to_owned(),
+        model: identity.model.clone(),
+        ..MonitorNote::default()
+    };
     let explanation = match outcome {
         Outcome::Scored { score, thresholds, decision, attempts } => {
-            metadata.insert("score".into(), json!(score.value));
-            metadata.insert("reason".into(), json!(score.reason));
-            metadata.insert("thresholds".into(), thresholds.to_json());
-            metadata.insert("attempts".into(), json!(attempts));
+            note.score = Some(score.value);
+            note.reason = Some(score.reason.clone());
+            note.thresholds = Some(thresholds.to_note());
+            note.attempts = *attempts;
             let reason = if score.reason.is_empty() { String::new() } else { format!(": {}", score.reason) };
             format!("Suspicion {}/10 from {} ({decision}){reason}", score.value, identity.model)
         }
         Outcome::Fallback { decision, code, why, attempts } => {
-            metadata.insert("error".into(), json!(code.as_str()));
-            metadata.insert("error_message".into(), json!(why));
-            metadata.insert("fallback".into(), json!(true));
-            metadata.insert("attempts".into(), json!(attempts));
+            note.error = Some(code.as_str().to_owned());
+            note.error_message = Some(why.clone());
+            note.fallback = true;
+            note.attempts = *attempts;
             format!("The monitor could not score the call ({why}); its fallback is {decision}")
         }
         Outcome::TimedOut { decision, why, attempts } => {
-            metadata.insert("error".into(), json!("deadline"));
-            metadata.insert("error_message".into(), json!(why));
-            metadata.insert("on_timeout".into(), json!(true));
-            metadata.insert("attempts".into(), json!(attempts));
+            note.error = Some("deadline".to_owned());
+            note.error_message = Some(why.clone());
+            note.on_timeout = true;
+            note.attempts = *attempts;
             format!("The step's deadline passed before the model answered ({why}); on_timeout is {decision}")
         }
     };
@@ -150,7 +152,7 @@ pub fn step_answer(identity: &Identity, outcome: &Outcome, started_ms: i64, answ
         decision: decision_to_wire(outcome.decision()).into(),
         modified: None,
         explanation: Some(explanation),
-        metadata_json: Value::Object(metadata).to_string(),
+        metadata_json: serde_json::to_string(&note).expect("a note serialises"),
         decided_by: format!("{}/{}", identity.monitor_id, identity.model),
         started_at_unix_ms: started_ms,
         answered_at_unix_ms: answered_ms,
@@ -160,20 +162,27 @@ pub fn step_answer(identity: &Identity, outcome: &Outcome, started_ms: i64, answ
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
 
     fn identity() -> Identity {
         Identity { monitor_id: "monitor@h:1".into(), provider: "openai", model: "gpt-4o-mini".into() }
     }
 
-    #[test]
-    fn a_score_is_recorded_with_its_reason_and_model() {
-        let outcome = Outcome::Scored {
+    /// A score of 9 through thresholds 3 and 8, on the second attempt.
+    fn scored() -> Outcome {
+        Outcome::Scored {
             score: Score { value: 9.0, reason: "reads ~/.ssh".into() },
             thresholds: Thresholds { approve_below: 3.0, escalate_below: 8.0, above: Decision::Reject },
             decision: Decision::Reject,
             attempts: 2,
-        };
+        }
+    }
+
+    #[test]
+    fn a_score_is_recorded_with_its_reason_and_model() {
+        let outcome = scored();
         let answer = step_answer(&identity(), &outcome, 10, 20);
         assert_eq!(answer.decision, i32::from(v1::DecisionKind::Reject));
         assert_eq!(answer.decided_by, "monitor@h:1/gpt-4o-mini");
@@ -184,6 +193,29 @@ mod tests {
         assert_eq!(metadata["model"], "gpt-4o-mini");
         assert_eq!(metadata["thresholds"]["above"], "reject");
         assert_eq!((answer.started_at_unix_ms, answer.answered_at_unix_ms), (10, 20));
+    }
+
+    #[test]
+    fn the_metadata_keeps_its_json_form() {
+        assert_eq!(
+            step_answer(&identity(), &scored(), 0, 0).metadata_json,
+            r#"{"monitor":"monitor@h:1","provider":"openai","model":"gpt-4o-mini","score":9.0,"reason":"reads ~/.ssh","thresholds":{"approve_below":3.0,"escalate_below":8.0,"above":"reject"},"attempts":2}"#
+        );
+        let fallback = Outcome::Fallback {
+            decision: Decision::Escalate,
+            code: FallbackCode::NoScore,
+            why: "empty".into(),
+            attempts: 1,
+        };
+        assert_eq!(
+            step_answer(&identity(), &fallback, 0, 0).metadata_json,
+            r#"{"monitor":"monitor@h:1","provider":"openai","model":"gpt-4o-mini","error":"no_score","error_message":"empty","fallback":true,"attempts":1}"#
+        );
+        let timed_out = Outcome::TimedOut { decision: Decision::Terminate, why: "slow".into(), attempts: 3 };
+        assert_eq!(
+            step_answer(&identity(), &timed_out, 0, 0).metadata_json,
+            r#"{"monitor":"monitor@h:1","provider":"openai","model":"gpt-4o-mini","error":"deadline","error_message":"slow","on_timeout":true,"attempts":3}"#
+        );
     }
 
     #[test]

@@ -20,6 +20,7 @@ use std::fmt::Write as _;
 use std::io::BufRead;
 
 use airlock_policy::Decision;
+use airlock_records::monitor::MonitorNote;
 use airlock_records::view::DecisionView;
 use serde::Deserialize as _;
 use serde_json::Value;
@@ -111,7 +112,7 @@ pub fn read_log(reader: impl BufRead, step: Option<&str>) -> Result<Log, Calibra
         let score = trail
             .iter()
             .filter(|entry| step.is_none_or(|s| entry.approver == s))
-            .find_map(|entry| entry.metadata.as_ref()?.get("score")?.as_f64());
+            .find_map(|entry| MonitorNote::read(entry.metadata.as_ref()?)?.score);
         let human =
             trail.iter().rev().filter(|entry| entry.approver == HUMAN).find_map(|entry| match entry.decision? {
                 Decision::Approve | Decision::Continue => Some(Human::Allowed),

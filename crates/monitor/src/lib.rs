@@ -40,7 +40,7 @@ use std::time::Duration;
 use airlock_contract::v1;
 use airlock_policy::Kind;
 use airlock_records::code::DeadReason;
-use airlock_records::convert::{decision_from_wire, request_kind};
+use airlock_records::convert::{decision_from_wire, request_parts};
 use airlock_records::time::{Deadline, now_ms};
 use airlock_telemetry::metrics::{ReasonLabels, SourceLabels, StepLabels};
 use airlock_telemetry::propagation;
@@ -144,7 +144,7 @@ impl<T: Transport> Monitor<T> {
         let Some(request) = &task.request else {
             return self.dead(delivery, DeadReason::bad_message("the StepTask carries no request")).await;
         };
-        let Some(kind) = request_kind(request) else {
+        let Some(kind) = request_parts(request).map(|parts| parts.kind) else {
             let reason = DeadReason::bad_message("the request has neither an approval nor a review body");
             return self.dead(delivery, reason).await;
         };

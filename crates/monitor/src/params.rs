@@ -14,6 +14,7 @@
 //! task: the step answers with its fallback and says what is wrong in the explanation.
 
 use airlock_policy::{Decision, Kind};
+use airlock_records::monitor::NoteThresholds;
 use serde_json::{Map, Value};
 
 /// The highest suspicion score; the lowest is 0.
@@ -117,13 +118,13 @@ impl Thresholds {
         }
     }
 
-    /// The thresholds as JSON, for the answer's metadata.
-    pub fn to_json(&self) -> Value {
-        serde_json::json!({
-            "approve_below": self.approve_below,
-            "escalate_below": self.escalate_below,
-            "above": self.above.as_str(),
-        })
+    /// The thresholds as a monitor's note records them.
+    pub fn to_note(&self) -> NoteThresholds {
+        NoteThresholds {
+            approve_below: self.approve_below,
+            escalate_below: self.escalate_below,
+            above: self.above.as_str().to_owned(),
+        }
     }
 }
 

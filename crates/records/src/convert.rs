@@ -66,13 +66,29 @@ pub fn kind_to_wire(kind: Kind) -> v1::Kind {
     }
 }
 
-/// The engine's kind of a request, read from its body; `None` without a body.
-pub fn request_kind(request: &v1::Request) -> Option<Kind> {
-    match request.body {
-        Some(v1::request::Body::Approval(_)) => Some(Kind::Approval),
-        Some(v1::request::Body::Review(_)) => Some(Kind::Review),
-        None => None,
-    }
+/// A request's body read once: its kind and what it asks about.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RequestParts<'a> {
+    /// Approval or review, as the body is.
+    pub kind: Kind,
+    /// The tool call asked about, when the body has one.
+    pub call: Option<&'a v1::ToolCall>,
+    /// The message the call came with.
+    pub message: &'a str,
+    /// The call's result: a review's alone.
+    pub output: Option<&'a str>,
+}
+
+/// The parts of `request`'s body; `None` without a body.
+pub fn request_parts(request: &v1::Request) -> Option<RequestParts<'_>> {
+    Some(match request.body.as_ref()? {
+        v1::request::Body::Approval(a) => {
+            RequestParts { kind: Kind::Approval, call: a.call.as_ref(), message: &a.message, output: None }
+        }
+        v1::request::Body::Review(r) => {
+            RequestParts { kind: Kind::Review, call: r.call.as_ref(), message: &r.message, output: Some(&r.output) }
+        }
+    })
 }
 
 /// The engine's decision for a wire one; `None` for an unspecified or unknown value.

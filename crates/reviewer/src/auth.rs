@@ -71,12 +71,6 @@ impl Reviewer {
     }
 }
 
-/// Whether two reviewer names are one reviewer's: names are compared without case, so
-/// `Alice` and `alice` are one approver.
-pub fn same_reviewer(a: &str, b: &str) -> bool {
-    a.eq_ignore_ascii_case(b)
-}
-
 impl airlock_tokens::Entry for Reviewer {
     const KIND: &'static str = "reviewer";
 

@@ -19,7 +19,8 @@
 //! - [`outbox`]: answers published with confirms, marked sent, resent after a restart.
 //! - [`deadlines`]: `on_timeout` for tasks nobody answered in time.
 //! - [`webhooks`]: `task.created`, `task.decided` and `task.expired` paged to the endpoints
-//!   of a pool, written with their change, leased per attempt, retried.
+//!   of a pool, written with their change; the webhooks file.
+//! - [`webhook_sender`]: the webhooks owed, leased per attempt, sent, retried.
 //! - [`standing`]: standing decisions: a reviewer's answer to every identical call, applied
 //!   to pending tasks when made and to new tasks at intake.
 //! - [`shared`]: the state the parts share, the decision path, the change feed.
@@ -54,6 +55,7 @@ pub mod task;
 pub mod testing;
 pub mod triage;
 pub mod ui;
+pub mod webhook_sender;
 pub mod webhooks;
 
 use std::future::Future;
@@ -225,7 +227,7 @@ impl Service {
         let results = topology.results_route();
         background.spawn(outbox::run(shared.clone(), transport.clone(), results, answers));
         background.spawn(deadlines::run(shared.clone()));
-        background.spawn(webhooks::run(shared.clone()));
+        background.spawn(webhook_sender::run(shared.clone()));
         background.spawn(shared::watch(shared.clone()));
 
         let consumers = TaskTracker::new();

@@ -6,8 +6,6 @@ use airlock_records::review::{ApprovalView, ApprovalsMetadata, Caller, PolicyVie
 use prost::Message as _;
 use serde_json::Value;
 
-use crate::auth::same_reviewer;
-
 /// Who is recorded as having decided a task whose deadline passed.
 pub const DECIDED_BY_TIMEOUT: &str = "timeout";
 
@@ -406,6 +404,12 @@ pub fn timeout_explanation(decision: Decision, approvals: &[ApprovalView]) -> St
     }
     let names: Vec<&str> = approvals.iter().map(|a| a.reviewer.as_str()).collect();
     format!("{text} Approved only by {}.", names.join(", "))
+}
+
+/// Whether two reviewer names are one reviewer's: names are compared without case, so
+/// `Alice` and `alice` are one approver.
+pub fn same_reviewer(a: &str, b: &str) -> bool {
+    a.eq_ignore_ascii_case(b)
 }
 
 /// Who decided a task the approvals of `approvals` decided: the reviewers joined by `+`, in

@@ -7,6 +7,7 @@
 //! is rendered with pulldown-cmark with raw HTML shown as text, and links and images shown as
 //! their text and address, never followed or loaded.
 
+pub mod card;
 pub mod pages;
 pub mod triage;
 
@@ -14,6 +15,9 @@ use airlock_contract::v1;
 use airlock_policy::Call;
 use airlock_policy::render::format_function_call;
 use pulldown_cmark::{CodeBlockKind, CowStr, Event, Options, Parser, Tag, TagEnd};
+
+use airlock_records::monitor::MonitorNote;
+use airlock_records::time::Utc;
 
 use crate::task::Returned;
 
@@ -229,10 +233,6 @@ pub fn call_line(call: &v1::ToolCall) -> String {
     rendered_call(call, &serde_json::from_str(&call.arguments_json).unwrap_or_default())
 }
 
-/// The metadata keys a model monitor's answer carries that a person reads first, with their
-/// labels, in the order shown.
-pub const MONITOR_FIELDS: [(&str, &str); 3] = [("score", "Score"), ("reason", "Reason"), ("model", "Model")];
-
 /// One labelled value of a step's metadata.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Field {
@@ -240,33 +240,38 @@ pub struct Field {
     pub label: String,
     /// The value as text: a string as is, anything else as compact JSON.
     pub value: String,
-    /// Whether it is one of a monitor's [`MONITOR_FIELDS`].
+    /// Whether it is one of a monitor's note's score, reason and model.
     pub monitor: bool,
 }
 
 /// A step's metadata (a JSON object) as labelled values: a monitor's score, reason and model
-/// first, then the other keys in their order. Anything but an object is one `Metadata` field.
+/// first (read as its [`MonitorNote`]), then the other keys in their order. Anything but an
+/// object is one `Metadata` field.
 pub fn metadata_fields(metadata_json: &str) -> Vec<Field> {
     if metadata_json.trim().is_empty() {
         return Vec::new();
     }
-    let Ok(serde_json::Value::Object(object)) = serde_json::from_str(metadata_json) else {
-        return vec![Field { label: "Metadata".into(), value: metadata_json.to_owned(), monitor: false }];
+    let object = match serde_json::from_str(metadata_json) {
+        Ok(object @ serde_json::Value::Object(_)) => object,
+        _ => return vec![Field { label: "Metadata".into(), value: metadata_json.to_owned(), monitor: false }],
     };
-    let text = |value: &serde_json::Value| match value {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
-    let mut fields: Vec<Field> = MONITOR_FIELDS
+    let note = MonitorNote::read(&object).unwrap_or_default();
+    let first = [
+        ("score", "Score", note.score.map(|score| score.to_string())),
+        ("reason", "Reason", note.reason),
+        ("model", "Model", Some(note.model).filter(|model| !model.is_empty())),
+    ];
+    let mut fields: Vec<Field> = first
         .iter()
-        .filter_map(|(key, label)| {
-            object.get(*key).map(|v| Field { label: (*label).into(), value: text(v), monitor: true })
-        })
+        .filter_map(|(_, label, value)| Some(Field { label: (*label).into(), value: value.clone()?, monitor: true }))
         .collect();
-    for (key, value) in &object {
-        if !MONITOR_FIELDS.iter().any(|(known, _)| known == key) {
-            fields.push(Field { label: key.clone(), value: text(value), monitor: false });
-        }
+    let shown = |key: &str| first.iter().any(|(known, _, value)| *known == key && value.is_some());
+    for (key, value) in object.as_object().into_iter().flatten().filter(|(key, _)| !shown(key)) {
+        let value = match value {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        fields.push(Field { label: key.clone(), value, monitor: false });
     }
     fields
 }
@@ -310,6 +315,22 @@ pub fn substitute(text: &str, arguments: &serde_json::Map<String, serde_json::Va
     }
     out.push_str(rest);
     out
+}
+
+/// `ms` (a duration) as "12s ago", "3m ago", "2h 5m ago".
+pub fn ago(ms: i64) -> String {
+    let s = (ms / 1000).max(0);
+    match s {
+        0..=59 => format!("{s}s ago"),
+        60..=3599 => format!("{}m ago", s / 60),
+        _ => format!("{}h {}m ago", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// Unix milliseconds as `YYYY-MM-DD HH:MM:SS UTC`.
+pub fn utc(ms: i64) -> String {
+    let Utc { year, month, day, hour, minute, second } = Utc::from_unix_seconds(ms.div_euclid(1000));
+    format!("{year:04}-{month:02}-{day:02} {hour:02}:{minute:02}:{second:02} UTC")
 }
 
 #[cfg(test)]

@@ -3,9 +3,10 @@
 //!
 //! Each webhook is written to the store in the transaction of the change it announces (a task
 //! stored by the intake, a decision recorded by a person or a deadline), so a restart loses
-//! none and a change made once is announced once. [`run`] then leases the webhooks that are
-//! due, one attempt per lease, as the outbox leases answers: processes sharing a store send
-//! each event once, with the same `webhook-id` on every attempt. Attempts are counted in
+//! none and a change made once is announced once. [`crate::webhook_sender`] then leases the
+//! webhooks that are due, one attempt per lease, as the outbox leases answers: processes
+//! sharing a store send each event once, with the same `webhook-id` on every attempt.
+//! Attempts are counted in
 //! `airlock_webhook_deliveries_total{outcome}`, and the webhooks still owed in
 //! `airlock_webhook_backlog`.
 //!
@@ -13,28 +14,14 @@
 //! [`TaskEvent`]) or, with `format: slack`, a Slack-compatible `{"text": "…"}`.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
 
-use airlock_records::time::now_ms;
-use airlock_webhook::{Event, Outcome, RetryPolicy, WebhookSecret};
+use airlock_webhook::{Event, RetryPolicy, WebhookSecret};
 use serde::{Deserialize, Serialize};
-use tokio_util::task::TaskTracker;
-use tracing::{info, warn};
 
-use crate::shared::Shared;
 use crate::site::PublicUrl;
-use crate::store::{NewWebhook, OwedWebhook};
+use crate::store::NewWebhook;
 use crate::task::{DECIDED_BY_TIMEOUT, State, Task};
 
-/// How often due webhooks are looked for, when nothing here wrote one.
-const POLL: Duration = Duration::from_secs(1);
-/// Webhooks leased per look.
-const BATCH: u32 = 64;
-/// How long over webhooks are kept (for looking into a delivery), before they are forgotten.
-const KEEP_DONE: Duration = Duration::from_secs(7 * 24 * 3600);
-/// How much longer than one attempt may take a lease lasts.
-const LEASE_MARGIN: Duration = Duration::from_secs(30);
 /// The most characters of a call a Slack message shows.
 const CALL_CHARS: usize = 300;
 
@@ -231,7 +218,8 @@ impl Webhooks {
         if decided_by == DECIDED_BY_TIMEOUT { EventKind::Expired } else { EventKind::Decided }
     }
 
-    fn endpoint(&self, url: &str) -> Option<&Endpoint> {
+    /// The endpoint configured at `url`.
+    pub(crate) fn endpoint(&self, url: &str) -> Option<&Endpoint> {
         self.endpoints.iter().find(|e| e.url.as_str() == url)
     }
 }
@@ -352,94 +340,6 @@ fn resolve(
         return Err(fail("events is empty".into()));
     }
     Ok(Endpoint { url, pools, secret, format: config.format, events: config.events })
-}
-
-// === sending ===
-
-/// Sends the webhooks due until the service stops; attempts under way then finish.
-pub async fn run(shared: Arc<Shared>) {
-    if shared.webhooks.endpoints.is_empty() {
-        return;
-    }
-    let http = match airlock_webhook::http_client() {
-        Ok(http) => http,
-        Err(e) => {
-            warn!(error = %e, "No webhooks are sent.");
-            return;
-        }
-    };
-    let lease = shared.webhooks.retry.attempt_timeout + LEASE_MARGIN;
-    let tracker = TaskTracker::new();
-    loop {
-        let now = now_ms();
-        match shared.store.claim_webhooks(now, now + lease.as_millis() as i64, BATCH).await {
-            Ok(due) => {
-                for webhook in due {
-                    tracker.spawn(attempt(shared.clone(), http.clone(), webhook));
-                }
-            }
-            Err(e) => warn!(error = %e, "Looking for webhooks due failed."),
-        }
-        count_backlog(&shared).await;
-        let _ = shared.store.prune_webhooks(now - KEEP_DONE.as_millis() as i64).await;
-        tokio::select! {
-            () = shared.stop.cancelled() => break,
-            () = shared.webhooks_due.notified() => {}
-            () = tokio::time::sleep(POLL) => {}
-        }
-    }
-    tracker.close();
-    tracker.wait().await;
-}
-
-/// One attempt of a leased webhook, and what comes after it: done, or the next attempt.
-async fn attempt(shared: Arc<Shared>, http: reqwest::Client, webhook: OwedWebhook) {
-    let attempts = webhook.attempts.saturating_add(1);
-    let retry = shared.webhooks.retry;
-    let outcome = match shared.webhooks.endpoint(&webhook.endpoint) {
-        Some(endpoint) => {
-            let (url, id, body) = (endpoint.url.as_str(), &webhook.id, &webhook.body);
-            airlock_webhook::attempt(&http, &endpoint.secret, url, id, body, attempts, retry.attempt_timeout).await
-        }
-        None => {
-            warn!(webhook_id = %webhook.id, endpoint = %webhook.endpoint, "Webhook given up: its endpoint is no longer configured.");
-            Outcome::GivenUp
-        }
-    };
-    let outcome = match outcome {
-        Outcome::Retried => {
-            let first = UNIX_EPOCH + Duration::from_millis(webhook.created_at.max(0) as u64);
-            match retry.next_attempt(first, attempts, std::time::SystemTime::now()) {
-                Some(next) => {
-                    let next = next.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as i64;
-                    if let Err(e) = shared.store.webhook_retry(&webhook.id, attempts, next).await {
-                        warn!(webhook_id = %webhook.id, error = %e, "The webhook's next attempt is not stored; its lease ends first.");
-                    }
-                    airlock_webhook::count(&shared.metrics, Outcome::Retried);
-                    return;
-                }
-                None => {
-                    warn!(webhook_id = %webhook.id, attempts, "Webhook given up: its retry period ended.");
-                    Outcome::GivenUp
-                }
-            }
-        }
-        over => over,
-    };
-    if let Err(e) = shared.store.webhook_done(&webhook.id, attempts, outcome.label(), now_ms()).await {
-        warn!(webhook_id = %webhook.id, error = %e, "The webhook is not marked over; it may be sent again.");
-    }
-    info!(webhook_id = %webhook.id, outcome = outcome.label(), attempts, "Webhook over.");
-    airlock_webhook::count(&shared.metrics, outcome);
-    count_backlog(&shared).await;
-}
-
-/// Sets `airlock_webhook_backlog` to the webhooks the store still owes (whichever process of a
-/// shared store sends them).
-async fn count_backlog(shared: &Shared) {
-    if let Ok(owed) = shared.store.webhooks_owed().await {
-        shared.metrics.webhook_backlog.set(owed as i64);
-    }
 }
 
 #[cfg(test)]

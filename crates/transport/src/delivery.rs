@@ -1,4 +1,11 @@
 //! A received message, how it is settled, and the stream of them.
+//!
+//! [`Acker`] and [`Consumer`] dispatch over a closed enum of the two transports, so this
+//! module and [`amqp`] and [`memory`] use each other: each transport builds the [`Delivery`]s
+//! it hands out, and settling one comes back to the transport that made it. The cycle is kept
+//! on purpose: the set of transports is closed (the broker, and the in-memory one for tests),
+//! and a match costs neither a boxed trait object per delivery nor an async trait that could
+//! not be object-safe; a third transport adds one arm to each enum here.
 
 use crate::{Message, TransportError, amqp, memory};
 

@@ -26,7 +26,7 @@ use crate::trust::Trust;
 use airlock_records::code::{DeadReason, ErrorCode};
 use airlock_records::convert::{
     answer_from_wire, call_from_wire, call_to_wire, decision_to_wire, entry_to_wire, kind_to_wire, metadata_to_wire,
-    request_kind, trail_from_wire,
+    request_parts, trail_from_wire,
 };
 use airlock_records::time::Deadline;
 
@@ -258,9 +258,10 @@ impl Handler {
         now_ms: i64,
     ) -> Handled {
         let fail = |code: ErrorCode, text: String| self.dead(message, Some((&request, &digest)), code, text);
-        let Some(kind) = request_kind(&request) else {
+        let Some(parts) = request_parts(&request) else {
             return fail(ErrorCode::BadMessage, "the request has neither an approval nor a review body".into());
         };
+        let kind = parts.kind;
         if Deadline::from_wire(request.deadline_unix_ms).is_some_and(|deadline| deadline.has_passed(now_ms)) {
             return Handled::Expired;
         }
@@ -273,12 +274,7 @@ impl Handler {
         {
             return Self::refuse(ErrorCode::Refused, text);
         }
-        let (message_text, call, output) = match &request.body {
-            Some(v1::request::Body::Approval(a)) => (a.message.as_str(), a.call.as_ref(), None),
-            Some(v1::request::Body::Review(r)) => (r.message.as_str(), r.call.as_ref(), Some(r.output.as_str())),
-            None => unreachable!("the kind was read from the body"),
-        };
-        let Some(call) = call else { return fail(ErrorCode::BadMessage, "the request has no call".into()) };
+        let Some(call) = parts.call else { return fail(ErrorCode::BadMessage, "the request has no call".into()) };
         let call = match call_from_wire(call) {
             Ok(call) => call,
             Err(e) => return fail(ErrorCode::BadMessage, e.to_string()),
@@ -289,7 +285,7 @@ impl Handler {
             Err(e) => return fail(ErrorCode::BadMessage, format!("chain trail: {e}")),
         };
         let state = ChainState { next_step: chain.next_step as usize, trail };
-        let input = Input { call: &call, message: message_text, output };
+        let input = Input { call: &call, message: parts.message, output: parts.output };
         let answer_step = incoming.as_ref().map(|incoming| incoming.step);
         // A runner's own request names its publisher as the broker checked it; a result
         // brings back the name its sealed task carries, since its publisher is the step's.
@@ -589,12 +585,7 @@ impl Handler {
 /// enters, rather than by a reviewer's store once a person is to be asked.
 fn name_with_nul(request: &v1::Request) -> Option<&'static str> {
     let key = request.key.clone().unwrap_or_default();
-    let function = match &request.body {
-        Some(v1::request::Body::Approval(a)) => a.call.as_ref(),
-        Some(v1::request::Body::Review(r)) => r.call.as_ref(),
-        None => None,
-    }
-    .map_or("", |call| call.function.as_str());
+    let function = request_parts(request).and_then(|parts| parts.call).map_or("", |call| call.function.as_str());
     [
         ("run id", key.run_id.as_str()),
         ("sample id", &key.sample_id),

@@ -23,7 +23,7 @@ use super::extract::{CsrfForm, SameOrigin, Session, form};
 use crate::modify::parse_arguments;
 use crate::shared::Shared;
 use crate::triage::{Page, Triage, TriageQuery, UI_PAGE};
-use crate::ui::{pages, triage};
+use crate::ui::{card, pages, triage};
 
 fn viewer<'a>(session: &'a Session, pools: &'a [String]) -> pages::Viewer<'a> {
     pages::Viewer { name: &session.reviewer.name, pools, csrf: &session.csrf }
@@ -71,7 +71,7 @@ pub async fn card(
     Path(id): Path<String>,
 ) -> Result<Html<String>, ApiError> {
     let task = api::visible_task(&shared, &session.reviewer, &id).await?;
-    Ok(Html(pages::card(&task, &session.reviewer.name, &session.csrf, now_ms())))
+    Ok(Html(card::card(&task, &session.reviewer.name, &session.csrf, now_ms())))
 }
 
 /// `GET /ui/pending`: the counts, cards and pager of the page the query asks for (as `GET /`

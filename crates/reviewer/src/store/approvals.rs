@@ -4,8 +4,7 @@
 use airlock_records::review::ApprovalView;
 
 use super::{ADD_WEBHOOK, Db, NewWebhook, OutboxEntry, Store, StoreError};
-use crate::auth::same_reviewer;
-use crate::task::{State, Task, Verdict, agreeing};
+use crate::task::{State, Task, Verdict, agreeing, same_reviewer};
 
 /// The decision an approval that completes the count records, built from the task with all
 /// its approvals.

@@ -4,8 +4,8 @@
 
 use std::fmt::Write as _;
 
+use super::card::card;
 use super::escape;
-use super::pages::card;
 use crate::triage::{Filter, Page, Sort, Triage};
 
 /// The filter form, its values those of `filter`, offering the pools of `page`'s counts (the
