@@ -1,15 +1,21 @@
-//! RabbitMQ only: the chaos soak. A mixed load (calls a built-in step decides, calls a person
-//! answers through the reviewer's API by a script) runs for a set time while links of the
-//! roles are frozen, closed, reset and delayed and the auditor is killed and started again,
-//! at random (the seed is printed); then the checker (`airlock_tests::soak`) judges every call.
+//! RabbitMQ only: the chaos soak. A mixed load (calls a built-in step decides, calls a model
+//! monitor scores on a local fake model, calls a person answers through the reviewer's API by
+//! a script) runs for a set time while links of the roles are frozen, closed, reset and
+//! delayed and the auditor is killed and started again, at random (the seed is printed); then
+//! the checker (`airlock_tests::soak`) judges every call.
 //!
 //! `AIRLOCK_SOAK_SECS` sets the time under faults (default 40 s, what CI runs);
 //! `AIRLOCK_SOAK_SEED` replays a run's faults.
+
+#[path = "monitors/fake_model.rs"]
+#[allow(dead_code, reason = "the monitor suite's fake model; this file uses part of it")]
+mod fake_model;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use airlock_monitor::provider::ProviderKind;
 use airlock_reviewer::Service as Reviewer;
 use airlock_reviewer::client::ApiClient;
 use airlock_reviewer::task::State;
@@ -26,12 +32,14 @@ use airlock_transport::{AmqpTransport, Topology, Transport};
 use serde_json::json;
 use tokio::task::JoinSet;
 
-/// `ls` is approved by the built-in step; `bash` waits for a person in `ops`.
+/// `ls` is approved by the built-in step; `bash` waits for a person in `ops`; `cat` is scored
+/// by the monitor (the fake model gives what the call's `MARK:score-N` says).
 const POLICY: &str = "approvers:\n  - name: auto\n    tools: \"ls\"\n  - name: human\n    tools: \"bash\"\n    \
-                      pool: ops\n";
+                      pool: ops\n  - name: monitor\n    tools: \"cat\"\n    approve_below: 3\n    \
+                      escalate_below: 8\n    above: reject\n";
 const DEADLINE: Duration = Duration::from_secs(30);
 const WINDOW: usize = 32;
-/// One call in this many goes to a person.
+/// One call in this many goes to a person, and one in this many (others) to the monitor.
 const HUMAN_EVERY: usize = 10;
 /// How long a fault lasts before it is undone (a freeze thawed, a delay lifted).
 const FAULT_FOR: Duration = Duration::from_secs(5);
@@ -56,8 +64,11 @@ impl Dice {
 async fn a_chaos_soak_loses_doubles_and_delays_nothing() {
     let prefix = unique_prefix();
     let Some(transport) = broker(&format!("{prefix} soak")).await else { return };
-    let topology =
-        Topology::new(&prefix).with_human_pool("ops").with_reply_queue("runner").with_decisions_queue("audit");
+    let topology = Topology::new(&prefix)
+        .with_human_pool("ops")
+        .with_step("monitor")
+        .with_reply_queue("runner")
+        .with_decisions_queue("audit");
     let seconds: u64 = std::env::var("AIRLOCK_SOAK_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(40);
     // The hang guard of a soak: its time under faults and the guard's own for the rest.
     let guard = Duration::from_secs(seconds) + 2 * HANG_GUARD;
@@ -97,8 +108,20 @@ async fn soak(prefix: String, transport: AmqpTransport, topology: Topology, seco
     .await
     .expect("the reviewer starts");
     links.push(reviewer_link);
+    let model = fake_model::FakeModel::start().await;
+    let monitor_link = Link::to_broker(&amqp_url()).await.expect("a link");
+    let (stop_monitor, monitor_stopped) = tokio::sync::oneshot::channel::<()>();
+    let monitor = tokio::spawn(airlock_monitor::run(
+        through(&monitor_link, &format!("{prefix} monitor")).await,
+        fake_model::monitor_config(&prefix, "monitor", ProviderKind::OpenAi, model.openai_base()),
+        async {
+            let _ = monitor_stopped.await;
+        },
+    ));
+    links.push(monitor_link);
     wait_for_consumers(&topology.requests_queue(), 2).await;
     wait_for_consumers(&topology.human_queue("ops"), 1).await;
+    wait_for_consumers(&topology.step_queue("monitor"), 1).await;
 
     // The person: approves whatever is pending, as fast as the API lists it.
     let person = {
@@ -130,6 +153,8 @@ async fn soak(prefix: String, transport: AmqpTransport, topology: Topology, seco
                     let id = format!("c{sent}");
                     let call = if sent % HUMAN_EVERY == 0 {
                         json!({"function": "bash", "arguments": {"cmd": format!("rm -r {id}")}})
+                    } else if sent % HUMAN_EVERY == HUMAN_EVERY / 2 {
+                        json!({"function": "cat", "arguments": {"path": format!("{id} MARK:score-1")}})
                     } else {
                         json!({"function": "ls", "arguments": {"call": id}})
                     };
@@ -204,6 +229,11 @@ async fn soak(prefix: String, transport: AmqpTransport, topology: Topology, seco
 
     // The fleet settles: the auditor catches up with the decisions made.
     let asked = std::mem::take(&mut *asked.lock().unwrap());
+    let monitored = |a: &&Asked| a.call[1..].parse::<usize>().is_ok_and(|n| n % HUMAN_EVERY == HUMAN_EVERY / 2);
+    let (scored, approved) = asked.iter().filter(monitored).fold((0, 0), |(all, approved), a| {
+        (all + 1, approved + usize::from(a.answers.first().is_some_and(|answer| answer.decision == "approve")))
+    });
+    eprintln!("the monitor scored {scored} calls; {approved} were approved");
     let decided = asked.iter().filter(|a| a.answers.first().is_some_and(|a| !a.failed_closed)).count();
     let settled = Instant::now() + HANG_GUARD / 2;
     while audit_records(&log).len() < decided && Instant::now() < settled {
@@ -241,6 +271,8 @@ async fn soak(prefix: String, transport: AmqpTransport, topology: Topology, seco
     assert!(report.decided > 0 && faults.values().sum::<usize>() > 0, "the soak ran under faults: {report}");
 
     reviewer.stop().await;
+    let _ = stop_monitor.send(());
+    monitor.await.unwrap().expect("the monitor stops cleanly");
     client.close().await;
     drop(workers);
     let _ = audit_process.kill().await;
