@@ -276,6 +276,14 @@ enum Db {
     Postgres(PgPool),
 }
 
+/// The first statement of the transactions that settle whether a call's task stands: a task's
+/// insert (which looks for a withdrawal) and a cancel (which looks for the tasks). Under
+/// PostgreSQL's default isolation each can miss the other's uncommitted row, so a cancel that
+/// crosses its task's insert left the task pending, or a foreign cancel uncounted; serializable,
+/// one of the two fails (`40001`, transient) and is tried again, seeing the other. SQLite needs
+/// nothing: both begin with a write, and it has one writer at a time.
+const SERIALIZABLE: &str = "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE";
+
 /// Runs `$body` with `$pool` bound to whichever pool the store has; the body is compiled once
 /// per database, so the same SQL text and code serve both.
 macro_rules! on_db {
@@ -416,6 +424,9 @@ impl Store {
         let columns = Columns::of(&incoming.human);
         let affected = on_db!(self, pool => {
             let mut tx = pool.begin().await?;
+            if matches!(self.db, Db::Postgres(_)) {
+                sqlx::query(SERIALIZABLE).execute(&mut *tx).await?;
+            }
             let affected = sqlx::query(SQL)
                 .bind(id)
                 .bind(incoming.dedup_key())
@@ -567,6 +578,9 @@ impl Store {
         const KEPT: &str = "SELECT id FROM tasks WHERE correlation = $1 AND requested_by <> $2 AND state = 'pending'";
         let (withdrawn, kept): (Vec<(String,)>, Vec<(String,)>) = on_db!(self, pool => {
             let mut tx = pool.begin().await?;
+            if matches!(self.db, Db::Postgres(_)) {
+                sqlx::query(SERIALIZABLE).execute(&mut *tx).await?;
+            }
             let withdrawn = sqlx::query_as(WITHDRAW)
                 .bind(correlation)
                 .bind(cancelled_by)
