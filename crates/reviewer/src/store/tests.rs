@@ -580,3 +580,48 @@ async fn racing_approvals(a: &Store, b: &Store) {
     assert_eq!(a.unsent().await.unwrap(), 2 * TASKS as u64, "one answer per task");
     assert!(b.pending(None).await.unwrap().is_empty());
 }
+
+/// Two processes on one PostgreSQL store, a task's insert racing a cancel of its call: the
+/// runner's own cancel always withdraws the task (now or when it arrives), and another user's
+/// is always counted once, whichever commits first. A store error that passes is tried again,
+/// as the intake does.
+#[tokio::test]
+async fn postgres_processes_racing_an_insert_and_its_cancel_settle_the_task() {
+    with_pg("cancel_race", |url| async move {
+        let (a, b) = tokio::join!(Store::open(&url), Store::open(&url));
+        let (a, b) = (a.unwrap(), b.unwrap());
+        for i in 0..100 {
+            let cancelled_by = if i % 2 == 0 { "runner-a" } else { "runner-b" };
+            let incoming = asked_by(human("ops", "race", &format!("c{i}"), false, 0), "runner-a");
+            let inserting = again(|| a.insert(&incoming, 9_000));
+            let cancelling = again(|| b.cancel(&incoming.correlation, cancelled_by, "race", 9_000));
+            let (inserted, withdrawal) = tokio::join!(inserting, cancelling);
+            let foreign = a.forget_foreign_cancels(&incoming.correlation, "runner-a").await.unwrap();
+            match (cancelled_by, inserted) {
+                ("runner-a", Inserted::Withdrawn) => {}
+                ("runner-a", Inserted::Created(id)) => {
+                    assert!(!a.task(&id).await.unwrap().unwrap().is_pending(), "call {i}: the task outlived its cancel")
+                }
+                ("runner-b", Inserted::Created(id)) => {
+                    assert!(a.task(&id).await.unwrap().unwrap().is_pending(), "call {i}");
+                    let counted = usize::from(!withdrawal.kept.is_empty()) + foreign.len();
+                    assert_eq!(counted, 1, "call {i}: the foreign cancel counted {counted} times");
+                }
+                (_, other) => panic!("call {i}: {other:?}"),
+            }
+        }
+        a.close().await;
+        b.close().await;
+    })
+    .await;
+}
+
+/// `attempt` until it does not fail in a way that passes.
+async fn again<T, F: Future<Output = Result<T, StoreError>>>(attempt: impl Fn() -> F) -> T {
+    loop {
+        match attempt().await {
+            Err(e) if e.is_transient() => tokio::task::yield_now().await,
+            done => return done.unwrap(),
+        }
+    }
+}
