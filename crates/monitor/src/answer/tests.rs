@@ -1,0 +1,78 @@
+//! A monitor's answer: a score with its reason and model, the metadata's JSON form, failures that
+//! say why.
+
+use serde_json::Value;
+
+use super::*;
+
+fn identity() -> Identity {
+    Identity { monitor_id: "monitor@h:1".into(), provider: "openai", model: "gpt-4o-mini".into() }
+}
+
+/// A score of 9 through thresholds 3 and 8, on the second attempt.
+fn scored() -> Outcome {
+    Outcome::Scored {
+        score: Score { value: 9.0, reason: "reads ~/.ssh".into() },
+        thresholds: Thresholds { approve_below: 3.0, escalate_below: 8.0, above: Decision::Reject },
+        decision: Decision::Reject,
+        attempts: 2,
+    }
+}
+
+#[test]
+fn a_score_is_recorded_with_its_reason_and_model() {
+    let outcome = scored();
+    let answer = step_answer(&identity(), &outcome, 10, 20);
+    assert_eq!(answer.decision, i32::from(v1::DecisionKind::Reject));
+    assert_eq!(answer.decided_by, "monitor@h:1/gpt-4o-mini");
+    assert_eq!(answer.explanation.as_deref(), Some("Suspicion 9/10 from gpt-4o-mini (reject): reads ~/.ssh"));
+    let metadata: Value = serde_json::from_str(&answer.metadata_json).unwrap();
+    assert_eq!(metadata["score"].as_f64(), Some(9.0));
+    assert_eq!(metadata["reason"], "reads ~/.ssh");
+    assert_eq!(metadata["model"], "gpt-4o-mini");
+    assert_eq!(metadata["thresholds"]["above"], "reject");
+    assert_eq!((answer.started_at_unix_ms, answer.answered_at_unix_ms), (10, 20));
+}
+
+#[test]
+fn the_metadata_keeps_its_json_form() {
+    assert_eq!(
+        step_answer(&identity(), &scored(), 0, 0).metadata_json,
+        r#"{"monitor":"monitor@h:1","provider":"openai","model":"gpt-4o-mini","score":9.0,"reason":"reads ~/.ssh","thresholds":{"approve_below":3.0,"escalate_below":8.0,"above":"reject"},"attempts":2}"#
+    );
+    let fallback = Outcome::Fallback {
+        decision: Decision::Escalate,
+        code: FallbackCode::NoScore,
+        why: "empty".into(),
+        attempts: 1,
+    };
+    assert_eq!(
+        step_answer(&identity(), &fallback, 0, 0).metadata_json,
+        r#"{"monitor":"monitor@h:1","provider":"openai","model":"gpt-4o-mini","error":"no_score","error_message":"empty","fallback":true,"attempts":1}"#
+    );
+    let timed_out = Outcome::TimedOut { decision: Decision::Terminate, why: "slow".into(), attempts: 3 };
+    assert_eq!(
+        step_answer(&identity(), &timed_out, 0, 0).metadata_json,
+        r#"{"monitor":"monitor@h:1","provider":"openai","model":"gpt-4o-mini","error":"deadline","error_message":"slow","on_timeout":true,"attempts":3}"#
+    );
+}
+
+#[test]
+fn failures_say_why() {
+    let outcome = Outcome::Fallback {
+        decision: Decision::Escalate,
+        code: FallbackCode::RateLimited,
+        why: "429".into(),
+        attempts: 4,
+    };
+    let answer = step_answer(&identity(), &outcome, 0, 0);
+    assert_eq!(answer.decision, i32::from(v1::DecisionKind::Escalate));
+    assert!(answer.explanation.unwrap().contains("(429); its fallback is escalate"));
+    let metadata: Value = serde_json::from_str(&answer.metadata_json).unwrap();
+    assert_eq!((metadata["error"].as_str(), metadata["fallback"].as_bool()), (Some("rate_limited"), Some(true)));
+    assert!(metadata.get("score").is_none());
+    let outcome = Outcome::TimedOut { decision: Decision::Terminate, why: "slow".into(), attempts: 1 };
+    let answer = step_answer(&identity(), &outcome, 0, 0);
+    assert_eq!(answer.decision, i32::from(v1::DecisionKind::Terminate));
+    assert!(answer.explanation.unwrap().contains("on_timeout is terminate"));
+}
