@@ -286,11 +286,7 @@ async fn withdraw<T: Transport>(
     let Withdrawing { correlation, reason, cancelled_by } = &cancel;
     let desk_ref = &desk;
     let withdrawing =
-        persist(
-            &stop,
-            correlation,
-            || async move { desk_ref.withdraw(correlation, cancelled_by, reason, now_ms()).await },
-        );
+        persist(&stop, correlation, || async move { desk_ref.withdraw(correlation, cancelled_by, reason).await });
     match withdrawing.await {
         Ok(withdrawal) => {
             if !withdrawal.withdrawn.is_empty() {

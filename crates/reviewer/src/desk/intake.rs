@@ -45,16 +45,15 @@ impl Desk {
         true
     }
 
-    /// Withdraws the pending tasks of call `correlation` whose request `cancelled_by`
-    /// published, for `reason`, at `now` ([`Store::cancel`](crate::store::Store::cancel)).
+    /// Withdraws now the pending tasks of call `correlation` whose request `cancelled_by`
+    /// published, for `reason` ([`Store::cancel`](crate::store::Store::cancel)).
     pub async fn withdraw(
         &self,
         correlation: &str,
         cancelled_by: &str,
         reason: &str,
-        now: i64,
     ) -> Result<Withdrawal, StoreError> {
-        let withdrawal = self.store.cancel(correlation, cancelled_by, reason, now).await?;
+        let withdrawal = self.store.cancel(correlation, cancelled_by, reason, now_ms()).await?;
         if !withdrawal.withdrawn.is_empty() {
             self.poke();
         }
