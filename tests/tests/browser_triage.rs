@@ -70,7 +70,7 @@ fn nth(i: usize, pools: &[&str]) -> (Incoming, i64) {
 async fn load(service: &Service, pools: &[&str], count: usize, start: i64) {
     let mut inserts = tokio::task::JoinSet::new();
     for chunk in (0..count).collect::<Vec<_>>().chunks(count.div_ceil(8)) {
-        let store = service.shared().store.clone();
+        let store = service.desk().store().clone();
         let chunk = chunk.to_vec();
         let pools: Vec<String> = pools.iter().map(|p| p.to_string()).collect();
         inserts.spawn(async move {
@@ -84,7 +84,7 @@ async fn load(service: &Service, pools: &[&str], count: usize, start: i64) {
     while let Some(done) = inserts.join_next().await {
         done.unwrap();
     }
-    service.shared().poke();
+    service.desk().poke();
 }
 
 /// The service: alice sees `ops` and `security`; it also serves `legal`, hers to never see.
@@ -212,7 +212,7 @@ async fn triage() {
     browser.goto(&format!("{url}?tool=python&sort=newest")).await;
     let before = until(&browser, |p| p["search"] == "?tool=python&sort=newest").await;
     let now = airlock_records::time::now_ms();
-    let store = &service.shared().store;
+    let store = service.desk().store();
     let Ok(airlock_reviewer::store::Inserted::Created(fresh)) = store
         .insert(&task("ops", "run-live", "s-live", "live-1", "python", json!({"code": "print('live')"}), 0), now)
         .await
@@ -220,14 +220,14 @@ async fn triage() {
         panic!("not stored")
     };
     store.insert(&task("ops", "run-live", "s-live", "live-2", "bash", json!({"cmd": "true"}), 0), now).await.unwrap();
-    service.shared().poke();
+    service.desk().poke();
     let page = until(&browser, |p| p["ids"][0] == fresh.as_str() && p["count"] == "242").await;
     assert_eq!(page["ids"].as_array().unwrap().len(), 50);
     assert_eq!(page["pager"], "50 shown of 61 matching");
     assert_eq!(page["ids"][1], before["ids"][0], "the rest moved down");
     let gone = before["ids"][3].as_str().unwrap().to_owned();
     let decided = store.task(&gone).await.unwrap().unwrap();
-    service.shared().decide(&decided, airlock_policy::Decision::Approve, String::new(), "bob").await.unwrap();
+    service.desk().record(&decided, airlock_policy::Decision::Approve, String::new(), "bob").await.unwrap();
     let page = until(&browser, |p| p["count"] == "241" && !p["ids"].as_array().unwrap().contains(&json!(gone))).await;
     assert_eq!(page["pager"], "50 shown of 60 matching");
 
@@ -288,7 +288,7 @@ async fn measure(store_url: String) {
     let load_ms = ms(loading);
 
     // The store's queries: the watcher's full scan, a first page, a search.
-    let store = &service.shared().store;
+    let store = service.desk().store();
     let pools = ["ops".to_owned(), "security".to_owned()];
     let search = Filter { search: Some("backup-0999".into()), ..Filter::default() };
     let (mut scan, mut first, mut searched) = (Vec::new(), Vec::new(), Vec::new());

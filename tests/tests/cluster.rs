@@ -448,7 +448,7 @@ async fn the_node_a_reviewer_service_is_connected_to_stops_with_tasks_pending_an
         assert!(api.tasks().await.unwrap().is_empty(), "no task is shown again");
         let history = api.get("/api/history").await.unwrap().json();
         assert_eq!(history["tasks"].as_array().unwrap().len(), CALLS, "each call is one task");
-        while service.shared().store.unsent().await.unwrap() > 0 {
+        while service.desk().store().unsent().await.unwrap() > 0 {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         service.stop().await;

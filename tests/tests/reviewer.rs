@@ -242,7 +242,7 @@ async fn a_stored_task_tells_its_runner_once_that_the_call_waits() {
 
 /// The wire body of a stored task, to publish it again.
 async fn duplicate_of(service: &Service, id: &str) -> Vec<u8> {
-    let task = service.shared().store.task(id).await.unwrap().unwrap();
+    let task = service.desk().store().task(id).await.unwrap().unwrap();
     prost::Message::encode_to_vec(&task.human)
 }
 
@@ -312,7 +312,7 @@ async fn a_restart_loses_nothing_and_sends_nothing_twice() {
             ]
         );
         // Marked sent once the broker confirmed: possibly just after the runner had its decision.
-        while second.shared().store.unsent().await.unwrap() > 0 {
+        while second.desk().store().unsent().await.unwrap() > 0 {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         second.stop().await;
@@ -320,7 +320,7 @@ async fn a_restart_loses_nothing_and_sends_nothing_twice() {
         // Nothing was sent twice: a third start has nothing to send, and the runner saw no
         // duplicate decision once every queue is drained.
         let third = Service::start(transport.clone(), reviewer_config(&prefix, &store_url, INSTANCE)).await.unwrap();
-        assert_eq!(third.shared().store.unsent().await.unwrap(), 0);
+        assert_eq!(third.desk().store().unsent().await.unwrap(), 0);
         third.stop().await;
         let topology = Topology::new(prefix.as_str());
         drained(&topology.results_queue()).await;

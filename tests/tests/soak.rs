@@ -240,7 +240,7 @@ async fn soak(prefix: String, transport: AmqpTransport, topology: Topology, seco
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     // Every task the store holds, not a page of the API's history.
-    let stored = reviewer.shared().store.history(None, u32::MAX).await.expect("the reviewer's history");
+    let stored = reviewer.desk().store().history(None, u32::MAX).await.expect("the reviewer's history");
     let human = (stored.iter())
         .map(|task| HumanTask {
             call: task.request().and_then(|r| r.key.as_ref()).map(|k| k.tool_call_id.clone()).unwrap_or_default(),

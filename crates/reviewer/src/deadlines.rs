@@ -1,17 +1,17 @@
 //! Deadlines: a pending task whose deadline passed gets its step's `on_timeout` decision,
-//! recorded as decided by [`DECIDED_BY_TIMEOUT`], through the same path as a person's answer
-//! (so a person who answered first wins).
+//! recorded as decided by [`DECIDED_BY_TIMEOUT`](crate::task::DECIDED_BY_TIMEOUT), through the
+//! same path as a person's answer ([`Desk::time_out`]; a person who answered first wins).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use airlock_records::time::now_ms;
 
+use crate::desk::Desk;
 use crate::logged::Logged;
-use crate::shared::Shared;
-use crate::task::{DECIDED_BY_TIMEOUT, timeout_explanation};
 
 /// The longest sleep between looks at the store (other processes may add tasks to a shared
 /// store without waking this one).
@@ -29,19 +29,16 @@ pub fn sleep_for(next_deadline: Option<i64>, now: i64) -> Duration {
     }
 }
 
-/// Answers expired tasks until the service stops.
-pub async fn run(shared: Arc<Shared>) {
+/// Answers the `desk`'s expired tasks until `stop`.
+pub async fn run(desk: Arc<Desk>, stop: CancellationToken) {
     loop {
         let now = now_ms();
-        match shared.store.expired(now).await {
+        match desk.store().expired(now).await {
             Ok(expired) => {
                 for task in expired {
-                    let decision = task.on_timeout();
-                    match shared
-                        .decide(&task, decision, timeout_explanation(decision, &task.approvals), DECIDED_BY_TIMEOUT)
-                        .await
-                    {
+                    match desk.time_out(&task).await {
                         Ok(_) => {
+                            let decision = task.on_timeout();
                             info!(task = %task.id, correlation = %Logged(&task.correlation), %decision, "Deadline passed.")
                         }
                         Err(e) => warn!(task = %task.id, error = %e, "Answering an expired task failed."),
@@ -50,11 +47,11 @@ pub async fn run(shared: Arc<Shared>) {
             }
             Err(e) => warn!(error = %e, "Looking for expired tasks failed."),
         }
-        let next = shared.store.next_deadline().await.unwrap_or(None);
+        let next = desk.store().next_deadline().await.unwrap_or(None);
         let sleep = sleep_for(next, now_ms());
         tokio::select! {
-            () = shared.stop.cancelled() => return,
-            () = shared.deadlines.notified() => {}
+            () = stop.cancelled() => return,
+            () = desk.deadlines().notified() => {}
             () = tokio::time::sleep(sleep) => {}
         }
     }

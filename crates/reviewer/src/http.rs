@@ -28,11 +28,15 @@
 //!   for the API, a cookie [`Session`](extract::Session) for the UI, [`SameOrigin`](extract::SameOrigin)
 //!   and [`CsrfForm`](extract::CsrfForm) for the UI's state-changing posts. A handler that
 //!   takes one cannot skip its check.
-//! - [`api`]: the JSON API, the task view it shows, and the decision path the UI shares.
+//! - [`api`]: the JSON API and the task view it shows.
 //! - [`ui`]: the pages, the card, login and logout, the UI's decisions.
 //! - [`standing`]: standing decisions in the API and the UI.
 //! - [`events`]: the UI's live event stream.
 //! - [`security`]: the headers every response carries; the `Host` a public URL fixes.
+//!
+//! Each handler takes the part of the [`AppState`] it needs through axum's [`FromRef`]: the
+//! [`Web`] side to read and to know who asks, the [`Desk`] to decide. Decisions are the
+//! desk's; a handler translates its [`Refusal`] into JSON or a page.
 
 pub mod api;
 pub mod events;
@@ -43,21 +47,83 @@ pub mod ui;
 
 use std::sync::Arc;
 
+use airlock_integrity::SigningKey;
 use airlock_records::review::ErrorView;
+use airlock_telemetry::metrics::Metrics;
 use axum::Router;
+use axum::extract::FromRef;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
-use crate::shared::Shared;
-use crate::store::StoreError;
+use crate::auth::Reviewers;
+use crate::desk::refusal::Grounds;
+use crate::desk::{Desk, Refusal};
+use crate::site::Site;
+use crate::store::{OutboxEntry, Store, StoreError};
 use crate::ui::pages;
+use crate::web::Web;
+use crate::webhooks::Webhooks;
 
-pub use api::{MAX_EXPLANATION, task_view};
+pub use api::task_view;
 pub use security::CSP;
 
-/// The service's HTTP routes over `shared`.
-pub fn app(shared: Arc<Shared>) -> Router {
+/// What the routes are given, each taking its part: the desk and the web side of one
+/// process, over one store, stopped by one token.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// The one path that writes tasks.
+    pub desk: Arc<Desk>,
+    /// What request handlers read and who may ask.
+    pub web: Arc<Web>,
+}
+
+impl AppState {
+    /// The desk and web side over `store` for `reviewers` and `pools`, with the defaults of
+    /// [`AppState::observed`]; and the receiving end of the answers to publish.
+    pub fn new(store: Store, reviewers: Reviewers, pools: Vec<String>) -> (Self, mpsc::UnboundedReceiver<OutboxEntry>) {
+        AppState::observed(store, reviewers, pools, Site::default(), Arc::default(), None, Webhooks::default())
+    }
+
+    /// [`AppState::new`], serving browsers as `site` says, counting in `metrics`, signing
+    /// answers with `signer` and paging people through `webhooks`.
+    pub fn observed(
+        store: Store,
+        reviewers: Reviewers,
+        pools: Vec<String>,
+        site: Site,
+        metrics: Arc<Metrics>,
+        signer: Option<Arc<SigningKey>>,
+        webhooks: Webhooks,
+    ) -> (Self, mpsc::UnboundedReceiver<OutboxEntry>) {
+        let (desk, answers) =
+            Desk::new(store.clone(), pools.clone(), site.public_url.clone(), webhooks, metrics, signer);
+        let web = Arc::new(Web::new(store, reviewers, pools, site, CancellationToken::new()));
+        (AppState { desk, web }, answers)
+    }
+
+    /// Resolves when the service stops.
+    pub fn stop(&self) -> &CancellationToken {
+        &self.web.stop
+    }
+}
+
+impl FromRef<AppState> for Arc<Desk> {
+    fn from_ref(state: &AppState) -> Self {
+        state.desk.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<Web> {
+    fn from_ref(state: &AppState) -> Self {
+        state.web.clone()
+    }
+}
+
+/// The service's HTTP routes over `state`.
+pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/api/tasks", get(api::list))
         .route("/api/tasks/{id}", get(api::task))
@@ -83,9 +149,9 @@ pub fn app(shared: Arc<Shared>) -> Router {
             get(|| async { ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], pages::JS) }),
         )
         .route(security::HEALTH, get(|| async { "ok" }))
-        .layer(axum::middleware::from_fn_with_state(shared.clone(), security::host))
+        .layer(axum::middleware::from_fn_with_state(state.web.clone(), security::host))
         .layer(axum::middleware::map_response(security::headers))
-        .with_state(shared)
+        .with_state(state)
 }
 
 /// Why a request failed, as JSON `{"error": …}` with its status.
@@ -97,18 +163,28 @@ pub enum ApiError {
     Forbidden(&'static str),
     /// A request for another host than the public URL's.
     Misdirected,
-    /// No such task among the caller's pools.
-    NotFound,
-    /// No such thing (named) among the caller's pools.
-    NoSuch(&'static str),
     /// The request cannot be read.
     BadRequest(String),
-    /// The decision is not one the task offers.
-    Unprocessable(String),
-    /// The task was decided or withdrawn before.
-    Conflict(ErrorView),
+    /// The desk refused.
+    Refused(Refusal),
     /// The store failed.
     Store(StoreError),
+}
+
+impl From<Refusal> for ApiError {
+    fn from(refusal: Refusal) -> Self {
+        ApiError::Refused(refusal)
+    }
+}
+
+/// The status of a refusal: `404`, `422`, `409` or `503`.
+pub(crate) fn refused_status(refusal: &Refusal) -> StatusCode {
+    match refusal.grounds() {
+        Grounds::NotFound => StatusCode::NOT_FOUND,
+        Grounds::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
+        Grounds::Conflict => StatusCode::CONFLICT,
+        Grounds::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+    }
 }
 
 impl From<StoreError> for ApiError {
@@ -130,14 +206,13 @@ impl IntoResponse for ApiError {
             }
             ApiError::Forbidden(why) => error(StatusCode::FORBIDDEN, why),
             ApiError::Misdirected => error(StatusCode::MISDIRECTED_REQUEST, "this service does not serve that host"),
-            ApiError::NotFound => error(StatusCode::NOT_FOUND, "no such task among your pools"),
-            ApiError::NoSuch(what) => error(StatusCode::NOT_FOUND, what),
             ApiError::BadRequest(why) => error(StatusCode::BAD_REQUEST, &why),
-            ApiError::Unprocessable(why) => error(StatusCode::UNPROCESSABLE_ENTITY, &why),
-            ApiError::Conflict(body) => (StatusCode::CONFLICT, body),
-            ApiError::Store(e) => {
+            ApiError::Refused(Refusal::Store(e)) | ApiError::Store(e) => {
                 tracing::warn!(error = %e, "Store error while serving a request.");
                 error(StatusCode::SERVICE_UNAVAILABLE, "the store is unavailable; try again")
+            }
+            ApiError::Refused(refusal) => {
+                (refused_status(&refusal), ErrorView { error: refusal.to_string(), settled: refusal.settled() })
             }
         };
         (status, axum::Json(body)).into_response()

@@ -28,7 +28,9 @@
 //! someone. It is best effort and unproved, and it never settles the call.
 //!
 //! A task a reviewer's standing decision covers is stored, then decided by it at once (it
-//! stays in the history), without paging anyone or announcing it to the runner.
+//! stays in the history), without paging anyone or announcing it to the runner: the desk
+//! reads the standing decisions once, after the task is stored, and only then writes the
+//! `task.created` webhooks of a task that waits for a person ([`Desk::admit`]).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -40,14 +42,13 @@ use airlock_records::time::now_ms;
 use airlock_telemetry::metrics::{ReasonLabels, SourceLabels};
 use airlock_transport::{Consumer, Delivery, Message, Order, Serve, Topology, Transport};
 use prost::Message as _;
+use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use crate::desk::Desk;
 use crate::logged::Logged;
-use crate::shared::Shared;
-use crate::standing;
 use crate::store::{Inserted, StoreError};
 use crate::task::Incoming;
-use crate::webhooks::EventKind;
 
 /// Retry delays while the store fails, capped at the last.
 const RETRY: [Duration; 4] =
@@ -57,10 +58,11 @@ const RETRY: [Duration; 4] =
 /// is dead-lettered.
 pub const REFUSALS: usize = 3;
 
-/// Consumes the pools' queues until the service stops, then cancels the consumers and lets
-/// the deliveries in hand finish.
+/// Consumes the pools' queues until `stop`, then cancels the consumers and lets the
+/// deliveries in hand finish; the tasks go to the `desk`.
 pub async fn consume_pools<T: Transport>(
-    shared: Arc<Shared>,
+    desk: Arc<Desk>,
+    stop: CancellationToken,
     transport: T,
     topology: Topology,
     pools: Vec<(String, Consumer)>,
@@ -71,10 +73,10 @@ pub async fn consume_pools<T: Transport>(
         let correlation = delivery.message.correlation_id.as_deref().unwrap_or_default();
         let span = tracing::debug_span!("airlock.reviewer", %pool, correlation_id = %Logged(correlation));
         airlock_telemetry::propagation::adopt(&span, &delivery.message.headers);
-        let taking = take(shared.clone(), transport.clone(), topology.clone(), pool, delivery);
+        let taking = take(desk.clone(), stop.clone(), transport.clone(), topology.clone(), pool, delivery);
         tracing::Instrument::instrument(taking, span)
     };
-    serve.run(taking, shared.stop.clone().cancelled_owned()).await;
+    serve.run(taking, stop.clone().cancelled_owned()).await;
     debug!("Intake stopped.");
 }
 
@@ -88,9 +90,13 @@ enum Unstored {
 }
 
 /// Runs `attempt` until the store takes it: with backoff, for as long as the store fails in
-/// a way that passes; at most [`REFUSALS`] times while it refuses. `what` names the message
-/// in the log.
-async fn persist<T, Attempt>(shared: &Shared, what: &str, mut attempt: impl FnMut() -> Attempt) -> Result<T, Unstored>
+/// a way that passes; at most [`REFUSALS`] times while it refuses; until `stop`. `what` names
+/// the message in the log.
+async fn persist<T, Attempt>(
+    stop: &CancellationToken,
+    what: &str,
+    mut attempt: impl FnMut() -> Attempt,
+) -> Result<T, Unstored>
 where
     Attempt: Future<Output = Result<T, StoreError>>,
 {
@@ -110,7 +116,7 @@ where
         failures += 1;
         warn!(message = %Logged(what), error = %Logged(&error), ?delay, "The store failed; retrying.");
         tokio::select! {
-            () = shared.stop.cancelled() => return Err(Unstored::Stopping),
+            () = stop.cancelled() => return Err(Unstored::Stopping),
             () = tokio::time::sleep(delay) => {}
         }
     }
@@ -119,7 +125,7 @@ where
 /// Sends `delivery` to the dead-letter queue with `reason`, logged and counted; if that
 /// fails, the broker delivers it again.
 async fn dead_letter<T: Transport>(
-    shared: &Shared,
+    shared: &Desk,
     transport: &T,
     topology: &Topology,
     delivery: Delivery,
@@ -133,30 +139,28 @@ async fn dead_letter<T: Transport>(
 }
 
 /// Stores one delivered task, then acknowledges it.
-async fn take<T: Transport>(shared: Arc<Shared>, transport: T, topology: Topology, pool: String, delivery: Delivery) {
+async fn take<T: Transport>(
+    desk: Arc<Desk>,
+    stop: CancellationToken,
+    transport: T,
+    topology: Topology,
+    pool: String,
+    delivery: Delivery,
+) {
     let source = SourceLabels { source: format!("human.{pool}") };
-    shared.metrics.messages.get_or_create(&source).inc();
+    desk.metrics.messages.get_or_create(&source).inc();
     let incoming = match Incoming::decode(&delivery.message.body, &pool) {
         Ok(incoming) => incoming,
         Err(e) => {
             let reason = DeadReason::bad_message(format!("unusable human task: {e}"));
-            return dead_letter(&shared, &transport, &topology, delivery, reason).await;
+            return dead_letter(&desk, &transport, &topology, delivery, reason).await;
         }
     };
     let correlation = Logged(incoming.correlation.as_str());
-    let (shared_ref, incoming_ref) = (&shared, &incoming);
-    let storing = persist(&shared, &incoming.correlation, || async move {
-        let (shared, incoming) = (shared_ref, incoming_ref);
+    let (desk_ref, incoming_ref) = (&desk, &incoming);
+    let storing = persist(&stop, &incoming.correlation, || async move {
         let (id, now) = (uuid::Uuid::now_v7().to_string(), now_ms());
-        let task = incoming.pending(&id, now);
-        // Nobody is paged about a task a standing decision is about to decide.
-        let covered = standing::covering(shared, &task, now).await.is_ok_and(|standing| standing.is_some());
-        let webhooks = if covered {
-            Vec::new()
-        } else {
-            shared.webhooks.announce(EventKind::Created, &task, shared.site.public_url.as_ref())
-        };
-        Ok((shared.store.insert_as(&id, incoming, now, &webhooks).await?, task))
+        Ok((desk_ref.insert(&id, incoming_ref, now).await?, incoming_ref.pending(&id, now)))
     });
     let (inserted, task) = match storing.await {
         Ok(stored) => stored,
@@ -166,32 +170,19 @@ async fn take<T: Transport>(shared: Arc<Shared>, transport: T, topology: Topolog
         }
         Err(Unstored::Refused(e)) => {
             let reason = DeadReason::bad_message(format!("the store refused the human task: {e}"));
-            return dead_letter(&shared, &transport, &topology, delivery, reason).await;
+            return dead_letter(&desk, &transport, &topology, delivery, reason).await;
         }
     };
     match &inserted {
         Inserted::Created(id) => {
             info!(task = %id, %correlation, pool = %Logged(&incoming.pool), "Human task stored.");
             // Cancels that came first from users that did not ask withdrew nothing: count them.
-            match shared.store.forget_foreign_cancels(&incoming.correlation, incoming.requested_by()).await {
-                Ok(users) => dropped_cancels(&shared, &incoming.correlation, &users),
+            match desk.store().forget_foreign_cancels(&incoming.correlation, incoming.requested_by()).await {
+                Ok(users) => dropped_cancels(&desk, &incoming.correlation, &users),
                 Err(e) => debug!(task = %id, error = %Logged(&e), "Reading the call's earlier cancels failed."),
             }
-            shared.deadlines.notify_one();
-            shared.webhooks_due.notify_one();
-            // Read after the task is stored: a standing decision made meanwhile either sees
-            // the task among the pending ones or is seen here.
-            match standing::settle(&shared, &task, now_ms()).await {
-                Ok(Some(_)) => {}
-                Ok(None) => {
-                    shared.poke();
-                    announce(&transport, &topology, &incoming, id).await;
-                }
-                Err(e) => {
-                    warn!(task = %id, error = %Logged(&e), "Reading the standing decisions failed; the task waits for a person.");
-                    shared.poke();
-                    announce(&transport, &topology, &incoming, id).await;
-                }
+            if desk.admit(&task).await {
+                announce(&transport, &topology, &incoming, id).await;
             }
         }
         Inserted::Duplicate => debug!(%correlation, "Duplicate human task ignored."),
@@ -222,24 +213,32 @@ async fn announce<T: Transport>(transport: &T, topology: &Topology, incoming: &I
 
 /// Logs and counts the cancels of the call `correlation` that `users` sent, none of whom asked
 /// for it: the call's tasks stay pending.
-fn dropped_cancels(shared: &Shared, correlation: &str, users: &[String]) {
+fn dropped_cancels(desk: &Desk, correlation: &str, users: &[String]) {
     for cancelled_by in users {
         warn!(
             correlation = %Logged(correlation),
             cancelled_by = %Logged(cancelled_by),
             "A cancel from a broker user that did not ask for the call dropped."
         );
-        shared.metrics.review_cancels_dropped.inc();
+        desk.metrics.review_cancels_dropped.inc();
     }
 }
 
-/// Consumes the service's private queue bound to the cancels exchange until the service
-/// stops, one cancel at a time; a cancel that can never be applied is dead-lettered through
-/// `transport` to `topology`'s dead-letter queue, so the ones behind it are applied.
-pub async fn consume_cancels<T: Transport>(shared: Arc<Shared>, transport: T, topology: Topology, consumer: Consumer) {
+/// Consumes the service's private queue bound to the cancels exchange until `stop`, one
+/// cancel at a time, withdrawing at the `desk`; a cancel that can never be applied is
+/// dead-lettered through `transport` to `topology`'s dead-letter queue, so the ones behind
+/// it are applied.
+pub async fn consume_cancels<T: Transport>(
+    desk: Arc<Desk>,
+    stop: CancellationToken,
+    transport: T,
+    topology: Topology,
+    consumer: Consumer,
+) {
     let serve = Serve::new().consume((), consumer).order(Order::InOrder);
-    let withdrawing = |(), delivery| withdraw(shared.clone(), transport.clone(), topology.clone(), delivery);
-    serve.run(withdrawing, shared.stop.clone().cancelled_owned()).await;
+    let withdrawing =
+        |(), delivery| withdraw(desk.clone(), stop.clone(), transport.clone(), topology.clone(), delivery);
+    serve.run(withdrawing, stop.clone().cancelled_owned()).await;
 }
 
 /// A cancel as the service applies it: the call's correlation id, why, and who sent it.
@@ -273,34 +272,35 @@ impl Withdrawing {
 /// Withdraws the tasks of one cancelled call that the cancel's publisher asked for, then
 /// acknowledges the cancel; at shutdown, while the store fails, the cancel goes back to its
 /// queue; one that can never be applied is dead-lettered.
-async fn withdraw<T: Transport>(shared: Arc<Shared>, transport: T, topology: Topology, delivery: Delivery) {
+async fn withdraw<T: Transport>(
+    desk: Arc<Desk>,
+    stop: CancellationToken,
+    transport: T,
+    topology: Topology,
+    delivery: Delivery,
+) {
     let cancel = match Withdrawing::decode(&delivery.message) {
         Ok(cancel) => cancel,
-        Err(reason) => return dead_letter(&shared, &transport, &topology, delivery, reason).await,
+        Err(reason) => return dead_letter(&desk, &transport, &topology, delivery, reason).await,
     };
     let Withdrawing { correlation, reason, cancelled_by } = &cancel;
-    let store = &shared.store;
+    let desk_ref = &desk;
     let withdrawing =
-        persist(
-            &shared,
-            correlation,
-            || async move { store.cancel(correlation, cancelled_by, reason, now_ms()).await },
-        );
+        persist(&stop, correlation, || async move { desk_ref.withdraw(correlation, cancelled_by, reason).await });
     match withdrawing.await {
         Ok(withdrawal) => {
             if !withdrawal.withdrawn.is_empty() {
                 info!(correlation = %Logged(correlation), tasks = withdrawal.withdrawn.len(), "Human tasks withdrawn.");
-                shared.poke();
             }
             if !withdrawal.kept.is_empty() {
-                dropped_cancels(&shared, correlation, std::slice::from_ref(cancelled_by));
+                dropped_cancels(&desk, correlation, std::slice::from_ref(cancelled_by));
             }
         }
         // Back to its queue, in order, by the channel's closing.
         Err(Unstored::Stopping) => return,
         Err(Unstored::Refused(e)) => {
             let reason = DeadReason::bad_message(format!("the store refused the cancel: {e}"));
-            return dead_letter(&shared, &transport, &topology, delivery, reason).await;
+            return dead_letter(&desk, &transport, &topology, delivery, reason).await;
         }
     }
     if let Err(e) = delivery.ack().await {

@@ -10,6 +10,10 @@
 //!
 //! Layout:
 //! - [`task`]: a stored task, the choices it offers, Inspect's explanations.
+//! - [`desk`]: the decision desk, the one path that writes tasks: a person's decision checked
+//!   (choices, dismiss, explanation, modify, approvals needed, conflicts) and recorded, or
+//!   refused with a typed [`desk::Refusal`]; deadlines' `on_timeout`; standing decisions made
+//!   and applied; tasks stored and withdrawn; answers signed and handed to the outbox.
 //! - [`modify`]: a person's edit of a call: new arguments for the same function.
 //! - [`store`]: SQLite or PostgreSQL, one schema with migrations; dedup, first answer wins.
 //! - [`triage`]: filters, orders and pages of the pending list, for thousands of tasks.
@@ -23,8 +27,10 @@
 //! - [`webhook_sender`]: the webhooks owed, leased per attempt, sent, retried.
 //! - [`standing`]: standing decisions: a reviewer's answer to every identical call, applied
 //!   to pending tasks when made and to new tasks at intake.
-//! - [`shared`]: the state the parts share, the decision path, the change feed.
-//! - [`http`]: the axum router; [`http::extract`] (bearer [`auth::Reviewer`], cookie session,
+//! - [`web`]: what request handlers read (reviewers, sessions, sign-ins, site, pools), and
+//!   the change feed of the pending list.
+//! - [`http`]: the axum router over an [`http::AppState`] whose [`desk::Desk`] and [`web::Web`]
+//!   each route takes as it needs; [`http::extract`] (bearer [`auth::Reviewer`], cookie session,
 //!   same origin, CSRF-checked forms as extractors), [`http::api`] (the JSON API, whose views
 //!   are `airlock_records::review`'s), [`http::ui`] (pages, login, decisions from forms),
 //!   [`http::events`] (server-sent events), [`http::security`] (headers of every response).
@@ -40,6 +46,7 @@
 pub mod auth;
 pub mod client;
 pub mod deadlines;
+pub mod desk;
 #[cfg(test)]
 mod fixtures;
 pub mod http;
@@ -47,7 +54,6 @@ pub mod intake;
 pub mod logged;
 pub mod modify;
 pub mod outbox;
-pub mod shared;
 pub mod site;
 pub mod standing;
 pub mod store;
@@ -55,6 +61,7 @@ pub mod task;
 pub mod testing;
 pub mod triage;
 pub mod ui;
+pub mod web;
 pub mod webhook_sender;
 pub mod webhooks;
 
@@ -71,7 +78,8 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::auth::Reviewers;
-use crate::shared::Shared;
+use crate::desk::Desk;
+use crate::http::AppState;
 use crate::site::{PublicUrl, Site};
 use crate::store::{Store, StoreError};
 use crate::webhooks::Webhooks;
@@ -185,7 +193,7 @@ pub async fn run<T: Transport>(
 
 /// A started service.
 pub struct Service {
-    shared: Arc<Shared>,
+    state: AppState,
     addr: SocketAddr,
     consumers: TaskTracker,
     background: TaskTracker,
@@ -214,7 +222,7 @@ impl Service {
         transport.declare_own(&topology, &own).await?;
 
         let site = Site { public_url: config.public_url.clone(), ..Site::default() };
-        let (shared, answers) = Shared::observed(
+        let (state, answers) = AppState::observed(
             store,
             config.reviewers.clone(),
             config.pools.clone(),
@@ -223,27 +231,29 @@ impl Service {
             config.signing_key.clone(),
             config.webhooks.clone(),
         );
+        let (desk, stop) = (&state.desk, state.stop());
         let background = TaskTracker::new();
         let results = topology.results_route();
-        background.spawn(outbox::run(shared.clone(), transport.clone(), results, answers));
-        background.spawn(deadlines::run(shared.clone()));
-        background.spawn(webhook_sender::run(shared.clone()));
-        background.spawn(shared::watch(shared.clone()));
+        background.spawn(outbox::run(desk.clone(), stop.clone(), transport.clone(), results, answers));
+        background.spawn(deadlines::run(desk.clone(), stop.clone()));
+        background.spawn(webhook_sender::run(desk.clone(), stop.clone()));
+        background.spawn(web::watch(desk.clone(), state.web.clone()));
 
         let consumers = TaskTracker::new();
         let mut pools = Vec::with_capacity(config.pools.len());
         for pool in &config.pools {
             pools.push((pool.clone(), transport.consume(&topology.human_queue(pool), PREFETCH).await?));
         }
-        consumers.spawn(intake::consume_pools(shared.clone(), transport.clone(), topology.clone(), pools));
+        let taking = intake::consume_pools(desk.clone(), stop.clone(), transport.clone(), topology.clone(), pools);
+        consumers.spawn(taking);
         let cancels = transport.consume(&cancels_queue, PREFETCH).await?;
-        consumers.spawn(intake::consume_cancels(shared.clone(), transport.clone(), topology.clone(), cancels));
+        consumers.spawn(intake::consume_cancels(desk.clone(), stop.clone(), transport.clone(), topology, cancels));
 
-        let app = http::app(shared.clone());
-        let server = tokio::spawn(server::serve(listener, app, config.server, shared.stop.clone().cancelled_owned()));
+        let serving = stop.clone().cancelled_owned();
+        let server = tokio::spawn(server::serve(listener, http::app(state.clone()), config.server, serving));
         let webhooks = config.webhooks.endpoints.len();
         info!(pools = ?config.pools, %addr, reviewers = config.reviewers.len(), webhooks, "Reviewer service started.");
-        Ok(Service { shared, addr, consumers, background, server })
+        Ok(Service { state, addr, consumers, background, server })
     }
 
     /// The address the UI and the API listen on.
@@ -251,17 +261,17 @@ impl Service {
         self.addr
     }
 
-    /// The shared state (the store, the change feed), for embedding and tests.
-    pub fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+    /// The decision desk (and through it the store), for embedding and tests.
+    pub fn desk(&self) -> &Arc<Desk> {
+        &self.state.desk
     }
 
     /// Stops in order: stop consuming and settle what is in hand, stop serving (event streams
     /// end), let answers being published finish, close the store; all within
     /// [`SHUTDOWN_GRACE`](airlock_transport::SHUTDOWN_GRACE). Unsent answers stay in the outbox for the next start.
     pub async fn stop(self) {
-        let Service { shared, consumers, background, server, .. } = self;
-        shared.stop.cancel();
+        let Service { state, consumers, background, server, .. } = self;
+        state.stop().cancel();
         let stopping = async {
             consumers.close();
             consumers.wait().await;
@@ -272,7 +282,7 @@ impl Service {
         if tokio::time::timeout(airlock_transport::SHUTDOWN_GRACE, stopping).await.is_err() {
             warn!(grace = ?airlock_transport::SHUTDOWN_GRACE, "The reviewer service did not stop in time.");
         }
-        shared.store.close().await;
+        state.desk.store().close().await;
         info!("Reviewer service stopped.");
     }
 }

@@ -6,6 +6,9 @@
 //! lease ran out: those of a process that died before its publish was confirmed, or whose
 //! publish failed. A restart therefore loses no answer, and the lease keeps two live
 //! processes from sending one answer twice.
+//!
+//! An answer the desk hands over carries the labels it is counted under; one left unsent
+//! and read back from the store has them read from its body, once, as it is swept.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,8 +23,10 @@ use tracing::{debug, info, warn};
 
 use airlock_records::time::now_ms;
 
+use tokio_util::sync::CancellationToken;
+
+use crate::desk::{Desk, OUTBOX_LEASE};
 use crate::logged::Logged;
-use crate::shared::{OUTBOX_LEASE, Shared};
 use crate::store::OutboxEntry;
 use crate::task::decision_from_wire;
 
@@ -32,9 +37,10 @@ const SWEEP_BATCH: u32 = 256;
 /// How long a withdrawn call is remembered (a task for it arriving later is dropped).
 const REMEMBER_WITHDRAWN: Duration = Duration::from_secs(24 * 3600);
 
-/// Publishes answers until the service stops; publishes in flight then finish.
+/// Publishes the `desk`'s answers until `stop`; publishes in flight then finish.
 pub async fn run<T: Transport>(
-    shared: Arc<Shared>,
+    desk: Arc<Desk>,
+    stop: CancellationToken,
     transport: T,
     results: Destination,
     mut answers: mpsc::UnboundedReceiver<OutboxEntry>,
@@ -44,25 +50,26 @@ pub async fn run<T: Transport>(
     sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            () = shared.stop.cancelled() => break,
+            () = stop.cancelled() => break,
             entry = answers.recv() => match entry {
-                Some(entry) => { tracker.spawn(send(shared.clone(), transport.clone(), results.clone(), entry)); }
+                Some(entry) => { tracker.spawn(send(desk.clone(), transport.clone(), results.clone(), entry)); }
                 None => break,
             },
             _ = sweep.tick() => {
                 let now = now_ms();
-                match shared.store.claim_unsent(now, now + OUTBOX_LEASE.as_millis() as i64, SWEEP_BATCH).await {
+                match desk.store().claim_unsent(now, now + OUTBOX_LEASE.as_millis() as i64, SWEEP_BATCH).await {
                     Ok(entries) => {
                         if !entries.is_empty() {
                             info!(answers = entries.len(), "Sending answers left unsent.");
                         }
                         for entry in entries {
-                            tracker.spawn(send(shared.clone(), transport.clone(), results.clone(), entry));
+                            let entry = OutboxEntry { labels: stored_labels(&entry.body), ..entry };
+                            tracker.spawn(send(desk.clone(), transport.clone(), results.clone(), entry));
                         }
                     }
                     Err(e) => warn!(error = %e, "Looking for unsent answers failed."),
                 }
-                let _ = shared.store.prune_withdrawn(now - REMEMBER_WITHDRAWN.as_millis() as i64).await;
+                let _ = desk.store().prune_withdrawn(now - REMEMBER_WITHDRAWN.as_millis() as i64).await;
             }
         }
     }
@@ -70,22 +77,26 @@ pub async fn run<T: Transport>(
     tracker.wait().await;
 }
 
-/// Publishes one answer and marks it sent once the broker confirmed it.
-pub async fn send<T: Transport>(shared: Arc<Shared>, transport: T, results: Destination, entry: OutboxEntry) {
-    // The metric's labels: the step's name and the decision sent.
-    let answered = v1::StepResult::decode(entry.body.as_slice()).ok().and_then(|result| {
-        let decision = decision_from_wire(result.answer?.decision).map_or("unspecified", |d| d.as_str());
-        Some(AnswerLabels { step: result.task?.name, decision: decision.to_owned() })
-    });
+/// The labels of an answer read back from the store: the step's name and the decision sent,
+/// from its encoded `StepResult`.
+pub(crate) fn stored_labels(body: &[u8]) -> Option<AnswerLabels> {
+    let result = v1::StepResult::decode(body).ok()?;
+    let decision = decision_from_wire(result.answer?.decision).map_or("unspecified", |d| d.as_str());
+    Some(AnswerLabels { step: result.task?.name, decision: decision.to_owned() })
+}
+
+/// Publishes one answer, counted under its labels, and marks it sent once the broker
+/// confirmed it.
+pub async fn send<T: Transport>(desk: Arc<Desk>, transport: T, results: Destination, entry: OutboxEntry) {
     let message = Message::new(entry.body)
         .with_correlation_id(entry.correlation.clone())
         .with_message_id(format!("human-answer/{}", entry.task_id));
     match transport.publish(&results, message).await {
         Ok(()) => {
-            if let Some(labels) = answered {
-                shared.metrics.step_answers.get_or_create(&labels).inc();
+            if let Some(labels) = &entry.labels {
+                desk.metrics.step_answers.get_or_create(labels).inc();
             }
-            if let Err(e) = shared.store.mark_sent(&entry.task_id, now_ms()).await {
+            if let Err(e) = desk.store().mark_sent(&entry.task_id, now_ms()).await {
                 warn!(task = %entry.task_id, error = %e, "Answer sent but not marked; it may be sent again.");
             } else {
                 debug!(task = %entry.task_id, correlation = %Logged(&entry.correlation), "Answer sent.");
@@ -93,7 +104,7 @@ pub async fn send<T: Transport>(shared: Arc<Shared>, transport: T, results: Dest
         }
         Err(e) => {
             warn!(task = %entry.task_id, error = %e, "Publishing an answer failed; the next sweep retries.");
-            let _ = shared.store.release(&entry.task_id).await;
+            let _ = desk.store().release(&entry.task_id).await;
         }
     }
 }

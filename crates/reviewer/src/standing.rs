@@ -14,21 +14,17 @@
 //!
 //! A standing decision never gives `modify` or an answer the task does not offer, and never
 //! approves a task whose step needs several approvals ([`standing_may_decide`]). A task it
-//! decides is recorded like a person's decision (through [`Shared::decide`]'s path, its answer
-//! signed and sent through the outbox) with `decided_by` `alice (standing #17)`.
+//! decides is recorded like a person's decision (through the [`Desk`](crate::desk::Desk)'s
+//! path, its answer signed and sent through the outbox) with `decided_by` `alice (standing
+//! #17)`; the desk makes, revokes and applies standing decisions ([`crate::desk::standing`]).
 
 use airlock_policy::Decision;
 use airlock_policy::glob::WholeGlob;
 use airlock_policy::render::format_call_expression;
 use airlock_records::convert::call_from_wire;
 use airlock_records::review::standing::StandingDecision;
-use airlock_records::time::now_ms;
-use airlock_telemetry::metrics::PoolLabels;
-use tracing::info;
 
-use crate::shared::Shared;
-use crate::store::{Decided, StoreError};
-use crate::task::{Task, Verdict};
+use crate::task::Task;
 
 /// The longest a standing decision may last: a working day and then some.
 pub const MAX_SECONDS: u64 = 24 * 3600;
@@ -88,54 +84,6 @@ pub fn explanation(standing: &StandingDecision) -> String {
         "{} (standing decision #{} by {} for identical calls in {})",
         standing.explanation, standing.id, standing.author, standing.scope
     )
-}
-
-/// Records `standing`'s decision on `task`, as a person's decision is recorded; whether this
-/// recorded it (false when the task was decided or withdrawn first).
-async fn decide(shared: &Shared, standing: &StandingDecision, task: &Task) -> Result<bool, StoreError> {
-    let verdict = Verdict {
-        decision: standing.decision,
-        explanation: explanation(standing),
-        decided_by: decided_by(standing),
-        decided_at: now_ms(),
-    };
-    let decided = shared.record(task, verdict, None, "standing").await?;
-    let recorded = matches!(decided, Decided::Recorded(_));
-    if recorded {
-        shared.metrics.review_standing.get_or_create(&PoolLabels { pool: task.pool.clone() }).inc();
-        info!(task = %task.id, standing = standing.id, decision = %standing.decision, "Task decided by a standing decision.");
-    }
-    Ok(recorded)
-}
-
-/// Decides the pending tasks `standing` applies to at `now`; their ids.
-pub async fn apply_to_pending(
-    shared: &Shared,
-    standing: &StandingDecision,
-    now: i64,
-) -> Result<Vec<String>, StoreError> {
-    let mut decided = Vec::new();
-    for task in shared.store.pending(Some(std::slice::from_ref(&standing.pool))).await? {
-        if applies(standing, &task, now) && decide(shared, standing, &task).await? {
-            decided.push(task.id);
-        }
-    }
-    Ok(decided)
-}
-
-/// The newest active standing decision of the task's pool that applies to `task` at `now`.
-pub async fn covering(shared: &Shared, task: &Task, now: i64) -> Result<Option<StandingDecision>, StoreError> {
-    let active = shared.store.active_standing(std::slice::from_ref(&task.pool), now).await?;
-    Ok(active.into_iter().find(|standing| applies(standing, task, now)))
-}
-
-/// Decides a newly stored `task` by the standing decision that covers it at `now`, if one
-/// does; the standing decision that decided it.
-pub async fn settle(shared: &Shared, task: &Task, now: i64) -> Result<Option<StandingDecision>, StoreError> {
-    match covering(shared, task, now).await? {
-        Some(standing) if decide(shared, &standing, task).await? => Ok(Some(standing)),
-        _ => Ok(None),
-    }
 }
 
 #[cfg(test)]

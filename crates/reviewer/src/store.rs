@@ -38,6 +38,7 @@ use std::time::Duration;
 
 use airlock_contract::v1;
 use airlock_policy::Decision;
+use airlock_telemetry::metrics::AnswerLabels;
 use prost::Message as _;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgDatabaseError, PgPool, PgPoolOptions};
@@ -230,6 +231,9 @@ pub struct OutboxEntry {
     pub correlation: String,
     /// The encoded `StepResult`.
     pub body: Vec<u8>,
+    /// The metric labels of the answer (its step's name and decision), known to whoever built
+    /// it; `None` for an entry read back from the store, whose labels are in its body.
+    pub labels: Option<AnswerLabels>,
 }
 
 /// A webhook to write with the change it announces.
@@ -295,6 +299,21 @@ macro_rules! on_db {
     };
 }
 
+/// In transaction `$tx`: writes the [`NewWebhook`]s `$webhooks` at `$at`, due at once.
+macro_rules! add_webhooks {
+    ($tx:expr, $webhooks:expr, $at:expr) => {
+        for webhook in $webhooks {
+            sqlx::query(ADD_WEBHOOK)
+                .bind(&webhook.id)
+                .bind(&webhook.endpoint)
+                .bind(&webhook.body)
+                .bind($at)
+                .execute(&mut *$tx)
+                .await?;
+        }
+    };
+}
+
 /// In transaction `$tx`: records `$verdict` on `$task` if it is still pending, with `$answer`
 /// in the outbox leased until `$lease_until` and the `$webhooks` announcing it; whether it did.
 macro_rules! record_decision {
@@ -321,15 +340,7 @@ macro_rules! record_decision {
                 .bind($lease_until)
                 .execute(&mut *$tx)
                 .await?;
-            for webhook in $webhooks {
-                sqlx::query(ADD_WEBHOOK)
-                    .bind(&webhook.id)
-                    .bind(&webhook.endpoint)
-                    .bind(&webhook.body)
-                    .bind($verdict.decided_at)
-                    .execute(&mut *$tx)
-                    .await?;
-            }
+            add_webhooks!($tx, $webhooks, $verdict.decided_at);
         }
         updated == 1
     }};
@@ -445,15 +456,7 @@ impl Store {
                 .await?
                 .rows_affected();
             if affected == 1 {
-                for webhook in webhooks {
-                    sqlx::query(ADD_WEBHOOK)
-                        .bind(&webhook.id)
-                        .bind(&webhook.endpoint)
-                        .bind(&webhook.body)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                }
+                add_webhooks!(tx, webhooks, now);
             }
             tx.commit().await?;
             affected
@@ -468,6 +471,17 @@ impl Store {
                 .fetch_optional(pool)
                 .await?);
         Ok(if withdrawn.is_some() { Inserted::Withdrawn } else { Inserted::Duplicate })
+    }
+
+    /// Writes `webhooks` at `now`, due at once, in one transaction: those announcing a change
+    /// stored before it was known whom to page ([`Store::insert_as`] writes them with it).
+    pub async fn add_webhooks(&self, webhooks: &[NewWebhook], now: i64) -> Result<(), StoreError> {
+        on_db!(self, pool => {
+            let mut tx = pool.begin().await?;
+            add_webhooks!(tx, webhooks, now);
+            tx.commit().await?;
+        });
+        Ok(())
     }
 
     /// One task, in any state.
@@ -550,6 +564,7 @@ impl Store {
                 task_id: task.id.clone(),
                 correlation: task.correlation.clone(),
                 body: answer.to_vec(),
+                labels: None,
             }));
         }
         Ok(match self.task(&task.id).await? {
@@ -663,7 +678,7 @@ impl Store {
                 .fetch_optional(pool)
                 .await?);
             if let Some((task_id, correlation, body)) = row {
-                claimed.push(OutboxEntry { task_id, correlation, body });
+                claimed.push(OutboxEntry { task_id, correlation, body, labels: None });
             }
         }
         Ok(claimed)

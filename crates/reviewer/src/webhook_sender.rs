@@ -7,10 +7,11 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use airlock_records::time::now_ms;
 use airlock_webhook::Outcome;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use crate::shared::Shared;
+use crate::desk::Desk;
 use crate::store::OwedWebhook;
 
 /// How often due webhooks are looked for, when nothing here wrote one.
@@ -22,9 +23,10 @@ const KEEP_DONE: Duration = Duration::from_secs(7 * 24 * 3600);
 /// How much longer than one attempt may take a lease lasts.
 const LEASE_MARGIN: Duration = Duration::from_secs(30);
 
-/// Sends the webhooks due until the service stops; attempts under way then finish.
-pub async fn run(shared: Arc<Shared>) {
-    if shared.webhooks.endpoints.is_empty() {
+/// Sends the webhooks the `desk` wrote (or another process of its store did) as they fall
+/// due, until `stop`; attempts under way then finish.
+pub async fn run(desk: Arc<Desk>, stop: CancellationToken) {
+    if desk.webhooks().endpoints.is_empty() {
         return;
     }
     let http = match airlock_webhook::http_client() {
@@ -34,23 +36,23 @@ pub async fn run(shared: Arc<Shared>) {
             return;
         }
     };
-    let lease = shared.webhooks.retry.attempt_timeout + LEASE_MARGIN;
+    let lease = desk.webhooks().retry.attempt_timeout + LEASE_MARGIN;
     let tracker = TaskTracker::new();
     loop {
         let now = now_ms();
-        match shared.store.claim_webhooks(now, now + lease.as_millis() as i64, BATCH).await {
+        match desk.store().claim_webhooks(now, now + lease.as_millis() as i64, BATCH).await {
             Ok(due) => {
                 for webhook in due {
-                    tracker.spawn(attempt(shared.clone(), http.clone(), webhook));
+                    tracker.spawn(attempt(desk.clone(), http.clone(), webhook));
                 }
             }
             Err(e) => warn!(error = %e, "Looking for webhooks due failed."),
         }
-        count_backlog(&shared).await;
-        let _ = shared.store.prune_webhooks(now - KEEP_DONE.as_millis() as i64).await;
+        count_backlog(&desk).await;
+        let _ = desk.store().prune_webhooks(now - KEEP_DONE.as_millis() as i64).await;
         tokio::select! {
-            () = shared.stop.cancelled() => break,
-            () = shared.webhooks_due.notified() => {}
+            () = stop.cancelled() => break,
+            () = desk.webhooks_due().notified() => {}
             () = tokio::time::sleep(POLL) => {}
         }
     }
@@ -59,10 +61,10 @@ pub async fn run(shared: Arc<Shared>) {
 }
 
 /// One attempt of a leased webhook, and what comes after it: done, or the next attempt.
-async fn attempt(shared: Arc<Shared>, http: reqwest::Client, webhook: OwedWebhook) {
+async fn attempt(desk: Arc<Desk>, http: reqwest::Client, webhook: OwedWebhook) {
     let attempts = webhook.attempts.saturating_add(1);
-    let retry = shared.webhooks.retry;
-    let outcome = match shared.webhooks.endpoint(&webhook.endpoint) {
+    let retry = desk.webhooks().retry;
+    let outcome = match desk.webhooks().endpoint(&webhook.endpoint) {
         Some(endpoint) => {
             let (url, id, body) = (endpoint.url.as_str(), &webhook.id, &webhook.body);
             airlock_webhook::attempt(&http, &endpoint.secret, url, id, body, attempts, retry.attempt_timeout).await
@@ -78,10 +80,10 @@ async fn attempt(shared: Arc<Shared>, http: reqwest::Client, webhook: OwedWebhoo
             match retry.next_attempt(first, attempts, std::time::SystemTime::now()) {
                 Some(next) => {
                     let next = next.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as i64;
-                    if let Err(e) = shared.store.webhook_retry(&webhook.id, attempts, next).await {
+                    if let Err(e) = desk.store().webhook_retry(&webhook.id, attempts, next).await {
                         warn!(webhook_id = %webhook.id, error = %e, "The webhook's next attempt is not stored; its lease ends first.");
                     }
-                    airlock_webhook::count(&shared.metrics, Outcome::Retried);
+                    airlock_webhook::count(&desk.metrics, Outcome::Retried);
                     return;
                 }
                 None => {
@@ -92,18 +94,18 @@ async fn attempt(shared: Arc<Shared>, http: reqwest::Client, webhook: OwedWebhoo
         }
         over => over,
     };
-    if let Err(e) = shared.store.webhook_done(&webhook.id, attempts, outcome.label(), now_ms()).await {
+    if let Err(e) = desk.store().webhook_done(&webhook.id, attempts, outcome.label(), now_ms()).await {
         warn!(webhook_id = %webhook.id, error = %e, "The webhook is not marked over; it may be sent again.");
     }
     info!(webhook_id = %webhook.id, outcome = outcome.label(), attempts, "Webhook over.");
-    airlock_webhook::count(&shared.metrics, outcome);
-    count_backlog(&shared).await;
+    airlock_webhook::count(&desk.metrics, outcome);
+    count_backlog(&desk).await;
 }
 
 /// Sets `airlock_webhook_backlog` to the webhooks the store still owes (whichever process of a
 /// shared store sends them).
-async fn count_backlog(shared: &Shared) {
-    if let Ok(owed) = shared.store.webhooks_owed().await {
-        shared.metrics.webhook_backlog.set(owed as i64);
+async fn count_backlog(desk: &Desk) {
+    if let Ok(owed) = desk.store().webhooks_owed().await {
+        desk.metrics.webhook_backlog.set(owed as i64);
     }
 }

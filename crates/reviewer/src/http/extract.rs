@@ -8,12 +8,13 @@
 //!   session's CSRF token.
 //!
 //! Each refuses with the [`ApiError`] the handlers used to return themselves: `401` without a
-//! valid token or session, `403` from another origin or without the CSRF token.
+//! valid token or session, `403` from another origin or without the CSRF token. Each reads
+//! only the [`Web`] side of whatever state the router has.
 
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, OptionalFromRequest, OptionalFromRequestParts, Request};
+use axum::extract::{FromRef, FromRequest, FromRequestParts, OptionalFromRequest, OptionalFromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
@@ -22,18 +23,22 @@ use serde::de::DeserializeOwned;
 
 use super::ApiError;
 use crate::auth::{self, CSRF_HEADER, Reviewer, SessionEnd};
-use crate::shared::Shared;
+use crate::web::Web;
 
 /// The API's caller: the reviewer whose token the `Authorization: Bearer` header carries.
-impl FromRequestParts<Arc<Shared>> for Reviewer {
+impl<S: Send + Sync> FromRequestParts<S> for Reviewer
+where
+    Arc<Web>: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, shared: &Arc<Shared>) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let web = Arc::<Web>::from_ref(state);
         let value =
             parts.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).ok_or(ApiError::Unauthorized)?;
         let token =
             value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")).ok_or(ApiError::Unauthorized)?;
-        shared.reviewers.authenticate(token).cloned().ok_or(ApiError::Unauthorized)
+        web.reviewers.authenticate(token).cloned().ok_or(ApiError::Unauthorized)
     }
 }
 
@@ -55,14 +60,14 @@ pub struct Session {
 impl Session {
     /// The session of the request's cookie, if it is live and its reviewer still listed with
     /// the token the session was opened with; an error when the store cannot tell.
-    async fn of(headers: &HeaderMap, shared: &Shared) -> Result<Option<Self>, ApiError> {
+    async fn of(headers: &HeaderMap, web: &Web) -> Result<Option<Self>, ApiError> {
         let cookies = headers.get_all(header::COOKIE);
-        let name = shared.site.session_cookie();
+        let name = web.site.session_cookie();
         let Some(id) = cookies.iter().filter_map(|v| v.to_str().ok()).find_map(|h| auth::cookie(h, name)) else {
             return Ok(None);
         };
-        let Some(entry) = shared.sessions.get(id).await? else { return Ok(None) };
-        let Some(reviewer) = shared.reviewers.by_name(&entry.reviewer).filter(|r| r.holds_token(&entry.token_sha256))
+        let Some(entry) = web.sessions.get(id).await? else { return Ok(None) };
+        let Some(reviewer) = web.reviewers.by_name(&entry.reviewer).filter(|r| r.holds_token(&entry.token_sha256))
         else {
             return Ok(None);
         };
@@ -70,24 +75,30 @@ impl Session {
     }
 
     /// The session's reviewer's pools among those the service serves.
-    pub fn pools(&self, shared: &Shared) -> Vec<String> {
-        self.reviewer.pools_among(&shared.pools)
+    pub fn pools(&self, web: &Web) -> Vec<String> {
+        self.reviewer.pools_among(&web.pools)
     }
 }
 
-impl FromRequestParts<Arc<Shared>> for Session {
+impl<S: Send + Sync> FromRequestParts<S> for Session
+where
+    Arc<Web>: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, shared: &Arc<Shared>) -> Result<Self, Self::Rejection> {
-        Session::of(&parts.headers, shared).await?.ok_or(ApiError::Unauthorized)
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Session::of(&parts.headers, &Arc::<Web>::from_ref(state)).await?.ok_or(ApiError::Unauthorized)
     }
 }
 
-impl OptionalFromRequestParts<Arc<Shared>> for Session {
+impl<S: Send + Sync> OptionalFromRequestParts<S> for Session
+where
+    Arc<Web>: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, shared: &Arc<Shared>) -> Result<Option<Self>, Self::Rejection> {
-        Session::of(&parts.headers, shared).await
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Option<Self>, Self::Rejection> {
+        Session::of(&parts.headers, &Arc::<Web>::from_ref(state)).await
     }
 }
 
@@ -100,11 +111,11 @@ impl OptionalFromRequestParts<Arc<Shared>> for Session {
 pub struct SameOrigin;
 
 impl SameOrigin {
-    fn check(headers: &HeaderMap, shared: &Shared) -> Result<Self, ApiError> {
+    fn check(headers: &HeaderMap, web: &Web) -> Result<Self, ApiError> {
         let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or_default();
         if let Some(origin) = headers.get(header::ORIGIN) {
             let origin = origin.to_str().unwrap_or_default();
-            if !shared.site.same_origin(origin, host) {
+            if !web.site.same_origin(origin, host) {
                 return Err(ApiError::Forbidden("cross-origin request refused"));
             }
         } else if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok())
@@ -116,11 +127,14 @@ impl SameOrigin {
     }
 }
 
-impl FromRequestParts<Arc<Shared>> for SameOrigin {
+impl<S: Send + Sync> FromRequestParts<S> for SameOrigin
+where
+    Arc<Web>: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, shared: &Arc<Shared>) -> Result<Self, Self::Rejection> {
-        SameOrigin::check(&parts.headers, shared)
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        SameOrigin::check(&parts.headers, &Arc::<Web>::from_ref(state))
     }
 }
 
@@ -150,9 +164,9 @@ struct CsrfField {
 
 impl<T: DeserializeOwned> CsrfForm<T> {
     /// Reads and checks the post of `session`.
-    async fn read(session: Session, shared: &Shared, parts: Parts, body: axum::body::Body) -> Result<Self, Response> {
+    async fn read(session: Session, web: &Web, parts: Parts, body: axum::body::Body) -> Result<Self, Response> {
         let sent_header = parts.headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let origin = SameOrigin::check(&parts.headers, shared);
+        let origin = SameOrigin::check(&parts.headers, web);
         let body =
             Bytes::from_request(Request::from_parts(parts, body), &()).await.map_err(IntoResponse::into_response)?;
         let form: T = form(&body).map_err(IntoResponse::into_response)?;
@@ -166,26 +180,34 @@ impl<T: DeserializeOwned> CsrfForm<T> {
     }
 }
 
-impl<T: DeserializeOwned + Send> FromRequest<Arc<Shared>> for CsrfForm<T> {
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequest<S> for CsrfForm<T>
+where
+    Arc<Web>: FromRef<S>,
+{
     type Rejection = Response;
 
-    async fn from_request(request: Request, shared: &Arc<Shared>) -> Result<Self, Self::Rejection> {
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let web = Arc::<Web>::from_ref(state);
         let (parts, body) = request.into_parts();
-        let session = Session::of(&parts.headers, shared)
+        let session = Session::of(&parts.headers, &web)
             .await
             .map_err(IntoResponse::into_response)?
             .ok_or_else(|| ApiError::Unauthorized.into_response())?;
-        CsrfForm::read(session, shared, parts, body).await
+        CsrfForm::read(session, &web, parts, body).await
     }
 }
 
-impl<T: DeserializeOwned + Send> OptionalFromRequest<Arc<Shared>> for CsrfForm<T> {
+impl<S: Send + Sync, T: DeserializeOwned + Send> OptionalFromRequest<S> for CsrfForm<T>
+where
+    Arc<Web>: FromRef<S>,
+{
     type Rejection = Response;
 
-    async fn from_request(request: Request, shared: &Arc<Shared>) -> Result<Option<Self>, Self::Rejection> {
+    async fn from_request(request: Request, state: &S) -> Result<Option<Self>, Self::Rejection> {
+        let web = Arc::<Web>::from_ref(state);
         let (parts, body) = request.into_parts();
-        match Session::of(&parts.headers, shared).await.map_err(IntoResponse::into_response)? {
-            Some(session) => CsrfForm::read(session, shared, parts, body).await.map(Some),
+        match Session::of(&parts.headers, &web).await.map_err(IntoResponse::into_response)? {
+            Some(session) => CsrfForm::read(session, &web, parts, body).await.map(Some),
             None => Ok(None),
         }
     }

@@ -11,7 +11,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::ApiError;
-use crate::shared::Shared;
+use crate::web::Web;
 
 /// The route that answers whatever the `Host` (probes address the service by its own address).
 pub const HEALTH: &str = "/healthz";
@@ -35,9 +35,9 @@ pub async fn headers(mut response: Response) -> Response {
 
 /// Refuses with `421 Misdirected Request` (the service does not answer for that authority) a
 /// request whose `Host` is not the public URL's, when one is set; [`HEALTH`] is exempt.
-pub async fn host(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+pub async fn host(State(web): State<Arc<Web>>, request: Request, next: Next) -> Response {
     let host = request.headers().get(header::HOST).and_then(|v| v.to_str().ok());
-    if request.uri().path() == HEALTH || shared.site.serves_host(host) {
+    if request.uri().path() == HEALTH || web.site.serves_host(host) {
         return next.run(request).await;
     }
     ApiError::Misdirected.into_response()

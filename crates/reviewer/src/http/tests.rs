@@ -18,7 +18,7 @@ use tower::ServiceExt as _;
 use super::*;
 use crate::auth::{CSRF_HEADER, Reviewer, Reviewers, SESSION_COOKIE, sha256_hex};
 use crate::fixtures::{POLICY, explained, human, memory_store};
-use crate::shared::Shared;
+use crate::http::AppState;
 use crate::site::Site;
 use crate::store::Inserted;
 use crate::task::DISMISSED_EXPLANATION;
@@ -31,12 +31,12 @@ const PEER: &str = "192.0.2.1:50000";
 
 pub(super) type Outbox = tokio::sync::mpsc::UnboundedReceiver<crate::store::OutboxEntry>;
 
-pub(super) async fn setup() -> (Arc<Shared>, Outbox, Vec<String>) {
-    with_tasks(Shared::new(memory_store().await, reviewers(), pools())).await
+pub(super) async fn setup() -> (AppState, Outbox, Vec<String>) {
+    with_tasks(AppState::new(memory_store().await, reviewers(), pools())).await
 }
 
-async fn setup_site(site: Site) -> (Arc<Shared>, Outbox, Vec<String>) {
-    with_tasks(Shared::observed(
+async fn setup_site(site: Site) -> (AppState, Outbox, Vec<String>) {
+    with_tasks(AppState::observed(
         memory_store().await,
         reviewers(),
         pools(),
@@ -59,26 +59,26 @@ fn pools() -> Vec<String> {
     vec!["ops".into(), "security".into()]
 }
 
-async fn with_tasks((shared, outbox): (Arc<Shared>, Outbox)) -> (Arc<Shared>, Outbox, Vec<String>) {
+async fn with_tasks((shared, outbox): (AppState, Outbox)) -> (AppState, Outbox, Vec<String>) {
     let mut ids = Vec::new();
     for incoming in
         [human("ops", "s1", "c1", false, 0), human("ops", "s1", "c2", true, 0), human("security", "s2", "c1", false, 0)]
     {
-        let Inserted::Created(id) = shared.store.insert(&incoming, now_ms()).await.unwrap() else { panic!() };
+        let Inserted::Created(id) = shared.desk.store().insert(&incoming, now_ms()).await.unwrap() else { panic!() };
         ids.push(id);
     }
     (shared, outbox, ids)
 }
 
 /// The router's response, its body not read yet; from [`PEER`] unless the request says.
-async fn respond(shared: &Arc<Shared>, mut request: Request<Body>) -> axum::response::Response {
+async fn respond(shared: &AppState, mut request: Request<Body>) -> axum::response::Response {
     if request.extensions().get::<ConnectInfo<SocketAddr>>().is_none() {
         request.extensions_mut().insert(ConnectInfo(PEER.parse::<SocketAddr>().unwrap()));
     }
     app(shared.clone()).oneshot(request).await.unwrap()
 }
 
-pub(super) async fn send(shared: &Arc<Shared>, request: Request<Body>) -> (StatusCode, HeaderMap, String) {
+pub(super) async fn send(shared: &AppState, request: Request<Body>) -> (StatusCode, HeaderMap, String) {
     let (parts, body) = respond(shared, request).await.into_parts();
     let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
     (parts.status, parts.headers, String::from_utf8_lossy(&bytes).into_owned())
@@ -190,7 +190,7 @@ fn browser(
     request
 }
 
-async fn login(shared: &Arc<Shared>, token: &str) -> String {
+async fn login(shared: &AppState, token: &str) -> String {
     let request = browser("POST", "/login", None, Some("http://127.0.0.1:8080"), "x")
         .body(Body::from(format!("token={token}")))
         .unwrap();
@@ -207,7 +207,7 @@ fn csrf_token(page: &str) -> String {
 }
 
 /// The CSRF token of the session `cookie`, read from its pending list.
-async fn csrf_of(shared: &Arc<Shared>, cookie: &str) -> String {
+async fn csrf_of(shared: &AppState, cookie: &str) -> String {
     let (_, _, page) = send(shared, browser("GET", "/", Some(cookie), None, "").body(Body::empty()).unwrap()).await;
     csrf_token(&page)
 }
@@ -249,7 +249,7 @@ async fn the_ui_needs_a_session_and_a_csrf_token() {
             .unwrap();
         assert_eq!(send(&shared, cross).await.0, StatusCode::FORBIDDEN, "{origin}");
     }
-    assert!(shared.store.task(&ids[0]).await.unwrap().unwrap().is_pending());
+    assert!(shared.desk.store().task(&ids[0]).await.unwrap().unwrap().is_pending());
 
     let good = browser("POST", &uri, Some(&cookie), Some("http://127.0.0.1:8080"), "x")
         .header(CSRF_HEADER, &csrf)
@@ -290,7 +290,7 @@ async fn model_text_is_escaped_and_invisible_characters_are_shown() {
     body.message = "Ignore this: <img src=x onerror=alert(1)>\u{1b}[2J".into();
     body.call.as_mut().unwrap().arguments_json =
         json!({"cmd": "echo '<script>alert(1)</script>' \u{202e}txt.exe"}).to_string();
-    let Inserted::Created(id) = shared.store.insert(&incoming, now_ms()).await.unwrap() else { panic!() };
+    let Inserted::Created(id) = shared.desk.store().insert(&incoming, now_ms()).await.unwrap() else { panic!() };
     let cookie = login(&shared, ALICE).await;
     let (status, _, card) =
         send(&shared, browser("GET", &format!("/ui/tasks/{id}"), Some(&cookie), None, "").body(Body::empty()).unwrap())
@@ -306,7 +306,8 @@ async fn model_text_is_escaped_and_invisible_characters_are_shown() {
 #[tokio::test]
 async fn the_task_json_carries_the_trail_the_policy_and_the_conversation() {
     let (shared, _outbox, _) = setup().await;
-    let Inserted::Created(id) = shared.store.insert(&explained("ops", "s7", "c7"), now_ms()).await.unwrap() else {
+    let Inserted::Created(id) = shared.desk.store().insert(&explained("ops", "s7", "c7"), now_ms()).await.unwrap()
+    else {
         panic!()
     };
     let (status, _, body) = send(&shared, api("GET", &format!("/api/tasks/{id}"), Some(ALICE), None)).await;
@@ -419,7 +420,7 @@ async fn ui_posts_check_origin_form_and_token_in_order() {
     let (status, _, body) = send(&shared, post(None, Some("same-origin"), "decision=approve&csrf=guess".into())).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert!(body.contains("CSRF"), "{body}");
-    assert!(shared.store.task(&ids[0]).await.unwrap().unwrap().is_pending());
+    assert!(shared.desk.store().task(&ids[0]).await.unwrap().unwrap().is_pending());
     // A decision that is not a choice: an error page for a form, JSON for the script.
     let (status, _, page) = send(&shared, post(None, None, format!("decision=continue&csrf={csrf}"))).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
@@ -467,7 +468,7 @@ async fn logout_needs_the_token_and_ends_the_session() {
 async fn a_rotated_token_ends_the_sessions_opened_with_the_old_one() {
     let (shared, _outbox, ids) = setup().await;
     let cookie = login(&shared, ALICE).await;
-    let status = |shared: &Arc<Shared>, cookie: &str| {
+    let status = |shared: &AppState, cookie: &str| {
         let request = browser("GET", "/ui/pending", Some(cookie), None, "").body(Body::empty()).unwrap();
         let shared = shared.clone();
         async move { send(&shared, request).await.0 }
@@ -481,7 +482,7 @@ async fn a_rotated_token_ends_the_sessions_opened_with_the_old_one() {
         token_sha256: sha256_hex(ROTATED),
         pools: vec!["ops".into()],
     }]);
-    let (restarted, mut outbox) = Shared::new(shared.store.clone(), reviewers, pools());
+    let (restarted, mut outbox) = AppState::new(shared.desk.store().clone(), reviewers, pools());
     assert_eq!(status(&restarted, &cookie).await, StatusCode::UNAUTHORIZED, "the old session is refused");
     let form = browser("POST", &format!("/ui/tasks/{}/decision", ids[0]), Some(&cookie), None, "x")
         .body(Body::from(format!("csrf={csrf}&decision=approve")))
@@ -495,7 +496,7 @@ async fn a_rotated_token_ends_the_sessions_opened_with_the_old_one() {
 }
 
 /// Opens the event stream of session `cookie`; the task ends when the stream does.
-async fn open_events(shared: &Arc<Shared>, cookie: &str) -> tokio::task::JoinHandle<()> {
+async fn open_events(shared: &AppState, cookie: &str) -> tokio::task::JoinHandle<()> {
     let response =
         respond(shared, browser("GET", "/events", Some(cookie), None, "").body(Body::empty()).unwrap()).await;
     assert_eq!(response.status(), StatusCode::OK);
@@ -531,7 +532,7 @@ async fn logout_ends_the_sessions_event_stream() {
     // Another session of the same reviewer goes on.
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!other_stream.is_finished());
-    shared.stop.cancel();
+    shared.stop().cancel();
     tokio::time::timeout(PROMPTLY, other_stream).await.expect("the service stopped").unwrap();
 }
 
@@ -619,7 +620,7 @@ async fn an_https_public_url_fixes_cookies_host_and_origin() {
     assert_eq!(status, StatusCode::SEE_OTHER);
     let cleared = headers[header::SET_COOKIE].to_str().unwrap();
     assert!(cleared.starts_with("__Host-airlock_session=; Path=/; Secure;") && cleared.ends_with("Max-Age=0"));
-    assert!(shared.sessions.get(id).await.unwrap().is_none());
+    assert!(shared.web.sessions.get(id).await.unwrap().is_none());
 }
 
 #[tokio::test]
@@ -674,24 +675,24 @@ async fn failed_sign_ins_are_limited_per_address() {
 }
 
 /// Alice, Bob and Carol, all in `ops`, and three tasks of `ops` that need two approvals.
-pub(super) async fn two_person() -> (Arc<Shared>, Outbox, Vec<String>) {
+pub(super) async fn two_person() -> (AppState, Outbox, Vec<String>) {
     let reviewers = Reviewers::from_list(
         ["alice", "bob", "carol"]
             .map(|name| Reviewer { name: name.into(), token_sha256: sha256_hex(name), pools: vec!["ops".into()] })
             .to_vec(),
     );
-    let (shared, outbox) = Shared::new(memory_store().await, reviewers, pools());
+    let (shared, outbox) = AppState::new(memory_store().await, reviewers, pools());
     let mut ids = Vec::new();
     for (call, review) in [("c1", false), ("c2", false), ("c3", true)] {
         let mut incoming = human("ops", "s1", call, review, 0);
         incoming.human.approvals = 2;
-        let Inserted::Created(id) = shared.store.insert(&incoming, now_ms()).await.unwrap() else { panic!() };
+        let Inserted::Created(id) = shared.desk.store().insert(&incoming, now_ms()).await.unwrap() else { panic!() };
         ids.push(id);
     }
     (shared, outbox, ids)
 }
 
-async fn decide_json(shared: &Arc<Shared>, id: &str, who: &str, body: Value) -> (StatusCode, Value) {
+async fn decide_json(shared: &AppState, id: &str, who: &str, body: Value) -> (StatusCode, Value) {
     let (status, _, text) =
         send(shared, api("POST", &format!("/api/tasks/{id}/decision"), Some(who), Some(body))).await;
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
@@ -778,7 +779,7 @@ async fn two_distinct_reviewers_must_approve_and_anyone_else_decides_at_once() {
 
 /// Alice, Bob and Carol in `ops`; an approval task that offers modify, one that also needs two
 /// approvals, and one that does not offer modify.
-async fn editable() -> (Arc<Shared>, Outbox, Vec<String>) {
+async fn editable() -> (AppState, Outbox, Vec<String>) {
     let (shared, outbox, _) = two_person().await;
     let mut ids = Vec::new();
     for (call, approvals, choices) in [
@@ -789,7 +790,7 @@ async fn editable() -> (Arc<Shared>, Outbox, Vec<String>) {
         let mut incoming = human("ops", "s9", call, false, 0);
         incoming.human.approvals = approvals;
         incoming.human.choices = choices.iter().map(|c| crate::task::decision_to_wire(*c).into()).collect();
-        let Inserted::Created(id) = shared.store.insert(&incoming, now_ms()).await.unwrap() else { panic!() };
+        let Inserted::Created(id) = shared.desk.store().insert(&incoming, now_ms()).await.unwrap() else { panic!() };
         ids.push(id);
     }
     (shared, outbox, ids)
@@ -847,7 +848,7 @@ async fn a_person_modifies_only_the_arguments_of_a_call_that_offers_it() {
     assert_eq!((modified.id.as_str(), modified.function.as_str()), ("m1", "bash"));
     assert_eq!(serde_json::from_str::<Value>(&modified.arguments_json).unwrap(), json!({"cmd": "rm -r build/tmp"}));
 
-    assert_eq!(shared.store.task(&ids[1]).await.unwrap().unwrap().choices()[1], Decision::Modify);
+    assert_eq!(shared.desk.store().task(&ids[1]).await.unwrap().unwrap().choices()[1], Decision::Modify);
 }
 
 /// On a step that needs two approvals, one reviewer's modify runs nothing, even with the

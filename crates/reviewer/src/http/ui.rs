@@ -17,13 +17,14 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
-use super::ApiError;
 use super::api::{self, HISTORY_DEFAULT};
 use super::extract::{CsrfForm, SameOrigin, Session, form};
-use crate::modify::parse_arguments;
-use crate::shared::Shared;
+use super::{ApiError, refused_status};
+use crate::desk::refusal::Grounds;
+use crate::desk::{Answer, Arguments, Desk, Refusal};
 use crate::triage::{Page, Triage, TriageQuery, UI_PAGE};
 use crate::ui::{card, pages, triage};
+use crate::web::Web;
 
 fn viewer<'a>(session: &'a Session, pools: &'a [String]) -> pages::Viewer<'a> {
     pages::Viewer { name: &session.reviewer.name, pools, csrf: &session.csrf }
@@ -32,57 +33,57 @@ fn viewer<'a>(session: &'a Session, pools: &'a [String]) -> pages::Viewer<'a> {
 /// `GET /`: a page of the pending list as the query filters it, or the login page without a
 /// session.
 pub async fn pending(
-    State(shared): State<Arc<Shared>>,
+    State(web): State<Arc<Web>>,
     session: Option<Session>,
     Query(query): Query<TriageQuery>,
 ) -> Result<Response, ApiError> {
     let Some(session) = session else {
         return Ok(Html(pages::login(None)).into_response());
     };
-    let pools = session.pools(&shared);
+    let pools = session.pools(&web);
     let triage = match query.parse() {
         Ok(triage) => triage,
         Err(e) => return Ok((StatusCode::BAD_REQUEST, Html(pages::error("400", &e.to_string()))).into_response()),
     };
-    let page = triage_page(&shared, &pools, &triage).await?;
+    let page = triage_page(&web, &pools, &triage).await?;
     Ok(Html(pages::pending(&viewer(&session, &pools), &page, &triage, now_ms())).into_response())
 }
 
 /// The page of `triage` among `pools`, [`UI_PAGE`] tasks unless it asks for another size.
-async fn triage_page(shared: &Shared, pools: &[String], triage: &Triage) -> Result<Page, ApiError> {
+async fn triage_page(web: &Web, pools: &[String], triage: &Triage) -> Result<Page, ApiError> {
     let limit = triage.limit.unwrap_or(UI_PAGE);
-    Ok(shared.store.page(pools, &triage.filter, Some(limit), triage.cursor.as_ref(), now_ms()).await?)
+    Ok(web.store.page(pools, &triage.filter, Some(limit), triage.cursor.as_ref(), now_ms()).await?)
 }
 
 /// `GET /history`: the history, or back to the login without a session.
-pub async fn history(State(shared): State<Arc<Shared>>, session: Option<Session>) -> Result<Response, ApiError> {
+pub async fn history(State(web): State<Arc<Web>>, session: Option<Session>) -> Result<Response, ApiError> {
     let Some(session) = session else {
         return Ok(Redirect::to("/").into_response());
     };
-    let pools = session.pools(&shared);
-    let tasks = shared.store.history(Some(&pools), HISTORY_DEFAULT).await?;
+    let pools = session.pools(&web);
+    let tasks = web.store.history(Some(&pools), HISTORY_DEFAULT).await?;
     Ok(Html(pages::history(&viewer(&session, &pools), &tasks)).into_response())
 }
 
 /// `GET /ui/tasks/{id}`: one task's card, for the script to insert.
 pub async fn card(
-    State(shared): State<Arc<Shared>>,
+    State(desk): State<Arc<Desk>>,
     session: Session,
     Path(id): Path<String>,
 ) -> Result<Html<String>, ApiError> {
-    let task = api::visible_task(&shared, &session.reviewer, &id).await?;
+    let task = desk.visible(&session.reviewer, &id).await?;
     Ok(Html(card::card(&task, &session.reviewer.name, &session.csrf, now_ms())))
 }
 
 /// `GET /ui/pending`: the counts, cards and pager of the page the query asks for (as `GET /`
 /// shows them), for the script to refresh the page it shows after a change.
 pub async fn results(
-    State(shared): State<Arc<Shared>>,
+    State(web): State<Arc<Web>>,
     session: Session,
     Query(query): Query<TriageQuery>,
 ) -> Result<Html<String>, ApiError> {
     let triage = query.parse().map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let page = triage_page(&shared, &session.pools(&shared), &triage).await?;
+    let page = triage_page(&web, &session.pools(&web), &triage).await?;
     Ok(Html(triage::results(&page, &triage, &session.reviewer.name, &session.csrf, now_ms())))
 }
 
@@ -103,46 +104,35 @@ pub struct DecisionForm {
 /// `POST /ui/tasks/{id}/decision`: the task as JSON for the script (`Accept: application/json`),
 /// else back to the list, or an error page.
 pub async fn decide(
-    State(shared): State<Arc<Shared>>,
+    State(desk): State<Arc<Desk>>,
     Path(id): Path<String>,
     headers: HeaderMap,
     CsrfForm { session, form }: CsrfForm<DecisionForm>,
 ) -> Result<Response, ApiError> {
-    let wants_json = wants_json(&headers);
     let arguments = match form.arguments {
-        Some(text) if form.decision == Decision::Modify.as_str() => Some(parse_arguments(&text)),
+        Some(text) if form.decision == Decision::Modify.as_str() => Some(Arguments::Text(text)),
         _ => None,
-    }
-    .transpose()
-    .map_err(|e| ApiError::Unprocessable(e.to_string()));
-    let decided = match arguments {
-        Ok(arguments) => {
-            api::decide_as(&shared, &session.reviewer, &id, &form.decision, form.explanation, arguments).await
-        }
-        Err(e) => Err(e),
     };
-    match decided {
-        Ok(task) if wants_json => Ok(axum::Json(api::task_view(&task)).into_response()),
+    let answer = Answer { decision: form.decision, explanation: form.explanation, arguments };
+    match desk.decide(&session.reviewer, &id, answer).await {
+        Ok(task) if wants_json(&headers) => Ok(axum::Json(api::task_view(&task)).into_response()),
         Ok(_) => Ok(Redirect::to("/").into_response()),
-        Err(e) if wants_json => Err(e),
-        Err(ApiError::Unprocessable(why)) => {
-            let status = StatusCode::UNPROCESSABLE_ENTITY;
-            Ok((status, Html(pages::error(status.as_str(), &why))).into_response())
-        }
-        Err(ApiError::Conflict(refused)) if refused.settled.is_none() => {
-            Ok((StatusCode::CONFLICT, Html(pages::error(StatusCode::CONFLICT.as_str(), &refused.error)))
-                .into_response())
-        }
-        Err(e) => {
-            let status = e.into_response().status();
-            let message = match status {
-                StatusCode::CONFLICT => "This task was decided or withdrawn already.",
-                StatusCode::NOT_FOUND => "No such task among your pools.",
-                _ => "The decision could not be recorded; try again.",
-            };
-            Ok((status, Html(pages::error(status.as_str(), message))).into_response())
-        }
+        Err(refusal) if wants_json(&headers) => Err(refusal.into()),
+        Err(refusal) => Ok(refused_page(&refusal)),
     }
+}
+
+/// The page of a decision the desk refused: why, when the person can do something about it.
+fn refused_page(refusal: &Refusal) -> Response {
+    let status = refused_status(refusal);
+    let message = match refusal.grounds() {
+        Grounds::Invalid => refusal.to_string(),
+        Grounds::Conflict if refusal.settled().is_none() => refusal.to_string(),
+        Grounds::Conflict => "This task was decided or withdrawn already.".to_owned(),
+        Grounds::NotFound => "No such task among your pools.".to_owned(),
+        Grounds::Unavailable => "The decision could not be recorded; try again.".to_owned(),
+    };
+    (status, Html(pages::error(status.as_str(), &message))).into_response()
 }
 
 /// Whether a form's request came from the page's script (`Accept: application/json`), which
@@ -160,13 +150,13 @@ struct LoginForm {
 /// `POST /login`: trades a token for a session cookie, unless the caller's address failed too
 /// often lately.
 pub async fn login(
-    State(shared): State<Arc<Shared>>,
+    State(web): State<Arc<Web>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     _: SameOrigin,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let now = tokio::time::Instant::now();
-    if let Err(wait) = shared.logins.check(peer.ip(), now) {
+    if let Err(wait) = web.logins.check(peer.ip(), now) {
         let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
         let message = format!("Too many failed sign-ins from your address; try again in {seconds} s.");
         let mut response = (StatusCode::TOO_MANY_REQUESTS, Html(pages::login(Some(&message)))).into_response();
@@ -174,27 +164,24 @@ pub async fn login(
         return Ok(response);
     }
     let login: LoginForm = form(&body)?;
-    let Some(reviewer) = shared.reviewers.authenticate(&login.token) else {
-        shared.logins.failed(peer.ip(), now);
+    let Some(reviewer) = web.reviewers.authenticate(&login.token) else {
+        web.logins.failed(peer.ip(), now);
         return Ok((StatusCode::UNAUTHORIZED, Html(pages::login(Some("That token is not valid.")))).into_response());
     };
-    shared.logins.succeeded(peer.ip());
-    let id = shared.sessions.open(reviewer).await?;
+    web.logins.succeeded(peer.ip());
+    let id = web.sessions.open(reviewer).await?;
     let mut response = Redirect::to("/").into_response();
-    response.headers_mut().insert(header::SET_COOKIE, shared.site.set_session(&id));
+    response.headers_mut().insert(header::SET_COOKIE, web.site.set_session(&id));
     Ok(response)
 }
 
 /// `POST /logout`: ends the session (if any) on every process sharing the store, and with it
 /// its event streams, and clears the cookie.
-pub async fn logout(
-    State(shared): State<Arc<Shared>>,
-    signed: Option<CsrfForm<IgnoredAny>>,
-) -> Result<Response, ApiError> {
+pub async fn logout(State(web): State<Arc<Web>>, signed: Option<CsrfForm<IgnoredAny>>) -> Result<Response, ApiError> {
     if let Some(CsrfForm { session, .. }) = signed {
-        shared.sessions.close(&session.id).await?;
+        web.sessions.close(&session.id).await?;
     }
     let mut response = Redirect::to("/").into_response();
-    response.headers_mut().insert(header::SET_COOKIE, shared.site.clear_session());
+    response.headers_mut().insert(header::SET_COOKIE, web.site.clear_session());
     Ok(response)
 }

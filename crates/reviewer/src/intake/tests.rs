@@ -2,8 +2,6 @@
 //! message names the broker user its publisher set, or none; and how long the intake retries
 //! what the store fails to take.
 
-use std::sync::Arc;
-
 use airlock_contract::v1;
 use airlock_transport::message::HEADER_REASON;
 use airlock_transport::{Destination, MemoryTransport, Message, Topology, Transport};
@@ -12,13 +10,13 @@ use prost::Message as _;
 use super::{REFUSALS, Unstored, persist, withdraw};
 use crate::auth::Reviewers;
 use crate::fixtures::{asked_by, human, memory_store};
-use crate::shared::Shared;
+use crate::http::AppState;
 use crate::store::{Inserted, StoreError};
 use crate::task::Incoming;
 
 /// Publishes a cancel of `incoming`'s call, as `user` when given, to the service's queue,
 /// and hands its delivery to [`withdraw`].
-async fn cancel(shared: &Arc<Shared>, transport: &MemoryTransport, incoming: &Incoming, user: Option<&str>) {
+async fn cancel(shared: &AppState, transport: &MemoryTransport, incoming: &Incoming, user: Option<&str>) {
     let key = incoming.human.task.as_ref().and_then(|t| t.request.as_ref()).and_then(|r| r.key.clone());
     let cancel = v1::Cancel { key, kind: v1::Kind::Approval.into(), reason: "the sample ended".into() };
     deliver(shared, transport, Message { user_id: user.map(str::to_owned), ..Message::new(cancel.encode_to_vec()) })
@@ -26,32 +24,34 @@ async fn cancel(shared: &Arc<Shared>, transport: &MemoryTransport, incoming: &In
 }
 
 /// Publishes `message` to the service's cancels queue and hands its delivery to [`withdraw`].
-async fn deliver(shared: &Arc<Shared>, transport: &MemoryTransport, message: Message) {
+async fn deliver(shared: &AppState, transport: &MemoryTransport, message: Message) {
     let queue = Topology::empty("t").reply_queue("rv");
     transport.publish(&Destination::queue(&queue), message).await.unwrap();
     let mut consumer = transport.consume(&queue, 1).await.unwrap();
     let delivery = consumer.next().await.expect("the cancel");
-    withdraw(shared.clone(), transport.clone(), Topology::new("t"), delivery).await;
+    withdraw(shared.desk.clone(), shared.stop().clone(), transport.clone(), Topology::new("t"), delivery).await;
 }
 
-async fn stored(shared: &Shared, incoming: &Incoming) -> String {
-    let Inserted::Created(id) = shared.store.insert(incoming, 1_000).await.unwrap() else { panic!("not stored") };
+async fn stored(shared: &AppState, incoming: &Incoming) -> String {
+    let Inserted::Created(id) = shared.desk.store().insert(incoming, 1_000).await.unwrap() else {
+        panic!("not stored")
+    };
     id
 }
 
-async fn is_pending(shared: &Shared, id: &str) -> bool {
-    shared.store.task(id).await.unwrap().unwrap().is_pending()
+async fn is_pending(shared: &AppState, id: &str) -> bool {
+    shared.desk.store().task(id).await.unwrap().unwrap().is_pending()
 }
 
 #[tokio::test]
 async fn a_cancel_withdraws_only_tasks_its_publisher_asked_for_a_missing_user_matching_a_missing_one() {
-    let (shared, _outbox) = Shared::new(memory_store().await, Reviewers::default(), vec!["ops".into()]);
+    let (shared, _outbox) = AppState::new(memory_store().await, Reviewers::default(), vec!["ops".into()]);
     let transport = MemoryTransport::new();
     transport.declare(&Topology::new("t").with_reply_queue("rv")).await.unwrap();
     let unnamed = human("ops", "s1", "c1", false, 0);
     let named = asked_by(human("ops", "s1", "c2", false, 0), "runner-a");
     let (unnamed_id, named_id) = (stored(&shared, &unnamed).await, stored(&shared, &named).await);
-    let dropped = || shared.metrics.review_cancels_dropped.get();
+    let dropped = || shared.desk.metrics.review_cancels_dropped.get();
 
     // A request that named no user: a named cancel is dropped, an unnamed one withdraws it.
     cancel(&shared, &transport, &unnamed, Some("runner-b")).await;
@@ -75,7 +75,7 @@ async fn a_cancel_withdraws_only_tasks_its_publisher_asked_for_a_missing_user_ma
 /// dead-lettered with its reason and acknowledged; the cancels behind it are applied.
 #[tokio::test]
 async fn a_cancel_that_cannot_be_applied_is_dead_lettered_and_the_next_one_withdraws() {
-    let (shared, _outbox) = Shared::new(memory_store().await, Reviewers::default(), vec!["ops".into()]);
+    let (shared, _outbox) = AppState::new(memory_store().await, Reviewers::default(), vec!["ops".into()]);
     let transport = MemoryTransport::new();
     let topology = Topology::new("t").with_reply_queue("rv");
     transport.declare(&topology).await.unwrap();
@@ -115,11 +115,11 @@ async fn a_cancel_that_cannot_be_applied_is_dead_lettered_and_the_next_one_withd
 /// that passes (the pool out of connections) is retried for as long as it lasts.
 #[tokio::test]
 async fn refusals_are_tried_a_bounded_number_of_times_and_transient_failures_until_they_pass() {
-    let (shared, _outbox) = Shared::new(memory_store().await, Reviewers::default(), vec!["ops".into()]);
+    let (shared, _outbox) = AppState::new(memory_store().await, Reviewers::default(), vec!["ops".into()]);
     tokio::time::pause();
     let refused = || StoreError::Corrupt { id: "t".into(), what: "refused".into() };
     let mut tries = 0;
-    let outcome: Result<(), _> = persist(&shared, "c1", || {
+    let outcome: Result<(), _> = persist(shared.stop(), "c1", || {
         tries += 1;
         std::future::ready(Err(refused()))
     })
@@ -128,7 +128,7 @@ async fn refusals_are_tried_a_bounded_number_of_times_and_transient_failures_unt
     assert_eq!(tries, REFUSALS);
 
     let mut tries = 0;
-    let outcome = persist(&shared, "c1", || {
+    let outcome = persist(shared.stop(), "c1", || {
         tries += 1;
         std::future::ready(if tries < 50 { Err(StoreError::Database(sqlx::Error::PoolTimedOut)) } else { Ok(tries) })
     })
@@ -136,8 +136,8 @@ async fn refusals_are_tried_a_bounded_number_of_times_and_transient_failures_unt
     assert_eq!(outcome.unwrap(), 50, "a transient failure never dead-letters");
 
     // The service stopping ends the retries: the message goes back to its queue.
-    shared.stop.cancel();
+    shared.stop().cancel();
     let outcome: Result<(), _> =
-        persist(&shared, "c1", || std::future::ready(Err(StoreError::Database(sqlx::Error::PoolTimedOut)))).await;
+        persist(shared.stop(), "c1", || std::future::ready(Err(StoreError::Database(sqlx::Error::PoolTimedOut)))).await;
     assert!(matches!(outcome, Err(Unstored::Stopping)), "{outcome:?}");
 }

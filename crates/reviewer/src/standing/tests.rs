@@ -11,6 +11,7 @@ use prost::Message as _;
 use super::*;
 use crate::auth::Reviewers;
 use crate::fixtures::{human, memory_store};
+use crate::http::AppState;
 use crate::store::{Inserted, NewStanding, Store};
 use crate::task::{Incoming, State};
 use crate::testing::with_pg;
@@ -227,23 +228,23 @@ async fn postgres_stores_and_revokes_standing_decisions() {
 #[tokio::test]
 async fn a_standing_decision_decides_pending_and_new_tasks_until_revoked() {
     let pools = vec!["ops".to_owned(), "security".to_owned()];
-    let (shared, mut outbox) = Shared::new(memory_store().await, Reviewers::default(), pools);
+    let (shared, mut outbox) = AppState::new(memory_store().await, Reviewers::default(), pools);
     let mut ids = Vec::new();
     for incoming in [human("ops", "s1", "c1", false, 0), human("ops", "s2", "c1", false, 0)] {
-        let Inserted::Created(id) = shared.store.insert(&incoming, now_ms()).await.unwrap() else { panic!() };
+        let Inserted::Created(id) = shared.desk.store().insert(&incoming, now_ms()).await.unwrap() else { panic!() };
         ids.push(id);
     }
     let now = now_ms();
     let mut standing = new(sample("s1"), EXACT, Decision::Approve);
     (standing.created_at, standing.expires_at) = (now, now + 60_000);
-    let standing = shared.store.add_standing(&standing).await.unwrap();
+    let standing = shared.desk.store().add_standing(&standing).await.unwrap();
 
     // Made: the identical call of the same sample is decided; another sample's waits.
-    assert_eq!(apply_to_pending(&shared, &standing, now).await.unwrap(), [ids[0].clone()]);
-    let State::Decided(verdict) = shared.store.task(&ids[0]).await.unwrap().unwrap().state else { panic!() };
+    assert_eq!(shared.desk.apply_to_pending(&standing, now).await.unwrap(), [ids[0].clone()]);
+    let State::Decided(verdict) = shared.desk.store().task(&ids[0]).await.unwrap().unwrap().state else { panic!() };
     assert_eq!(verdict.decided_by, format!("alice (standing #{})", standing.id));
     assert!(verdict.explanation.contains(&format!("standing decision #{}", standing.id)), "{}", verdict.explanation);
-    assert!(shared.store.task(&ids[1]).await.unwrap().unwrap().is_pending());
+    assert!(shared.desk.store().task(&ids[1]).await.unwrap().unwrap().is_pending());
     let sent = outbox.try_recv().expect("the answer goes to the outbox");
     let answer = v1::StepResult::decode(sent.body.as_slice()).unwrap().answer.unwrap();
     assert_eq!(answer.decided_by, format!("alice (standing #{})", standing.id));
@@ -255,18 +256,20 @@ async fn a_standing_decision_decides_pending_and_new_tasks_until_revoked() {
         let shared = shared.clone();
         let incoming = human("ops", "s1", call, false, 0);
         async move {
-            let Inserted::Created(id) = shared.store.insert(&incoming, now_ms()).await.unwrap() else { panic!() };
-            let task = shared.store.task(&id).await.unwrap().unwrap();
-            (settle(&shared, &task, now_ms()).await.unwrap().map(|s| s.id), id)
+            let Inserted::Created(id) = shared.desk.store().insert(&incoming, now_ms()).await.unwrap() else {
+                panic!()
+            };
+            let task = shared.desk.store().task(&id).await.unwrap().unwrap();
+            (shared.desk.settle(&task, now_ms()).await.unwrap().map(|s| s.id), id)
         }
     };
     assert_eq!(arrive("c2").await.0, Some(standing.id));
-    assert!(shared.store.revoke_standing(standing.id, "bob", now_ms()).await.unwrap());
+    assert!(shared.desk.store().revoke_standing(standing.id, "bob", now_ms()).await.unwrap());
     let (settled, id) = arrive("c3").await;
     assert_eq!(settled, None);
-    assert!(shared.store.task(&id).await.unwrap().unwrap().is_pending());
+    assert!(shared.desk.store().task(&id).await.unwrap().unwrap().is_pending());
 
-    let text = shared.metrics.render();
+    let text = shared.desk.metrics.render();
     assert!(text.contains("airlock_reviewer_standing_decisions_total{pool=\"ops\"} 2"), "{text}");
     assert!(text.contains("airlock_reviewer_decision_seconds_count{pool=\"ops\",decider=\"standing\"} 2"), "{text}");
 }
@@ -275,26 +278,26 @@ async fn a_standing_decision_decides_pending_and_new_tasks_until_revoked() {
 async fn postgres_a_revocation_on_one_service_stops_another_at_once() {
     with_pg("standing_shared", |url| async move {
         let pools = || vec!["ops".to_owned()];
-        let (a, _outbox_a) = Shared::new(Store::open(&url).await.unwrap(), Reviewers::default(), pools());
-        let (b, _outbox_b) = Shared::new(Store::open(&url).await.unwrap(), Reviewers::default(), pools());
+        let (a, _outbox_a) = AppState::new(Store::open(&url).await.unwrap(), Reviewers::default(), pools());
+        let (b, _outbox_b) = AppState::new(Store::open(&url).await.unwrap(), Reviewers::default(), pools());
         let now = now_ms();
         let mut made = new(sample("s1"), EXACT, Decision::Reject);
         (made.created_at, made.expires_at) = (now, now + 60_000);
-        let standing = a.store.add_standing(&made).await.unwrap();
+        let standing = a.desk.store().add_standing(&made).await.unwrap();
         let arrive = |call: &str| {
             let b = b.clone();
             let incoming = human("ops", "s1", call, false, 0);
             async move {
-                let Inserted::Created(id) = b.store.insert(&incoming, now_ms()).await.unwrap() else { panic!() };
-                let task = b.store.task(&id).await.unwrap().unwrap();
-                settle(&b, &task, now_ms()).await.unwrap().map(|s| s.id)
+                let Inserted::Created(id) = b.desk.store().insert(&incoming, now_ms()).await.unwrap() else { panic!() };
+                let task = b.desk.store().task(&id).await.unwrap().unwrap();
+                b.desk.settle(&task, now_ms()).await.unwrap().map(|s| s.id)
             }
         };
         assert_eq!(arrive("c1").await, Some(standing.id), "made on a, applied by b");
-        assert!(a.store.revoke_standing(standing.id, "alice", now_ms()).await.unwrap());
+        assert!(a.desk.store().revoke_standing(standing.id, "alice", now_ms()).await.unwrap());
         assert_eq!(arrive("c2").await, None, "revoked on a, no longer applied by b");
-        a.store.close().await;
-        b.store.close().await;
+        a.desk.store().close().await;
+        b.desk.store().close().await;
     })
     .await;
 }

@@ -92,6 +92,7 @@ impl Store {
                                 task_id: approved.id.clone(),
                                 correlation: approved.correlation.clone(),
                                 body: recording.answer.clone(),
+                                labels: None,
                             }))
                         } else {
                             tx.rollback().await?;

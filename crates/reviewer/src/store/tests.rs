@@ -286,6 +286,13 @@ async fn webhooks(store: &Store) {
     assert!(store.claim_webhooks(100_000, 200_000, 10).await.unwrap().is_empty(), "over is never resent");
     assert_eq!(store.prune_webhooks(9_100).await.unwrap(), 1);
     assert_eq!(store.prune_webhooks(9_101).await.unwrap(), 1);
+
+    // Webhooks written after their change are due at once, like those written with it.
+    store.add_webhooks(&[hook("w6"), hook("w7")], 10_000).await.unwrap();
+    let mut due: Vec<_> =
+        store.claim_webhooks(10_000, 20_000, 10).await.unwrap().into_iter().map(|w| (w.id, w.created_at)).collect();
+    due.sort();
+    assert_eq!(due, [("w6".to_owned(), 10_000), ("w7".to_owned(), 10_000)]);
 }
 
 #[tokio::test]

@@ -36,8 +36,8 @@ async fn a_reviewer_answers_every_identical_call_of_their_pools_only() {
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{decision} {extra}: {text}");
     }
     assert_eq!(stand(json!({"task": ids[0], "decision": "approve"}), ALICE).await.0, StatusCode::BAD_REQUEST);
-    assert!(shared.store.task(&ids[0]).await.unwrap().unwrap().is_pending());
-    assert!(shared.store.active_standing(&["ops".to_owned()], 0).await.unwrap().is_empty());
+    assert!(shared.desk.store().task(&ids[0]).await.unwrap().unwrap().is_pending());
+    assert!(shared.desk.store().active_standing(&["ops".to_owned()], 0).await.unwrap().is_empty());
 
     // Made: the task is alice's own decision, the standing decision is listed for her pool.
     let (status, _, text) =
@@ -89,7 +89,7 @@ async fn no_standing_approval_stands_in_for_two_people() {
     let (status, _, text) = stand("approve").await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{text}");
     assert!(text.contains("needs several approvals"), "{text}");
-    let task = shared.store.task(&ids[0]).await.unwrap().unwrap();
+    let task = shared.desk.store().task(&ids[0]).await.unwrap().unwrap();
     assert!(task.is_pending() && task.approvals.is_empty(), "not even alice's own approval is counted");
     let (status, _, text) = stand("reject").await;
     assert_eq!(status, StatusCode::CREATED, "one person may reject for all: {text}");

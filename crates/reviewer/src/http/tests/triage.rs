@@ -12,7 +12,7 @@ const PER_POOL: usize = 120;
 /// `PER_POOL` tasks in each of ops and security, stored 15 s apart (ops's and security's
 /// interleaved), with varied tools, runs, samples and arguments; bob's security tasks carry
 /// a word of their own. Returns the ids in storing order.
-async fn many(shared: &Shared) -> Vec<String> {
+async fn many(shared: &AppState) -> Vec<String> {
     let mut ids = Vec::new();
     let start = now_ms() - 3_600_000;
     for i in 0..PER_POOL * 2 {
@@ -26,7 +26,8 @@ async fn many(shared: &Shared) -> Vec<String> {
         let deadline = if i % 5 == 0 { now_ms() + 3_600_000 - i as i64 * 1000 } else { 0 };
         let run = if i % 4 < 2 { "run-a" } else { "run-b" };
         let incoming = calling(pool, run, &format!("s{}", i % 6), &format!("c{i}"), tool, &arguments, deadline);
-        let Inserted::Created(id) = shared.store.insert(&incoming, start + i as i64 * 15_000).await.unwrap() else {
+        let Inserted::Created(id) = shared.desk.store().insert(&incoming, start + i as i64 * 15_000).await.unwrap()
+        else {
             panic!()
         };
         ids.push(id);
@@ -34,7 +35,7 @@ async fn many(shared: &Shared) -> Vec<String> {
     ids
 }
 
-async fn get_page(shared: &Arc<Shared>, token: &str, query: &str) -> (StatusCode, Value) {
+async fn get_page(shared: &AppState, token: &str, query: &str) -> (StatusCode, Value) {
     let (status, _, body) = send(shared, api("GET", &format!("/api/tasks?{query}"), Some(token), None)).await;
     (status, serde_json::from_str(&body).unwrap_or(Value::Null))
 }
@@ -44,7 +45,7 @@ fn ids_of(page: &Value) -> Vec<String> {
 }
 
 /// Every page of `query`, `limit` at a time, by the cursors the API hands out.
-async fn follow(shared: &Arc<Shared>, token: &str, query: &str, limit: u32) -> Vec<String> {
+async fn follow(shared: &AppState, token: &str, query: &str, limit: u32) -> Vec<String> {
     let mut ids = Vec::new();
     let mut cursor = String::new();
     loop {
