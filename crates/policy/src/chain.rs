@@ -1,9 +1,10 @@
 //! A compiled policy and the evaluation of its chain, with Inspect's defaults.
 //!
 //! Matching steps are asked in file order; the first answer that is not `escalate` decides.
-//! A built-in step answers at once; an external one suspends the chain ([`Verdict::Pending`])
-//! until its answer comes back through [`Policy::resume`]. Everything needed to continue
-//! travels in [`ChainState`], so any worker can continue any chain.
+//! A built-in step answers at once; an external one suspends the chain ([`Verdict::Pending`],
+//! which hands back the [`PendingStep`] itself) until its answer comes back through
+//! [`Policy::resume`]. Everything needed to continue travels in [`ChainState`], so any worker
+//! can continue any chain.
 //!
 //! Defaults, exactly as Inspect records them:
 //! - approval, no step matches: reject, "No approvers registered for tool X", by `policy`;
@@ -90,22 +91,32 @@ pub struct TrailEntry {
     pub answer: Answer,
 }
 
-/// The result of running a chain as far as it can go.
+/// The result of running a chain as far as it can go, borrowing the policy's step it waits
+/// for.
 // `Decided` is by far the common case: boxing it would cost an allocation per call.
 #[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, PartialEq)]
-pub enum Verdict {
+#[derive(Debug, Clone)]
+pub enum Verdict<'p> {
     /// The chain decided.
     Decided(Outcome),
-    /// The chain waits for the external step at `step`.
+    /// The chain waits for an external step.
     Pending {
-        /// The step's index.
-        step: usize,
+        /// The step it waits for.
+        step: PendingStep<'p>,
         /// The state to send with the step's task.
         state: ChainState,
     },
     /// A step's answer makes the sample fail, as it would in Inspect.
     Failed(ChainError),
+}
+
+/// An external step of a policy: the one a chain waits for, or the one whose answer resumes
+/// it. Only the policy hands one out, so it is always a step of that policy, and external.
+#[derive(Debug, Clone, Copy)]
+pub struct PendingStep<'p> {
+    index: usize,
+    step: &'p PolicyStep,
+    external: &'p ExternalStep,
 }
 
 /// A decided chain.
@@ -228,30 +239,43 @@ impl Policy {
     }
 
     /// Runs the chain from `state` as far as built-in steps take it.
-    pub fn evaluate(&self, input: &Input<'_>, state: ChainState) -> Verdict {
+    pub fn evaluate(&self, input: &Input<'_>, state: ChainState) -> Verdict<'_> {
         self.evaluate_rendered(input, &format_function_call(input.call), state)
     }
 
     /// [`Policy::evaluate`] for a caller that rendered the call already, with
     /// [`format_function_call`], to show it.
-    pub fn evaluate_rendered(&self, input: &Input<'_>, rendered: &str, state: ChainState) -> Verdict {
+    pub fn evaluate_rendered(&self, input: &Input<'_>, rendered: &str, state: ChainState) -> Verdict<'_> {
         self.run(&self.subject(input, rendered), state)
     }
 
-    /// Continues the chain with the answer of the external step at `step`.
-    pub fn resume(&self, input: &Input<'_>, mut state: ChainState, step: usize, answer: Answer) -> Verdict {
+    /// Continues the chain with the answer of `step`, an external step of this policy (as
+    /// [`Verdict::Pending`] or [`Policy::external_step`] hands it out).
+    pub fn resume(
+        &self,
+        input: &Input<'_>,
+        mut state: ChainState,
+        step: PendingStep<'_>,
+        answer: Answer,
+    ) -> Verdict<'_> {
         let rendered = format_function_call(input.call);
         let subject = self.subject(input, &rendered);
-        let Some(policy_step) = self.steps.get(step) else {
-            let answer = Answer::new(self.kind.fail_closed(), format!("The policy has no step {step} to answer for."));
-            return self.finish(&subject, None, answer, state);
-        };
-        let answer = self.admit(policy_step, answer);
-        state.next_step = step + 1;
-        if let Some(verdict) = self.record(&subject, step, answer, &mut state) {
+        let answer = self.admit(step, answer);
+        state.next_step = step.index + 1;
+        if let Some(verdict) = self.record(&subject, step.index, answer, &mut state) {
             return verdict;
         }
         self.run(&subject, state)
+    }
+
+    /// The external step at `index`, whose answer [`Policy::resume`] takes; `None` for a
+    /// built-in step or an index past the last step.
+    pub fn external_step(&self, index: usize) -> Option<PendingStep<'_>> {
+        let step = self.steps.get(index)?;
+        match &step.step {
+            Step::External(external) => Some(PendingStep { index, step, external }),
+            Step::BuiltIn(_) => None,
+        }
     }
 
     /// The indices of the steps whose globs match the rendered call, in order, within one
@@ -269,7 +293,7 @@ impl Policy {
     ///
     /// Matching that runs past its budget decides as an unanswered step does: fail closed,
     /// recorded as `policy`.
-    fn run(&self, subject: &Subject<'_>, mut state: ChainState) -> Verdict {
+    fn run(&self, subject: &Subject<'_>, mut state: ChainState) -> Verdict<'_> {
         // Every trail entry so far came from a step that matched.
         let mut any_matched = !state.trail.is_empty();
         let mut budget = Budget::evaluation();
@@ -284,11 +308,12 @@ impl Policy {
                 }
             }
             any_matched = true;
-            let answer = match &self.steps[index].step {
-                Step::BuiltIn(step) => step.decide(subject),
-                Step::External(_) => {
+            let step = &self.steps[index];
+            let answer = match &step.step {
+                Step::BuiltIn(built_in) => built_in.decide(subject),
+                Step::External(external) => {
                     state.next_step = index;
-                    return Verdict::Pending { step: index, state };
+                    return Verdict::Pending { step: PendingStep { index, step, external }, state };
                 }
             };
             state.next_step = index + 1;
@@ -301,7 +326,13 @@ impl Policy {
     }
 
     /// Records a step's answer; the verdict when it decides, `None` when it escalates.
-    fn record(&self, subject: &Subject<'_>, step: usize, answer: Answer, state: &mut ChainState) -> Option<Verdict> {
+    fn record(
+        &self,
+        subject: &Subject<'_>,
+        step: usize,
+        answer: Answer,
+        state: &mut ChainState,
+    ) -> Option<Verdict<'_>> {
         let decisive = answer.decision != Decision::Escalate;
         state.trail.push(TrailEntry { step: Some(step), approver: self.steps[step].name.clone(), answer });
         decisive.then(|| {
@@ -311,7 +342,7 @@ impl Policy {
     }
 
     /// Inspect's answer when no step decided.
-    fn exhausted(&self, subject: &Subject<'_>, any_matched: bool, state: ChainState) -> Verdict {
+    fn exhausted(&self, subject: &Subject<'_>, any_matched: bool, state: ChainState) -> Verdict<'_> {
         let function = &subject.call.function;
         let explanation = match (self.kind, any_matched) {
             (Kind::Approval, false) => format!("No approvers registered for tool {function}"),
@@ -337,14 +368,14 @@ impl Policy {
     }
 
     /// The chain decided by `policy`, its answer the last of the trail.
-    fn policy_decides(answer: Answer, mut state: ChainState) -> Verdict {
+    fn policy_decides(answer: Answer, mut state: ChainState) -> Verdict<'static> {
         let policy: Arc<str> = POLICY.into();
         state.trail.push(TrailEntry { step: None, approver: policy.clone(), answer: answer.clone() });
         Verdict::Decided(Outcome::from_answer(answer, Some(policy), None, state.trail))
     }
 
     /// Applies Inspect's rules for `modify` to a deciding answer.
-    fn finish(&self, subject: &Subject<'_>, step: Option<usize>, answer: Answer, state: ChainState) -> Verdict {
+    fn finish(&self, subject: &Subject<'_>, step: Option<usize>, answer: Answer, state: ChainState) -> Verdict<'_> {
         let approver = Some(step.map_or_else(|| POLICY.into(), |i| self.steps[i].name.clone()));
         if answer.decision == Decision::Modify {
             match &answer.modified {
@@ -372,17 +403,17 @@ impl Policy {
     /// An external answer as the chain accepts it: a human's answer outside the offered
     /// choices is `terminate`, as Inspect's human approver fails closed; any other step's
     /// answer that its kind does not allow fails closed for the kind.
-    fn admit(&self, step: &PolicyStep, answer: Answer) -> Answer {
-        let (allowed, fallback): (&[Decision], Decision) = match &step.step {
-            Step::External(ExternalStep::Human(human)) => (&human.choices, Decision::Terminate),
-            _ => (self.kind.decisions(), self.kind.fail_closed()),
+    fn admit(&self, step: PendingStep<'_>, answer: Answer) -> Answer {
+        let (allowed, fallback): (&[Decision], Decision) = match step.external {
+            ExternalStep::Human(human) => (&human.choices, Decision::Terminate),
+            ExternalStep::Named(_) => (self.kind.decisions(), self.kind.fail_closed()),
         };
         if allowed.contains(&answer.decision) {
             return answer;
         }
         let explanation = format!(
             "'{}' answered '{}', which was not among its choices ({}).",
-            step.name,
+            step.name(),
             answer.decision,
             crate::steps::list(allowed)
         );
@@ -398,6 +429,30 @@ impl fmt::Display for Policy {
             writeln!(f, "  {index}. {}  tools: {}", step.step, step.globs.join(" | "))?;
         }
         Ok(())
+    }
+}
+
+// === impl PendingStep ===
+
+impl<'p> PendingStep<'p> {
+    /// The step's index in its policy, which its task and its answer carry on the wire.
+    pub fn index(self) -> usize {
+        self.index
+    }
+
+    /// The step as compiled: its name, globs and parameters.
+    pub fn policy_step(self) -> &'p PolicyStep {
+        self.step
+    }
+
+    /// The step's name as written.
+    pub fn name(self) -> &'p Arc<str> {
+        &self.step.name
+    }
+
+    /// What the step is, and so where it runs.
+    pub fn external(self) -> &'p ExternalStep {
+        self.external
     }
 }
 

@@ -305,7 +305,7 @@ impl From<&v1::Origin> for OriginView {
 
 impl<'a> EvalView<'a> {
     /// The view of what `policy`'s chain did with a call, `rendered` as Inspect's globs see it.
-    pub fn from_verdict(policy: &'a Policy, verdict: Verdict, rendered: String) -> Self {
+    pub fn from_verdict(policy: &'a Policy, verdict: Verdict<'a>, rendered: String) -> Self {
         let trail =
             |trail: Vec<TrailEntry>| trail.into_iter().map(|entry| TrailView::from_engine(policy, entry)).collect();
         match verdict {
@@ -320,7 +320,7 @@ impl<'a> EvalView<'a> {
                 })
             }
             Verdict::Pending { step, state } => EvalView::Pending {
-                pending: PendingView { step, approver: Cow::Borrowed(&policy.steps()[step].name) },
+                pending: PendingView { step: step.index(), approver: Cow::Borrowed(step.name()) },
                 trail: trail(state.trail),
                 rendered,
             },

@@ -11,7 +11,7 @@ use airlock_contract::v1;
 use airlock_integrity::{FleetKey, PublicKeys, RunnerKeys};
 use airlock_policy::Kind;
 use airlock_transport::{Message, Topology};
-use airlock_worker::handler::{Handled, Handler};
+use airlock_worker::handler::{Handled, Handler, Inbound};
 use airlock_worker::policies::PolicyStore;
 use airlock_worker::trust::Trust;
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -58,12 +58,15 @@ fn handler(c: &mut Criterion) {
     let mut asked = request(POLICY);
     asked.runner_key = runner.public().to_vec();
     let message = Message::new(asked.encode_to_vec());
-    assert!(matches!(signed.on_request(&message, 1), Handled::Publish(..)), "the bench's request is decided");
+    assert!(
+        matches!(signed.handle(&Inbound::request(&message), 1), Handled::Publish(..)),
+        "the bench's request is decided"
+    );
     c.bench_function("on_request/1.5KB request, 4-step inline policy, signed", |b| {
-        b.iter(|| black_box(signed.on_request(black_box(&message), 1)))
+        b.iter(|| black_box(signed.handle(&Inbound::request(black_box(&message)), 1)))
     });
     c.bench_function("on_request/1.5KB request, 4-step inline policy, unsigned", |b| {
-        b.iter(|| black_box(unsigned.on_request(black_box(&message), 1)))
+        b.iter(|| black_box(unsigned.handle(&Inbound::request(black_box(&message)), 1)))
     });
 
     // Resolving an inline policy as big as a real eval's (a long allow-list, many globs).

@@ -7,17 +7,21 @@
 //! `StepResult` brings both back, so any worker continues any chain. The runner is then told
 //! with a `Progress` that a step holds its call, so that it stops publishing it again.
 //!
+//! A delivery is read once, where it comes in, into an [`Inbound`]: its body decoded for its
+//! queue and the trace it belongs to, which the worker's span adopts before
+//! [`Handler::handle`] turns it into what to publish.
+//!
 //! Nothing is believed on the broker's word ([`crate::trust`]): replies are proved to the
 //! runner, tasks are sealed, and an answer counts only for the external step its sealed task
 //! names, from who may give it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use airlock_contract::v1;
-use airlock_policy::chain::PolicyStep;
-use airlock_policy::chain::{ChainState, Input, Outcome, Policy, TrailEntry, Verdict};
-use airlock_policy::steps::{ExternalStep, Route, Step};
-use airlock_policy::{Decision, Kind};
+use airlock_policy::chain::{ChainState, Input, Outcome, PendingStep, Policy, TrailEntry, Verdict};
+use airlock_policy::steps::{ExternalStep, Route};
+use airlock_policy::{Answer, Call, Decision, Kind};
 use airlock_transport::{Destination, Message, Topology};
 use prost::Message as _;
 
@@ -25,8 +29,8 @@ use crate::policies::PolicyStore;
 use crate::trust::Trust;
 use airlock_records::code::{DeadReason, ErrorCode};
 use airlock_records::convert::{
-    answer_from_wire, call_from_wire, call_to_wire, decision_to_wire, entry_to_wire, kind_to_wire, metadata_to_wire,
-    request_parts, trail_from_wire,
+    RequestParts, answer_from_wire, call_from_wire, call_to_wire, decision_to_wire, entry_to_wire, kind_to_wire,
+    metadata_to_wire, request_parts, trail_from_wire,
 };
 use airlock_records::time::Deadline;
 
@@ -56,18 +60,25 @@ pub enum Queue {
     Existing(Box<Handled>),
 }
 
-/// The external step a chain waits for, and where the chain goes on after it.
-struct Pending<'p> {
-    /// The step's index in the policy.
-    index: usize,
-    /// Where the chain continues once the step answers.
-    next_step: usize,
-    step: &'p PolicyStep,
-    external: &'p ExternalStep,
-    /// The digest of the request as its runner sent it, which the task carries on.
-    request_digest: [u8; 32],
-    /// The broker user that published the request, which the task carries on.
-    requested_by: String,
+/// A delivery read once, where it comes in: the message, its body decoded as what its queue
+/// carries, and the trace it belongs to. What follows reads this, never the bytes again.
+#[derive(Debug)]
+pub struct Inbound<'m> {
+    message: &'m Message,
+    body: Decoded,
+    trace: BTreeMap<String, String>,
+}
+
+/// What an [`Inbound`]'s body decoded to.
+// Read once per delivery and kept where it was read: boxing either would cost an allocation
+// per message.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+enum Decoded {
+    /// From the requests queue: a runner's request, with the digest of its exact bytes.
+    Request(Result<(v1::Request, [u8; 32]), prost::DecodeError>),
+    /// From the results queue: a step's result.
+    Result(Result<v1::StepResult, prost::DecodeError>),
 }
 
 /// The outcome of handling one delivery.
@@ -125,15 +136,45 @@ pub struct Answered {
 }
 
 /// An external step's answer, from a `StepResult` whose task's seal held.
-struct Incoming {
-    /// The sealed task's step index.
-    step: usize,
-    /// The sealed task's step name.
-    name: String,
+struct Incoming<'m> {
+    /// The sealed task.
+    task: &'m v1::StepTask,
     /// The answer.
-    answer: v1::StepAnswer,
+    answer: &'m v1::StepAnswer,
     /// The whole result, whose signature a human answer needs.
-    result: v1::StepResult,
+    result: &'m v1::StepResult,
+}
+
+/// A request read as far as its policy: the delivery it came in, its body's parts and the
+/// policy that judges it.
+struct Resolved<'a> {
+    inbound: &'a Inbound<'a>,
+    request: &'a v1::Request,
+    /// The digest of the request as its runner sent it, which a task carries on.
+    digest: &'a [u8; 32],
+    parts: RequestParts<'a>,
+    policy: Arc<Policy>,
+}
+
+/// What one message asks of its chain, read and checked: the call, where the chain stands,
+/// and the external answer that moves it on, if one came.
+struct Asked<'a> {
+    resolved: &'a Resolved<'a>,
+    call: Call,
+    /// The trail as the wire carries it: its entries stay as they were recorded.
+    recorded: &'a [v1::StepAnswer],
+    state: ChainState,
+    answer: Option<StepAnswered<'a>>,
+    /// The broker user that published the request, which a next task carries on.
+    requested_by: &'a str,
+}
+
+/// An external step's answer, checked: the step it answers, and the answer as the engine
+/// takes it and as the trail records it (with who published it).
+struct StepAnswered<'a> {
+    step: PendingStep<'a>,
+    answer: Answer,
+    wire: v1::StepAnswer,
 }
 
 /// Turns deliveries into messages, for one fleet prefix.
@@ -145,6 +186,8 @@ pub struct Handler {
     trust: Trust,
 }
 
+// === impl Handler ===
+
 impl Handler {
     /// A handler for the fleet of `topology`, resolving policies with `policies`, proving and
     /// checking with `trust`; `worker_id` is recorded as `decided_by` of what built-in steps
@@ -153,16 +196,36 @@ impl Handler {
         Handler { topology, policies, worker_id: worker_id.into(), trust }
     }
 
-    /// Handles a `Request` from the requests queue.
-    pub fn on_request(&self, message: &Message, now_ms: i64) -> Handled {
-        let request = match v1::Request::decode(message.body.as_ref()) {
-            Ok(request) => request,
-            Err(e) => {
-                return self.dead(message, None, ErrorCode::BadMessage, format!("not an airlock.v1.Request: {e}"));
+    /// Handles one delivery, read with [`Inbound::request`] or [`Inbound::result`].
+    pub fn handle(&self, inbound: &Inbound<'_>, now_ms: i64) -> Handled {
+        match &inbound.body {
+            Decoded::Request(Ok((request, digest))) => self.on_request(inbound, request, digest, now_ms),
+            Decoded::Request(Err(e)) => {
+                self.dead(inbound.message, None, ErrorCode::BadMessage, format!("not an airlock.v1.Request: {e}"))
             }
-        };
-        let digest = airlock_integrity::digest(&message.body);
-        let fail = |code, text: String| self.dead(message, Some((&request, &digest)), code, text);
+            Decoded::Result(Ok(result)) => self.on_result(inbound, result, now_ms),
+            Decoded::Result(Err(e)) => {
+                Self::refuse(ErrorCode::BadMessage, format!("not an airlock.v1.StepResult: {e}"))
+            }
+        }
+    }
+
+    /// What becomes of a delivery whose handling failed (panicked) with `text`: a request is
+    /// dead-lettered with the runner told, a step result dead-lettered.
+    pub fn failed(&self, inbound: &Inbound<'_>, text: impl Into<String>) -> Handled {
+        let text = format!("the worker failed handling this message: {}", text.into());
+        match &inbound.body {
+            Decoded::Request(Ok((request, digest))) => {
+                self.dead(inbound.message, Some((request, digest)), ErrorCode::BadMessage, text)
+            }
+            _ => Self::refuse(ErrorCode::BadMessage, text),
+        }
+    }
+
+    /// Handles a runner's `Request`.
+    fn on_request(&self, inbound: &Inbound<'_>, request: &v1::Request, digest: &[u8; 32], now_ms: i64) -> Handled {
+        let message = inbound.message;
+        let fail = |code, text: String| self.dead(message, Some((request, digest)), code, text);
         if request.chain.is_some() {
             return fail(
                 ErrorCode::Refused,
@@ -172,25 +235,18 @@ impl Handler {
         if let Err(e) = self.trust.check_runner_key(&request.runner_key) {
             return self.dead(message, None, ErrorCode::BadMessage, e.to_string());
         }
-        if let Some(name) = name_with_nul(&request) {
+        if let Some(name) = name_with_nul(request) {
             return fail(
                 ErrorCode::BadMessage,
                 format!("the request's {name} holds a NUL character, which a reviewer's store cannot keep"),
             );
         }
-        let trace = trace_headers(&message.headers);
-        self.advance(message, request, digest, None, &trace, now_ms)
+        self.advance(inbound, request, digest, None, now_ms)
     }
 
-    /// Handles a `StepResult` from the results queue.
-    pub fn on_result(&self, message: &Message, now_ms: i64) -> Handled {
-        let result = match v1::StepResult::decode(message.body.as_ref()) {
-            Ok(result) => result,
-            Err(e) => {
-                return Self::refuse(ErrorCode::BadMessage, format!("not an airlock.v1.StepResult: {e}"));
-            }
-        };
-        let (Some(task), Some(answer)) = (result.task.as_ref(), result.answer.clone()) else {
+    /// Handles a step's `StepResult`.
+    fn on_result(&self, inbound: &Inbound<'_>, result: &v1::StepResult, now_ms: i64) -> Handled {
+        let (Some(task), Some(answer)) = (result.task.as_ref(), result.answer.as_ref()) else {
             return Self::refuse(ErrorCode::BadMessage, "a StepResult needs its task and an answer");
         };
         // Nothing of a result is read before its task's seal holds, and an answer refused is
@@ -198,7 +254,7 @@ impl Handler {
         if let Err(e) = self.trust.check_seal(task) {
             return Self::refuse(ErrorCode::Refused, e.to_string());
         }
-        let Some(request) = task.request.clone() else {
+        let Some(request) = task.request.as_ref() else {
             return Self::refuse(ErrorCode::BadMessage, "the StepResult's task carries no request");
         };
         let Ok(digest) = <[u8; 32]>::try_from(task.request_digest.as_slice()) else {
@@ -208,180 +264,166 @@ impl Handler {
             let text = format!("the answer is for step {step}, its task for step {}", task.step);
             return Self::refuse(ErrorCode::Refused, text);
         }
-        let mut trace = trace_headers(&message.headers);
-        if trace.is_empty() {
-            trace = task.trace_context.clone();
-        }
-        let incoming = Incoming { step: task.step as usize, name: task.name.clone(), answer, result };
-        self.advance(message, request, digest, Some(incoming), &trace, now_ms)
+        self.advance(inbound, request, &digest, Some(Incoming { task, answer, result }), now_ms)
     }
 
-    /// What becomes of a delivery whose handling failed (panicked) with `text`: a request is
-    /// dead-lettered with the runner told, a step result dead-lettered.
-    pub fn failed(&self, message: &Message, is_request: bool, text: impl Into<String>) -> Handled {
-        let text = format!("the worker failed handling this message: {}", text.into());
-        match v1::Request::decode(message.body.as_ref()) {
-            Ok(request) if is_request => {
-                let digest = airlock_integrity::digest(&message.body);
-                self.dead(message, Some((&request, &digest)), ErrorCode::BadMessage, text)
-            }
-            _ => Self::refuse(ErrorCode::BadMessage, text),
-        }
-    }
-
-    /// Refuses an answer for a step that is not the external step its task names, or that
-    /// does not come from who must give it.
-    fn check_answer(&self, message: &Message, policy: &Policy, incoming: &Incoming) -> Result<(), String> {
-        let step = policy.steps().get(incoming.step);
-        let Some(Step::External(external)) = step.map(|step| &step.step) else {
-            return Err(format!("step {} takes no answers from outside the fleet", incoming.step));
-        };
-        let name = step.map(|step| step.name.to_string()).unwrap_or_default();
-        if name != incoming.name {
-            return Err(format!("step {} is '{name}', not '{}'", incoming.step, incoming.name));
-        }
-        self.trust.check_publisher(&name, message.user_id.as_deref()).map_err(|e| e.to_string())?;
-        if matches!(external, ExternalStep::Human(_)) {
-            self.trust.check_reviewer(&incoming.result).map_err(|e| e.to_string())?;
-        }
-        Ok(())
-    }
-
-    /// Runs a request's chain from where it stands, with an external answer if one came.
-    fn advance(
+    /// The external step an answer is for: the one its task names, if the answer comes from
+    /// who must give it; refused otherwise.
+    fn check_answer<'p>(
         &self,
         message: &Message,
-        request: v1::Request,
-        digest: [u8; 32],
-        incoming: Option<Incoming>,
-        trace: &BTreeMap<String, String>,
+        policy: &'p Policy,
+        incoming: &Incoming<'_>,
+    ) -> Result<PendingStep<'p>, String> {
+        let index = incoming.task.step as usize;
+        let Some(step) = policy.external_step(index) else {
+            return Err(format!("step {index} takes no answers from outside the fleet"));
+        };
+        let name = step.name();
+        if **name != *incoming.task.name {
+            return Err(format!("step {index} is '{name}', not '{}'", incoming.task.name));
+        }
+        self.trust.check_publisher(name, message.user_id.as_deref()).map_err(|e| e.to_string())?;
+        if matches!(step.external(), ExternalStep::Human(_)) {
+            self.trust.check_reviewer(incoming.result).map_err(|e| e.to_string())?;
+        }
+        Ok(step)
+    }
+
+    /// Runs a request's chain from where it stands, with an external answer if one came: what
+    /// the message asks is read ([`Handler::resolve`], [`Handler::read`]), the chain run
+    /// ([`Asked::run`]), and what follows from its verdict published ([`Handler::publish`]).
+    fn advance(
+        &self,
+        inbound: &Inbound<'_>,
+        request: &v1::Request,
+        digest: &[u8; 32],
+        incoming: Option<Incoming<'_>>,
         now_ms: i64,
     ) -> Handled {
-        let fail = |code: ErrorCode, text: String| self.dead(message, Some((&request, &digest)), code, text);
-        let Some(parts) = request_parts(&request) else {
-            return fail(ErrorCode::BadMessage, "the request has neither an approval nor a review body".into());
+        // Reading that stops short ends the delivery: rarely, so what it ends as is boxed.
+        let resolved = match self.resolve(inbound, request, digest, now_ms) {
+            Ok(resolved) => resolved,
+            Err(handled) => return *handled,
         };
-        let kind = parts.kind;
+        let asked = match self.read(&resolved, incoming) {
+            Ok(asked) => asked,
+            Err(handled) => return *handled,
+        };
+        self.publish(&asked, asked.run(), now_ms)
+    }
+
+    /// Reads a request as far as its policy: its body's parts, its deadline (past it, the
+    /// runner has failed closed already) and the policy that judges it.
+    fn resolve<'a>(
+        &self,
+        inbound: &'a Inbound<'a>,
+        request: &'a v1::Request,
+        digest: &'a [u8; 32],
+        now_ms: i64,
+    ) -> Result<Resolved<'a>, Box<Handled>> {
+        let fail =
+            |code: ErrorCode, text: String| Box::new(self.dead(inbound.message, Some((request, digest)), code, text));
+        let Some(parts) = request_parts(request) else {
+            return Err(fail(ErrorCode::BadMessage, "the request has neither an approval nor a review body".into()));
+        };
         if Deadline::from_wire(request.deadline_unix_ms).is_some_and(|deadline| deadline.has_passed(now_ms)) {
-            return Handled::Expired;
+            return Err(Box::new(Handled::Expired));
         }
-        let policy = match self.policies.resolve(request.policy.as_ref(), kind) {
-            Ok(policy) => policy,
-            Err(e) => return fail(e.code(), e.to_string()),
-        };
-        if let Some(incoming) = &incoming
-            && let Err(text) = self.check_answer(message, &policy, incoming)
-        {
-            return Self::refuse(ErrorCode::Refused, text);
-        }
-        let Some(call) = parts.call else { return fail(ErrorCode::BadMessage, "the request has no call".into()) };
-        let call = match call_from_wire(call) {
-            Ok(call) => call,
-            Err(e) => return fail(ErrorCode::BadMessage, e.to_string()),
-        };
-        let chain = request.chain.clone().unwrap_or_default();
-        let trail = match trail_from_wire(&chain.trail) {
-            Ok(trail) => trail,
-            Err(e) => return fail(ErrorCode::BadMessage, format!("chain trail: {e}")),
-        };
-        let state = ChainState { next_step: chain.next_step as usize, trail };
-        let input = Input { call: &call, message: parts.message, output: parts.output };
-        let answer_step = incoming.as_ref().map(|incoming| incoming.step);
+        let policy =
+            self.policies.resolve(request.policy.as_ref(), parts.kind).map_err(|e| fail(e.code(), e.to_string()))?;
+        Ok(Resolved { inbound, request, digest, parts, policy })
+    }
+
+    /// Reads what a request asks of its chain: the answer that came in checked against the
+    /// step its task names, then the call and the chain's state from the wire.
+    fn read<'a>(&self, resolved: &'a Resolved<'a>, incoming: Option<Incoming<'a>>) -> Result<Asked<'a>, Box<Handled>> {
+        let Resolved { inbound, request, parts, policy, .. } = resolved;
+        let fail = |code: ErrorCode, text: String| Box::new(self.fail(resolved, code, text));
+        let answered = incoming
+            .map(|incoming| self.check_answer(inbound.message, policy, &incoming).map(|step| (step, incoming)))
+            .transpose()
+            .map_err(|text| Box::new(Self::refuse(ErrorCode::Refused, text)))?;
+        let call = parts.call.ok_or_else(|| fail(ErrorCode::BadMessage, "the request has no call".into()))?;
+        let call = call_from_wire(call).map_err(|e| fail(ErrorCode::BadMessage, e.to_string()))?;
+        let chain = request.chain.as_ref();
+        let recorded = chain.map_or(&[][..], |chain| &chain.trail);
+        let trail = trail_from_wire(recorded).map_err(|e| fail(ErrorCode::BadMessage, format!("chain trail: {e}")))?;
+        let state = ChainState { next_step: chain.map_or(0, |chain| chain.next_step as usize), trail };
         // A runner's own request names its publisher as the broker checked it; a result
         // brings back the name its sealed task carries, since its publisher is the step's.
-        let requested_by = match &incoming {
-            None => message.user_id.clone().unwrap_or_default(),
-            Some(incoming) => incoming.result.task.as_ref().map(|task| task.requested_by.clone()).unwrap_or_default(),
+        let requested_by = match &answered {
+            None => inbound.message.user_id.as_deref().unwrap_or_default(),
+            Some((_, incoming)) => incoming.task.requested_by.as_str(),
         };
-        let (verdict, external) = match incoming {
-            None => (policy.evaluate(&input, state), None),
-            Some(Incoming { step, answer: wire_answer, .. }) => match answer_from_wire(&wire_answer) {
-                Ok(answer) => {
-                    let published_by = message.user_id.clone().unwrap_or_default();
-                    (policy.resume(&input, state, step, answer), Some(v1::StepAnswer { published_by, ..wire_answer }))
-                }
-                Err(e) => return fail(ErrorCode::InvalidAnswer, e.to_string()),
-            },
+        let answer = match answered {
+            None => None,
+            Some((step, incoming)) => {
+                let answer =
+                    answer_from_wire(incoming.answer).map_err(|e| fail(ErrorCode::InvalidAnswer, e.to_string()))?;
+                let published_by = inbound.message.user_id.clone().unwrap_or_default();
+                Some(StepAnswered { step, answer, wire: v1::StepAnswer { published_by, ..incoming.answer.clone() } })
+            }
         };
-        let wire_trail = |trail: &[TrailEntry]| self.wire_trail(&chain.trail, external.as_ref(), trail, now_ms);
-        let report = |trail: &[TrailEntry]| Report {
-            kind: Some(kind),
-            escalated: trail[chain.trail.len().min(trail.len())..]
-                .iter()
-                .filter(|entry| entry.answer.decision == Decision::Escalate)
-                .map(|entry| entry.approver.to_string())
-                .collect(),
-            answered: external.as_ref().and_then(|answer| {
-                let step = policy.steps().get(answer_step?)?;
-                let took = answer.answered_at_unix_ms.saturating_sub(answer.started_at_unix_ms);
-                let human = matches!(step.step, Step::External(ExternalStep::Human(_)));
-                Some(Answered { step: step.name.to_string(), took_ms: took, human })
-            }),
-            ..Report::default()
-        };
+        Ok(Asked { resolved, call, recorded, state, answer, requested_by })
+    }
+
+    /// What follows from a chain's verdict: its decision for the runner, or the task of the
+    /// step it waits for.
+    fn publish(&self, asked: &Asked<'_>, verdict: Verdict<'_>, now_ms: i64) -> Handled {
+        let Resolved { request, digest, parts, policy, .. } = asked.resolved;
         match verdict {
             Verdict::Decided(outcome) => {
-                let mut report = report(&outcome.trail);
+                let mut report = asked.report(&outcome.trail);
                 let approver = outcome.approver.as_deref().unwrap_or_default().to_owned();
                 let latency_ms = now_ms - request.requested_at_unix_ms;
                 report.decided = Some(Decided { decision: outcome.decision, approver, latency_ms });
-                let trail = wire_trail(&outcome.trail);
-                let decision = self.decision(&request, kind, &policy, outcome, trail, now_ms);
-                Handled::Publish(vec![self.publish_decision(&request, &digest, kind, decision)], report)
+                let trail = self.wire_trail(asked, &outcome.trail, now_ms);
+                let decision = self.decision(request, parts.kind, policy, outcome, trail, now_ms);
+                Handled::Publish(vec![self.publish_decision(request, digest, parts.kind, decision)], report)
             }
-            Verdict::Pending { step, state } => {
-                let policy_step = &policy.steps()[step];
-                let Step::External(external) = &policy_step.step else {
-                    // The engine suspends a chain only at an external step.
-                    return fail(ErrorCode::StepFailed, format!("the chain waits for step {step}, which is built in"));
-                };
-                let mut report = report(&state.trail);
-                report.forwarded = Some(policy_step.name.to_string());
-                let trail = wire_trail(&state.trail);
-                let pending = Pending {
-                    index: step,
-                    next_step: state.next_step,
-                    step: policy_step,
-                    external,
-                    request_digest: digest,
-                    requested_by,
-                };
-                let pool = match external.route() {
-                    Route::Human { pool, .. } => pool,
-                    Route::Step { .. } => String::new(),
-                };
-                let progress = self.progress(&request, &digest, kind, step, pool);
-                let mut task = self.step_task(&request, &policy, pending, trail, trace, now_ms);
-                if !self.declares(&request, policy_step) {
-                    let text = format!(
-                        "the inline policy's step {step} goes to '{}', which nothing of this fleet serves",
-                        task.destination.parts().1
-                    );
-                    task.queue = Queue::Existing(Box::new(fail(ErrorCode::InvalidPolicy, text)));
-                }
-                Handled::Publish(std::iter::once(task).chain(progress).collect(), report)
-            }
-            Verdict::Failed(error) => fail(ErrorCode::StepFailed, error.to_string()),
+            Verdict::Pending { step, state } => self.forward(asked, step, state, now_ms),
+            Verdict::Failed(error) => self.fail(asked.resolved, ErrorCode::StepFailed, error.to_string()),
         }
+    }
+
+    /// The task of the external step a chain waits for, with the runner's word that the step
+    /// holds its call.
+    fn forward(&self, asked: &Asked<'_>, step: PendingStep<'_>, state: ChainState, now_ms: i64) -> Handled {
+        let Resolved { request, digest, parts, .. } = asked.resolved;
+        let mut report = asked.report(&state.trail);
+        report.forwarded = Some(step.name().to_string());
+        let trail = self.wire_trail(asked, &state.trail, now_ms);
+        let pool = match step.external().route() {
+            Route::Human { pool, .. } => pool,
+            Route::Step { .. } => String::new(),
+        };
+        let progress = self.progress(request, digest, parts.kind, step.index(), pool);
+        let mut task = self.step_task(asked, step, state.next_step, trail, now_ms);
+        if !self.declares(request, step) {
+            let text = format!(
+                "the inline policy's step {} goes to '{}', which nothing of this fleet serves",
+                step.index(),
+                task.destination.parts().1
+            );
+            task.queue = Queue::Existing(Box::new(self.fail(asked.resolved, ErrorCode::InvalidPolicy, text)));
+        }
+        Handled::Publish(std::iter::once(task).chain(progress).collect(), report)
     }
 
     /// Whether the worker declares the queue of `step`: a step of a policy it holds, or one it
     /// is configured with, but never one only a caller's inline policy names.
-    fn declares(&self, request: &v1::Request, step: &PolicyStep) -> bool {
+    fn declares(&self, request: &v1::Request, step: PendingStep<'_>) -> bool {
         let named =
             matches!(request.policy.as_ref().and_then(|p| p.source.as_ref()), Some(v1::policy::Source::Name(_)));
-        named || matches!(&step.step, Step::External(ExternalStep::Named(_)) if self.trust.configures(&step.name))
+        named || matches!(step.external(), ExternalStep::Named(_) if self.trust.configures(step.name()))
     }
 
     /// The wire trail: entries already recorded stay as they were (with their deciders and
     /// times), the external answer keeps its decider, new built-in answers are this worker's.
-    fn wire_trail(
-        &self,
-        recorded: &[v1::StepAnswer],
-        external: Option<&v1::StepAnswer>,
-        trail: &[TrailEntry],
-        now_ms: i64,
-    ) -> Vec<v1::StepAnswer> {
+    fn wire_trail(&self, asked: &Asked<'_>, trail: &[TrailEntry], now_ms: i64) -> Vec<v1::StepAnswer> {
+        let recorded = asked.recorded;
+        let external = asked.answer.as_ref().map(|answered| &answered.wire);
         trail
             .iter()
             .enumerate()
@@ -484,34 +526,33 @@ impl Handler {
     /// the policy resolved, so that whoever answers it knows which version of the policy asks.
     fn step_task(
         &self,
-        request: &v1::Request,
-        policy: &Policy,
-        pending: Pending<'_>,
+        asked: &Asked<'_>,
+        step: PendingStep<'_>,
+        next_step: usize,
         trail: Vec<v1::StepAnswer>,
-        trace_context: &BTreeMap<String, String>,
         now_ms: i64,
     ) -> Outgoing {
-        let Pending { index, next_step, step: policy_step, external, request_digest, requested_by } = pending;
+        let Resolved { inbound, request, digest, policy, .. } = asked.resolved;
         let kind = policy.kind();
-        let mut forwarded = request.clone();
+        let mut forwarded = v1::Request::clone(request);
         forwarded.chain = Some(v1::ChainState { next_step: next_step as u32, trail });
         if let Some(resolved) = forwarded.policy.as_mut() {
             resolved.digest = policy.digest().to_owned();
         }
-        let timeout = external.timeout();
+        let timeout = step.external().timeout();
         let step_deadline = timeout.after.map(|after| Deadline::after(now_ms, after));
         let deadline = Deadline::earliest(step_deadline, Deadline::from_wire(request.deadline_unix_ms));
         let mut task = v1::StepTask {
             request: Some(forwarded),
-            step: index as u32,
-            name: policy_step.name.to_string(),
-            params_json: serde_json::Value::Object(policy_step.params.clone()).to_string(),
+            step: step.index() as u32,
+            name: step.name().to_string(),
+            params_json: serde_json::Value::Object(step.policy_step().params.clone()).to_string(),
             deadline_unix_ms: Deadline::to_wire(deadline),
             on_timeout: decision_to_wire(timeout.on_timeout).into(),
-            trace_context: trace_context.clone(),
-            request_digest: request_digest.to_vec(),
+            trace_context: inbound.trace.clone(),
+            request_digest: digest.to_vec(),
             seal: Vec::new(),
-            requested_by,
+            requested_by: asked.requested_by.to_owned(),
         };
         self.trust.seal(&mut task);
         let message = |body: Vec<u8>| {
@@ -519,7 +560,7 @@ impl Handler {
                 .with_correlation_id(correlation(request, kind))
                 .with_reply_to(self.topology.results_queue())
         };
-        match external.route() {
+        match step.external().route() {
             Route::Human { pool, choices, approvals } => {
                 let task = v1::HumanTask {
                     task: Some(task),
@@ -539,6 +580,11 @@ impl Handler {
                 queue: Queue::Declare(Topology::empty(self.topology.prefix()).with_step(&name)),
             },
         }
+    }
+
+    /// Dead-letters a request that cannot go on, its runner told with a proved `Error`.
+    fn fail(&self, resolved: &Resolved<'_>, code: ErrorCode, text: String) -> Handled {
+        self.dead(resolved.inbound.message, Some((resolved.request, resolved.digest)), code, text)
     }
 
     /// Dead-letters a step result with no reply: its sender is a step, which reads none, and
@@ -608,18 +654,67 @@ fn trace_headers(headers: &BTreeMap<String, String>) -> BTreeMap<String, String>
 /// The headers of W3C trace context.
 const TRACE_HEADERS: [&str; 2] = ["traceparent", "tracestate"];
 
-/// The trace a delivery belongs to: its headers' context, or for a step result whose sender
-/// kept no headers, the context its task carried.
-pub fn incoming_trace(message: &Message, is_result: bool) -> BTreeMap<String, String> {
-    let trace = trace_headers(&message.headers);
-    if !trace.is_empty() || !is_result {
-        return trace;
+// === impl Inbound ===
+
+impl<'m> Inbound<'m> {
+    /// A delivery of the requests queue.
+    pub fn request(message: &'m Message) -> Self {
+        let body = v1::Request::decode(message.body.as_ref())
+            .map(|request| (request, airlock_integrity::digest(&message.body)));
+        Inbound { message, body: Decoded::Request(body), trace: trace_headers(&message.headers) }
     }
-    v1::StepResult::decode(message.body.as_ref())
-        .ok()
-        .and_then(|result| result.task)
-        .map(|task| task.trace_context)
-        .unwrap_or_default()
+
+    /// A delivery of the results queue; a result whose sender kept no headers belongs to the
+    /// trace its task carried.
+    pub fn result(message: &'m Message) -> Self {
+        let body = v1::StepResult::decode(message.body.as_ref());
+        let mut trace = trace_headers(&message.headers);
+        if trace.is_empty()
+            && let Ok(v1::StepResult { task: Some(task), .. }) = &body
+        {
+            trace = task.trace_context.clone();
+        }
+        Inbound { message, body: Decoded::Result(body), trace }
+    }
+
+    /// The W3C trace context the delivery belongs to.
+    pub fn trace(&self) -> &BTreeMap<String, String> {
+        &self.trace
+    }
+}
+
+// === impl Asked ===
+
+impl<'a> Asked<'a> {
+    /// Runs the chain from where it stands, or on from the external answer that came in.
+    fn run(&self) -> Verdict<'a> {
+        let Resolved { policy, parts, .. } = self.resolved;
+        let input = Input { call: &self.call, message: parts.message, output: parts.output };
+        match &self.answer {
+            None => policy.evaluate(&input, self.state.clone()),
+            Some(answered) => policy.resume(&input, self.state.clone(), answered.step, answered.answer.clone()),
+        }
+    }
+
+    /// What handling the message did to its chain, whose trail is now `trail`: the steps that
+    /// escalated since the wire's trail, and the external answer that came in.
+    fn report(&self, trail: &[TrailEntry]) -> Report {
+        Report {
+            kind: Some(self.resolved.parts.kind),
+            escalated: trail[self.recorded.len().min(trail.len())..]
+                .iter()
+                .filter(|entry| entry.answer.decision == Decision::Escalate)
+                .map(|entry| entry.approver.to_string())
+                .collect(),
+            answered: self.answer.as_ref().map(|answered| {
+                let wire = &answered.wire;
+                let took = wire.answered_at_unix_ms.saturating_sub(wire.started_at_unix_ms);
+                let human = matches!(answered.step.external(), ExternalStep::Human(_));
+                Answered { step: answered.step.name().to_string(), took_ms: took, human }
+            }),
+            ..Report::default()
+        }
+    }
 }
 
 fn correlation(request: &v1::Request, kind: Kind) -> String {

@@ -8,7 +8,8 @@
 //! decision it already has.
 //!
 //! Layout:
-//! - [`handler`]: what to publish for a request or a step result (pure, no I/O).
+//! - [`handler`]: a delivery read once, and what to publish for a request or a step result
+//!   (pure, no I/O).
 //! - [`trust`]: reply proofs, task seals, and who may answer a step.
 //! - [`policies`]: inline and named policies, compiled once and reloaded on change.
 //! - [`offline`]: the engine on a policy file and calls, without a fleet (`airlock policy`).
@@ -35,7 +36,7 @@ use airlock_transport::{Delivery, Message, Serve, Topology, Transport, Transport
 use futures_util::future::try_join_all;
 use tracing::{Instrument, debug, debug_span, info, warn};
 
-use crate::handler::{Handled, Handler, Outgoing, Queue, Report};
+use crate::handler::{Handled, Handler, Inbound, Outgoing, Queue, Report};
 use crate::policies::PolicyStore;
 use crate::trust::Trust;
 
@@ -112,6 +113,14 @@ impl Source {
             Source::Result => "results",
         }
     }
+
+    /// Reads a delivery of this queue, once.
+    fn read(self, message: &Message) -> Inbound<'_> {
+        match self {
+            Source::Request => Inbound::request(message),
+            Source::Result => Inbound::result(message),
+        }
+    }
 }
 
 struct Worker<T> {
@@ -128,18 +137,19 @@ impl<T: Transport> Worker<T> {
     async fn handle(self: Arc<Self>, source: Source, delivery: Delivery) {
         let correlation = delivery.message.correlation_id.clone().unwrap_or_default();
         let span = debug_span!("airlock.worker", queue = source.name(), correlation_id = %correlation);
+        let inbound = source.read(&delivery.message);
         if !span.is_disabled() {
-            let trace = handler::incoming_trace(&delivery.message, matches!(source, Source::Result));
-            propagation::adopt(&span, &trace);
+            propagation::adopt(&span, inbound.trace());
         }
         self.metrics.in_flight.inc();
         self.metrics.messages.get_or_create(&SourceLabels { source: source.name().into() }).inc();
-        self.settle(source, delivery, correlation).instrument(span).await;
+        let handled = span.in_scope(|| self.handled(&inbound, now_ms()));
+        self.settle(handled, delivery, correlation).instrument(span).await;
         self.metrics.in_flight.dec();
     }
 
-    async fn settle(&self, source: Source, delivery: Delivery, correlation: String) {
-        let mut handled = self.handled(source, &delivery.message, now_ms());
+    /// Publishes what a delivery caused, then settles it with the broker.
+    async fn settle(&self, mut handled: Handled, delivery: Delivery, correlation: String) {
         loop {
             match handled {
                 Handled::Publish(outgoing, report) => match self.publish_all(outgoing).await {
@@ -182,18 +192,15 @@ impl<T: Transport> Worker<T> {
     /// unacknowledged, holding one of the consumer's slots until the worker restarts. What
     /// the handler shares between messages (compiled policies, reply keys) is written in one
     /// step under locks that recover from poisoning, so a panic leaves none of it half made.
-    fn handled(&self, source: Source, message: &Message, now: i64) -> Handled {
-        let handle = || match source {
-            Source::Request => self.handler.on_request(message, now),
-            Source::Result => self.handler.on_result(message, now),
-        };
+    fn handled(&self, inbound: &Inbound<'_>, now: i64) -> Handled {
+        let handle = || self.handler.handle(inbound, now);
         panic::catch_unwind(AssertUnwindSafe(handle)).unwrap_or_else(|panic| {
             let text = panic
                 .downcast_ref::<&str>()
                 .map(|text| text.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "a panic".to_owned());
-            self.handler.failed(message, matches!(source, Source::Request), text)
+            self.handler.failed(inbound, text)
         })
     }
 

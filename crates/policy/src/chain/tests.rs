@@ -6,11 +6,11 @@ fn call(function: &str, arguments: serde_json::Value) -> Call {
     Call::from_json(&json!({"id": "c1", "function": function, "arguments": arguments})).unwrap()
 }
 
-fn decide(policy: &Policy, call: &Call) -> Verdict {
+fn decide<'p>(policy: &'p Policy, call: &Call) -> Verdict<'p> {
     policy.evaluate(&Input { call, message: "", output: Some("out") }, ChainState::default())
 }
 
-fn decided(verdict: Verdict) -> Outcome {
+fn decided(verdict: Verdict<'_>) -> Outcome {
     match verdict {
         Verdict::Decided(outcome) => outcome,
         other => panic!("expected a decision, got {other:?}"),
@@ -66,7 +66,7 @@ fn external_steps_suspend_and_resume_the_chain() {
     let c = call("computer", json!({"action": "key", "text": "x"}));
     let input = Input { call: &c, message: "m", output: None };
     let Verdict::Pending { step, state } = policy.evaluate(&input, ChainState::default()) else { panic!() };
-    assert_eq!(step, 1);
+    assert_eq!(step.index(), 1);
     assert_eq!(state.trail.len(), 1);
     let outcome = decided(policy.resume(&input, state.clone(), step, Answer::new(Decision::Approve, "ok")));
     assert_eq!(
@@ -81,6 +81,16 @@ fn external_steps_suspend_and_resume_the_chain() {
     // A human escalation not offered is terminate as well; offered, it goes on to policy's reject.
     let outcome = decided(policy.resume(&input, state, step, Answer::escalate("?")));
     assert_eq!(outcome.decision, Decision::Terminate);
+}
+
+#[test]
+fn only_an_external_step_is_handed_out_to_take_an_answer() {
+    let policy = Policy::parse("p.yaml", APPROVAL, Kind::Approval).unwrap();
+    let human = policy.external_step(1).expect("the human step is external");
+    assert_eq!((human.index(), &**human.name()), (1, "human"));
+    assert!(matches!(human.external(), ExternalStep::Human(_)));
+    assert!(policy.external_step(0).is_none(), "auto is built in");
+    assert!(policy.external_step(4).is_none(), "there is no step 4");
 }
 
 #[test]

@@ -75,6 +75,16 @@ fn signed(key: &SigningKey, task: v1::StepTask, answer: v1::StepAnswer) -> v1::S
     result
 }
 
+/// What `handler` makes of `message` delivered on the requests queue at `now_ms`.
+fn on_request(handler: &Handler, message: &Message, now_ms: i64) -> Handled {
+    handler.handle(&Inbound::request(message), now_ms)
+}
+
+/// What `handler` makes of `message` delivered on the results queue at `now_ms`.
+fn on_result(handler: &Handler, message: &Message, now_ms: i64) -> Handled {
+    handler.handle(&Inbound::result(message), now_ms)
+}
+
 fn published(handled: Handled) -> Vec<Outgoing> {
     match handled {
         Handled::Publish(out, _) => out,
@@ -93,7 +103,7 @@ fn reply(out: &Outgoing) -> v1::reply_body::Body {
 
 #[test]
 fn a_built_in_decision_goes_to_the_runner_with_one_copy_for_the_audit() {
-    let out = published(handler().on_request(&Message::new(request("ls", 0).encode_to_vec()), 10));
+    let out = published(on_request(&handler(), &Message::new(request("ls", 0).encode_to_vec()), 10));
     assert_eq!(out.len(), 1, "one publish");
     assert_eq!(out[0].destination, Destination::route("t.route", "reply.runner").with_copy("approval.approve"));
     assert_eq!(out[0].message.correlation_id.as_deref(), Some("approval/r/s/1/c"));
@@ -112,7 +122,7 @@ fn a_request_decided_twice_has_one_decision_id_and_another_request_another() {
         let trust = Trust::signed(fleet_key(), reviewer_key().public_key().into());
         let handler = Handler::new(Topology::new("t"), PolicyStore::new(None), worker, trust);
         let body = request.encode_to_vec();
-        let out = published(handler.on_request(&Message::new(body.clone()), 10));
+        let out = published(on_request(&handler, &Message::new(body.clone()), 10));
         let Ok(v1::reply_body::Body::Decision(decision)) = opened(&out[0], &body) else { panic!() };
         decision.decision_id
     };
@@ -125,7 +135,8 @@ fn a_request_decided_twice_has_one_decision_id_and_another_request_another() {
 
 #[test]
 fn a_handled_message_reports_its_decision_and_the_answer_that_came_in() {
-    let Handled::Publish(_, report) = handler().on_request(&Message::new(request("ls", 0).encode_to_vec()), 10) else {
+    let Handled::Publish(_, report) = on_request(&handler(), &Message::new(request("ls", 0).encode_to_vec()), 10)
+    else {
         panic!("decided")
     };
     assert_eq!(report.kind, Some(Kind::Approval));
@@ -133,7 +144,7 @@ fn a_handled_message_reports_its_decision_and_the_answer_that_came_in() {
     assert_eq!(report.answered, None);
 
     let handler = handler();
-    let out = published(handler.on_request(&Message::new(request("rm", 0).encode_to_vec()), 1_000));
+    let out = published(on_request(&handler, &Message::new(request("rm", 0).encode_to_vec()), 1_000));
     let task = v1::StepTask::decode(out[0].message.body.as_ref()).unwrap();
     let answer = v1::StepAnswer {
         decision: v1::DecisionKind::Reject.into(),
@@ -142,7 +153,7 @@ fn a_handled_message_reports_its_decision_and_the_answer_that_came_in() {
         ..Default::default()
     };
     let result = v1::StepResult { task: Some(task), answer: Some(answer), ..Default::default() };
-    let Handled::Publish(_, report) = handler.on_result(&result_message(&result, MONITOR_USER), 1_300) else {
+    let Handled::Publish(_, report) = on_result(&handler, &result_message(&result, MONITOR_USER), 1_300) else {
         panic!("decided")
     };
     assert_eq!(report.answered, Some(Answered { step: "monitor".into(), took_ms: 250, human: false }));
@@ -151,7 +162,7 @@ fn a_handled_message_reports_its_decision_and_the_answer_that_came_in() {
 
 #[test]
 fn without_a_request_deadline_a_step_task_carries_the_steps_own() {
-    let out = published(handler().on_request(&Message::new(request("rm", 0).encode_to_vec()), 1_000));
+    let out = published(on_request(&handler(), &Message::new(request("rm", 0).encode_to_vec()), 1_000));
     let task = v1::StepTask::decode(out[0].message.body.as_ref()).unwrap();
     assert_eq!(task.deadline_unix_ms, 6_000);
 }
@@ -160,7 +171,7 @@ fn without_a_request_deadline_a_step_task_carries_the_steps_own() {
 fn an_external_step_gets_the_request_and_its_chain_and_its_result_continues_it() {
     let handler = handler();
     let asked = request("rm", 50_000).encode_to_vec();
-    let out = published(handler.on_request(&Message::new(asked.clone()), 1_000));
+    let out = published(on_request(&handler, &Message::new(asked.clone()), 1_000));
     assert_eq!(out.len(), 2, "the task, and the runner's word that a step holds its call");
     assert_eq!(out[0].destination, Destination::route("t.route", "step.monitor"));
     let held = v1::reply_body::Body::Progress(v1::Progress { pool: String::new(), task_id: String::new(), step: 1 });
@@ -181,7 +192,7 @@ fn an_external_step_gets_the_request_and_its_chain_and_its_result_continues_it()
         ..Default::default()
     };
     let result = v1::StepResult { task: Some(task), answer: Some(answer), ..Default::default() };
-    let out = published(handler.on_result(&result_message(&result, MONITOR_USER), 2_000));
+    let out = published(on_result(&handler, &result_message(&result, MONITOR_USER), 2_000));
     assert_eq!(out[0].destination, Destination::route("t.route", "human.security"));
     let held = v1::Progress { pool: "security".into(), task_id: String::new(), step: 2 };
     assert_eq!(opened(&out[1], &asked).unwrap(), v1::reply_body::Body::Progress(held));
@@ -206,7 +217,7 @@ fn an_external_step_gets_the_request_and_its_chain_and_its_result_continues_it()
     let answer =
         v1::StepAnswer { decision: v1::DecisionKind::Approve.into(), decided_by: "alice".into(), ..Default::default() };
     let result = signed(&reviewer_key(), task, answer);
-    let out = published(handler.on_result(&result_message(&result, "reviewer"), 3_000));
+    let out = published(on_result(&handler, &result_message(&result, "reviewer"), 3_000));
     let v1::reply_body::Body::Decision(decision) = opened(&out[0], &request("rm", 50_000).encode_to_vec()).unwrap()
     else {
         panic!()
@@ -222,7 +233,7 @@ fn an_external_step_gets_the_request_and_its_chain_and_its_result_continues_it()
 fn garbage_is_dead_lettered_with_an_error_to_whoever_sent_it() {
     let message =
         Message::new(&b"\xff\xffnot protobuf"[..]).with_reply_to("t.reply.x").with_correlation_id("approval/a/b/1/c");
-    let Handled::Dead { reason, reply: Some(reply_out) } = handler().on_request(&message, 0) else { panic!() };
+    let Handled::Dead { reason, reply: Some(reply_out) } = on_request(&handler(), &message, 0) else { panic!() };
     assert_eq!(reason.code, ErrorCode::BadMessage, "{reason}");
     assert_eq!(reply_out.destination, Destination::route("t.route", "reply.x"));
     assert_eq!(reply_out.message.correlation_id.as_deref(), Some("approval/a/b/1/c"));
@@ -237,7 +248,8 @@ fn garbage_is_dead_lettered_with_an_error_to_whoever_sent_it() {
 fn policy_problems_are_reported_with_their_code() {
     let mut unknown = request("ls", 0);
     unknown.policy = Some(v1::Policy { source: Some(v1::policy::Source::Name("nope".into())), digest: String::new() });
-    let Handled::Dead { reply: Some(out), .. } = handler().on_request(&Message::new(unknown.encode_to_vec()), 0) else {
+    let Handled::Dead { reply: Some(out), .. } = on_request(&handler(), &Message::new(unknown.encode_to_vec()), 0)
+    else {
         panic!()
     };
     let v1::reply_body::Body::Error(error) = opened(&out, &unknown.encode_to_vec()).unwrap() else { panic!() };
@@ -247,7 +259,7 @@ fn policy_problems_are_reported_with_their_code() {
     let mut invalid = request("ls", 0);
     invalid.policy =
         Some(v1::Policy { source: Some(v1::policy::Source::Inline("approvers: 3".into())), digest: String::new() });
-    let Handled::Dead { reason, .. } = handler().on_request(&Message::new(invalid.encode_to_vec()), 0) else {
+    let Handled::Dead { reason, .. } = on_request(&handler(), &Message::new(invalid.encode_to_vec()), 0) else {
         panic!()
     };
     assert_eq!(reason.code, ErrorCode::InvalidPolicy);
@@ -256,7 +268,7 @@ fn policy_problems_are_reported_with_their_code() {
 
 #[test]
 fn a_request_past_its_deadline_is_dropped() {
-    assert_eq!(handler().on_request(&Message::new(request("ls", 5).encode_to_vec()), 6), Handled::Expired);
+    assert_eq!(on_request(&handler(), &Message::new(request("ls", 5).encode_to_vec()), 6), Handled::Expired);
 }
 
 // === integrity: what an attacker on the broker can send ===
@@ -267,7 +279,7 @@ fn monitor_task(handler: &Handler) -> v1::StepTask {
 }
 
 fn monitor_task_of(handler: &Handler, request: v1::Request) -> v1::StepTask {
-    let out = published(handler.on_request(&Message::new(request.encode_to_vec()), 1_000));
+    let out = published(on_request(handler, &Message::new(request.encode_to_vec()), 1_000));
     v1::StepTask::decode(out[0].message.body.as_ref()).unwrap()
 }
 
@@ -289,7 +301,7 @@ fn refused(handled: Handled) -> String {
 #[test]
 fn a_reply_is_proved_for_its_runner_and_its_request_only() {
     let asked = request("ls", 0).encode_to_vec();
-    let out = published(handler().on_request(&Message::new(asked.clone()), 10));
+    let out = published(on_request(&handler(), &Message::new(asked.clone()), 10));
     assert!(opened(&out[0], &asked).is_ok());
     // Replayed onto another call: the runner's digest of that request differs.
     let other = request("cat", 0).encode_to_vec();
@@ -312,13 +324,13 @@ fn a_reply_is_proved_for_its_runner_and_its_request_only() {
 fn the_human_task_names_the_broker_user_that_asked_whoever_answered_before() {
     let handler = handler();
     let asked = Message { user_id: Some("runner-a".into()), ..Message::new(request("rm", 50_000).encode_to_vec()) };
-    let out = published(handler.on_request(&asked, 1_000));
+    let out = published(on_request(&handler, &asked, 1_000));
     let task = v1::StepTask::decode(out[0].message.body.as_ref()).unwrap();
     assert_eq!(task.requested_by, "runner-a");
     // The monitor's result is published by the monitor's user; the name comes from the task.
     let result =
         v1::StepResult { task: Some(task), answer: Some(answer(v1::DecisionKind::Escalate)), ..Default::default() };
-    let out = published(handler.on_result(&result_message(&result, MONITOR_USER), 2_000));
+    let out = published(on_result(&handler, &result_message(&result, MONITOR_USER), 2_000));
     let human = v1::HumanTask::decode(out[0].message.body.as_ref()).unwrap();
     assert_eq!(human.task.unwrap().requested_by, "runner-a");
     // A request that names no user (the in-process transport) makes tasks that name none.
@@ -329,7 +341,7 @@ fn the_human_task_names_the_broker_user_that_asked_whoever_answered_before() {
 fn a_step_task_names_the_digest_of_the_policy_resolved_whatever_the_runner_said() {
     let mut lying = request("rm", 50_000);
     lying.policy.as_mut().unwrap().digest = "0".repeat(64);
-    let out = published(handler().on_request(&Message::new(lying.encode_to_vec()), 1_000));
+    let out = published(on_request(&handler(), &Message::new(lying.encode_to_vec()), 1_000));
     let task = v1::StepTask::decode(out[0].message.body.as_ref()).unwrap();
     let policy = task.request.unwrap().policy.unwrap();
     assert_eq!(policy.digest, airlock_policy::document::digest(POLICY));
@@ -341,7 +353,7 @@ fn a_runner_request_carrying_chain_state_is_dead_lettered_with_a_proved_error() 
     let mut skipping = request("rm", 0);
     skipping.chain = Some(v1::ChainState { next_step: 2, trail: Vec::new() });
     let encoded = skipping.encode_to_vec();
-    let Handled::Dead { reason, reply: Some(out) } = handler().on_request(&Message::new(encoded.clone()), 0) else {
+    let Handled::Dead { reason, reply: Some(out) } = on_request(&handler(), &Message::new(encoded.clone()), 0) else {
         panic!()
     };
     assert_eq!(reason.code, ErrorCode::Refused, "{reason}");
@@ -367,7 +379,8 @@ fn a_nul_in_a_name_a_store_keeps_is_refused_with_a_proved_error() {
     ];
     for bad in requests {
         let encoded = bad.encode_to_vec();
-        let Handled::Dead { reason, reply: Some(out) } = handler().on_request(&Message::new(encoded.clone()), 0) else {
+        let Handled::Dead { reason, reply: Some(out) } = on_request(&handler(), &Message::new(encoded.clone()), 0)
+        else {
             panic!("{bad:?} was taken")
         };
         assert_eq!(reason.code, ErrorCode::BadMessage, "{reason}");
@@ -378,7 +391,7 @@ fn a_nul_in_a_name_a_store_keeps_is_refused_with_a_proved_error() {
     let mut arguments = request("ls", 0);
     let Some(v1::request::Body::Approval(a)) = &mut arguments.body else { unreachable!() };
     a.call.as_mut().unwrap().arguments_json = r#"{"path": "/tmp\u0000x"}"#.into();
-    assert!(!matches!(handler().on_request(&Message::new(arguments.encode_to_vec()), 0), Handled::Dead { .. }));
+    assert!(!matches!(on_request(&handler(), &Message::new(arguments.encode_to_vec()), 0), Handled::Dead { .. }));
 }
 
 #[test]
@@ -386,7 +399,7 @@ fn a_runner_key_no_reply_can_be_proved_for_is_a_bad_message() {
     for key in [vec![1; 31], vec![0; 32]] {
         let mut bad = request("ls", 0);
         bad.runner_key = key;
-        let Handled::Dead { reason, .. } = handler().on_request(&Message::new(bad.encode_to_vec()), 0) else {
+        let Handled::Dead { reason, .. } = on_request(&handler(), &Message::new(bad.encode_to_vec()), 0) else {
             panic!()
         };
         assert_eq!(reason.code, ErrorCode::BadMessage, "{reason}");
@@ -419,7 +432,7 @@ fn a_task_not_as_the_fleet_sealed_it_is_refused() {
     for (what, task) in tampered {
         let result =
             v1::StepResult { task: Some(task), answer: Some(answer(v1::DecisionKind::Approve)), ..Default::default() };
-        let text = refused(handler.on_result(&result_message(&result, MONITOR_USER), 2_000));
+        let text = refused(on_result(&handler, &result_message(&result, MONITOR_USER), 2_000));
         assert!(text.contains("not sealed"), "{what}: {text}");
     }
 }
@@ -431,7 +444,7 @@ fn an_answer_for_another_step_or_a_built_in_step_is_refused() {
     let mut elsewhere = answer(v1::DecisionKind::Approve);
     elsewhere.step = Some(0);
     let result = v1::StepResult { task: Some(task.clone()), answer: Some(elsewhere), ..Default::default() };
-    assert!(refused(handler.on_result(&result_message(&result, MONITOR_USER), 2_000)).contains("for step 0"));
+    assert!(refused(on_result(&handler, &result_message(&result, MONITOR_USER), 2_000)).contains("for step 0"));
 
     // Even a task sealed with the fleet's key is not answered for a built-in step.
     let mut built_in = task;
@@ -441,7 +454,7 @@ fn an_answer_for_another_step_or_a_built_in_step_is_refused() {
     let result =
         v1::StepResult { task: Some(built_in), answer: Some(answer(v1::DecisionKind::Approve)), ..Default::default() };
     assert!(
-        refused(handler.on_result(&result_message(&result, MONITOR_USER), 2_000)).contains("no answers from outside")
+        refused(on_result(&handler, &result_message(&result, MONITOR_USER), 2_000)).contains("no answers from outside")
     );
 }
 
@@ -453,10 +466,10 @@ fn an_answer_from_a_broker_user_the_step_does_not_list_is_refused() {
         answer: Some(answer(v1::DecisionKind::Approve)),
         ..Default::default()
     };
-    let text = refused(handler.on_result(&result_message(&result, "step-other"), 2_000));
+    let text = refused(on_result(&handler, &result_message(&result, "step-other"), 2_000));
     assert!(text.contains("step-other"), "{text}");
-    refused(handler.on_result(&Message::new(result.encode_to_vec()), 2_000));
-    assert!(matches!(handler.on_result(&result_message(&result, MONITOR_USER), 2_000), Handled::Publish(..)));
+    refused(on_result(&handler, &Message::new(result.encode_to_vec()), 2_000));
+    assert!(matches!(on_result(&handler, &result_message(&result, MONITOR_USER), 2_000), Handled::Publish(..)));
 }
 
 #[test]
@@ -467,17 +480,17 @@ fn a_human_answer_counts_only_signed_by_a_trusted_reviewer_service_for_its_task(
         answer: Some(answer(v1::DecisionKind::Escalate)),
         ..Default::default()
     };
-    let out = published(handler.on_result(&result_message(&escalate, MONITOR_USER), 2_000));
+    let out = published(on_result(&handler, &result_message(&escalate, MONITOR_USER), 2_000));
     let human = v1::HumanTask::decode(out[0].message.body.as_ref()).unwrap().task.unwrap();
     let alice = v1::StepAnswer { decided_by: "alice".into(), ..answer(v1::DecisionKind::Approve) };
 
     let unsigned = v1::StepResult { task: Some(human.clone()), answer: Some(alice.clone()), ..Default::default() };
-    assert!(refused(handler.on_result(&result_message(&unsigned, "reviewer"), 3_000)).contains("not signed"));
+    assert!(refused(on_result(&handler, &result_message(&unsigned, "reviewer"), 3_000)).contains("not signed"));
     let stranger = signed(&SigningKey::from_seed([10; 32]), human.clone(), alice.clone());
-    assert!(refused(handler.on_result(&result_message(&stranger, "reviewer"), 3_000)).contains("unknown key"));
+    assert!(refused(on_result(&handler, &result_message(&stranger, "reviewer"), 3_000)).contains("unknown key"));
     let mut renamed = signed(&reviewer_key(), human.clone(), alice.clone());
     renamed.answer.as_mut().unwrap().decided_by = "mallory".into();
-    assert!(refused(handler.on_result(&result_message(&renamed, "reviewer"), 3_000)).contains("does not match"));
+    assert!(refused(on_result(&handler, &result_message(&renamed, "reviewer"), 3_000)).contains("does not match"));
     // A genuine signature for another task (another call's human step) does not carry over.
     let mut another_call = request("rm", 50_000);
     another_call.key.as_mut().unwrap().tool_call_id = "c2".into();
@@ -486,27 +499,27 @@ fn a_human_answer_counts_only_signed_by_a_trusted_reviewer_service_for_its_task(
         answer: Some(answer(v1::DecisionKind::Escalate)),
         ..Default::default()
     };
-    let out = published(handler.on_result(&result_message(&other, MONITOR_USER), 2_500));
+    let out = published(on_result(&handler, &result_message(&other, MONITOR_USER), 2_500));
     let other_human = v1::HumanTask::decode(out[0].message.body.as_ref()).unwrap().task.unwrap();
     let mut moved = signed(&reviewer_key(), other_human, alice.clone());
     moved.task = Some(human.clone());
-    assert!(refused(handler.on_result(&result_message(&moved, "reviewer"), 3_000)).contains("does not match"));
+    assert!(refused(on_result(&handler, &result_message(&moved, "reviewer"), 3_000)).contains("does not match"));
 
     let genuine = signed(&reviewer_key(), human, alice);
-    assert!(matches!(handler.on_result(&result_message(&genuine, "reviewer"), 3_000), Handled::Publish(..)));
+    assert!(matches!(on_result(&handler, &result_message(&genuine, "reviewer"), 3_000), Handled::Publish(..)));
 }
 
 #[test]
 fn an_insecure_worker_proves_nothing_and_takes_what_it_is_given() {
     let handler = Handler::new(Topology::new("t"), PolicyStore::new(None), "worker-1", Trust::insecure());
-    let out = published(handler.on_request(&Message::new(request("ls", 0).encode_to_vec()), 10));
+    let out = published(on_request(&handler, &Message::new(request("ls", 0).encode_to_vec()), 10));
     let reply = v1::Reply::decode(out[0].message.body.as_ref()).unwrap();
     assert!(reply.key_id.is_empty() && reply.proof.is_empty());
     let task = monitor_task(&handler);
     assert!(task.seal.is_empty());
     let result =
         v1::StepResult { task: Some(task), answer: Some(answer(v1::DecisionKind::Approve)), ..Default::default() };
-    assert!(matches!(handler.on_result(&Message::new(result.encode_to_vec()), 2_000), Handled::Publish(..)));
+    assert!(matches!(on_result(&handler, &Message::new(result.encode_to_vec()), 2_000), Handled::Publish(..)));
 }
 
 #[test]
@@ -515,24 +528,40 @@ fn a_reply_goes_only_to_a_reply_queue_of_the_fleet() {
     for reply_to in ["t.requests", "t.results", "other.reply.runner"] {
         let mut misdirected = request("ls", 0);
         misdirected.reply_to = reply_to.into();
-        let out = published(handler().on_request(&Message::new(misdirected.encode_to_vec()), 10));
+        let out = published(on_request(&handler(), &Message::new(misdirected.encode_to_vec()), 10));
         assert_eq!(out.len(), 1, "{reply_to}: the audit copy only");
         assert_eq!(out[0].destination, Destination::exchange("t.route", "approval.approve"));
     }
 }
 
 #[test]
+fn a_delivery_belongs_to_its_headers_trace_or_a_result_to_its_tasks() {
+    let traceparent = |value: &str| BTreeMap::from([("traceparent".to_owned(), value.to_owned())]);
+    let task = v1::StepTask { trace_context: traceparent("task"), ..Default::default() };
+    let body = v1::StepResult { task: Some(task), ..Default::default() }.encode_to_vec();
+    let bare = Message::new(body.clone());
+    assert_eq!(Inbound::result(&bare).trace(), &traceparent("task"));
+    assert!(Inbound::request(&bare).trace().is_empty(), "a request's trace is its headers' alone");
+    let mut headed = Message::new(body);
+    headed.headers = BTreeMap::from([
+        ("traceparent".to_owned(), "headers".to_owned()),
+        ("x-other".to_owned(), "kept out".to_owned()),
+    ]);
+    assert_eq!(Inbound::result(&headed).trace(), &traceparent("headers"));
+}
+
+#[test]
 fn a_panic_while_handling_is_that_messages_failure_told_to_its_runner() {
     let asked = request("rm", 50_000).encode_to_vec();
-    let Handled::Dead { reason, reply: Some(reply) } = handler().failed(&Message::new(asked.clone()), true, "boom")
-    else {
+    let message = Message::new(asked.clone());
+    let Handled::Dead { reason, reply: Some(reply) } = handler().failed(&Inbound::request(&message), "boom") else {
         panic!()
     };
     assert_eq!(reason.code, ErrorCode::BadMessage);
     assert_eq!(reason.text, "the worker failed handling this message: boom");
     let Ok(v1::reply_body::Body::Error(error)) = opened(&reply, &asked) else { panic!() };
     assert_eq!(error.message, reason.text);
-    let Handled::Dead { reply: None, .. } = handler().failed(&Message::new(asked), false, "boom") else {
+    let Handled::Dead { reply: None, .. } = handler().failed(&Inbound::result(&message), "boom") else {
         panic!("a step result gets no reply")
     };
 }
