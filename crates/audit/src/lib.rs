@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use airlock_contract::v1;
 use airlock_records::code::DeadReason;
+use airlock_telemetry::events::DeadLettered;
 use airlock_transport::{Delivery, Order, Serve, Topology, Transport, TransportError};
 use prost::Message as _;
 use tracing::{info, warn};
@@ -116,9 +117,8 @@ impl<T: Transport> Auditor<T> {
     pub async fn handle(&self, delivery: Delivery) -> Result<(), AuditError> {
         let Some(decision) = decision_of(&delivery.message.body) else {
             let reason = DeadReason::bad_message("not an airlock.v1.Reply carrying a Decision");
-            if let Err(e) = self.transport.publish_dead(&self.topology, delivery, &reason.to_string()).await {
-                warn!(error = %e, "Dead-lettering failed; the broker will redeliver the message.");
-            }
+            // The auditor serves no metrics: the dead letter is logged, not counted.
+            DeadLettered { reason }.emit(&self.transport, &self.topology, delivery, None).await;
             return Ok(());
         };
         self.log.lock().expect("decision log lock").append(&decision)?;

@@ -28,19 +28,31 @@
 //! keeps the timers, repeats what is unanswered, fails closed what runs out of time and
 //! withdraws it. A caller that stops waiting (drops its future) takes its entry out.
 //!
-//! Layout: [`Client`] here; `pending`: the table of waiting calls and their timers;
-//! [`request`]: building a request for one call, and sending one as a runner of its own
-//! (`airlock request`).
+//! Layout:
+//! - [`Client`] here: its configuration, errors and counters, and the future of one call.
+//! - `pending`: the table of waiting calls and their timers.
+//! - `publisher`: the task that publishes what callers submit.
+//! - `reader`: the task that takes replies and acknowledges them in batches.
+//! - `reply`: opening a reply: its proof for the request it answers, and the call it settles.
+//! - `sweeper`: the task that keeps the timers: repeats, fail-closed decisions and cancels.
+//! - `reconnects`: the task that publishes every pending request again after a reconnect.
+//! - [`request`]: building a request for one call, and sending one as a runner of its own
+//!   (`airlock request`).
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
 mod pending;
+mod publisher;
+mod reader;
+mod reconnects;
+mod reply;
 pub mod request;
+mod sweeper;
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -48,21 +60,18 @@ use airlock_contract::v1;
 use airlock_integrity::{Fleet, KeyError, PublicKeys, RunnerKeys};
 use airlock_policy::Kind;
 use airlock_records::convert::{kind_to_wire, request_parts};
-use airlock_records::signed::open_reply;
 use airlock_records::time::{Deadline, now_ms};
-use airlock_transport::{Acker, Consumer, Destination, Message, Topology, Transport, TransportError};
-use bytes::Bytes;
-use futures_util::future::{BoxFuture, FutureExt as _};
-use futures_util::stream::FuturesUnordered;
-use futures_util::{StreamExt as _, TryStreamExt as _};
+use airlock_transport::{Destination, Topology, Transport, TransportError};
+use futures_util::TryStreamExt as _;
 use prost::Message as _;
 use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 use tracing::instrument::Instrumented;
-use tracing::{Instrument, Span, debug, warn};
+use tracing::{Instrument, Span, warn};
 
 pub use pending::TraceHeaders;
-use pending::{Call, CallId, Due, Refused, Table};
+use pending::{Call, CallId, Refused, Table};
+use publisher::MAX_PUBLISHING;
 
 /// The approver recorded on a decision the client made itself because time ran out.
 pub const TIMEOUT_APPROVER: &str = "timeout";
@@ -219,23 +228,6 @@ struct Inner<T> {
     reader: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
-/// Publishes under way at once: a burst of requests waits in the table's outbox (a
-/// correlation id each) rather than piling frames up in the connection's buffers.
-const MAX_PUBLISHING: usize = 256;
-
-/// Replies one acknowledgement settles at most, and how long the first of them waits for it.
-const ACK_BATCH: usize = 64;
-const ACK_DELAY: Duration = Duration::from_millis(5);
-
-/// How long an acknowledgement may take before the next is sent without it.
-const ACK_WAIT: Duration = Duration::from_secs(1);
-
-/// Calls failed closed in one go (each one's request is decoded for its decision).
-const MAX_EXPIRING: usize = 1024;
-
-/// Cancels of calls that ran out of time published at once.
-const MAX_CANCELLING: usize = 64;
-
 /// How long closing waits for the broker to cancel the reply consumer, and then to delete the
 /// reply queue: a cluster recovering from a node's loss may leave either unanswered for
 /// minutes, and the queue expires on its own.
@@ -315,11 +307,11 @@ impl<T: Transport> Client<T> {
                 "Running insecure: decisions are not proved, and a forged one is taken as the fleet's."
             );
         }
-        let reader = tokio::spawn(read(Arc::downgrade(&inner), replies, stopped));
+        let reader = tokio::spawn(reader::read(Arc::downgrade(&inner), replies, stopped));
         *lock(&inner.reader) = Some(reader);
-        tokio::spawn(sweep(Arc::downgrade(&inner), inner.sweeper.clone()));
-        tokio::spawn(publish(Arc::downgrade(&inner), inner.publisher.clone()));
-        tokio::spawn(resend_after_reconnects(Arc::downgrade(&inner)));
+        tokio::spawn(sweeper::sweep(Arc::downgrade(&inner), inner.sweeper.clone()));
+        tokio::spawn(publisher::publish(Arc::downgrade(&inner), inner.publisher.clone()));
+        tokio::spawn(reconnects::resend_after_reconnects(Arc::downgrade(&inner)));
         Ok(Client { inner })
     }
 
@@ -554,357 +546,12 @@ impl Drop for Deciding<'_> {
         }
     }
 }
-
-/// Publishes every pending request again after each reconnection: whatever was in flight
-/// when the connection dropped may not have reached the broker. Ends with the client.
-async fn resend_after_reconnects<T: Transport>(inner: Weak<Inner<T>>) {
-    let Some(mut reconnects) = inner.upgrade().map(|inner| inner.transport.reconnects()) else { return };
-    while reconnects.changed().await.is_ok() {
-        let Some(inner) = inner.upgrade() else { return };
-        match (Client { inner }).resend_pending().await {
-            Ok(count) => debug!(count, "Pending requests sent again after a reconnect."),
-            Err(e) => warn!(error = %e, "Sending pending requests again failed."),
-        }
-    }
-}
-
-/// Reads replies until the client closes. Replies are handed out in order, so one
-/// acknowledgement settles a reply and all before it: it is sent [`ACK_DELAY`] after the first
-/// reply it covers, or after [`ACK_BATCH`] replies, without waiting for it before the next
-/// reply. (An acknowledgement costs the runner about as much CPU as the rest of a reply.)
-///
-/// One acknowledgement is under way at a time: lapin sends each from a task of its own, so
-/// two could reach the broker in either order, and one that covers replies a later-numbered
-/// one settled already names a delivery the broker no longer knows, which closes the channel
-/// (every unsettled reply then comes again).
-async fn read<T>(weak: Weak<Inner<T>>, mut replies: Consumer, mut stopped: oneshot::Receiver<()>) {
-    let acked = |result: Result<(), TransportError>| {
-        if let Err(e) = result {
-            debug!(error = %e, "Reply acknowledgement failed; a duplicate may follow.");
-        }
-    };
-    let mut acking: Option<BoxFuture<'static, Result<(), TransportError>>> = None;
-    let mut unacked: Option<Acker> = None;
-    let mut held = 0;
-    let due = tokio::time::sleep(ACK_DELAY);
-    tokio::pin!(due);
-    loop {
-        tokio::select! {
-            biased;
-            _ = &mut stopped => break,
-            result = async { acking.as_mut().expect("guarded").await }, if acking.is_some() => {
-                acked(result);
-                acking = None;
-                if held >= ACK_BATCH {
-                    acking = ack_held(&mut unacked, &mut held);
-                }
-            }
-            () = &mut due, if unacked.is_some() && acking.is_none() => {
-                acking = ack_held(&mut unacked, &mut held);
-            }
-            delivery = replies.next() => {
-                // Ends with the consumer (the transport closed), or with the client.
-                let (Some(delivery), Some(inner)) = (delivery, weak.upgrade()) else { break };
-                let (message, acker) = delivery.into_parts();
-                inner.deliver(&message);
-                if held == 0 {
-                    due.as_mut().reset(tokio::time::Instant::now() + ACK_DELAY);
-                }
-                held += 1;
-                unacked = Some(acker);
-                if held >= ACK_BATCH && acking.is_none() {
-                    acking = ack_held(&mut unacked, &mut held);
-                }
-            }
-        }
-    }
-    if let Some(acking) = acking {
-        acked(acking.await);
-    }
-    if let Some(acker) = unacked {
-        acked(acker.ack_through().await);
-    }
-    replies.cancel().await;
-}
-
-/// The acknowledgement of the replies held so far (the latest one's, `multiple`), which
-/// then number none. It is given up after [`ACK_WAIT`]: one sent on a connection that died
-/// may never be answered, and waiting for it would leave every later reply unacknowledged
-/// (a quorum queue stops delivering once 2,000 are).
-fn ack_held(unacked: &mut Option<Acker>, held: &mut usize) -> Option<BoxFuture<'static, Result<(), TransportError>>> {
-    *held = 0;
-    unacked.take().map(|acker| {
-        tokio::time::timeout(ACK_WAIT, acker.ack_through())
-            .map(|acked| acked.unwrap_or(Err(TransportError::ChannelClosed)))
-            .boxed()
-    })
-}
-
-/// Publishes the calls callers submit, in order, [`MAX_PUBLISHING`] at a time; a call whose
-/// publish fails is settled with the error. Ends when the client closes or is
-/// dropped, once the publishes under way are done.
-async fn publish<T: Transport>(weak: Weak<Inner<T>>, wake: Arc<Notify>) {
-    let mut publishing = FuturesUnordered::new();
-    loop {
-        {
-            let Some(inner) = weak.upgrade() else { break };
-            let mut table = lock(&inner.table);
-            if table.is_closed() {
-                break;
-            }
-            while publishing.len() < MAX_PUBLISHING {
-                let Some(next) = table.next_to_publish() else { break };
-                let inner = inner.clone();
-                publishing.push(async move {
-                    let message = inner.message(next.correlation, next.request, next.trace);
-                    if let Err(error) = inner.transport.publish(&inner.requests, message).await {
-                        inner.fail(next.call, error);
-                    }
-                });
-            }
-        }
-        tokio::select! {
-            Some(()) = publishing.next() => {}
-            () = wake.notified() => {}
-        }
-    }
-    while publishing.next().await.is_some() {}
-}
-
-/// Keeps the timers: sleeps until the earliest, hands the calls due for a repeat to the
-/// publisher, and fails closed every call whose time ran out and withdraws them. Ends when
-/// the client closes or is dropped.
-async fn sweep<T: Transport>(weak: Weak<Inner<T>>, wake: Arc<Notify>) {
-    loop {
-        let Some(inner) = weak.upgrade() else { return };
-        let (due, next) = {
-            let mut table = lock(&inner.table);
-            if table.is_closed() {
-                return;
-            }
-            (table.take_due(Instant::now(), MAX_EXPIRING), table.next_timer())
-        };
-        if due.repeated > 0 {
-            inner.publisher.notify_one();
-        }
-        let due = due.due;
-        if !due.is_empty() {
-            inner.expire(due);
-            // A mass expiry (the fleet away) goes in slices, the other tasks running between.
-            drop(inner);
-            tokio::task::yield_now().await;
-            continue;
-        }
-        drop(inner);
-        // No strong reference while it sleeps. A wake-up given since the table was read is
-        // kept as a permit by `Notify`, so none is lost.
-        match next {
-            Some(deadline) => {
-                tokio::select! {
-                    () = tokio::time::sleep_until(deadline) => {}
-                    () = wake.notified() => {}
-                }
-            }
-            None => wake.notified().await,
-        }
-    }
-}
-
 impl<T> Drop for Inner<T> {
     fn drop(&mut self) {
         // The sweeper and the publisher wait on these without keeping the client alive.
         self.sweeper.notify_one();
         self.publisher.notify_one();
     }
-}
-
-impl<T: Transport> Inner<T> {
-    /// The request message of `correlation`, as published (and published again). Its body
-    /// shares the call's request.
-    fn message(&self, correlation: String, request: Arc<[u8]>, trace: Option<TraceHeaders>) -> Message {
-        Message {
-            body: Bytes::from_owner(request),
-            correlation_id: Some(correlation),
-            reply_to: Some(self.reply_queue.clone()),
-            headers: trace.unwrap_or_default(),
-            ..Message::default()
-        }
-    }
-
-    /// Settles a call whose request could not be published: its caller is told why.
-    fn fail(&self, call: CallId, error: TransportError) {
-        let settled = lock(&self.table).settle(call, Err(error.into()));
-        if let Some(settled) = settled {
-            settled.wake();
-        }
-    }
-
-    /// Fails closed the calls whose deadline passed (unless a reply came first): each caller
-    /// gets its decision at once, and their cancels go out in the background (the broker may
-    /// be slow or away).
-    fn expire(&self, due: Vec<Due>) {
-        let mut cancels = Vec::with_capacity(due.len());
-        for Due { call, request } in due {
-            // Read back from the request: its key, origin and times are all it needs.
-            let (decision, cancel) = match Asked::read(&request) {
-                Some(asked) => (Ok(self.fail_closed(&asked)), Some((asked.key, asked.kind))),
-                None => (Err(ClientError::Invalid("the request could not be read back")), None),
-            };
-            let Some(settled) = lock(&self.table).settle(call, decision) else { continue };
-            settled.wake();
-            self.timed_out.fetch_add(1, Ordering::Relaxed);
-            cancels.extend(cancel);
-        }
-        let (transport, destination) = (self.transport.clone(), self.cancels.clone());
-        tokio::spawn(async move {
-            futures_util::stream::iter(cancels)
-                .for_each_concurrent(MAX_CANCELLING, |(key, kind)| {
-                    let message = cancel_message(key, kind, "the runner stopped waiting: deadline passed");
-                    let (transport, destination) = (&transport, &destination);
-                    async move {
-                        if let Err(e) = transport.publish(destination, message).await {
-                            warn!(error = %e, "Could not publish a cancel.");
-                        }
-                    }
-                })
-                .await;
-        });
-    }
-
-    async fn cancel(&self, key: v1::CallKey, kind: v1::Kind, reason: &str) {
-        if let Err(e) = self.transport.publish(&self.cancels, cancel_message(key, kind, reason)).await {
-            warn!(error = %e, "Could not publish a cancel.");
-        }
-    }
-
-    fn fail_closed(&self, asked: &Asked) -> v1::Decision {
-        let (decision, what) = match asked.kind {
-            v1::Kind::Review => (v1::DecisionKind::Terminate, "terminated the sample"),
-            _ => (v1::DecisionKind::Reject, "rejected the call"),
-        };
-        let waited = asked.deadline_unix_ms.saturating_sub(asked.requested_at_unix_ms) as f64 / 1000.0;
-        v1::Decision {
-            decision_id: uuid::Uuid::now_v7().to_string(),
-            key: Some(asked.key.clone()),
-            kind: asked.kind.into(),
-            decision: decision.into(),
-            explanation: Some(format!(
-                "No decision arrived within {waited:.1}s, so the runner failed closed and {what}."
-            )),
-            approver: TIMEOUT_APPROVER.into(),
-            decided_by: self.config.runner_id.clone(),
-            requested_at_unix_ms: asked.requested_at_unix_ms,
-            decided_at_unix_ms: now_ms(),
-            origin: asked.origin.clone(),
-            ..Default::default()
-        }
-    }
-}
-
-impl<T> Inner<T> {
-    /// Hands a reply to the call waiting for it once its proof holds; counts it as ignored
-    /// when nothing waits for it, as rejected when it does not hold. A progress settles
-    /// nothing: it is counted and the call keeps waiting.
-    fn deliver(&self, message: &Message) {
-        let correlation = message.correlation_id.as_deref().unwrap_or_default();
-        let waiting = lock(&self.table).awaiting(correlation);
-        let Some((call, request)) = waiting else {
-            debug!(%correlation, "Reply for nothing pending (duplicate or late) ignored.");
-            self.ignored_replies.fetch_add(1, Ordering::Relaxed);
-            return;
-        };
-        // Only a reply proved for the request's exact bytes is taken; unproved replies need
-        // no digest.
-        let digest = match self.runner_keys {
-            Some(_) => airlock_integrity::digest(&request),
-            None => [0; 32],
-        };
-        let body = match open_reply(&message.body, self.runner_keys.as_ref(), &digest) {
-            Ok(body) => body,
-            Err(e) => {
-                warn!(%correlation, error = %e, "A reply was dropped; the request keeps waiting.");
-                self.rejected_replies.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-        };
-        let outcome = match body {
-            v1::reply_body::Body::Decision(decision) if decision.requested_at_unix_ms != requested_at(&request) => {
-                // About an earlier request for the same call (its key was reused).
-                debug!(%correlation, "Decision about an earlier request ignored.");
-                self.ignored_replies.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-            v1::reply_body::Body::Decision(decision) => Ok(decision),
-            v1::reply_body::Body::Error(error) => {
-                Err(ClientError::Refused { code: error.code, message: error.message })
-            }
-            v1::reply_body::Body::Progress(progress) => {
-                // Unproved and not final: the call keeps waiting for its decision, no longer
-                // repeated (at worst, a forged progress makes a call wait for its deadline, as
-                // one with no repeats would).
-                debug!(%correlation, step = progress.step, pool = %progress.pool, task = %progress.task_id, "A step holds the call.");
-                lock(&self.table).hold(call);
-                self.progress_replies.fetch_add(1, Ordering::Relaxed);
-                if let Some(hook) = self.on_progress.get() {
-                    hook(correlation, &progress);
-                }
-                return;
-            }
-        };
-        let latency = Duration::from_millis(now_ms().saturating_sub(requested_at(&request)).max(0) as u64);
-        let mut table = lock(&self.table);
-        table.answered(call, latency);
-        // Proved for this very call (not one that timed out meanwhile and was asked again).
-        let settled = table.settle(call, outcome);
-        drop(table);
-        match settled {
-            Some(settled) => settled.wake(),
-            None => {
-                self.ignored_replies.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-}
-
-/// What a fail-closed decision says about the request it answers, read back from the request
-/// as published.
-struct Asked {
-    key: v1::CallKey,
-    kind: v1::Kind,
-    origin: Option<v1::Origin>,
-    requested_at_unix_ms: i64,
-    deadline_unix_ms: i64,
-}
-
-impl Asked {
-    fn read(body: &[u8]) -> Option<Self> {
-        let request = v1::Request::decode(body).ok()?;
-        let kind = kind_to_wire(request_parts(&request)?.kind);
-        Some(Asked {
-            key: request.key?,
-            kind,
-            origin: request.origin,
-            requested_at_unix_ms: request.requested_at_unix_ms,
-            deadline_unix_ms: request.deadline_unix_ms,
-        })
-    }
-}
-
-/// When `request` (encoded) was asked; its other fields are skipped, not decoded.
-fn requested_at(request: &[u8]) -> i64 {
-    /// The one field of `v1::Request` a reply's decision is matched on.
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct Times {
-        #[prost(int64, tag = "8")]
-        requested_at_unix_ms: i64,
-    }
-    Times::decode(request).map_or(0, |times| times.requested_at_unix_ms)
-}
-
-fn cancel_message(key: v1::CallKey, kind: v1::Kind, reason: &str) -> Message {
-    let correlation = key.correlation_id(kind);
-    let cancel = v1::Cancel { key: Some(key), kind: kind.into(), reason: reason.to_owned() };
-    Message::new(cancel.encode_to_vec()).with_correlation_id(correlation)
 }
 
 /// Locks `mutex`; a panic elsewhere while it was held leaves nothing half-done here.

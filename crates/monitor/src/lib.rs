@@ -42,7 +42,8 @@ use airlock_policy::Kind;
 use airlock_records::code::DeadReason;
 use airlock_records::convert::{decision_from_wire, request_parts};
 use airlock_records::time::{Deadline, now_ms};
-use airlock_telemetry::metrics::{ReasonLabels, SourceLabels, StepLabels};
+use airlock_telemetry::events::DeadLettered;
+use airlock_telemetry::metrics::{SourceLabels, StepLabels};
 use airlock_telemetry::propagation;
 use airlock_transport::{Delivery, Message, Serve, Topology, Transport, TransportError};
 use prost::Message as _;
@@ -239,15 +240,9 @@ impl<T: Transport> Monitor<T> {
     }
 
     async fn dead(&self, delivery: Delivery, reason: DeadReason) {
-        warn!(%reason, "Task dead-lettered.");
-        self.config
-            .metrics
-            .dead_lettered
-            .get_or_create(&ReasonLabels { reason: reason.code.as_str().to_owned() })
-            .inc();
-        if let Err(e) = self.transport.publish_dead(&self.topology, delivery, &reason.to_string()).await {
-            warn!(error = %e, "Dead-lettering failed; the broker will redeliver the task.");
-        }
+        DeadLettered { reason }
+            .emit(&self.transport, &self.topology, delivery, Some(self.config.metrics.as_ref()))
+            .await;
     }
 }
 

@@ -39,7 +39,8 @@ use std::time::Duration;
 use airlock_contract::v1;
 use airlock_records::code::DeadReason;
 use airlock_records::time::now_ms;
-use airlock_telemetry::metrics::{ReasonLabels, SourceLabels};
+use airlock_telemetry::events::DeadLettered;
+use airlock_telemetry::metrics::SourceLabels;
 use airlock_transport::{Consumer, Delivery, Message, Order, Serve, Topology, Transport};
 use prost::Message as _;
 use tokio_util::sync::CancellationToken;
@@ -131,11 +132,7 @@ async fn dead_letter<T: Transport>(
     delivery: Delivery,
     reason: DeadReason,
 ) {
-    warn!(queue = %Logged(delivery.queue()), reason = %Logged(&reason), "Message dead-lettered.");
-    shared.metrics.dead_lettered.get_or_create(&ReasonLabels { reason: reason.code.as_str().to_owned() }).inc();
-    if let Err(e) = transport.publish_dead(topology, delivery, &reason.to_string()).await {
-        warn!(error = %Logged(&e), "Dead-lettering failed; the broker will deliver the message again.");
-    }
+    DeadLettered { reason }.emit(transport, topology, delivery, Some(shared.metrics.as_ref())).await;
 }
 
 /// Stores one delivered task, then acknowledges it.

@@ -26,25 +26,7 @@ pub const MARKER_OPEN: char = '\u{2039}';
 /// The marker's closing character (U+203A).
 pub const MARKER_CLOSE: char = '\u{203A}';
 
-/// Whether Inspect's `display_safe` shows `c` as a marker: C0 controls but tab and newline,
-/// DEL, C1 controls, zero-width characters and the word joiner, bidi embeddings, overrides
-/// and isolates, the zero-width no-break space, the tag block, and the marker's own opening
-/// character (so typed text cannot pass for a marker).
-pub fn is_unsafe(c: char) -> bool {
-    matches!(
-        c as u32,
-        0x00..=0x08
-            | 0x0B..=0x1F
-            | 0x7F..=0x9F
-            | 0x200B..=0x200D
-            | 0x2039
-            | 0x2060
-            | 0x202A..=0x202E
-            | 0x2066..=0x2069
-            | 0xFEFF
-            | 0xE0000..=0xE007F
-    )
-}
+pub use airlock_telemetry::logged::is_unsafe;
 
 /// Whether [`display_safe`] replaces anything in `text`.
 pub fn has_unsafe(text: &str) -> bool {

@@ -8,11 +8,16 @@
 //! - [`propagation`]: W3C trace context in and out of message headers, so the spans of the
 //!   runner, the worker, external steps and the reviewer form one trace.
 //! - [`metrics`]: the fleet's Prometheus metrics and the endpoint that serves them.
+//! - [`events`]: the events every role has in common, each logged and counted in one call
+//!   ([`events::DeadLettered`]).
+//! - [`logged`]: untrusted text in a log line, its control and bidi characters escaped.
 //! - [`server`]: the HTTP server of every role's endpoints: read timeouts, a connection cap,
 //!   graceful shutdown.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
+pub mod events;
+pub mod logged;
 pub mod metrics;
 pub mod propagation;
 pub mod server;

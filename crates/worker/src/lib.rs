@@ -30,7 +30,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use airlock_records::time::now_ms;
-use airlock_telemetry::metrics::{DecisionLabels, Metrics, ReasonLabels, SourceLabels, StepLabels};
+use airlock_telemetry::events::DeadLettered;
+use airlock_telemetry::metrics::{DecisionLabels, Metrics, SourceLabels, StepLabels};
 use airlock_telemetry::propagation;
 use airlock_transport::{Delivery, Message, Serve, Topology, Transport, TransportError};
 use futures_util::future::try_join_all;
@@ -170,18 +171,13 @@ impl<T: Transport> Worker<T> {
                     return settled(delivery.ack().await, &correlation);
                 }
                 Handled::Dead { reason, reply } => {
-                    warn!(%correlation, %reason, "Message dead-lettered.");
-                    let labels = ReasonLabels { reason: reason.code.as_str().to_owned() };
-                    self.metrics.dead_lettered.get_or_create(&labels).inc();
                     if let Some(reply) = reply
                         && let Err(e) = self.publish(*reply).await
                     {
                         warn!(%correlation, error = %e, "Could not tell the runner its request failed.");
                     }
-                    if let Err(e) = self.transport.publish_dead(&self.topology, delivery, &reason.to_string()).await {
-                        warn!(%correlation, error = %e, "Dead-lettering failed; the broker will redeliver the message.");
-                    }
-                    return;
+                    let dead = DeadLettered { reason };
+                    return dead.emit(&self.transport, &self.topology, delivery, Some(self.metrics.as_ref())).await;
                 }
             }
         }
