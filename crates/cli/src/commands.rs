@@ -20,7 +20,9 @@
 //! `bench` stays a module tree here: it is a tool, not a role, and it measures this very
 //! program — its workers and echo responder are child processes of the same executable
 //! (`airlock worker`, `airlock bench-echo`), so its logic is tied to the binary's own
-//! subcommands. `topology` calls the transport's `declare`/`delete` directly.
+//! subcommands. `topology` calls the transport's `declare`/`delete` directly, and holds the
+//! broker users by role (`topology definitions`): operations tooling, kept out of the transport
+//! every role links.
 
 pub mod audit;
 pub mod bench;
