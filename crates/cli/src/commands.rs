@@ -45,7 +45,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use airlock_client::ReplyTrust;
-use airlock_integrity::{Fleet, PublicKeys, SigningKey};
+use airlock_integrity::{Fleet, KeyFile as _, PublicKeys, SigningKey};
 use airlock_telemetry::TelemetryConfig;
 use airlock_telemetry::metrics::Metrics;
 use airlock_transport::{AmqpOptions, AmqpTransport};

@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use airlock_client::{ClientConfig, Repeats, ReplyTrust};
-use airlock_integrity::FleetKey;
+use airlock_integrity::{FleetKey, KeyFile as _};
 use airlock_transport::{Topology, Transport};
 use clap::Args;
 
