@@ -48,7 +48,7 @@ use std::time::Duration;
 
 use airlock_client::ReplyTrust;
 use airlock_contract::v1;
-use airlock_integrity::{FleetKey, PublicKeys, Signing, SigningKey};
+use airlock_integrity::{FleetKey, KeyFile as _, PublicKeys, Signing, SigningKey};
 use airlock_reviewer::ReviewerConfig;
 use airlock_reviewer::auth::{Reviewer, Reviewers, sha256_hex};
 use airlock_reviewer::client::ApiClient;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use airlock_client::{Client, ClientConfig, ClientError, Repeats};
 use airlock_contract::v1;
-use airlock_integrity::{FleetKey, SigningKey};
+use airlock_integrity::{FleetKey, KeyFile as _, SigningKey};
 use airlock_records::signed::{open_reply, sign_human_answer};
 use airlock_testkit::unique_prefix;
 use airlock_tests::{

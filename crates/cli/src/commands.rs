@@ -20,7 +20,9 @@
 //! `bench` stays a module tree here: it is a tool, not a role, and it measures this very
 //! program — its workers and echo responder are child processes of the same executable
 //! (`airlock worker`, `airlock bench-echo`), so its logic is tied to the binary's own
-//! subcommands. `topology` calls the transport's `declare`/`delete` directly.
+//! subcommands. `topology` calls the transport's `declare`/`delete` directly, and holds the
+//! broker users by role (`topology definitions`): operations tooling, kept out of the transport
+//! every role links.
 
 pub mod audit;
 pub mod bench;
@@ -43,7 +45,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use airlock_client::ReplyTrust;
-use airlock_integrity::{Fleet, PublicKeys, SigningKey};
+use airlock_integrity::{Fleet, KeyFile as _, PublicKeys, SigningKey};
 use airlock_telemetry::TelemetryConfig;
 use airlock_telemetry::metrics::Metrics;
 use airlock_transport::{AmqpOptions, AmqpTransport};
@@ -69,6 +71,43 @@ pub struct FleetArgs {
     pub tls: TlsArgs,
     #[command(flatten)]
     pub replication: ReplicationArgs,
+}
+
+impl FleetArgs {
+    /// The fleet of a prefix a bench makes and deletes itself: its queues take the broker's
+    /// replication default.
+    pub fn of_bench(amqp: &str, tls: &TlsArgs, prefix: &str) -> Self {
+        FleetArgs {
+            amqp: amqp.to_owned(),
+            prefix: prefix.to_owned(),
+            tls: tls.clone(),
+            replication: ReplicationArgs::default(),
+        }
+    }
+}
+
+/// [`FleetArgs`] with `--amqp` optional in clap, for a role whose subcommands need no broker
+/// (`add-token`, `calibrate`); the role itself asks for it with [`required`](Self::required).
+#[derive(Debug, Clone, Args)]
+pub struct OptionalFleetArgs {
+    /// The broker, e.g. amqp://guest:guest@127.0.0.1:5672/%2f; a cluster as the comma-separated URLs of its nodes
+    #[arg(long, env = "AIRLOCK_AMQP_URL")]
+    pub amqp: Option<String>,
+    /// The fleet's prefix: every queue and exchange name starts with it.
+    #[arg(long, env = "AIRLOCK_PREFIX", default_value = "airlock")]
+    pub prefix: String,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    #[command(flatten)]
+    pub replication: ReplicationArgs,
+}
+
+impl OptionalFleetArgs {
+    /// The fleet, or none without `--amqp`.
+    pub fn required(self) -> Option<FleetArgs> {
+        let OptionalFleetArgs { amqp, prefix, tls, replication } = self;
+        Some(FleetArgs { amqp: amqp?, prefix, tls, replication })
+    }
 }
 
 /// How the fleet's queues are replicated over the nodes of a cluster.

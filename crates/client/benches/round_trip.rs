@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use airlock_client::{Client, ClientConfig, Repeats, ReplyTrust};
 use airlock_contract::v1;
-use airlock_integrity::{FleetKey, ReplyKey};
+use airlock_integrity::{FleetKey, KeyFile as _, ReplyKey};
 use airlock_transport::{Destination, MemoryTransport, Message, Topology, Transport};
 use criterion::{Criterion, criterion_group, criterion_main};
 use futures_util::StreamExt as _;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use airlock_client::{Client, ClientConfig, ClientError, Repeats, ReplyTrust, TIMEOUT_APPROVER};
 use airlock_contract::v1;
-use airlock_integrity::FleetKey;
+use airlock_integrity::{FleetKey, KeyFile as _};
 use airlock_transport::{Consumer, Destination, MemoryTransport, Message, Topology, Transport};
 use prost::Message as _;
 

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use airlock_client::request::build as build_request;
 use airlock_client::{Client, ClientConfig, Repeats, ReplyTrust};
 use airlock_contract::v1;
-use airlock_integrity::{FleetKey, SigningKey};
+use airlock_integrity::{FleetKey, KeyFile as _, SigningKey};
 use airlock_policy::{Call, Decision, Kind};
 use airlock_records::convert::decision_from_wire;
 use airlock_transport::{AmqpTransport, MemoryTransport, Topology, Transport};

@@ -2,7 +2,7 @@
 //! path: a worker proves each reply and a runner checks it; a worker seals and checks the
 //! chain state of each external step; a worker agrees once per runner.
 
-use airlock_integrity::{Domain, FleetKey, PublicKeys, RunnerKeys, SigningKey, digest};
+use airlock_integrity::{Domain, FleetKey, KeyFile as _, PublicKeys, RunnerKeys, SigningKey, digest};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 fn proofs(c: &mut Criterion) {

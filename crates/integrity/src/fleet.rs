@@ -8,12 +8,11 @@
 //! (kept), a reply one HMAC: far less than an Ed25519 signature and its verification.
 
 use std::fmt;
-use std::path::Path;
 
 use ring::{hkdf, hmac};
 use x25519_dalek::{PublicKey as X25519Public, StaticSecret};
 
-use crate::keys::{self, KeyError, KeyId, KeyKind, PublicKey, PublicKeys};
+use crate::keys::{self, KeyError, KeyFile, KeyId, KeyKind, PublicKey, PublicKeys};
 use crate::seal::SealKey;
 use crate::{Domain, VerifyError, bound_text};
 
@@ -38,49 +37,32 @@ pub struct FleetKey {
     public: [u8; 32],
 }
 
-impl FleetKey {
-    /// A new random key.
-    pub fn generate() -> Result<Self, KeyError> {
-        Ok(Self::from_seed(keys::random_seed()?))
-    }
+impl KeyFile for FleetKey {
+    type Kind = Fleet;
+    const COMMENT: &'static str = "Airlock fleet key (X25519). Keep it secret: it makes replies runners accept.";
 
-    /// The key whose 32-byte seed is `seed`.
-    pub fn from_seed(seed: [u8; 32]) -> Self {
+    fn from_seed(seed: [u8; 32]) -> Self {
         let secret = StaticSecret::from(seed);
         let public = X25519Public::from(&secret).to_bytes();
         Self { id: KeyId::of(&public), seed, secret, public }
     }
 
-    /// Reads the key from a key file's text; `source_name` names it in errors.
-    pub fn parse(text: &str, source_name: &str) -> Result<Self, KeyError> {
-        let seed = keys::parse_secret::<Fleet>(text, source_name, |seed| Self::from_seed(*seed).id)?;
-        Ok(Self::from_seed(seed))
-    }
-
-    /// Reads the key file at `path`.
-    pub fn load(path: &Path) -> Result<Self, KeyError> {
-        Self::parse(&keys::read(path)?, &path.display().to_string())
-    }
-
-    /// Writes a new key into `dir` as `<name>.key` (readable by its owner only) and
-    /// `<name>.pub`, refusing to overwrite either, and returns it.
-    pub fn generate_files(dir: &Path, name: &str) -> Result<Self, KeyError> {
-        let key = Self::generate()?;
-        let public = PublicKeys::from(key.public_key()).to_file_text();
-        keys::write_pair(dir, name, &key.to_file_text(), &public)?;
-        Ok(key)
-    }
-
     /// The key's id, which every reply proof names.
-    pub fn id(&self) -> &KeyId {
+    fn id(&self) -> &KeyId {
         &self.id
     }
 
     /// The public half, for runners.
-    pub fn public_key(&self) -> PublicKey<Fleet> {
+    fn public_key(&self) -> PublicKey<Fleet> {
         PublicKey::new(self.public)
     }
 
+    fn seed(&self) -> &[u8; 32] {
+        &self.seed
+    }
+}
+
+impl FleetKey {
     /// The reply key agreed with the runner whose public key is `runner`; refused for a key
     /// that would make the agreement predictable (a point of small order).
     pub fn reply_key(&self, runner: &[u8; 32]) -> Result<ReplyKey, VerifyError> {
@@ -91,15 +73,6 @@ impl FleetKey {
     /// nothing else can compute it.
     pub fn seal_key(&self) -> SealKey {
         SealKey::derive(&self.seed)
-    }
-
-    /// The key file's text.
-    pub fn to_file_text(&self) -> String {
-        keys::secret_file_text::<Fleet>(
-            "Airlock fleet key (X25519). Keep it secret: it makes replies runners accept.",
-            &self.id,
-            &self.seed,
-        )
     }
 }
 

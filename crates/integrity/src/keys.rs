@@ -222,6 +222,69 @@ impl<K> fmt::Debug for PublicKeys<K> {
 
 // === secret key files ===
 
+/// A secret key and its file: one line of its kind's secret tag, its id and its 32-byte
+/// seed, with the public half in a public key file beside it. A key says how its seed makes
+/// it; generating, reading and writing its files are the same for every kind.
+pub trait KeyFile: Sized {
+    /// The kind of its files.
+    type Kind: KeyKind;
+    /// What the first line of its key file says of it.
+    const COMMENT: &'static str;
+
+    /// The key whose 32-byte seed is `seed`.
+    fn from_seed(seed: [u8; 32]) -> Self;
+
+    /// The key's id, which everything it proves or signs names.
+    fn id(&self) -> &KeyId;
+
+    /// The public half, for those who check what it proves or signs.
+    fn public_key(&self) -> PublicKey<Self::Kind>;
+
+    /// The seed it is made from, which its key file holds: secret.
+    fn seed(&self) -> &[u8; 32];
+
+    /// A new random key.
+    fn generate() -> Result<Self, KeyError> {
+        Ok(Self::from_seed(random_seed()?))
+    }
+
+    /// Reads the key from a key file's text, the one key in it checked against the id written
+    /// beside it; `source_name` names the text in errors.
+    fn parse(text: &str, source_name: &str) -> Result<Self, KeyError> {
+        let tag = <Self::Kind as KeyKind>::SECRET_TAG;
+        let lines = key_lines::<Self::Kind>(text, source_name, tag).collect::<Result<Vec<_>, _>>()?;
+        match lines.as_slice() {
+            [] => Err(KeyError::Empty(source_name.to_owned())),
+            [line] => {
+                let key = Self::from_seed(line.bytes);
+                line.check_id(key.id(), source_name)?;
+                Ok(key)
+            }
+            [_, second, ..] => Err(malformed(source_name, second.number, "a secret key file holds exactly one key")),
+        }
+    }
+
+    /// Reads the key file at `path`.
+    fn load(path: &Path) -> Result<Self, KeyError> {
+        Self::parse(&read(path)?, &path.display().to_string())
+    }
+
+    /// Writes a new key into `dir` as `<name>.key` (readable by its owner only) and
+    /// `<name>.pub`, refusing to overwrite either, and returns it.
+    fn generate_files(dir: &Path, name: &str) -> Result<Self, KeyError> {
+        let key = Self::generate()?;
+        let public = PublicKeys::from(key.public_key()).to_file_text();
+        write_pair(dir, name, &key.to_file_text(), &public)?;
+        Ok(key)
+    }
+
+    /// The key file's text.
+    fn to_file_text(&self) -> String {
+        let tag = <Self::Kind as KeyKind>::SECRET_TAG;
+        format!("# {}\n{tag} {} {}\n", Self::COMMENT, self.id(), hex(self.seed()))
+    }
+}
+
 /// 32 random bytes: the seed of a new secret key.
 pub(crate) fn random_seed() -> Result<[u8; 32], KeyError> {
     let mut seed = [0u8; 32];
@@ -229,36 +292,13 @@ pub(crate) fn random_seed() -> Result<[u8; 32], KeyError> {
     Ok(seed)
 }
 
-/// The seed of the one secret key in a key file's text, checked against the id written
-/// beside it (`id_of` computes a seed's key id).
-pub(crate) fn parse_secret<K: KeyKind>(
-    text: &str,
-    source_name: &str,
-    id_of: impl Fn(&[u8; 32]) -> KeyId,
-) -> Result<[u8; 32], KeyError> {
-    let lines = key_lines::<K>(text, source_name, K::SECRET_TAG).collect::<Result<Vec<_>, _>>()?;
-    match lines.as_slice() {
-        [] => Err(KeyError::Empty(source_name.to_owned())),
-        [line] => {
-            line.check_id(&id_of(&line.bytes), source_name)?;
-            Ok(line.bytes)
-        }
-        [_, second, ..] => Err(malformed(source_name, second.number, "a secret key file holds exactly one key")),
-    }
-}
-
-/// A secret key file's text.
-pub(crate) fn secret_file_text<K: KeyKind>(comment: &str, id: &KeyId, seed: &[u8; 32]) -> String {
-    format!("# {comment}\n{} {id} {}\n", K::SECRET_TAG, hex(seed))
-}
-
-pub(crate) fn read(path: &Path) -> Result<String, KeyError> {
+fn read(path: &Path) -> Result<String, KeyError> {
     std::fs::read_to_string(path).map_err(|source| KeyError::Io { path: path.to_owned(), source })
 }
 
 /// Writes `<name>.key` (readable by its owner only) and `<name>.pub` into `dir`, refusing to
 /// overwrite either.
-pub(crate) fn write_pair(dir: &Path, name: &str, secret: &str, public: &str) -> Result<(), KeyError> {
+fn write_pair(dir: &Path, name: &str, secret: &str, public: &str) -> Result<(), KeyError> {
     std::fs::create_dir_all(dir).map_err(|source| KeyError::Io { path: dir.to_owned(), source })?;
     write_new(&dir.join(format!("{name}.key")), secret, 0o600)?;
     write_new(&dir.join(format!("{name}.pub")), public, 0o644)

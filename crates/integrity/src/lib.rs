@@ -18,7 +18,7 @@
 //! holds for another.
 //!
 //! Layout:
-//! - [`keys`]: key files, key ids and sets of public keys.
+//! - [`keys`]: key files ([`KeyFile`]), key ids and sets of public keys.
 //! - [`fleet`]: the fleet key, the runner's keys and reply proofs.
 //! - [`seal`]: sealing and checking chain state.
 //! - [`signature`]: Ed25519 keys and signatures.
@@ -34,7 +34,7 @@ pub mod signature;
 mod tests;
 
 pub use fleet::{Fleet, FleetKey, ReplyKey, ReplyProof, RunnerKeys};
-pub use keys::{KeyError, KeyId, PublicKey, PublicKeys};
+pub use keys::{KeyError, KeyFile, KeyId, PublicKey, PublicKeys};
 pub use seal::{SealKey, Sealed};
 pub use signature::{Signature, Signing, SigningKey};
 

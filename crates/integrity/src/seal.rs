@@ -4,7 +4,7 @@ use ring::hmac;
 
 const SEAL_KEY_DOMAIN: &[u8] = b"airlock/v1/chain-seal-key\0";
 
-/// The HMAC-SHA256 key that seals chain state (see [`crate::SigningKey::seal_key`]).
+/// The HMAC-SHA256 key that seals chain state (see [`crate::FleetKey::seal_key`]).
 pub struct SealKey(hmac::Key);
 
 /// A seal: the HMAC-SHA256 of a chain state's parts.

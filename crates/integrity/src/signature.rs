@@ -1,11 +1,10 @@
 //! Ed25519 signatures: a reviewer service vouches for the answers of the people it serves.
 
 use std::fmt;
-use std::path::Path;
 
 use ring::signature::{ED25519, Ed25519KeyPair, KeyPair, UnparsedPublicKey};
 
-use crate::keys::{self, KeyError, KeyId, KeyKind, PublicKey, PublicKeys};
+use crate::keys::{KeyFile, KeyId, KeyKind, PublicKey, PublicKeys};
 use crate::{Domain, VerifyError, bound_text};
 
 /// Ed25519 key files (`airlock-ed25519…`).
@@ -24,49 +23,32 @@ pub struct SigningKey {
     seed: [u8; 32],
 }
 
-impl SigningKey {
-    /// A new random key.
-    pub fn generate() -> Result<Self, KeyError> {
-        Ok(Self::from_seed(keys::random_seed()?))
-    }
+impl KeyFile for SigningKey {
+    type Kind = Signing;
+    const COMMENT: &'static str = "Airlock signing key (Ed25519). Keep it secret.";
 
-    /// The key whose 32-byte seed is `seed`.
-    pub fn from_seed(seed: [u8; 32]) -> Self {
+    fn from_seed(seed: [u8; 32]) -> Self {
         let pair = Ed25519KeyPair::from_seed_unchecked(&seed).expect("any 32 bytes are an Ed25519 seed");
         let public = public_bytes(&pair);
         Self { id: KeyId::of(&public), pair, seed }
     }
 
-    /// Reads the key from a key file's text; `source_name` names it in errors.
-    pub fn parse(text: &str, source_name: &str) -> Result<Self, KeyError> {
-        let seed = keys::parse_secret::<Signing>(text, source_name, |seed| Self::from_seed(*seed).id)?;
-        Ok(Self::from_seed(seed))
-    }
-
-    /// Reads the key file at `path`.
-    pub fn load(path: &Path) -> Result<Self, KeyError> {
-        Self::parse(&keys::read(path)?, &path.display().to_string())
-    }
-
-    /// Writes a new key into `dir` as `<name>.key` (readable by its owner only) and
-    /// `<name>.pub`, refusing to overwrite either, and returns it.
-    pub fn generate_files(dir: &Path, name: &str) -> Result<Self, KeyError> {
-        let key = Self::generate()?;
-        let public = PublicKeys::from(key.public_key()).to_file_text();
-        keys::write_pair(dir, name, &key.to_file_text(), &public)?;
-        Ok(key)
-    }
-
     /// The key's id, which every signature it makes names.
-    pub fn id(&self) -> &KeyId {
+    fn id(&self) -> &KeyId {
         &self.id
     }
 
     /// The public half, to give to verifiers.
-    pub fn public_key(&self) -> PublicKey<Signing> {
+    fn public_key(&self) -> PublicKey<Signing> {
         PublicKey::new(public_bytes(&self.pair))
     }
 
+    fn seed(&self) -> &[u8; 32] {
+        &self.seed
+    }
+}
+
+impl SigningKey {
     /// Signs `payload` for `domain`, bound to `digest` (e.g. of the task being answered).
     pub fn sign(&self, domain: Domain, digest: &[u8; 32], payload: &[u8]) -> Signature {
         let signature = self.pair.sign(&bound_text(domain, digest, payload));
@@ -74,11 +56,6 @@ impl SigningKey {
             key_id: self.id.clone(),
             bytes: signature.as_ref().try_into().expect("Ed25519 signatures are 64 bytes"),
         }
-    }
-
-    /// The key file's text.
-    pub fn to_file_text(&self) -> String {
-        keys::secret_file_text::<Signing>("Airlock signing key (Ed25519). Keep it secret.", &self.id, &self.seed)
     }
 }
 

@@ -10,6 +10,7 @@
 pub mod card;
 pub mod pages;
 pub mod triage;
+pub mod why;
 
 use airlock_contract::v1;
 use airlock_policy::Call;

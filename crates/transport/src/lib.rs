@@ -29,7 +29,6 @@ pub mod delivery;
 pub mod error;
 pub mod memory;
 pub mod message;
-pub mod roles;
 pub mod serve;
 pub mod topology;
 

@@ -8,7 +8,7 @@
 use std::hint::black_box;
 
 use airlock_contract::v1;
-use airlock_integrity::{FleetKey, PublicKeys, RunnerKeys};
+use airlock_integrity::{FleetKey, KeyFile as _, PublicKeys, RunnerKeys};
 use airlock_policy::Kind;
 use airlock_transport::{Message, Topology};
 use airlock_worker::handler::{Handled, Handler, Inbound};

@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use airlock_client::{ClientConfig, Repeats, ReplyTrust};
-use airlock_integrity::FleetKey;
+use airlock_integrity::{FleetKey, KeyFile as _};
 use airlock_transport::{Topology, Transport};
 use clap::Args;
 
@@ -50,7 +50,7 @@ pub use self::echo::{EchoArgs, serve as serve_echo};
 use self::fleet::{FleetLoad, echo_body};
 use self::report::{Report, Side};
 use self::traffic::{Load, Requester};
-use super::{Failure, FleetArgs, ReplicationArgs, TlsArgs, VerifyArgs, connect, shutdown_signal};
+use super::{Failure, FleetArgs, TlsArgs, VerifyArgs, connect, shutdown_signal};
 
 /// Arguments of `airlock bench`.
 #[derive(Debug, Args)]
@@ -208,13 +208,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
     };
 
     // Fail fast, before starting anything, if the broker is not there.
-    // A prefix of its own, created and deleted by the bench: the broker's replication default.
-    let fleet = FleetArgs {
-        amqp: args.amqp.clone(),
-        prefix: prefix.clone(),
-        tls: args.tls.clone(),
-        replication: ReplicationArgs::default(),
-    };
+    let fleet = FleetArgs::of_bench(&args.amqp, &args.tls, &prefix);
     let cleanup = connect(&fleet, "bench cleanup").await?;
     let mut children = Children::default();
     let guard = Duration::from_secs_f64(args.max_seconds);

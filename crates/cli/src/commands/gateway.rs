@@ -20,8 +20,8 @@ use airlock_telemetry::metrics::Metrics;
 use clap::{Args, Subcommand};
 
 use super::{
-    Failure, FleetArgs, LOG_TOOL, ReplicationArgs, ServerArgs, TelemetryArgs, TlsArgs, VerifyArgs, WebhookRetryArgs,
-    block_on, block_on_role, connect, seconds, shutdown_signal,
+    Failure, LOG_TOOL, OptionalFleetArgs, ServerArgs, TelemetryArgs, VerifyArgs, WebhookRetryArgs, block_on,
+    block_on_role, connect, seconds, shutdown_signal,
 };
 
 /// Arguments of `airlock gateway`.
@@ -49,16 +49,8 @@ pub enum GatewayCommand {
 /// Arguments of the service itself.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// The broker, e.g. amqp://guest:guest@127.0.0.1:5672/%2f; a cluster as the comma-separated URLs of its nodes
-    #[arg(long, env = "AIRLOCK_AMQP_URL")]
-    amqp: Option<String>,
-    /// The fleet's prefix: every queue and exchange name starts with it.
-    #[arg(long, env = "AIRLOCK_PREFIX", default_value = "airlock")]
-    prefix: String,
     #[command(flatten)]
-    tls: TlsArgs,
-    #[command(flatten)]
-    replication: ReplicationArgs,
+    fleet: OptionalFleetArgs,
     /// The address of the HTTP API.
     #[arg(long, env = "AIRLOCK_GATEWAY_LISTEN", default_value = "127.0.0.1:8090")]
     listen: SocketAddr,
@@ -169,7 +161,7 @@ fn add_token(args: AddTokenArgs) -> Result<(), Failure> {
 }
 
 async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
-    let amqp = args.amqp.ok_or_else(|| Failure::config("--amqp (or AIRLOCK_AMQP_URL) is required"))?;
+    let fleet = args.fleet.required().ok_or_else(|| Failure::config("--amqp (or AIRLOCK_AMQP_URL) is required"))?;
     let tokens_file =
         args.tokens.ok_or_else(|| Failure::config("--tokens FILE is required (see `airlock gateway add-token`)"))?;
     let tokens = Tokens::load(&tokens_file).map_err(|e| Failure::config(e.to_string()))?;
@@ -196,7 +188,7 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
         allow_private_callbacks: args.allow_private_callbacks,
     });
     let mut config = GatewayConfig {
-        prefix: args.prefix.clone(),
+        prefix: fleet.prefix.clone(),
         runner_id: String::new(),
         listen: args.listen,
         tokens,
@@ -207,7 +199,6 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
         metrics,
     };
     config.validate().map_err(|e| Failure::config(format!("{}: {e}", tokens_file.display())))?;
-    let fleet = FleetArgs { amqp, prefix: args.prefix, tls: args.tls, replication: args.replication };
     let transport = connect(&fleet, "gateway").await?;
     config.runner_id = airlock_gateway::runner_id(transport.user());
     airlock_gateway::run(transport, config, shutdown_signal()).await.map_err(|e| Failure::other(e.to_string()))

@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use airlock_integrity::{FleetKey, SigningKey};
+use airlock_integrity::{FleetKey, KeyFile as _, SigningKey};
 use clap::Subcommand;
 
 use super::Failure;

@@ -15,10 +15,7 @@ use airlock_monitor::{MonitorConfig, MonitorError};
 use airlock_telemetry::metrics::Metrics;
 use clap::{Args, Subcommand};
 
-use super::{
-    Failure, FleetArgs, LOG_TOOL, ReplicationArgs, TelemetryArgs, TlsArgs, block_on, block_on_role, connect,
-    shutdown_signal,
-};
+use super::{Failure, LOG_TOOL, OptionalFleetArgs, TelemetryArgs, block_on, block_on_role, connect, shutdown_signal};
 
 /// Arguments of `airlock monitor`.
 #[derive(Debug, Args)]
@@ -59,16 +56,8 @@ pub enum MonitorCommand {
 /// Arguments of a running monitor.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The broker, e.g. amqp://guest:guest@127.0.0.1:5672/%2f; a cluster as the comma-separated URLs of its nodes
-    #[arg(long, env = "AIRLOCK_AMQP_URL")]
-    amqp: Option<String>,
-    /// The fleet's prefix: every queue and exchange name starts with it.
-    #[arg(long, env = "AIRLOCK_PREFIX", default_value = "airlock")]
-    prefix: String,
     #[command(flatten)]
-    tls: TlsArgs,
-    #[command(flatten)]
-    replication: ReplicationArgs,
+    fleet: OptionalFleetArgs,
     /// The external step served: tasks come from `<prefix>.step.<step>`.
     #[arg(long)]
     step: Option<String>,
@@ -145,8 +134,7 @@ pub fn run(args: MonitorArgs) -> ExitCode {
 async fn serve(args: RunArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
     let missing = |what: &str| Failure::config(format!("--{what} is required"));
     // Optional in clap, so that `airlock monitor calibrate` needs none of them.
-    let amqp = args.amqp.ok_or_else(|| missing("amqp"))?;
-    let fleet = FleetArgs { amqp, prefix: args.prefix, tls: args.tls, replication: args.replication };
+    let fleet = args.fleet.required().ok_or_else(|| missing("amqp"))?;
     let step = args.step.ok_or_else(|| missing("step"))?;
     let kind = ProviderKind::from(args.provider.ok_or_else(|| missing("provider"))?);
     let model = args.model.ok_or_else(|| missing("model"))?;

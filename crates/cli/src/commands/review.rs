@@ -16,7 +16,8 @@ use airlock_policy::Kind;
 use airlock_records::review::{Settled, TaskView};
 use airlock_reviewer::auth::{Reviewer, Reviewers, new_token, sha256_hex};
 use airlock_reviewer::client::{ApiClient, RequestError};
-use airlock_reviewer::ui::{display_safe, has_unsafe, metadata_fields};
+use airlock_reviewer::ui::why::WhyHere;
+use airlock_reviewer::ui::{display_safe, has_unsafe};
 use airlock_reviewer::{ReviewerConfig, Service, instance_for_store};
 use clap::Args;
 use tokio::sync::mpsc;
@@ -262,7 +263,8 @@ pub fn render(task: &TaskView) -> String {
         let left = (deadline - airlock_records::time::now_ms()) / 1000;
         out.push_str(&format!("│ deadline in {left}s, then {}\n", task.on_timeout));
     }
-    out.push_str(&why_here(task));
+    let why = WhyHere::of_view(task);
+    out.push_str(&why_here(&why));
     let message = safe(&task.message);
     if !message.trim().is_empty() {
         out.push_str(&format!("\nAssistant\n{}\n", message.trim()));
@@ -281,11 +283,10 @@ pub fn render(task: &TaskView) -> String {
     out.push_str(&format!("{}\n{rule}\n", safe(&shown.call.text)));
     let contents = shown.context.iter().chain([&shown.call]);
     let mut texts = contents.flat_map(|c| [c.title.as_deref().unwrap_or_default(), c.text.as_str()]);
-    let trail_unsafe = task.trail.iter().any(|a| {
-        let metadata = a.metadata.as_ref().map(ToString::to_string).unwrap_or_default();
+    let trail_unsafe = why.answers.iter().any(|a| {
         has_unsafe(&a.approver)
             || a.explanation.as_deref().is_some_and(has_unsafe)
-            || metadata_fields(&metadata).iter().any(|f| has_unsafe(&f.label) || has_unsafe(&f.value))
+            || a.fields.iter().any(|f| has_unsafe(&f.label) || has_unsafe(&f.value))
     });
     if has_unsafe(&task.message) || texts.any(has_unsafe) || trail_unsafe {
         out.push_str("Note: control or invisible characters in this task are shown as ‹U+XXXX›.\n");
@@ -295,30 +296,27 @@ pub fn render(task: &TaskView) -> String {
 
 /// Why the task is here, as the web UI says it: the policy, then each earlier step's answer
 /// with its explanation and metadata (a monitor's score, reason and model first).
-fn why_here(task: &TaskView) -> String {
+fn why_here(why: &WhyHere) -> String {
     let safe = display_safe;
     let mut out = String::new();
-    if let Some(policy) = &task.policy {
-        let name = policy.name.as_deref().map_or_else(|| "inline document".to_owned(), safe);
+    if let Some(policy) = &why.policy {
         let digest = policy.digest.get(..12).unwrap_or(&policy.digest);
-        out.push_str(&format!("│ policy {name} ({})\n", safe(digest)));
+        out.push_str(&format!("│ policy {} ({})\n", safe(&policy.name), safe(digest)));
     }
-    if task.trail.is_empty() {
+    if why.answers.is_empty() {
         return out;
     }
     out.push_str("\nWhy it is here\n");
-    for (index, answer) in task.trail.iter().enumerate() {
-        let decision = answer.decision.map_or("unspecified", |d| d.as_str());
-        out.push_str(&format!("{}. {} → {decision}", index + 1, safe(&answer.approver)));
-        if let Some(by) = answer.decided_by.as_deref().filter(|by| !by.is_empty()) {
+    for (index, answer) in why.answers.iter().enumerate() {
+        out.push_str(&format!("{}. {} → {}", index + 1, safe(&answer.approver), answer.decision));
+        if let Some(by) = &answer.decided_by {
             out.push_str(&format!(" (by {})", safe(by)));
         }
         out.push('\n');
-        if let Some(explanation) = answer.explanation.as_deref().filter(|e| !e.trim().is_empty()) {
-            out.push_str(&format!("   {}\n", safe(explanation.trim())));
+        if let Some(explanation) = answer.explanation.as_deref().map(str::trim).filter(|e| !e.is_empty()) {
+            out.push_str(&format!("   {}\n", safe(explanation)));
         }
-        let metadata = answer.metadata.as_ref().map(ToString::to_string).unwrap_or_default();
-        for field in metadata_fields(&metadata) {
+        for field in &answer.fields {
             out.push_str(&format!("   {}: {}\n", safe(&field.label), safe(&field.value)));
         }
     }

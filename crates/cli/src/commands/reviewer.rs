@@ -16,8 +16,8 @@ use airlock_telemetry::metrics::Metrics;
 use clap::{Args, Subcommand};
 
 use super::{
-    Failure, FleetArgs, LOG_TOOL, ReplicationArgs, ServerArgs, TelemetryArgs, TlsArgs, WebhookRetryArgs, block_on,
-    block_on_role, connect, reviewer_signing_key, shutdown_signal,
+    Failure, LOG_TOOL, OptionalFleetArgs, ServerArgs, TelemetryArgs, WebhookRetryArgs, block_on, block_on_role,
+    connect, reviewer_signing_key, shutdown_signal,
 };
 
 /// Arguments of `airlock reviewer`.
@@ -40,16 +40,8 @@ pub enum ReviewerCommand {
 /// Arguments of the service itself.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// The broker, e.g. amqp://guest:guest@127.0.0.1:5672/%2f; a cluster as the comma-separated URLs of its nodes
-    #[arg(long, env = "AIRLOCK_AMQP_URL")]
-    amqp: Option<String>,
-    /// The fleet's prefix: every queue and exchange name starts with it.
-    #[arg(long, env = "AIRLOCK_PREFIX", default_value = "airlock")]
-    prefix: String,
     #[command(flatten)]
-    tls: TlsArgs,
-    #[command(flatten)]
-    replication: ReplicationArgs,
+    fleet: OptionalFleetArgs,
     /// The key this service signs the answers it records with (`reviewer.key` of `airlock
     /// keys generate`); signed workers take human answers only signed by a key they hold.
     #[arg(long, env = "AIRLOCK_REVIEWER_SIGNING_KEY")]
@@ -124,7 +116,7 @@ fn add_token(args: AddTokenArgs) -> Result<(), Failure> {
 }
 
 async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
-    let amqp = args.amqp.ok_or_else(|| Failure::config("--amqp (or AIRLOCK_AMQP_URL) is required"))?;
+    let fleet = args.fleet.required().ok_or_else(|| Failure::config("--amqp (or AIRLOCK_AMQP_URL) is required"))?;
     let tokens =
         args.tokens.ok_or_else(|| Failure::config("--tokens FILE is required (see `airlock reviewer add-token`)"))?;
     let reviewers = Reviewers::load(&tokens).map_err(|e| Failure::config(e.to_string()))?;
@@ -143,7 +135,7 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
     let webhooks = Webhooks { endpoints, retry: args.webhook_retry.policy() };
     let pools: Vec<String> = args.pools.iter().map(|p| p.trim().to_owned()).filter(|p| !p.is_empty()).collect();
     let config = ReviewerConfig {
-        prefix: args.prefix.clone(),
+        prefix: fleet.prefix.clone(),
         instance: args.id.unwrap_or_else(|| instance_for_store(&args.store)),
         metrics,
         pools,
@@ -156,8 +148,6 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
         webhooks,
     };
     config.validate().map_err(|e| Failure::config(e.to_string()))?;
-    let transport =
-        connect(&FleetArgs { amqp, prefix: args.prefix, tls: args.tls, replication: args.replication }, "reviewer")
-            .await?;
+    let transport = connect(&fleet, "reviewer").await?;
     airlock_reviewer::run(transport, config, shutdown_signal()).await.map_err(|e| Failure::other(e.to_string()))
 }

@@ -1,16 +1,17 @@
 //! `airlock topology apply` / `delete`: the fleet's queues and exchanges; `airlock topology
 //! definitions`: its broker users by role, as RabbitMQ definitions
-//! ([`airlock_transport::roles`]). `apply` then checks the replicas of the quorum queues
-//! through the management API ([`members`]).
+//! ([`roles`]). `apply` then checks the replicas of the quorum queues through the management
+//! API ([`members`]).
 
 mod members;
+mod roles;
 
 use std::path::{Path, PathBuf};
 
-use airlock_transport::roles::RolesFile;
 use airlock_transport::{Topology, Transport};
 use clap::{Args, Subcommand};
 
+use self::roles::RolesFile;
 use super::{Failure, FleetArgs, connect, print_json};
 
 /// Topology tools.

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use airlock_integrity::{FleetKey, PublicKeys};
+use airlock_integrity::{FleetKey, KeyFile as _, PublicKeys};
 use airlock_telemetry::metrics::Metrics;
 use airlock_worker::WorkerConfig;
 use airlock_worker::trust::Trust;

@@ -6,10 +6,11 @@ use std::fmt::Write as _;
 use airlock_policy::{Decision, Kind};
 use airlock_records::review::ApprovalView;
 
-use super::{Content, ago, call_line, escape, metadata_fields, safe_html, shown, utc};
+use super::why::WhyHere;
+use super::{Content, ago, call_line, escape, safe_html, shown, utc};
 use crate::modify::editable_arguments;
 use crate::standing::{exact_pattern, standing_may_decide};
-use crate::task::{State, Task, agreeing, decision_from_wire, same_reviewer, shortcut};
+use crate::task::{State, Task, agreeing, same_reviewer, shortcut};
 
 /// How long a standing decision may last, as the card offers it: seconds and label.
 const DURATIONS: [(u64, &str); 4] =
@@ -243,19 +244,17 @@ fn approvals(task: &Task, reviewer: &str, csrf: &str) -> String {
 /// Why the task is here: who asked and the policy, then every answer before this step with
 /// its explanation and metadata (a monitor's score, reason and model by name).
 fn why_here(task: &Task) -> String {
+    let why = WhyHere::of_task(task);
     let mut html = String::from("<section class=\"trail\"><h3>Why it is here</h3>");
-    let caller = task.caller();
-    if !caller.requested_by.is_empty() || !caller.tenant.is_empty() {
-        let by = if caller.requested_by.is_empty() { "a runner" } else { caller.requested_by.as_str() };
-        let _ = write!(html, "<p class=\"caller\">Asked by <span class=\"name\">{}</span>", safe_html(by));
-        if !caller.tenant.is_empty() {
-            let _ = write!(html, " for <span class=\"name\">{}</span>", safe_html(&caller.tenant));
+    if let Some(asked) = &why.asked {
+        let _ = write!(html, "<p class=\"caller\">Asked by <span class=\"name\">{}</span>", safe_html(&asked.by));
+        if let Some(tenant) = &asked.tenant {
+            let _ = write!(html, " for <span class=\"name\">{}</span>", safe_html(tenant));
         }
         html.push_str("</p>");
     }
-    if let Some(policy) = task.policy() {
-        let name = policy.name.as_deref().map_or_else(|| "inline document".to_owned(), safe_html);
-        let _ = write!(html, "<p class=\"policy\">Policy <span class=\"name\">{name}</span>");
+    if let Some(policy) = &why.policy {
+        let _ = write!(html, "<p class=\"policy\">Policy <span class=\"name\">{}</span>", safe_html(&policy.name));
         if !policy.digest.is_empty() {
             let _ = write!(
                 html,
@@ -265,28 +264,27 @@ fn why_here(task: &Task) -> String {
         }
         html.push_str("</p>");
     }
-    if task.trail().is_empty() {
+    if why.answers.is_empty() {
         html.push_str("<p class=\"empty\">No step answered before this one.</p>");
     } else {
         html.push_str("<ol class=\"answers\">");
-        for answer in task.trail() {
-            let decision = decision_from_wire(answer.decision).map_or("unspecified", |d| d.as_str());
+        for answer in &why.answers {
+            let decision = answer.decision;
             let step = answer.step.map(|s| format!("<span class=\"step\">step {s}</span> ")).unwrap_or_default();
             let _ = write!(
                 html,
                 "<li class=\"answer\">{step}<span class=\"approver\">{}</span> <span class=\"badge {decision}\">{decision}</span>",
                 safe_html(&answer.approver)
             );
-            if !answer.decided_by.is_empty() {
-                let _ = write!(html, " <span class=\"by\">by {}</span>", safe_html(&answer.decided_by));
+            if let Some(by) = &answer.decided_by {
+                let _ = write!(html, " <span class=\"by\">by {}</span>", safe_html(by));
             }
-            if let Some(explanation) = answer.explanation.as_deref().filter(|e| !e.is_empty()) {
+            if let Some(explanation) = &answer.explanation {
                 let _ = write!(html, "<p class=\"why\">{}</p>", safe_html(explanation));
             }
-            let fields = metadata_fields(&answer.metadata_json);
-            if !fields.is_empty() {
+            if !answer.fields.is_empty() {
                 html.push_str("<dl class=\"meta\">");
-                for field in fields {
+                for field in &answer.fields {
                     let _ = write!(
                         html,
                         "<div class=\"{}\"><dt>{}</dt><dd>{}</dd></div>",

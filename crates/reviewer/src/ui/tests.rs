@@ -225,3 +225,16 @@ fn a_pending_card_offers_every_identical_call_with_the_call_escaped_as_a_glob() 
     }
     assert!(!form.contains("modify"));
 }
+
+#[test]
+fn the_console_and_the_card_read_the_same_why_from_a_task_and_its_view() {
+    let mut incoming = explained("ops", "s1", "c1");
+    incoming.human.task.as_mut().unwrap().requested_by = "gateway".into();
+    let task = incoming.pending("t1", 1_000);
+    let of_task = why::WhyHere::of_task(&task);
+    assert!(of_task.asked.is_some() && of_task.policy.is_some() && !of_task.answers.is_empty(), "{of_task:?}");
+    // The API's view of an answer names no step; all else reads the same.
+    let answers = of_task.answers.iter().map(|answer| why::Answer { step: None, ..answer.clone() }).collect();
+    let unstepped = why::WhyHere { answers, ..of_task };
+    assert_eq!(why::WhyHere::of_view(&crate::http::api::task_view(&task)), unstepped);
+}

@@ -1,5 +1,5 @@
 use airlock_contract::v1;
-use airlock_integrity::{FleetKey, PublicKeys, RunnerKeys, SigningKey, VerifyError};
+use airlock_integrity::{FleetKey, KeyFile as _, PublicKeys, RunnerKeys, SigningKey, VerifyError};
 use airlock_records::signed::{ReplyError, open_reply, sign_human_answer};
 use airlock_transport::{Destination, Message, Topology};
 use prost::Message as _;

@@ -20,7 +20,7 @@ use serde_json::json;
 
 use super::fleet::{key, template};
 use super::{BenchArgs, topology_with_core};
-use crate::commands::{Failure, FleetArgs, ReplicationArgs, connect, shutdown_signal};
+use crate::commands::{Failure, FleetArgs, connect, shutdown_signal};
 
 /// How long each call may wait: longer than any measurement, so none fails closed.
 const WAIT: Duration = Duration::from_secs(3600);
@@ -45,13 +45,7 @@ pub async fn run(args: &BenchArgs, count: usize) -> Result<(), Failure> {
     let unique = format!("{}-{}", std::process::id(), &uuid::Uuid::now_v7().simple().to_string()[24..]);
     let prefix = format!("airlock-bench-pending-{unique}");
     let runner = format!("bench-pending-{unique}");
-    // A prefix of its own, created and deleted by the bench: the broker's replication default.
-    let fleet = FleetArgs {
-        amqp: args.amqp.clone(),
-        prefix: prefix.clone(),
-        tls: args.tls.clone(),
-        replication: ReplicationArgs::default(),
-    };
+    let fleet = FleetArgs::of_bench(&args.amqp, &args.tls, &prefix);
     let transport = connect(&fleet, "bench pending").await?;
 
     let guard = Duration::from_secs_f64(args.max_seconds);

@@ -22,7 +22,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use crate::commands::bench::children::Children;
-use crate::commands::{Failure, FleetArgs, ReplicationArgs, TlsArgs, connect};
+use crate::commands::{Failure, FleetArgs, TlsArgs, connect};
 
 /// Arguments of `airlock gateway bench`.
 #[derive(Debug, Args)]
@@ -66,12 +66,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
     let prefix = format!("airlock-bench-gateway-{unique}");
     let dir = std::env::temp_dir().join(format!("airlock-bench-gateway-{unique}"));
     std::fs::create_dir_all(&dir).map_err(|e| Failure::other(format!("{}: {e}", dir.display())))?;
-    let fleet = FleetArgs {
-        amqp: args.amqp.clone(),
-        prefix: prefix.clone(),
-        tls: args.tls.clone(),
-        replication: ReplicationArgs::default(),
-    };
+    let fleet = FleetArgs::of_bench(&args.amqp, &args.tls, &prefix);
     let transport = connect(&fleet, "bench gateway").await?;
     let mut children = Children::default();
     let guard = Duration::from_secs_f64(args.max_seconds);
