@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use airlock_contract::v1;
 use airlock_integrity::SigningKey;
+use airlock_policy::Kind;
+use airlock_records::convert::request_parts;
 use airlock_records::signed::sign_human_answer;
 use airlock_transport::{Destination, Message, Topology, Transport, TransportError};
 use prost::Message as _;
@@ -75,10 +77,12 @@ async fn answer_task<T: Transport>(
 }
 
 fn append_timeout(task: &v1::StepTask) -> v1::StepAnswer {
-    let call = task.request.as_ref().and_then(|r| match &r.body {
-        Some(v1::request::Body::Approval(a)) => a.call.clone(),
-        _ => None,
-    });
+    let call = task
+        .request
+        .as_ref()
+        .and_then(request_parts)
+        .filter(|parts| parts.kind == Kind::Approval)
+        .and_then(|parts| parts.call.cloned());
     let mut answer = v1::StepAnswer { decided_by: "demo-plugin".into(), ..Default::default() };
     let Some(mut call) = call else {
         answer.decision = v1::DecisionKind::Escalate.into();
@@ -105,7 +109,7 @@ fn append_timeout(task: &v1::StepTask) -> v1::StepAnswer {
 }
 
 fn simulated_human(task: &v1::StepTask, human: AutoHuman) -> v1::StepAnswer {
-    let review = matches!(task.request.as_ref().and_then(|r| r.body.as_ref()), Some(v1::request::Body::Review(_)));
+    let review = task.request.as_ref().and_then(request_parts).is_some_and(|parts| parts.kind == Kind::Review);
     let decision = match (human, review) {
         (AutoHuman::Approve, false) => v1::DecisionKind::Approve,
         (AutoHuman::Approve, true) => v1::DecisionKind::Continue,

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use airlock_contract::v1;
 use airlock_policy::Kind;
 use airlock_policy::render::format_function_call;
-use airlock_records::convert::call_from_wire;
+use airlock_records::convert::{call_from_wire, request_parts};
 
 use crate::score::Untrusted;
 
@@ -169,31 +169,25 @@ struct Fields {
 impl Fields {
     fn of(task: &v1::StepTask, limits: Limits) -> Result<Self, TaskError> {
         let request = task.request.as_ref().ok_or_else(|| TaskError("the task carries no request".into()))?;
-        let (kind, message, call, view, history, omitted, output) = match &request.body {
-            Some(v1::request::Body::Approval(a)) => {
-                (Kind::Approval, &a.message, &a.call, &a.view, &a.history, a.history_omitted, String::new())
-            }
-            Some(v1::request::Body::Review(r)) => {
-                (Kind::Review, &r.message, &r.call, &r.view, &r.history, r.history_omitted, review_output(r, limits))
-            }
-            None => return Err(TaskError("the request has neither an approval nor a review body".into())),
-        };
-        let call = call.as_ref().ok_or_else(|| TaskError("the request has no call".into()))?;
+        let parts = request_parts(request)
+            .ok_or_else(|| TaskError("the request has neither an approval nor a review body".into()))?;
+        let output = parts.output.map_or_else(String::new, |output| review_output(output, parts.result, limits));
+        let call = parts.call.ok_or_else(|| TaskError("the request has no call".into()))?;
         let rendered = match call_from_wire(call) {
             Ok(parsed) => format_function_call(&parsed),
             Err(_) => format!("{}({})", call.function, call.arguments_json),
         };
         Ok(Fields {
-            kind: match kind {
+            kind: match parts.kind {
                 Kind::Approval => "approval (the call has not run yet)",
                 Kind::Review => "review (the call ran; its result is below)",
             },
             call: truncate(&rendered, limits.field),
             function: call.function.clone(),
             arguments: truncate(&call.arguments_json, limits.field),
-            view: truncate(&render_view(view.as_ref(), call.view.as_ref()), limits.field),
-            message: truncate(message, limits.message),
-            history: render_history(history, omitted, limits),
+            view: truncate(&render_view(parts.view, call.view.as_ref()), limits.field),
+            message: truncate(parts.message, limits.message),
+            history: render_history(parts.history, parts.history_omitted, limits),
             output,
         })
     }
@@ -222,9 +216,9 @@ impl Fields {
     }
 }
 
-fn review_output(review: &v1::ReviewRequest, limits: Limits) -> String {
-    let mut out = truncate(&review.output, limits.field);
-    if let Some(error) = review.result.as_ref().and_then(|r| r.error.as_ref()) {
+fn review_output(output: &str, result: Option<&v1::ChatMessage>, limits: Limits) -> String {
+    let mut out = truncate(output, limits.field);
+    if let Some(error) = result.and_then(|r| r.error.as_ref()) {
         let _ = write!(
             out,
             "\n[the tool returned an error: {}: {}]",

@@ -77,17 +77,39 @@ pub struct RequestParts<'a> {
     pub message: &'a str,
     /// The call's result: a review's alone.
     pub output: Option<&'a str>,
+    /// The tool message the model will see, when a review's runner sent it.
+    pub result: Option<&'a v1::ChatMessage>,
+    /// How the call is shown to a person, when the runner sent a view.
+    pub view: Option<&'a v1::ToolCallView>,
+    /// The conversation, oldest first, ending with the assistant message with the call.
+    pub history: &'a [v1::ChatMessage],
+    /// How many earlier messages the runner left out of `history`.
+    pub history_omitted: u32,
 }
 
 /// The parts of `request`'s body; `None` without a body.
 pub fn request_parts(request: &v1::Request) -> Option<RequestParts<'_>> {
     Some(match request.body.as_ref()? {
-        v1::request::Body::Approval(a) => {
-            RequestParts { kind: Kind::Approval, call: a.call.as_ref(), message: &a.message, output: None }
-        }
-        v1::request::Body::Review(r) => {
-            RequestParts { kind: Kind::Review, call: r.call.as_ref(), message: &r.message, output: Some(&r.output) }
-        }
+        v1::request::Body::Approval(a) => RequestParts {
+            kind: Kind::Approval,
+            call: a.call.as_ref(),
+            message: &a.message,
+            output: None,
+            result: None,
+            view: a.view.as_ref(),
+            history: &a.history,
+            history_omitted: a.history_omitted,
+        },
+        v1::request::Body::Review(r) => RequestParts {
+            kind: Kind::Review,
+            call: r.call.as_ref(),
+            message: &r.message,
+            output: Some(&r.output),
+            result: r.result.as_ref(),
+            view: r.view.as_ref(),
+            history: &r.history,
+            history_omitted: r.history_omitted,
+        },
     })
 }
 
@@ -199,5 +221,26 @@ mod tests {
         arguments.insert("a".into(), "x".into());
         let call = Call { id: "c1".into(), function: "f".into(), arguments };
         assert_eq!(call_from_wire(&call_to_wire(&call)).unwrap(), call);
+    }
+
+    #[test]
+    fn a_review_body_reads_as_its_parts() {
+        let result = v1::ChatMessage { role: "tool".into(), text: "ok".into(), ..Default::default() };
+        let review = v1::ReviewRequest {
+            message: "running it".into(),
+            call: Some(v1::ToolCall { function: "ls".into(), ..Default::default() }),
+            history: vec![v1::ChatMessage { role: "user".into(), ..Default::default() }],
+            history_omitted: 2,
+            result: Some(result.clone()),
+            output: "a b".into(),
+            ..Default::default()
+        };
+        let request = v1::Request { body: Some(v1::request::Body::Review(review.clone())), ..Default::default() };
+        let parts = request_parts(&request).unwrap();
+        assert_eq!(parts.kind, Kind::Review);
+        assert_eq!(parts.call.map(|c| c.function.as_str()), Some("ls"));
+        assert_eq!((parts.message, parts.output, parts.result), ("running it", Some("a b"), Some(&result)));
+        assert_eq!((parts.view, parts.history, parts.history_omitted), (None, review.history.as_slice(), 2));
+        assert_eq!(request_parts(&v1::Request::default()), None);
     }
 }

@@ -2,6 +2,7 @@
 
 use airlock_contract::v1;
 use airlock_policy::{Decision, Kind};
+use airlock_records::convert::{RequestParts, kind_to_wire, request_parts};
 use airlock_records::review::{ApprovalView, ApprovalsMetadata, Caller, PolicyView};
 use prost::Message as _;
 use serde_json::Value;
@@ -77,14 +78,34 @@ impl Task {
         self.step_task().request.as_ref()
     }
 
-    /// Approval or review.
-    pub fn kind(&self) -> Kind {
-        kind_of(&self.human)
+    /// The request's body read into its parts, if it has one.
+    fn parts(&self) -> Option<RequestParts<'_>> {
+        self.request().and_then(request_parts)
     }
 
-    /// The choices offered, in order (`modify` only for an approval whose policy lists it).
+    /// Approval or review (approval when the request has no body).
+    pub fn kind(&self) -> Kind {
+        self.parts().map_or(Kind::Approval, |parts| parts.kind)
+    }
+
+    /// The choices offered, in order: the wire's, without unknown values or values the kind
+    /// does not allow (a review never offers `modify`); Inspect's defaults when nothing but
+    /// `modify` is left.
     pub fn choices(&self) -> Vec<Decision> {
-        choices_of(&self.human)
+        let kind = self.kind();
+        let mut choices = Vec::new();
+        for decision in self.human.choices.iter().filter_map(|c| decision_from_wire(*c)) {
+            if kind.decisions().contains(&decision) && !choices.contains(&decision) {
+                choices.push(decision);
+            }
+        }
+        if choices.iter().all(|c| *c == Decision::Modify) {
+            choices = match kind {
+                Kind::Approval => vec![Decision::Approve, Decision::Reject, Decision::Terminate],
+                Kind::Review => vec![Decision::Continue, Decision::Terminate],
+            };
+        }
+        choices
     }
 
     /// How many distinct reviewers must give [`Task::approving`] before the step answers.
@@ -117,35 +138,23 @@ impl Task {
 
     /// The call under decision, if the request carries one.
     pub fn call(&self) -> Option<&v1::ToolCall> {
-        match self.request()?.body.as_ref()? {
-            v1::request::Body::Approval(body) => body.call.as_ref(),
-            v1::request::Body::Review(body) => body.call.as_ref(),
-        }
+        self.parts()?.call
     }
 
     /// The assistant message's text.
     pub fn message(&self) -> &str {
-        match self.request().and_then(|r| r.body.as_ref()) {
-            Some(v1::request::Body::Approval(body)) => &body.message,
-            Some(v1::request::Body::Review(body)) => &body.message,
-            None => "",
-        }
+        self.parts().map_or("", |parts| parts.message)
     }
 
     /// The call's view, if the runner sent one.
     pub fn view(&self) -> Option<&v1::ToolCallView> {
-        match self.request()?.body.as_ref()? {
-            v1::request::Body::Approval(body) => body.view.as_ref(),
-            v1::request::Body::Review(body) => body.view.as_ref(),
-        }
+        self.parts()?.view
     }
 
     /// For a review: what the call returned.
     pub fn result(&self) -> Option<Returned<'_>> {
-        match self.request()?.body.as_ref()? {
-            v1::request::Body::Review(body) => Some(Returned { message: body.result.as_ref(), output: &body.output }),
-            v1::request::Body::Approval(_) => None,
-        }
+        let parts = self.parts()?;
+        parts.output.map(|output| Returned { message: parts.result, output })
     }
 
     /// Why the task is here: the chain's answers before this step, in order, as the request
@@ -156,15 +165,10 @@ impl Task {
 
     /// The conversation the request carries, ending with the assistant message with the call.
     pub fn history(&self) -> Conversation<'_> {
-        match self.request().and_then(|r| r.body.as_ref()) {
-            Some(v1::request::Body::Approval(body)) => {
-                Conversation { messages: &body.history, omitted: body.history_omitted }
-            }
-            Some(v1::request::Body::Review(body)) => {
-                Conversation { messages: &body.history, omitted: body.history_omitted }
-            }
-            None => Conversation { messages: &[], omitted: 0 },
-        }
+        self.parts().map_or(Conversation { messages: &[], omitted: 0 }, |parts| Conversation {
+            messages: parts.history,
+            omitted: parts.history_omitted,
+        })
     }
 
     /// The policy the call is decided by: its name (none for an inline document) and digest,
@@ -273,25 +277,14 @@ impl Incoming {
         let task = human.task.as_ref().ok_or(IncomingError::Missing("step task"))?;
         let request = task.request.as_ref().ok_or(IncomingError::Missing("request"))?;
         let key = request.key.as_ref().ok_or(IncomingError::Missing("call key"))?;
-        if request.body.is_none() {
-            return Err(IncomingError::Missing("approval or review body"));
-        }
-        let wire_kind = match kind_of(&human) {
-            Kind::Approval => v1::Kind::Approval,
-            Kind::Review => v1::Kind::Review,
-        };
-        let correlation = key.correlation_id(wire_kind);
+        let parts = request_parts(request).ok_or(IncomingError::Missing("approval or review body"))?;
+        let correlation = key.correlation_id(kind_to_wire(parts.kind));
         let pool = if human.pool.is_empty() { queue_pool.to_owned() } else { human.pool.clone() };
-        let call = match &request.body {
-            Some(v1::request::Body::Approval(body)) => body.call.as_ref(),
-            Some(v1::request::Body::Review(body)) => body.call.as_ref(),
-            None => None,
-        };
         let names = [
             ("call key", correlation.as_str()),
             ("pool", &pool),
             ("broker user", &task.requested_by),
-            ("function", call.map_or("", |call| call.function.as_str())),
+            ("function", parts.call.map_or("", |call| call.function.as_str())),
         ];
         if let Some((what, _)) = names.into_iter().find(|(_, text)| text.contains('\0')) {
             return Err(IncomingError::Nul(what));
@@ -349,33 +342,6 @@ impl Incoming {
     pub fn dedup_key(&self) -> String {
         format!("{}/{}#{}", airlock_contract::key::encode_part(self.requested_by()), self.correlation, self.step())
     }
-}
-
-/// The kind of a human task, read from its request's body (approval when unreadable).
-pub fn kind_of(human: &v1::HumanTask) -> Kind {
-    match human.task.as_ref().and_then(|t| t.request.as_ref()).and_then(|r| r.body.as_ref()) {
-        Some(v1::request::Body::Review(_)) => Kind::Review,
-        _ => Kind::Approval,
-    }
-}
-
-/// The choices a task offers: the wire's, without unknown values or values the kind does not
-/// allow (a review never offers `modify`); Inspect's defaults when nothing but `modify` is left.
-pub fn choices_of(human: &v1::HumanTask) -> Vec<Decision> {
-    let kind = kind_of(human);
-    let mut choices = Vec::new();
-    for decision in human.choices.iter().filter_map(|c| decision_from_wire(*c)) {
-        if kind.decisions().contains(&decision) && !choices.contains(&decision) {
-            choices.push(decision);
-        }
-    }
-    if choices.iter().all(|c| *c == Decision::Modify) {
-        choices = match kind {
-            Kind::Approval => vec![Decision::Approve, Decision::Reject, Decision::Terminate],
-            Kind::Review => vec![Decision::Continue, Decision::Terminate],
-        };
-    }
-    choices
 }
 
 /// Inspect's fixed explanation of a human answer, used when the person gives none.

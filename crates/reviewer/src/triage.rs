@@ -9,6 +9,7 @@
 use std::fmt;
 
 use airlock_contract::v1;
+use airlock_records::convert::request_parts;
 use serde::Deserialize;
 
 use crate::task::Task;
@@ -290,10 +291,7 @@ impl Columns {
     pub fn of(human: &v1::HumanTask) -> Self {
         let request = human.task.as_ref().and_then(|t| t.request.as_ref());
         let key = request.and_then(|r| r.key.clone()).unwrap_or_default();
-        let call = request.and_then(|r| r.body.as_ref()).and_then(|body| match body {
-            v1::request::Body::Approval(body) => body.call.as_ref(),
-            v1::request::Body::Review(body) => body.call.as_ref(),
-        });
+        let call = request.and_then(request_parts).and_then(|parts| parts.call);
         let search = call.map(|c| searchable(&format!("{}\n{}", call_line(c), c.arguments_json))).unwrap_or_default();
         Columns {
             function: call.map(|c| c.function.clone()).unwrap_or_default(),
