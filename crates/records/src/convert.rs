@@ -113,6 +113,13 @@ pub fn request_parts(request: &v1::Request) -> Option<RequestParts<'_>> {
     })
 }
 
+/// The first of `fields`, each a name and its text, whose text holds a NUL character.
+/// PostgreSQL's text refuses NUL, so a name a store keeps as text is refused with it where it
+/// enters, on every store alike.
+pub fn first_with_nul<'t, N>(fields: impl IntoIterator<Item = (N, &'t str)>) -> Option<(N, &'t str)> {
+    fields.into_iter().find(|(_, text)| text.contains('\0'))
+}
+
 /// The engine's decision for a wire one; `None` for an unspecified or unknown value.
 pub fn decision_from_wire(decision: i32) -> Option<Decision> {
     Some(match v1::DecisionKind::try_from(decision).ok()? {
@@ -221,6 +228,13 @@ mod tests {
         arguments.insert("a".into(), "x".into());
         let call = Call { id: "c1".into(), function: "f".into(), arguments };
         assert_eq!(call_from_wire(&call_to_wire(&call)).unwrap(), call);
+    }
+
+    #[test]
+    fn the_first_field_with_a_nul_is_named() {
+        let fields = [("pool", "runners"), ("user", "a\0b"), ("function", "\0")];
+        assert_eq!(first_with_nul(fields), Some(("user", "a\0b")));
+        assert_eq!(first_with_nul([("pool", "runners"), ("function", "")]), None);
     }
 
     #[test]

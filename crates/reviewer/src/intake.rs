@@ -38,6 +38,7 @@ use std::time::Duration;
 
 use airlock_contract::v1;
 use airlock_records::code::DeadReason;
+use airlock_records::convert::first_with_nul;
 use airlock_records::time::now_ms;
 use airlock_telemetry::events::DeadLettered;
 use airlock_telemetry::metrics::SourceLabels;
@@ -254,12 +255,10 @@ impl Withdrawing {
         let kind = v1::Kind::try_from(cancel.kind).unwrap_or(v1::Kind::Approval);
         let correlation = cancel.key.unwrap_or_default().correlation_id(kind);
         let reason = if cancel.reason.is_empty() { "withdrawn by the runner".to_owned() } else { cancel.reason };
-        for (what, text) in [("call key", &correlation), ("reason", &reason)] {
-            if text.contains('\0') {
-                return Err(DeadReason::bad_message(format!(
-                    "the Cancel's {what} holds a NUL character, which the store cannot keep"
-                )));
-            }
+        if let Some((what, _)) = first_with_nul([("call key", correlation.as_str()), ("reason", &reason)]) {
+            return Err(DeadReason::bad_message(format!(
+                "the Cancel's {what} holds a NUL character, which the store cannot keep"
+            )));
         }
         let cancelled_by = message.user_id.clone().unwrap_or_default();
         Ok(Withdrawing { correlation, reason, cancelled_by })

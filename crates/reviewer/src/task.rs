@@ -2,7 +2,7 @@
 
 use airlock_contract::v1;
 use airlock_policy::{Decision, Kind};
-use airlock_records::convert::{RequestParts, kind_to_wire, request_parts};
+use airlock_records::convert::{RequestParts, first_with_nul, kind_to_wire, request_parts};
 use airlock_records::review::{ApprovalView, ApprovalsMetadata, Caller, PolicyView};
 use prost::Message as _;
 use serde_json::Value;
@@ -286,7 +286,7 @@ impl Incoming {
             ("broker user", &task.requested_by),
             ("function", parts.call.map_or("", |call| call.function.as_str())),
         ];
-        if let Some((what, _)) = names.into_iter().find(|(_, text)| text.contains('\0')) {
+        if let Some((what, _)) = first_with_nul(names) {
             return Err(IncomingError::Nul(what));
         }
         Ok(Incoming { human, correlation, pool })

@@ -9,7 +9,7 @@
 use std::fmt;
 
 use airlock_contract::v1;
-use airlock_records::convert::request_parts;
+use airlock_records::convert::{first_with_nul, request_parts};
 use serde::Deserialize;
 
 use crate::task::Task;
@@ -216,12 +216,9 @@ impl TriageQuery {
         // text cannot): one asked for is no task's, and refused as such.
         let names = [("pool", &self.pool), ("tool", &self.tool), ("run", &self.run), ("sample", &self.sample)];
         if let Some((name, value)) =
-            names.into_iter().find(|(_, value)| value.as_deref().is_some_and(|v| v.contains('\0')))
+            first_with_nul(names.map(|(name, value)| (name, value.as_deref().unwrap_or_default())))
         {
-            return Err(TriageError::Invalid {
-                name,
-                value: value.as_deref().unwrap_or_default().replace('\0', "\\0"),
-            });
+            return Err(TriageError::Invalid { name, value: value.replace('\0', "\\0") });
         }
         let limit = number("limit", &self.limit)?;
         if limit == Some(0) {

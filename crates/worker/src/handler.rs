@@ -29,8 +29,8 @@ use crate::policies::PolicyStore;
 use crate::trust::Trust;
 use airlock_records::code::{DeadReason, ErrorCode};
 use airlock_records::convert::{
-    RequestParts, answer_from_wire, call_from_wire, call_to_wire, decision_to_wire, entry_to_wire, kind_to_wire,
-    metadata_to_wire, request_parts, trail_from_wire,
+    RequestParts, answer_from_wire, call_from_wire, call_to_wire, decision_to_wire, entry_to_wire, first_with_nul,
+    kind_to_wire, metadata_to_wire, request_parts, trail_from_wire,
 };
 use airlock_records::time::Deadline;
 
@@ -632,14 +632,13 @@ impl Handler {
 fn name_with_nul(request: &v1::Request) -> Option<&'static str> {
     let key = request.key.clone().unwrap_or_default();
     let function = request_parts(request).and_then(|parts| parts.call).map_or("", |call| call.function.as_str());
-    [
+    let names = [
         ("run id", key.run_id.as_str()),
         ("sample id", &key.sample_id),
         ("tool call id", &key.tool_call_id),
         ("function", function),
-    ]
-    .into_iter()
-    .find_map(|(name, text)| text.contains('\0').then_some(name))
+    ];
+    first_with_nul(names).map(|(name, _)| name)
 }
 
 /// The W3C trace context among a message's headers.
