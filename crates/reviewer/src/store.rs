@@ -28,7 +28,9 @@
 //!   token it was opened with, so every process sharing the store accepts it and refuses it
 //!   once it is logged out (anywhere), expired, or its reviewer's token replaced;
 //! - a standing decision is a numbered row, read afresh each time one is
-//!   applied, so a revocation anywhere stops it everywhere;
+//!   applied, so a revocation anywhere stops it everywhere; a task's insert reads those that
+//!   cover it in its own transaction, holding the table against a new one until it commits,
+//!   so a standing decision made meanwhile either is seen or finds the task pending;
 //! - a cancel withdraws only tasks whose request the cancel's publisher published
 //!   (`requested_by`), and is remembered under that publisher, so a task arriving after it is
 //!   dropped only when the same broker user asked for it.
@@ -286,5 +288,5 @@ pub use approvals::{Approved, Recording};
 pub use outbox::OutboxEntry;
 pub use sessions::StoredSession;
 pub use standing::NewStanding;
-pub use tasks::{Decided, Inserted, PendingId, Withdrawal};
+pub use tasks::{Decided, Inserted, PendingId, Stored, Withdrawal};
 pub use webhooks::{NewWebhook, OwedWebhook};

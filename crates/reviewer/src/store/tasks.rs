@@ -1,12 +1,15 @@
 //! Tasks in the store: stored once per call, listed, decided once, withdrawn by their
 //! runner's cancel; and the withdrawn calls remembered for tasks that arrive after it.
 
+use airlock_records::review::standing::StandingDecision;
 use prost::Message as _;
 use sqlx::QueryBuilder;
 
+use super::standing::{active_query, standing_from_row};
 use super::{
     ADD_WEBHOOK, Db, NO_DEADLINE, NewWebhook, OutboxEntry, Store, StoreError, TASK_COLUMNS, push_pools, task_from_row,
 };
+use crate::standing::applies;
 use crate::task::{Incoming, Task, Verdict};
 use crate::triage::Columns;
 
@@ -19,6 +22,17 @@ pub enum Inserted {
     Duplicate,
     /// The runner withdrew the call before the task arrived: nothing stored.
     Withdrawn,
+}
+
+/// What storing an incoming task did ([`Store::insert_as`]), and whether a standing decision
+/// covers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    /// What storing the task did.
+    pub inserted: Inserted,
+    /// The standing decision that covers the new task, read in the transaction that stored it
+    /// (then its webhooks were not written); `None` when none does, or nothing was stored.
+    pub covered_by: Option<StandingDecision>,
 }
 
 /// What a cancel did to the tasks of its call.
@@ -61,23 +75,34 @@ pub enum Decided {
 /// nothing: both begin with a write, and it has one writer at a time.
 const SERIALIZABLE: &str = "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE";
 
+/// The next statement of a task's insert on PostgreSQL, before it reads anything: a standing
+/// decision made while the insert runs waits for it to commit, and then finds the task among
+/// the pending ones; one made before is committed when the insert reads the standing
+/// decisions, and is seen. Inserts do not wait for one another (`SHARE` conflicts with writes
+/// only). SQLite needs nothing: the insert begins with a write, and it has one writer at a
+/// time.
+const STANDING_HELD: &str = "LOCK TABLE standing IN SHARE MODE";
+
 impl Store {
     /// Stores an incoming task unless the same broker user's call, kind and step is stored
     /// already or the call was withdrawn by the broker user that asked for it. Durable when this returns: the
     /// delivery may then be acknowledged.
     pub async fn insert(&self, incoming: &Incoming, now: i64) -> Result<Inserted, StoreError> {
-        self.insert_as(&uuid::Uuid::now_v7().to_string(), incoming, now, &[]).await
+        Ok(self.insert_as(&uuid::Uuid::now_v7().to_string(), incoming, now, &[]).await?.inserted)
     }
 
-    /// [`Store::insert`] as task `id`, with the `webhooks` announcing it written in the same
-    /// transaction (none when the task is not stored).
+    /// [`Store::insert`] as task `id`, reading in the same transaction the standing decision
+    /// that covers the new task: the newest active one of its pool that [applies](applies) to
+    /// it at `now`. When none does, the `webhooks` announcing the task are written in that
+    /// transaction too; when one does, none are, and the task is that standing decision's to
+    /// decide.
     pub async fn insert_as(
         &self,
         id: &str,
         incoming: &Incoming,
         now: i64,
         webhooks: &[NewWebhook],
-    ) -> Result<Inserted, StoreError> {
+    ) -> Result<Stored, StoreError> {
         const SQL: &str = "INSERT INTO tasks (id, dedup_key, correlation, pool, step, body, received_at, \
                            deadline_at, state, function, run_id, sample_id, search, requested_by) \
                            SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13 \
@@ -85,10 +110,12 @@ impl Store {
                            ON CONFLICT (dedup_key) DO NOTHING";
         let body = incoming.human.encode_to_vec();
         let columns = Columns::of(&incoming.human);
-        let affected = on_db!(self, pool => {
+        let task = incoming.pending(id, now);
+        let (affected, covered_by) = on_db!(self, pool => {
             let mut tx = pool.begin().await?;
             if matches!(self.db, Db::Postgres(_)) {
                 sqlx::query(SERIALIZABLE).execute(&mut *tx).await?;
+                sqlx::query(STANDING_HELD).execute(&mut *tx).await?;
             }
             let affected = sqlx::query(SQL)
                 .bind(id)
@@ -107,14 +134,20 @@ impl Store {
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
+            let mut covered_by = None;
             if affected == 1 {
-                add_webhooks!(tx, webhooks, now);
+                let active = active_query(std::slice::from_ref(&task.pool), now).build().fetch_all(&mut *tx).await?;
+                let active = active.iter().map(standing_from_row).collect::<Result<Vec<_>, _>>()?;
+                covered_by = active.into_iter().find(|standing| applies(standing, &task, now));
+                if covered_by.is_none() {
+                    add_webhooks!(tx, webhooks, now);
+                }
             }
             tx.commit().await?;
-            affected
+            (affected, covered_by)
         });
         if affected == 1 {
-            return Ok(Inserted::Created(id.to_owned()));
+            return Ok(Stored { inserted: Inserted::Created(id.to_owned()), covered_by });
         }
         let withdrawn: Option<(i64,)> = on_db!(self, pool =>
             sqlx::query_as("SELECT withdrawn_at FROM withdrawn WHERE correlation = $1 AND cancelled_by = $2")
@@ -122,7 +155,8 @@ impl Store {
                 .bind(incoming.requested_by())
                 .fetch_optional(pool)
                 .await?);
-        Ok(if withdrawn.is_some() { Inserted::Withdrawn } else { Inserted::Duplicate })
+        let inserted = if withdrawn.is_some() { Inserted::Withdrawn } else { Inserted::Duplicate };
+        Ok(Stored { inserted, covered_by: None })
     }
 
     /// One task, in any state.
