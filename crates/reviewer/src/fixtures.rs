@@ -1,9 +1,31 @@
 //! Human tasks and stores for the crate's own tests.
 
 use airlock_contract::v1;
+use airlock_policy::{Decision, Kind};
+use airlock_records::review::Caller;
+use airlock_records::review::standing::Scope;
 
-use crate::store::Store;
+use crate::store::{NewStanding, Store};
 use crate::task::Incoming;
+
+/// A standing decision of alice's approving [`human`]'s call within `sample` of pool `ops`,
+/// made at `from` and expiring at `until` (unix ms).
+pub fn approving(sample: &str, from: i64, until: i64) -> NewStanding {
+    NewStanding {
+        author: "alice".into(),
+        pool: "ops".into(),
+        kind: Kind::Approval,
+        step: 2,
+        scope: Scope::Sample { run_id: "run".into(), sample_id: sample.into() },
+        caller: Caller::default(),
+        policy: None,
+        pattern: "bash(cmd='rm -r build')".into(),
+        decision: Decision::Approve,
+        explanation: "Cleaning the build is fine.".into(),
+        created_at: from,
+        expires_at: until,
+    }
+}
 
 /// A human task for `sample`/`call` in `pool`, approval unless `review`, with `deadline`.
 pub fn human(pool: &str, sample: &str, call: &str, review: bool, deadline: i64) -> Incoming {

@@ -28,9 +28,10 @@
 //! someone. It is best effort and unproved, and it never settles the call.
 //!
 //! A task a reviewer's standing decision covers is stored, then decided by it at once (it
-//! stays in the history), without paging anyone or announcing it to the runner: the desk
-//! reads the standing decisions once, after the task is stored, and only then writes the
-//! `task.created` webhooks of a task that waits for a person ([`Desk::admit`]).
+//! stays in the history), without paging anyone or announcing it to the runner: the
+//! standing decisions are read once, in the transaction that stores the task, which writes
+//! the `task.created` webhooks of a task none covers ([`Desk::insert`]); the desk then
+//! decides a covered task by its standing decision ([`Desk::admit`]).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -160,7 +161,7 @@ async fn take<T: Transport>(
         let (id, now) = (uuid::Uuid::now_v7().to_string(), now_ms());
         Ok((desk_ref.insert(&id, incoming_ref, now).await?, incoming_ref.pending(&id, now)))
     });
-    let (inserted, task) = match storing.await {
+    let (stored, task) = match storing.await {
         Ok(stored) => stored,
         Err(Unstored::Stopping) => {
             let _ = delivery.nack_requeue().await;
@@ -171,7 +172,7 @@ async fn take<T: Transport>(
             return dead_letter(&desk, &transport, &topology, delivery, reason).await;
         }
     };
-    match &inserted {
+    match &stored.inserted {
         Inserted::Created(id) => {
             info!(task = %id, %correlation, pool = %Logged(&incoming.pool), "Human task stored.");
             // Cancels that came first from users that did not ask withdrew nothing: count them.
@@ -179,7 +180,7 @@ async fn take<T: Transport>(
                 Ok(users) => dropped_cancels(&desk, &incoming.correlation, &users),
                 Err(e) => debug!(task = %id, error = %Logged(&e), "Reading the call's earlier cancels failed."),
             }
-            if desk.admit(&task).await {
+            if desk.admit(&task, stored.covered_by.as_ref()).await {
                 announce(&transport, &topology, &incoming, id).await;
             }
         }

@@ -1,43 +1,57 @@
-//! Tasks at the desk as the intake hands them over: stored, then decided at once by the
-//! standing decision that covers them or else paged about; and withdrawn by their runner.
+//! Tasks at the desk as the intake hands them over: stored, with their `task.created`
+//! webhooks unless a standing decision covers them, then decided at once by the standing
+//! decision that covers them; and withdrawn by their runner.
 
+use airlock_records::review::standing::StandingDecision;
 use airlock_records::time::now_ms;
 use tracing::warn;
 
 use super::Desk;
 use crate::logged::Logged;
-use crate::store::{Inserted, StoreError, Withdrawal};
+use crate::store::{Inserted, StoreError, Stored, Withdrawal};
 use crate::task::{Incoming, Task};
 use crate::webhooks::EventKind;
 
 impl Desk {
-    /// Stores `incoming` as task `id`, received at `now`. Nobody is paged yet: whether anyone
-    /// is waits for the standing decisions ([`Desk::admit`]).
-    pub async fn insert(&self, id: &str, incoming: &Incoming, now: i64) -> Result<Inserted, StoreError> {
-        self.store.insert_as(id, incoming, now, &[]).await
+    /// Stores `incoming` as task `id`, received at `now`, and reads the standing decision that
+    /// covers it in the same transaction; the `task.created` webhooks paging the endpoints of
+    /// its pool are written in that transaction when none does ([`Store::insert_as`]). One
+    /// read, with the task's insert: a standing decision made meanwhile either sees the task
+    /// among the pending ones or is seen there. Nobody is paged about a task it covers.
+    ///
+    /// [`Store::insert_as`]: crate::store::Store::insert_as
+    pub async fn insert(&self, id: &str, incoming: &Incoming, now: i64) -> Result<Stored, StoreError> {
+        let task = incoming.pending(id, now);
+        let webhooks = self.webhooks.announce(EventKind::Created, &task, self.public_url.as_ref());
+        let stored = self.store.insert_as(id, incoming, now, &webhooks).await?;
+        if matches!(stored.inserted, Inserted::Created(_)) && stored.covered_by.is_none() && !webhooks.is_empty() {
+            self.webhooks_due.notify_one();
+        }
+        Ok(stored)
     }
 
-    /// After `task` was stored: wakes the deadline loop, then decides the task by the standing
-    /// decision that covers it, if one does, or else pages the endpoints of its pool
-    /// (`task.created`) and tells the watcher. Whether the task waits for a person.
-    pub async fn admit(&self, task: &Task) -> bool {
+    /// After `task` was stored, covered by the standing decision `covered_by` its insert read
+    /// if one: wakes the deadline loop, then decides the task by that standing decision, or
+    /// else tells the watcher. A task the standing decision did not decide after all (decided
+    /// or withdrawn first, or the store failed) pages the endpoints of its pool now. Whether
+    /// the task waits for a person.
+    pub async fn admit(&self, task: &Task, covered_by: Option<&StandingDecision>) -> bool {
         self.deadlines.notify_one();
-        // One read, after the task is stored: a standing decision made meanwhile either sees
-        // the task among the pending ones or is seen here. Nobody is paged about a task it
-        // decides.
-        match self.settle(task, now_ms()).await {
-            Ok(Some(_)) => return false,
-            Ok(None) => {}
-            Err(e) => {
-                warn!(task = %task.id, error = %Logged(&e), "Reading the standing decisions failed; the task waits for a person.")
-            }
-        }
-        let webhooks = self.webhooks.announce(EventKind::Created, task, self.public_url.as_ref());
-        if !webhooks.is_empty() {
-            match self.store.add_webhooks(&webhooks, now_ms()).await {
-                Ok(()) => self.webhooks_due.notify_one(),
+        if let Some(standing) = covered_by {
+            match self.decide_standing(standing, task).await {
+                Ok(true) => return false,
+                Ok(false) => {}
                 Err(e) => {
-                    warn!(task = %task.id, error = %Logged(&e), "Writing the task's webhooks failed; nobody is paged.")
+                    warn!(task = %task.id, error = %Logged(&e), "Deciding the task by its standing decision failed; the task waits for a person.")
+                }
+            }
+            let webhooks = self.webhooks.announce(EventKind::Created, task, self.public_url.as_ref());
+            if !webhooks.is_empty() {
+                match self.store.add_webhooks(&webhooks, now_ms()).await {
+                    Ok(()) => self.webhooks_due.notify_one(),
+                    Err(e) => {
+                        warn!(task = %task.id, error = %Logged(&e), "Writing the task's webhooks failed; nobody is paged.")
+                    }
                 }
             }
         }

@@ -129,19 +129,9 @@ impl Desk {
         Ok(decided)
     }
 
-    /// Decides a newly stored `task` by the newest active standing decision of its pool that
-    /// applies to it at `now`, if one does; the standing decision that decided it.
-    pub async fn settle(&self, task: &Task, now: i64) -> Result<Option<StandingDecision>, StoreError> {
-        let active = self.store.active_standing(std::slice::from_ref(&task.pool), now).await?;
-        match active.into_iter().find(|standing| applies(standing, task, now)) {
-            Some(standing) if self.decide_standing(&standing, task).await? => Ok(Some(standing)),
-            _ => Ok(None),
-        }
-    }
-
     /// Records `standing`'s decision on `task`, as a person's decision is recorded; whether
     /// this recorded it (false when the task was decided or withdrawn first).
-    async fn decide_standing(&self, standing: &StandingDecision, task: &Task) -> Result<bool, StoreError> {
+    pub(super) async fn decide_standing(&self, standing: &StandingDecision, task: &Task) -> Result<bool, StoreError> {
         let verdict = Verdict {
             decision: standing.decision,
             explanation: standing::explanation(standing),

@@ -1,15 +1,18 @@
-//! The desk's approvals and deadlines together: a deadline after a partial approval.
+//! The desk's approvals and deadlines together: a deadline after a partial approval; and a
+//! task taken in, paged about with its insert or decided at once by a standing decision.
 
 use airlock_contract::v1;
 use airlock_records::review::ApprovalsMetadata;
+use airlock_webhook::RetryPolicy;
 use prost::Message as _;
 
 use super::*;
 use crate::auth::Reviewers;
-use crate::fixtures::{human, memory_store};
+use crate::fixtures::{approving, human, memory_store};
 use crate::http::AppState;
-use crate::store::Inserted;
+use crate::store::{Inserted, Stored};
 use crate::task::{DECIDED_BY_TIMEOUT, timeout_explanation};
+use crate::webhooks::{Endpoint, EventKind, Format, Pools};
 
 /// A deadline that passes after one approval of two applies `on_timeout`, and the answer
 /// names the partial approver in its explanation and metadata.
@@ -52,4 +55,36 @@ async fn an_answer_carries_the_labels_its_body_gives() {
     let entry = outbox.try_recv().unwrap();
     assert_eq!(entry.labels.as_ref().map(|l| l.decision.as_str()), Some("approve"));
     assert_eq!(entry.labels, crate::outbox::stored_labels(&entry.body));
+}
+
+/// A task taken in has its `task.created` webhooks written with it, before it is admitted;
+/// one a standing decision covers has none, and is decided at once when admitted.
+#[tokio::test]
+async fn a_task_is_stored_with_its_webhooks_unless_a_standing_decision_covers_it() {
+    let endpoint = Endpoint {
+        url: "http://hooks.test/ops".parse().unwrap(),
+        pools: Pools::All,
+        secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".parse().unwrap(),
+        format: Format::Standard,
+        events: vec![EventKind::Created],
+    };
+    let webhooks = Webhooks { endpoints: vec![endpoint], retry: RetryPolicy::default() };
+    let (desk, mut outbox) = Desk::new(memory_store().await, vec!["ops".into()], None, webhooks, Arc::default(), None);
+    let now = now_ms();
+    let waiting = human("ops", "s1", "c1", false, 0);
+    let stored = desk.insert("t1", &waiting, now).await.unwrap();
+    assert_eq!(stored, Stored { inserted: Inserted::Created("t1".into()), covered_by: None });
+    assert_eq!(desk.store().webhooks_owed().await.unwrap(), 1, "written with the task");
+    assert!(desk.admit(&waiting.pending("t1", now), None).await, "it waits for a person");
+    assert_eq!(desk.store().webhooks_owed().await.unwrap(), 1, "admitting it writes no more");
+
+    let standing = desk.store().add_standing(&approving("s2", now, now + 60_000)).await.unwrap();
+    let covered = human("ops", "s2", "c2", false, 0);
+    let stored = desk.insert("t2", &covered, now).await.unwrap();
+    assert_eq!(stored.covered_by.as_ref(), Some(&standing));
+    assert!(!desk.admit(&covered.pending("t2", now), stored.covered_by.as_ref()).await, "decided at once");
+    let State::Decided(verdict) = desk.store().task("t2").await.unwrap().unwrap().state else { panic!() };
+    assert_eq!(verdict.decided_by, format!("alice (standing #{})", standing.id));
+    assert_eq!(outbox.try_recv().unwrap().task_id, "t2");
+    assert_eq!(desk.store().webhooks_owed().await.unwrap(), 1, "nobody is paged about a covered task");
 }

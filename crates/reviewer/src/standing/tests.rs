@@ -10,6 +10,7 @@ use prost::Message as _;
 
 use super::*;
 use crate::auth::Reviewers;
+use crate::desk::Desk;
 use crate::fixtures::{human, memory_store};
 use crate::http::AppState;
 use crate::store::{Inserted, NewStanding, Store};
@@ -225,6 +226,17 @@ async fn postgres_stores_and_revokes_standing_decisions() {
     with_pg("standing", |url| async move { store_suite(Store::open(&url).await.unwrap()).await }).await;
 }
 
+/// Stores `incoming` as task `id` at the `desk` and admits it, as the intake does; the
+/// standing decision that decided it at once, if one did.
+async fn admitted(desk: &Desk, id: &str, incoming: &Incoming) -> Option<i64> {
+    let now = now_ms();
+    let stored = desk.insert(id, incoming, now).await.unwrap();
+    assert_eq!(stored.inserted, Inserted::Created(id.to_owned()));
+    let waits = desk.admit(&incoming.pending(id, now), stored.covered_by.as_ref()).await;
+    assert_eq!(waits, stored.covered_by.is_none(), "a covered task is decided at once");
+    stored.covered_by.map(|standing| standing.id)
+}
+
 #[tokio::test]
 async fn a_standing_decision_decides_pending_and_new_tasks_until_revoked() {
     let pools = vec!["ops".to_owned(), "security".to_owned()];
@@ -256,11 +268,8 @@ async fn a_standing_decision_decides_pending_and_new_tasks_until_revoked() {
         let shared = shared.clone();
         let incoming = human("ops", "s1", call, false, 0);
         async move {
-            let Inserted::Created(id) = shared.desk.store().insert(&incoming, now_ms()).await.unwrap() else {
-                panic!()
-            };
-            let task = shared.desk.store().task(&id).await.unwrap().unwrap();
-            (shared.desk.settle(&task, now_ms()).await.unwrap().map(|s| s.id), id)
+            let id = uuid::Uuid::now_v7().to_string();
+            (admitted(&shared.desk, &id, &incoming).await, id)
         }
     };
     assert_eq!(arrive("c2").await.0, Some(standing.id));
@@ -287,11 +296,7 @@ async fn postgres_a_revocation_on_one_service_stops_another_at_once() {
         let arrive = |call: &str| {
             let b = b.clone();
             let incoming = human("ops", "s1", call, false, 0);
-            async move {
-                let Inserted::Created(id) = b.desk.store().insert(&incoming, now_ms()).await.unwrap() else { panic!() };
-                let task = b.desk.store().task(&id).await.unwrap().unwrap();
-                b.desk.settle(&task, now_ms()).await.unwrap().map(|s| s.id)
-            }
+            async move { admitted(&b.desk, &uuid::Uuid::now_v7().to_string(), &incoming).await }
         };
         assert_eq!(arrive("c1").await, Some(standing.id), "made on a, applied by b");
         assert!(a.desk.store().revoke_standing(standing.id, "alice", now_ms()).await.unwrap());

@@ -107,15 +107,7 @@ impl Store {
         if pools.is_empty() {
             return Ok(Vec::new());
         }
-        on_db!(self, pool => {
-            let mut query = QueryBuilder::new(format!(
-                "SELECT {STANDING_COLUMNS} FROM standing WHERE revoked_at IS NULL AND expires_at > "
-            ));
-            query.push_bind(now);
-            push_pools(&mut query, Some(pools));
-            query.push(" ORDER BY id DESC");
-            query.build().fetch_all(pool).await?.iter().map(standing_from_row).collect()
-        })
+        on_db!(self, pool => active_query(pools, now).build().fetch_all(pool).await?.iter().map(standing_from_row).collect())
     }
 
     /// One standing decision, active or not.
@@ -137,8 +129,24 @@ impl Store {
     }
 }
 
+/// The query of the standing decisions of `pools` neither revoked nor expired at `now`, newest
+/// first: run on the pool, or in a transaction (a task's insert reads those that cover it).
+pub(super) fn active_query<DB: sqlx::Database>(pools: &[String], now: i64) -> QueryBuilder<DB>
+where
+    for<'a> String: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    let mut query = QueryBuilder::new(format!(
+        "SELECT {STANDING_COLUMNS} FROM standing WHERE revoked_at IS NULL AND expires_at > "
+    ));
+    query.push_bind(now);
+    push_pools(&mut query, Some(pools));
+    query.push(" ORDER BY id DESC");
+    query
+}
+
 /// Reads a standing decision from a row of [`STANDING_COLUMNS`], on either database.
-fn standing_from_row<'r, R>(row: &'r R) -> Result<StandingDecision, StoreError>
+pub(super) fn standing_from_row<'r, R>(row: &'r R) -> Result<StandingDecision, StoreError>
 where
     R: Row,
     &'r str: ColumnIndex<R>,

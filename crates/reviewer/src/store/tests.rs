@@ -1,9 +1,12 @@
 //! One suite of store behaviours, run on SQLite and on the running PostgreSQL.
 
 use airlock_records::review::{ApprovalView, ApprovalsMetadata};
+use sqlx::sqlite::SqliteConnectOptions;
 
+use super::open::{POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, Schema, migrator};
 use super::*;
-use crate::fixtures::{asked_by, human};
+use crate::fixtures::{approving, asked_by, human};
+use crate::task::Incoming;
 use crate::testing::with_pg;
 
 fn verdict(decision: Decision, by: &str, at: i64) -> Verdict {
@@ -258,8 +261,9 @@ async fn webhooks(store: &Store) {
     assert_eq!(store.webhooks_owed().await.unwrap(), 0, "a decision that changed nothing wrote none");
     let incoming = human("ops", "s4", "c4", false, 0);
     let created = store.insert_as("t4", &incoming, 7_000, &[hook("w1"), hook("w2")]).await.unwrap();
-    assert_eq!(created, Inserted::Created("t4".into()));
-    assert_eq!(store.insert_as("t5", &incoming, 7_001, &[hook("w3")]).await.unwrap(), Inserted::Duplicate);
+    assert_eq!(created, Stored { inserted: Inserted::Created("t4".into()), covered_by: None });
+    let duplicate = store.insert_as("t5", &incoming, 7_001, &[hook("w3")]).await.unwrap();
+    assert_eq!(duplicate, Stored { inserted: Inserted::Duplicate, covered_by: None });
     assert_eq!(store.webhooks_owed().await.unwrap(), 2, "a duplicate task wrote none");
 
     let claimed = store.claim_webhooks(7_000, 17_000, 10).await.unwrap();
@@ -293,6 +297,41 @@ async fn webhooks(store: &Store) {
         store.claim_webhooks(10_000, 20_000, 10).await.unwrap().into_iter().map(|w| (w.id, w.created_at)).collect();
     due.sort();
     assert_eq!(due, [("w6".to_owned(), 10_000), ("w7".to_owned(), 10_000)]);
+}
+
+/// A task's `task.created` webhooks are written in the transaction that stores it, unless a
+/// standing decision covers it: that one is read in the same transaction and handed back, and
+/// the task stays pending for it to decide.
+async fn covered(store: Store) {
+    let waits = store.insert_as("t1", &human("ops", "s1", "c1", false, 0), 1_000, &[hook("w1")]).await.unwrap();
+    assert_eq!(waits, Stored { inserted: Inserted::Created("t1".into()), covered_by: None });
+    assert_eq!(store.webhooks_owed().await.unwrap(), 1, "written with the task");
+
+    let standing = store.add_standing(&approving("s2", 1_500, 61_000)).await.unwrap();
+    let decided = store.insert_as("t2", &human("ops", "s2", "c2", false, 0), 2_000, &[hook("w2")]).await.unwrap();
+    assert_eq!(decided, Stored { inserted: Inserted::Created("t2".into()), covered_by: Some(standing.clone()) });
+    assert_eq!(store.webhooks_owed().await.unwrap(), 1, "nobody is paged about a covered task");
+    assert!(store.task("t2").await.unwrap().unwrap().is_pending(), "the standing decision's to decide");
+    let again = store.insert_as("t3", &human("ops", "s2", "c2", false, 0), 2_001, &[hook("w3")]).await.unwrap();
+    assert_eq!(again, Stored { inserted: Inserted::Duplicate, covered_by: None });
+
+    // Another sample's task, and the same sample's once the standing decision expired, wait.
+    let other = store.insert_as("t4", &human("ops", "s3", "c3", false, 0), 3_000, &[hook("w4")]).await.unwrap();
+    assert_eq!(other.covered_by, None);
+    let late = store.insert_as("t5", &human("ops", "s2", "c5", false, 0), 61_000, &[hook("w5")]).await.unwrap();
+    assert_eq!(late, Stored { inserted: Inserted::Created("t5".into()), covered_by: None });
+    assert_eq!(store.webhooks_owed().await.unwrap(), 3);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn a_covered_task_is_stored_without_its_webhooks_on_sqlite() {
+    covered(crate::fixtures::memory_store().await).await;
+}
+
+#[tokio::test]
+async fn a_covered_task_is_stored_without_its_webhooks_on_postgres() {
+    with_pg("covered", |url| async move { covered(Store::open(&url).await.unwrap()).await }).await;
 }
 
 #[tokio::test]
