@@ -64,6 +64,14 @@ pub struct FleetArgs {
     /// The broker, e.g. amqp://guest:guest@127.0.0.1:5672/%2f; a cluster as the comma-separated URLs of its nodes
     #[arg(long, env = "AIRLOCK_AMQP_URL")]
     pub amqp: String,
+    #[command(flatten)]
+    pub options: FleetOptions,
+}
+
+/// What a fleet is besides its broker: its names, how its links are secured and how its
+/// queues are replicated.
+#[derive(Debug, Clone, Args)]
+pub struct FleetOptions {
     /// The fleet's prefix: every queue and exchange name starts with it.
     #[arg(long, env = "AIRLOCK_PREFIX", default_value = "airlock")]
     pub prefix: String,
@@ -77,12 +85,9 @@ impl FleetArgs {
     /// The fleet of a prefix a bench makes and deletes itself: its queues take the broker's
     /// replication default.
     pub fn of_bench(amqp: &str, tls: &TlsArgs, prefix: &str) -> Self {
-        FleetArgs {
-            amqp: amqp.to_owned(),
-            prefix: prefix.to_owned(),
-            tls: tls.clone(),
-            replication: ReplicationArgs::default(),
-        }
+        let options =
+            FleetOptions { prefix: prefix.to_owned(), tls: tls.clone(), replication: ReplicationArgs::default() };
+        FleetArgs { amqp: amqp.to_owned(), options }
     }
 }
 
@@ -93,20 +98,14 @@ pub struct OptionalFleetArgs {
     /// The broker, e.g. amqp://guest:guest@127.0.0.1:5672/%2f; a cluster as the comma-separated URLs of its nodes
     #[arg(long, env = "AIRLOCK_AMQP_URL")]
     pub amqp: Option<String>,
-    /// The fleet's prefix: every queue and exchange name starts with it.
-    #[arg(long, env = "AIRLOCK_PREFIX", default_value = "airlock")]
-    pub prefix: String,
     #[command(flatten)]
-    pub tls: TlsArgs,
-    #[command(flatten)]
-    pub replication: ReplicationArgs,
+    pub options: FleetOptions,
 }
 
 impl OptionalFleetArgs {
     /// The fleet, or none without `--amqp`.
     pub fn required(self) -> Option<FleetArgs> {
-        let OptionalFleetArgs { amqp, prefix, tls, replication } = self;
-        Some(FleetArgs { amqp: amqp?, prefix, tls, replication })
+        Some(FleetArgs { amqp: self.amqp?, options: self.options })
     }
 }
 
@@ -396,9 +395,9 @@ pub fn host_name() -> String {
 /// apart in the broker's management view.
 pub async fn connect(fleet: &FleetArgs, role: &str) -> Result<AmqpTransport, Failure> {
     let options = AmqpOptions::new(fleet.amqp.clone())
-        .with_connection_name(format!("{} {role} ({}:{})", fleet.prefix, host_name(), std::process::id()))
-        .with_ca_file(fleet.tls.ca_file.clone())
-        .with_quorum_group_size(fleet.replication.quorum_group_size);
+        .with_connection_name(format!("{} {role} ({}:{})", fleet.options.prefix, host_name(), std::process::id()))
+        .with_ca_file(fleet.options.tls.ca_file.clone())
+        .with_quorum_group_size(fleet.options.replication.quorum_group_size);
     AmqpTransport::connect_with(options)
         .await
         .map_err(|e| Failure { code: EXIT_UNAVAILABLE, message: format!("cannot reach the broker: {e}") })

@@ -63,8 +63,8 @@ pub async fn run(command: AuditCommand) -> Result<(), Failure> {
 async fn log(args: LogArgs) -> Result<(), Failure> {
     let log = DecisionLog::open(&args.out, args.mask).map_err(|e| Failure::config(e.to_string()))?;
     let transport = connect(&args.fleet, "audit").await?;
-    eprintln!("Writing the decisions of '{}' to {}.", args.fleet.prefix, args.out.display());
-    let config = AuditConfig { prefix: args.fleet.prefix, log };
+    eprintln!("Writing the decisions of '{}' to {}.", args.fleet.options.prefix, args.out.display());
+    let config = AuditConfig { prefix: args.fleet.options.prefix, log };
     airlock_audit::run(transport, config, shutdown_signal()).await.map_err(|e| Failure::other(e.to_string()))
 }
 

@@ -273,7 +273,7 @@ async fn bench(
     names: &Names,
     children: &mut Children,
 ) -> Result<Report, Failure> {
-    let prefix = fleet.prefix.as_str();
+    let prefix = fleet.options.prefix.as_str();
     let concurrency = u16::try_from(settings.inflight).unwrap_or(u16::MAX).to_string();
 
     // Every child first: the workers and the echo responder serve different queues, so

@@ -188,7 +188,7 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
         allow_private_callbacks: args.allow_private_callbacks,
     });
     let mut config = GatewayConfig {
-        prefix: fleet.prefix.clone(),
+        prefix: fleet.options.prefix.clone(),
         runner_id: String::new(),
         listen: args.listen,
         tokens,

@@ -154,7 +154,7 @@ async fn serve(args: RunArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
         tracing::warn!(variable = %key_env, "No API key in the environment; requests carry none.");
     }
     let config = MonitorConfig {
-        prefix: fleet.prefix.clone(),
+        prefix: fleet.options.prefix.clone(),
         step: step.clone(),
         monitor_id: args.id.unwrap_or_else(|| default_id(&step)),
         concurrency: args.concurrency,

@@ -57,7 +57,7 @@ pub async fn run(args: RequestArgs) -> Result<(), Failure> {
     let replies = args.verify.tool_replies()?;
     let transport = connect(&args.fleet, "request").await?;
     let request = OneRequest {
-        prefix: args.fleet.prefix.clone(),
+        prefix: args.fleet.options.prefix.clone(),
         policy,
         kind: args.kind.into(),
         call,

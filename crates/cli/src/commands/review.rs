@@ -22,7 +22,7 @@ use airlock_reviewer::{ReviewerConfig, Service, instance_for_store};
 use clap::Args;
 use tokio::sync::mpsc;
 
-use super::{Failure, FleetArgs, ReplicationArgs, TlsArgs, connect, reviewer_signing_key};
+use super::{Failure, FleetArgs, FleetOptions, ReplicationArgs, TlsArgs, connect, reviewer_signing_key};
 
 /// How often an empty queue is looked at again.
 const POLL: Duration = Duration::from_secs(1);
@@ -97,9 +97,11 @@ pub async fn run(args: ReviewArgs) -> Result<(), Failure> {
             let transport = connect(
                 &FleetArgs {
                     amqp: amqp.clone(),
-                    prefix: args.prefix.clone(),
-                    tls: args.tls.clone(),
-                    replication: args.replication.clone(),
+                    options: FleetOptions {
+                        prefix: args.prefix.clone(),
+                        tls: args.tls.clone(),
+                        replication: args.replication.clone(),
+                    },
                 },
                 "review",
             )

@@ -135,7 +135,7 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
     let webhooks = Webhooks { endpoints, retry: args.webhook_retry.policy() };
     let pools: Vec<String> = args.pools.iter().map(|p| p.trim().to_owned()).filter(|p| !p.is_empty()).collect();
     let config = ReviewerConfig {
-        prefix: fleet.prefix.clone(),
+        prefix: fleet.options.prefix.clone(),
         instance: args.id.unwrap_or_else(|| instance_for_store(&args.store)),
         metrics,
         pools,

@@ -66,7 +66,7 @@ pub async fn run(command: TopologyCommand) -> Result<(), Failure> {
         TopologyCommand::Delete(args) => (args, None, false),
         TopologyCommand::Definitions { roles } => return definitions(&roles),
     };
-    let mut topology = Topology::new(fleet.prefix.clone());
+    let mut topology = Topology::new(fleet.options.prefix.clone());
     for step in &steps {
         topology = topology.with_step(step);
     }
@@ -83,7 +83,7 @@ pub async fn run(command: TopologyCommand) -> Result<(), Failure> {
         None => Failure::other(format!("{verb} the topology failed: {e}")),
     })?;
     if !apply {
-        println!("deleted the queues and exchanges of '{}'", fleet.prefix);
+        println!("deleted the queues and exchanges of '{}'", fleet.options.prefix);
         return Ok(());
     }
     for exchange in topology.exchanges() {
@@ -101,7 +101,7 @@ pub async fn run(command: TopologyCommand) -> Result<(), Failure> {
 /// management API where expected), which is a warning too, not a failure: the topology is
 /// declared either way.
 async fn check_members(topology: &Topology, fleet: &FleetArgs, management_url: Option<&str>) {
-    let wanted = fleet.replication.quorum_group_size;
+    let wanted = fleet.options.replication.quorum_group_size;
     let unchecked = |why: &str| {
         eprintln!(
             "warning: the replicas of the quorum queues were not checked: {why}. The management API \

@@ -60,7 +60,7 @@ pub async fn run(args: WorkerArgs, metrics: Arc<Metrics>) -> Result<(), Failure>
     let trust = args.step_users.into_iter().fold(trust, |trust, (step, user)| trust.with_step_users(step, [user]));
     let transport = connect(&args.fleet, "worker").await?;
     let config = WorkerConfig {
-        prefix: args.fleet.prefix,
+        prefix: args.fleet.options.prefix,
         concurrency: args.concurrency,
         policy_dir: args.policy_dir,
         worker_id: args.id.unwrap_or_else(default_id),

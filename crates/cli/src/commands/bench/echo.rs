@@ -55,7 +55,7 @@ pub async fn serve(args: EchoArgs) -> Result<(), Failure> {
         return Err(Failure::config("--concurrency must be at least 1"));
     }
     let transport = connect(&args.fleet, "bench-echo").await?;
-    let topology = topology(&args.fleet.prefix, &args.queue, None);
+    let topology = topology(&args.fleet.options.prefix, &args.queue, None);
     let fail = |e: &dyn std::fmt::Display| Failure::other(e.to_string());
     transport.declare(&topology).await.map_err(|e| fail(&e))?;
     let mut requests = transport.consume(&topology.name(&args.queue), args.concurrency).await.map_err(|e| fail(&e))?;
