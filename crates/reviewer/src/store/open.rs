@@ -20,44 +20,36 @@ pub(super) struct Schema {
     sql: &'static str,
 }
 
+/// The schema's migrations, `version name file` in order, as a dialect's folder of
+/// `migrations/` holds them: both dialects list the same steps.
+macro_rules! schema {
+    ($dialect:literal) => {
+        schema!($dialect;
+            1 "tasks" "0001_tasks",
+            2 "webhooks" "0002_webhooks",
+            3 "sessions" "0003_sessions",
+            4 "triage" "0004_triage",
+            5 "approvals" "0005_approvals",
+            6 "standing" "0006_standing",
+            7 "cancels" "0007_cancels",
+            8 "session tokens" "0008_session_tokens",
+            9 "modified approvals" "0009_modified_approvals",
+            10 "callers" "0010_callers"
+        )
+    };
+    ($dialect:literal; $($version:literal $name:literal $file:literal),*) => {
+        &[$(Schema {
+            version: $version,
+            name: $name,
+            sql: include_str!(concat!("../../migrations/", $dialect, "/", $file, ".sql")),
+        }),*]
+    };
+}
+
 /// The schema, for SQLite.
-pub(super) const SQLITE_MIGRATIONS: &[Schema] = &[
-    Schema { version: 1, name: "tasks", sql: include_str!("../../migrations/sqlite/0001_tasks.sql") },
-    Schema { version: 2, name: "webhooks", sql: include_str!("../../migrations/sqlite/0002_webhooks.sql") },
-    Schema { version: 3, name: "sessions", sql: include_str!("../../migrations/sqlite/0003_sessions.sql") },
-    Schema { version: 4, name: "triage", sql: include_str!("../../migrations/sqlite/0004_triage.sql") },
-    Schema { version: 5, name: "approvals", sql: include_str!("../../migrations/sqlite/0005_approvals.sql") },
-    Schema { version: 6, name: "standing", sql: include_str!("../../migrations/sqlite/0006_standing.sql") },
-    Schema { version: 7, name: "cancels", sql: include_str!("../../migrations/sqlite/0007_cancels.sql") },
-    Schema { version: 8, name: "session tokens", sql: include_str!("../../migrations/sqlite/0008_session_tokens.sql") },
-    Schema {
-        version: 9,
-        name: "modified approvals",
-        sql: include_str!("../../migrations/sqlite/0009_modified_approvals.sql"),
-    },
-    Schema { version: 10, name: "callers", sql: include_str!("../../migrations/sqlite/0010_callers.sql") },
-];
+pub(super) const SQLITE_MIGRATIONS: &[Schema] = schema!("sqlite");
 /// The same schema, for PostgreSQL.
-pub(super) const POSTGRES_MIGRATIONS: &[Schema] = &[
-    Schema { version: 1, name: "tasks", sql: include_str!("../../migrations/postgres/0001_tasks.sql") },
-    Schema { version: 2, name: "webhooks", sql: include_str!("../../migrations/postgres/0002_webhooks.sql") },
-    Schema { version: 3, name: "sessions", sql: include_str!("../../migrations/postgres/0003_sessions.sql") },
-    Schema { version: 4, name: "triage", sql: include_str!("../../migrations/postgres/0004_triage.sql") },
-    Schema { version: 5, name: "approvals", sql: include_str!("../../migrations/postgres/0005_approvals.sql") },
-    Schema { version: 6, name: "standing", sql: include_str!("../../migrations/postgres/0006_standing.sql") },
-    Schema { version: 7, name: "cancels", sql: include_str!("../../migrations/postgres/0007_cancels.sql") },
-    Schema {
-        version: 8,
-        name: "session tokens",
-        sql: include_str!("../../migrations/postgres/0008_session_tokens.sql"),
-    },
-    Schema {
-        version: 9,
-        name: "modified approvals",
-        sql: include_str!("../../migrations/postgres/0009_modified_approvals.sql"),
-    },
-    Schema { version: 10, name: "callers", sql: include_str!("../../migrations/postgres/0010_callers.sql") },
-];
+pub(super) const POSTGRES_MIGRATIONS: &[Schema] = schema!("postgres");
 
 /// What brings a database up to the steps of `schema`.
 pub(super) fn migrator(schema: &[Schema]) -> Migrator {
