@@ -36,7 +36,8 @@
 //!   [`http::events`] (server-sent events), [`http::security`] (headers of every response).
 //! - [`auth`]: tokens file, token hashes, sessions, failed sign-ins, cookie and origin checks.
 //! - [`site`]: the public URL, and the cookies, `Host` and origin it fixes.
-//! - [`ui`]: display-safe text, escaping, markdown, the pages.
+//! - [`ui`]: display-safe text, escaping, markdown, the pages; [`ui::why`], why a task is
+//!   here (who asked, the policy, the chain's answers before), for the card and the console.
 //! - [`client`]: a small plain-HTTP client of the API, typed by the API's views, for the
 //!   console and tests.
 //! - [`run`] / [`Service`]: start, serve, stop in order.
@@ -58,7 +59,6 @@ pub mod site;
 pub mod standing;
 pub mod store;
 pub mod task;
-pub mod testing;
 pub mod triage;
 pub mod ui;
 pub mod web;
