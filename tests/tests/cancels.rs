@@ -12,8 +12,8 @@ use airlock_client::{Client, ClientConfig, Repeats};
 use airlock_contract::v1;
 use airlock_reviewer::Service;
 use airlock_reviewer::client::ApiClient;
-use airlock_reviewer::testing::with_pg;
 use airlock_telemetry::metrics::Metrics;
+use airlock_testkit::database::with_pg;
 use airlock_testkit::unique_prefix;
 use airlock_tests::roles::Loaded;
 use airlock_tests::{

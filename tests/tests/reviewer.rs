@@ -12,8 +12,8 @@ use airlock_reviewer::auth::{SESSION_COOKIE, sha256_hex};
 use airlock_reviewer::client::{ApiClient, RequestError, request};
 use airlock_reviewer::store::{Decided, Store, StoredSession};
 use airlock_reviewer::task::Verdict;
-use airlock_reviewer::testing::with_pg;
 use airlock_reviewer::{ReviewerConfig, Service};
+use airlock_testkit::database::with_pg;
 use airlock_testkit::unique_prefix;
 use airlock_tests::{
     HANG_GUARD, InProcessWorker, REVIEWER_TOKEN, TestKeys, approval, broker, decision_name, guarded, pending, review,

@@ -9,9 +9,9 @@ use std::time::Duration;
 use airlock_client::{Client, ClientConfig, Repeats};
 use airlock_reviewer::Service;
 use airlock_reviewer::client::ApiClient;
-use airlock_reviewer::testing::with_pg;
 use airlock_reviewer::webhooks::{Endpoint, EventKind, Format, Pools, Webhooks};
 use airlock_telemetry::metrics::{Metrics, OutcomeLabels};
+use airlock_testkit::database::with_pg;
 use airlock_testkit::unique_prefix;
 use airlock_tests::webhooks::{Attempt, receiver, serve, signed_by};
 use airlock_tests::{

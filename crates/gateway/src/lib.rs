@@ -200,13 +200,8 @@ pub async fn run<T: Transport>(
     config: GatewayConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), GatewayError> {
-    tokio::spawn(airlock_telemetry::metrics::count_reconnects(transport.reconnects(), config.metrics.clone()));
-    let service = Service::start(transport.clone(), config).await?;
-    info!(url = %format!("http://{}", service.local_addr()), "Gateway ready.");
-    shutdown.await;
-    service.stop().await;
-    transport.close().await;
-    Ok(())
+    let metrics = config.metrics.clone();
+    airlock_telemetry::service::run(transport.clone(), metrics, Service::start(transport, config), shutdown).await
 }
 
 /// A started gateway.
@@ -317,6 +312,16 @@ impl Service {
             warn!(grace = ?airlock_transport::SHUTDOWN_GRACE, "The gateway did not stop in time.");
         }
         info!("Gateway stopped.");
+    }
+}
+
+impl airlock_telemetry::service::Started for Service {
+    fn ready(&self) {
+        info!(url = %format!("http://{}", self.addr), "Gateway ready.");
+    }
+
+    fn stop(self) -> impl Future<Output = ()> {
+        Service::stop(self)
     }
 }
 

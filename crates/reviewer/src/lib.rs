@@ -36,7 +36,8 @@
 //!   [`http::events`] (server-sent events), [`http::security`] (headers of every response).
 //! - [`auth`]: tokens file, token hashes, sessions, failed sign-ins, cookie and origin checks.
 //! - [`site`]: the public URL, and the cookies, `Host` and origin it fixes.
-//! - [`ui`]: display-safe text, escaping, markdown, the pages.
+//! - [`ui`]: display-safe text, escaping, markdown, the pages; [`ui::why`], why a task is
+//!   here (who asked, the policy, the chain's answers before), for the card and the console.
 //! - [`client`]: a small plain-HTTP client of the API, typed by the API's views, for the
 //!   console and tests.
 //! - [`run`] / [`Service`]: start, serve, stop in order.
@@ -58,7 +59,6 @@ pub mod site;
 pub mod standing;
 pub mod store;
 pub mod task;
-pub mod testing;
 pub mod triage;
 pub mod ui;
 pub mod web;
@@ -179,16 +179,8 @@ pub async fn run<T: Transport>(
     config: ReviewerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ReviewerError> {
-    let public_url = config.public_url.clone();
     let metrics = config.metrics.clone();
-    let service = Service::start(transport.clone(), config).await?;
-    tokio::spawn(airlock_telemetry::metrics::count_reconnects(transport.reconnects(), metrics));
-    let url = public_url.map_or_else(|| format!("http://{}", service.local_addr()), |url| url.to_string());
-    info!(%url, "Reviewer service ready.");
-    shutdown.await;
-    service.stop().await;
-    transport.close().await;
-    Ok(())
+    airlock_telemetry::service::run(transport.clone(), metrics, Service::start(transport, config), shutdown).await
 }
 
 /// A started service.
@@ -284,5 +276,17 @@ impl Service {
         }
         state.desk.store().close().await;
         info!("Reviewer service stopped.");
+    }
+}
+
+impl airlock_telemetry::service::Started for Service {
+    fn ready(&self) {
+        let public_url = self.state.web.site.public_url.as_ref();
+        let url = public_url.map_or_else(|| format!("http://{}", self.addr), |url| url.to_string());
+        info!(%url, "Reviewer service ready.");
+    }
+
+    fn stop(self) -> impl Future<Output = ()> {
+        Service::stop(self)
     }
 }

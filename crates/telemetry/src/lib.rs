@@ -13,6 +13,8 @@
 //! - [`logged`]: untrusted text in a log line, its control and bidi characters escaped.
 //! - [`server`]: the HTTP server of every role's endpoints: read timeouts, a connection cap,
 //!   graceful shutdown.
+//! - [`service`]: a serving role's life on the transport: reconnections counted, started,
+//!   announced, stopped in order, the transport closed.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
@@ -21,6 +23,7 @@ pub mod logged;
 pub mod metrics;
 pub mod propagation;
 pub mod server;
+pub mod service;
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig};

@@ -1,4 +1,4 @@
-//! What Airlock's broker tests share.
+//! What Airlock's tests share.
 //!
 //! - [`amqp_url`]: the broker tests use (`AIRLOCK_AMQP_URL`, default the local RabbitMQ).
 //! - [`unreachable`]: the gate for a broker that cannot be reached: skip on a laptop, fail
@@ -10,10 +10,13 @@
 //! - [`cluster`]: a RabbitMQ cluster of a test's own, formed from such nodes.
 //! - [`link`]: a TCP link of a test's own between a role and its broker, to freeze (half-open),
 //!   thaw, drop, reset and delay.
+//! - [`database`]: a throwaway PostgreSQL database (gated like the broker) or SQLite file for
+//!   a test of a service that stores.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
 pub mod cluster;
+pub mod database;
 pub mod link;
 pub mod node;
 

@@ -6,6 +6,7 @@ use airlock_contract::v1;
 use airlock_records::review::standing::Scope;
 use airlock_records::review::{Caller, PolicyView};
 use airlock_records::time::now_ms;
+use airlock_testkit::database::with_pg;
 use prost::Message as _;
 
 use super::*;
@@ -15,7 +16,6 @@ use crate::fixtures::{human, memory_store};
 use crate::http::AppState;
 use crate::store::{Inserted, NewStanding, Store};
 use crate::task::{Incoming, State};
-use crate::testing::with_pg;
 
 /// A standing decision of alice's on pool `ops`, approval step 2, from 1 000 to 61 000 ms.
 fn new(scope: Scope, pattern: &str, decision: Decision) -> NewStanding {

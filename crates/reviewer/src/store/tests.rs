@@ -1,13 +1,13 @@
 //! One suite of store behaviours, run on SQLite and on the running PostgreSQL.
 
 use airlock_records::review::{ApprovalView, ApprovalsMetadata};
+use airlock_testkit::database::with_pg;
 use sqlx::sqlite::SqliteConnectOptions;
 
 use super::open::{POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, Schema, migrator};
 use super::*;
 use crate::fixtures::{approving, asked_by, human};
 use crate::task::Incoming;
-use crate::testing::with_pg;
 
 fn verdict(decision: Decision, by: &str, at: i64) -> Verdict {
     Verdict { decision, explanation: format!("{by} says {decision}"), decided_by: by.into(), decided_at: at }

@@ -2,10 +2,11 @@
 //! and page checked against the same selection made in Rust; the caller's pools bound every
 //! answer; tasks stored before the filter columns existed are filled in when the store opens.
 
+use airlock_testkit::database::with_pg;
+
 use super::*;
 use crate::fixtures::calling;
 use crate::store::Inserted;
-use crate::testing::with_pg;
 
 const POOLS: [&str; 3] = ["ops", "security", "research"];
 const TOOLS: [&str; 3] = ["bash", "python", "read_file"];

@@ -1,7 +1,7 @@
-//! What tests of the reviewer service share (this crate's and the end-to-end suite): a
-//! throwaway PostgreSQL database per test, behind the same gate as the broker's, and a
-//! throwaway SQLite file.
+//! Throwaway databases for tests of the services that store: a PostgreSQL database per test,
+//! behind the same gate as the broker's, and a SQLite file in a fresh directory.
 
+use airlock_tokens::random_hex;
 use sqlx::Connection as _;
 use sqlx::postgres::PgConnection;
 
@@ -37,7 +37,7 @@ impl PgDatabase {
                 return None;
             }
         };
-        let name = format!("airlock_{label}_{}", crate::auth::random_hex::<6>());
+        let name = format!("airlock_{label}_{}", random_hex::<6>());
         sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
             .execute(&mut conn)
             .await
@@ -79,7 +79,7 @@ where
     F: FnOnce(String) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    let dir = std::env::temp_dir().join(format!("airlock-{label}-{}", crate::auth::random_hex::<6>()));
+    let dir = std::env::temp_dir().join(format!("airlock-{label}-{}", random_hex::<6>()));
     std::fs::create_dir_all(&dir).expect("a temporary directory");
     body(format!("sqlite:{}", dir.join("tasks.db").display())).await;
     let _ = std::fs::remove_dir_all(dir);
