@@ -158,8 +158,8 @@ async fn take<T: Transport>(
     let correlation = Logged(incoming.correlation.as_str());
     let (desk_ref, incoming_ref) = (&desk, &incoming);
     let storing = persist(&stop, &incoming.correlation, || async move {
-        let (id, now) = (uuid::Uuid::now_v7().to_string(), now_ms());
-        Ok((desk_ref.insert(&id, incoming_ref, now).await?, incoming_ref.pending(&id, now)))
+        let task = incoming_ref.pending(&uuid::Uuid::now_v7().to_string(), now_ms());
+        Ok((desk_ref.insert(incoming_ref, &task).await?, task))
     });
     let (stored, task) = match storing.await {
         Ok(stored) => stored,

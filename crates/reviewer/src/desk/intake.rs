@@ -13,17 +13,16 @@ use crate::task::{Incoming, Task};
 use crate::webhooks::EventKind;
 
 impl Desk {
-    /// Stores `incoming` as task `id`, received at `now`, and reads the standing decision that
+    /// Stores `incoming` as `task`, the pending task it makes, and reads the standing decision that
     /// covers it in the same transaction; the `task.created` webhooks paging the endpoints of
     /// its pool are written in that transaction when none does ([`Store::insert_as`]). One
     /// read, with the task's insert: a standing decision made meanwhile either sees the task
     /// among the pending ones or is seen there. Nobody is paged about a task it covers.
     ///
     /// [`Store::insert_as`]: crate::store::Store::insert_as
-    pub async fn insert(&self, id: &str, incoming: &Incoming, now: i64) -> Result<Stored, StoreError> {
-        let task = incoming.pending(id, now);
-        let webhooks = self.webhooks.announce(EventKind::Created, &task, self.public_url.as_ref());
-        let stored = self.store.insert_as(id, incoming, now, &webhooks).await?;
+    pub async fn insert(&self, incoming: &Incoming, task: &Task) -> Result<Stored, StoreError> {
+        let webhooks = self.webhooks.announce(EventKind::Created, task, self.public_url.as_ref());
+        let stored = self.store.insert_as(incoming, task, &webhooks).await?;
         if matches!(stored.inserted, Inserted::Created(_)) && stored.covered_by.is_none() && !webhooks.is_empty() {
             self.webhooks_due.notify_one();
         }

@@ -72,17 +72,19 @@ async fn a_task_is_stored_with_its_webhooks_unless_a_standing_decision_covers_it
     let (desk, mut outbox) = Desk::new(memory_store().await, vec!["ops".into()], None, webhooks, Arc::default(), None);
     let now = now_ms();
     let waiting = human("ops", "s1", "c1", false, 0);
-    let stored = desk.insert("t1", &waiting, now).await.unwrap();
+    let waiting_task = waiting.pending("t1", now);
+    let stored = desk.insert(&waiting, &waiting_task).await.unwrap();
     assert_eq!(stored, Stored { inserted: Inserted::Created("t1".into()), covered_by: None });
     assert_eq!(desk.store().webhooks_owed().await.unwrap(), 1, "written with the task");
-    assert!(desk.admit(&waiting.pending("t1", now), None).await, "it waits for a person");
+    assert!(desk.admit(&waiting_task, None).await, "it waits for a person");
     assert_eq!(desk.store().webhooks_owed().await.unwrap(), 1, "admitting it writes no more");
 
     let standing = desk.store().add_standing(&approving("s2", now, now + 60_000)).await.unwrap();
     let covered = human("ops", "s2", "c2", false, 0);
-    let stored = desk.insert("t2", &covered, now).await.unwrap();
+    let covered_task = covered.pending("t2", now);
+    let stored = desk.insert(&covered, &covered_task).await.unwrap();
     assert_eq!(stored.covered_by.as_ref(), Some(&standing));
-    assert!(!desk.admit(&covered.pending("t2", now), stored.covered_by.as_ref()).await, "decided at once");
+    assert!(!desk.admit(&covered_task, stored.covered_by.as_ref()).await, "decided at once");
     let State::Decided(verdict) = desk.store().task("t2").await.unwrap().unwrap().state else { panic!() };
     assert_eq!(verdict.decided_by, format!("alice (standing #{})", standing.id));
     assert_eq!(outbox.try_recv().unwrap().task_id, "t2");

@@ -229,10 +229,10 @@ async fn postgres_stores_and_revokes_standing_decisions() {
 /// Stores `incoming` as task `id` at the `desk` and admits it, as the intake does; the
 /// standing decision that decided it at once, if one did.
 async fn admitted(desk: &Desk, id: &str, incoming: &Incoming) -> Option<i64> {
-    let now = now_ms();
-    let stored = desk.insert(id, incoming, now).await.unwrap();
+    let task = incoming.pending(id, now_ms());
+    let stored = desk.insert(incoming, &task).await.unwrap();
     assert_eq!(stored.inserted, Inserted::Created(id.to_owned()));
-    let waits = desk.admit(&incoming.pending(id, now), stored.covered_by.as_ref()).await;
+    let waits = desk.admit(&task, stored.covered_by.as_ref()).await;
     assert_eq!(waits, stored.covered_by.is_none(), "a covered task is decided at once");
     stored.covered_by.map(|standing| standing.id)
 }

@@ -88,19 +88,19 @@ impl Store {
     /// already or the call was withdrawn by the broker user that asked for it. Durable when this returns: the
     /// delivery may then be acknowledged.
     pub async fn insert(&self, incoming: &Incoming, now: i64) -> Result<Inserted, StoreError> {
-        Ok(self.insert_as(&uuid::Uuid::now_v7().to_string(), incoming, now, &[]).await?.inserted)
+        let task = incoming.pending(&uuid::Uuid::now_v7().to_string(), now);
+        Ok(self.insert_as(incoming, &task, &[]).await?.inserted)
     }
 
-    /// [`Store::insert`] as task `id`, reading in the same transaction the standing decision
-    /// that covers the new task: the newest active one of its pool that [applies](applies) to
-    /// it at `now`. When none does, the `webhooks` announcing the task are written in that
+    /// [`Store::insert`] as `task`, the pending task `incoming` makes (its id, received at its
+    /// `received_at`), reading in the same transaction the standing decision that covers it:
+    /// the newest active one of its pool that [applies](applies) to it then. When none does, the `webhooks` announcing the task are written in that
     /// transaction too; when one does, none are, and the task is that standing decision's to
     /// decide.
     pub async fn insert_as(
         &self,
-        id: &str,
         incoming: &Incoming,
-        now: i64,
+        task: &Task,
         webhooks: &[NewWebhook],
     ) -> Result<Stored, StoreError> {
         const SQL: &str = "INSERT INTO tasks (id, dedup_key, correlation, pool, step, body, received_at, \
@@ -110,7 +110,7 @@ impl Store {
                            ON CONFLICT (dedup_key) DO NOTHING";
         let body = incoming.human.encode_to_vec();
         let columns = Columns::of(&incoming.human);
-        let task = incoming.pending(id, now);
+        let (id, now) = (task.id.as_str(), task.received_at);
         let (affected, covered_by) = on_db!(self, pool => {
             let mut tx = pool.begin().await?;
             if matches!(self.db, Db::Postgres(_)) {
@@ -138,7 +138,7 @@ impl Store {
             if affected == 1 {
                 let active = active_query(std::slice::from_ref(&task.pool), now).build().fetch_all(&mut *tx).await?;
                 let active = active.iter().map(standing_from_row).collect::<Result<Vec<_>, _>>()?;
-                covered_by = active.into_iter().find(|standing| applies(standing, &task, now));
+                covered_by = active.into_iter().find(|standing| applies(standing, task, now));
                 if covered_by.is_none() {
                     add_webhooks!(tx, webhooks, now);
                 }

@@ -260,9 +260,9 @@ async fn sessions(store: &Store) {
 async fn webhooks(store: &Store) {
     assert_eq!(store.webhooks_owed().await.unwrap(), 0, "a decision that changed nothing wrote none");
     let incoming = human("ops", "s4", "c4", false, 0);
-    let created = store.insert_as("t4", &incoming, 7_000, &[hook("w1"), hook("w2")]).await.unwrap();
+    let created = insert_at(store, "t4", &incoming, 7_000, &[hook("w1"), hook("w2")]).await;
     assert_eq!(created, Stored { inserted: Inserted::Created("t4".into()), covered_by: None });
-    let duplicate = store.insert_as("t5", &incoming, 7_001, &[hook("w3")]).await.unwrap();
+    let duplicate = insert_at(store, "t5", &incoming, 7_001, &[hook("w3")]).await;
     assert_eq!(duplicate, Stored { inserted: Inserted::Duplicate, covered_by: None });
     assert_eq!(store.webhooks_owed().await.unwrap(), 2, "a duplicate task wrote none");
 
@@ -303,22 +303,22 @@ async fn webhooks(store: &Store) {
 /// standing decision covers it: that one is read in the same transaction and handed back, and
 /// the task stays pending for it to decide.
 async fn covered(store: Store) {
-    let waits = store.insert_as("t1", &human("ops", "s1", "c1", false, 0), 1_000, &[hook("w1")]).await.unwrap();
+    let waits = insert_at(&store, "t1", &human("ops", "s1", "c1", false, 0), 1_000, &[hook("w1")]).await;
     assert_eq!(waits, Stored { inserted: Inserted::Created("t1".into()), covered_by: None });
     assert_eq!(store.webhooks_owed().await.unwrap(), 1, "written with the task");
 
     let standing = store.add_standing(&approving("s2", 1_500, 61_000)).await.unwrap();
-    let decided = store.insert_as("t2", &human("ops", "s2", "c2", false, 0), 2_000, &[hook("w2")]).await.unwrap();
+    let decided = insert_at(&store, "t2", &human("ops", "s2", "c2", false, 0), 2_000, &[hook("w2")]).await;
     assert_eq!(decided, Stored { inserted: Inserted::Created("t2".into()), covered_by: Some(standing.clone()) });
     assert_eq!(store.webhooks_owed().await.unwrap(), 1, "nobody is paged about a covered task");
     assert!(store.task("t2").await.unwrap().unwrap().is_pending(), "the standing decision's to decide");
-    let again = store.insert_as("t3", &human("ops", "s2", "c2", false, 0), 2_001, &[hook("w3")]).await.unwrap();
+    let again = insert_at(&store, "t3", &human("ops", "s2", "c2", false, 0), 2_001, &[hook("w3")]).await;
     assert_eq!(again, Stored { inserted: Inserted::Duplicate, covered_by: None });
 
     // Another sample's task, and the same sample's once the standing decision expired, wait.
-    let other = store.insert_as("t4", &human("ops", "s3", "c3", false, 0), 3_000, &[hook("w4")]).await.unwrap();
+    let other = insert_at(&store, "t4", &human("ops", "s3", "c3", false, 0), 3_000, &[hook("w4")]).await;
     assert_eq!(other.covered_by, None);
-    let late = store.insert_as("t5", &human("ops", "s2", "c5", false, 0), 61_000, &[hook("w5")]).await.unwrap();
+    let late = insert_at(&store, "t5", &human("ops", "s2", "c5", false, 0), 61_000, &[hook("w5")]).await;
     assert_eq!(late, Stored { inserted: Inserted::Created("t5".into()), covered_by: None });
     assert_eq!(store.webhooks_owed().await.unwrap(), 3);
     store.close().await;
@@ -670,4 +670,10 @@ async fn again<T, F: Future<Output = Result<T, StoreError>>>(attempt: impl Fn() 
             done => return done.unwrap(),
         }
     }
+}
+
+/// Stores `incoming` as task `id`, received at `now`, with the `webhooks` announcing it
+/// ([`Store::insert_as`]).
+async fn insert_at(store: &Store, id: &str, incoming: &Incoming, now: i64, webhooks: &[NewWebhook]) -> Stored {
+    store.insert_as(incoming, &incoming.pending(id, now), webhooks).await.unwrap()
 }
