@@ -48,11 +48,17 @@ use tokio::sync::watch;
 use tracing::{debug, warn};
 
 pub(crate) use consume::AmqpConsumer;
+use consume::LogPosition;
 pub(crate) use wire::AmqpAcker;
 
 use crate::{
-    Consumer, Destination, Message, Topology, Transport, TransportError, backoff::Backoff, message::check_short,
+    Consumer, Destination, Follower, Message, Topology, Transport, TransportError, backoff::Backoff,
+    message::check_short,
 };
+
+/// Entries of a log a follower holds unread: a stream consumer needs a prefetch, and a reader
+/// that keeps up never reaches it.
+const FOLLOW_PREFETCH: u16 = 1000;
 use link::Link;
 use nodes::Nodes;
 use publish::Publisher;
@@ -270,8 +276,14 @@ impl Transport for AmqpTransport {
 
     async fn consume(&self, queue: &str, prefetch: u16) -> Result<Consumer, TransportError> {
         check_short("queue name", queue)?;
-        let consumer = AmqpConsumer::start(self.inner.clone(), queue, prefetch).await?;
+        let consumer = AmqpConsumer::start(self.inner.clone(), queue, prefetch, None).await?;
         Ok(Consumer::amqp(consumer))
+    }
+
+    async fn follow(&self, log: &str) -> Result<Follower, TransportError> {
+        check_short("queue name", log)?;
+        let consumer = AmqpConsumer::start(self.inner.clone(), log, FOLLOW_PREFETCH, Some(LogPosition::First)).await?;
+        Ok(Follower::amqp(consumer))
     }
 
     async fn message_count(&self, queue: &str) -> Result<u32, TransportError> {

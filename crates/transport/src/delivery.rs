@@ -173,3 +173,41 @@ impl Consumer {
         }
     }
 }
+
+/// A reader of a log ([`QueueKind::Log`](crate::QueueKind::Log)): every entry from the first
+/// one kept, in the order appended, then each new one as it comes. Reading takes nothing away
+/// and needs no settling.
+///
+/// Connection loss does not end it: it reconnects and goes on after the last entry it
+/// returned, so no entry is returned twice or skipped.
+#[derive(Debug)]
+pub struct Follower(FollowerInner);
+
+#[derive(Debug)]
+enum FollowerInner {
+    Amqp(Box<amqp::AmqpConsumer>),
+    Memory(memory::MemoryFollower),
+}
+
+impl Follower {
+    pub(crate) fn amqp(consumer: amqp::AmqpConsumer) -> Self {
+        Self(FollowerInner::Amqp(Box::new(consumer)))
+    }
+
+    pub(crate) fn memory(follower: memory::MemoryFollower) -> Self {
+        Self(FollowerInner::Memory(follower))
+    }
+
+    /// The next entry; `None` once the transport closed. Cancel-safe.
+    pub async fn next(&mut self) -> Option<Message> {
+        match &mut self.0 {
+            FollowerInner::Amqp(consumer) => {
+                let (message, acker) = consumer.next().await?.into_parts();
+                // A stream keeps its entries: the acknowledgement only lets the broker send more.
+                let _ = acker.ack().await;
+                Some(message)
+            }
+            FollowerInner::Memory(follower) => follower.next().await,
+        }
+    }
+}

@@ -35,7 +35,7 @@ pub mod topology;
 use std::future::Future;
 
 pub use amqp::{AmqpOptions, AmqpTransport};
-pub use delivery::{Acker, Consumer, Delivery};
+pub use delivery::{Acker, Consumer, Delivery, Follower};
 pub use error::TransportError;
 pub use memory::MemoryTransport;
 pub use message::{Destination, Message};
@@ -96,6 +96,9 @@ pub trait Transport: Clone + Send + Sync + 'static {
     /// The consumer survives connection loss: it reconnects, re-declares the known topology
     /// and subscribes again on its own.
     fn consume(&self, queue: &str, prefetch: u16) -> impl Future<Output = Result<Consumer, TransportError>> + Send;
+
+    /// Reads the log `log` (a [`QueueKind::Log`]) from its first entry kept, then follows it.
+    fn follow(&self, log: &str) -> impl Future<Output = Result<Follower, TransportError>> + Send;
 
     /// Counts reconnections to the broker after the first connection. What was in flight
     /// when a connection dropped may be uncertain; a subscriber can send it again.

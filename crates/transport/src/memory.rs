@@ -21,7 +21,7 @@ use std::{
 use tokio::sync::Notify;
 
 use crate::{
-    Consumer, Delivery, Destination, Message, Topology, Transport, TransportError,
+    Consumer, Delivery, Destination, Follower, Message, Topology, Transport, TransportError,
     delivery::{Acker, AckerInner},
     message::{DEATH_DELIVERY_LIMIT, DEATH_REJECTED, HEADER_FIRST_DEATH_QUEUE, HEADER_FIRST_DEATH_REASON, check_short},
     topology::{ExchangeKind, QueueKind},
@@ -59,6 +59,8 @@ struct MemExchange {
 struct MemQueue {
     kind: QueueKind,
     ready: VecDeque<Stored>,
+    /// A log's entries, all kept.
+    entries: Vec<Message>,
     unacked: HashMap<u64, Unacked>,
     /// Unsettled deliveries per live consumer.
     consumers: HashMap<u64, usize>,
@@ -216,6 +218,21 @@ impl Transport for MemoryTransport {
         }))
     }
 
+    async fn follow(&self, log: &str) -> Result<Follower, TransportError> {
+        let state = self.state();
+        state.check_open()?;
+        match state.queues.get(log) {
+            Some(queue) if matches!(queue.kind, QueueKind::Log { .. }) => Ok(Follower::memory(MemoryFollower {
+                shared: self.shared.clone(),
+                log: log.into(),
+                read: 0,
+                notify: queue.notify.clone(),
+            })),
+            Some(_) => Err(precondition(format!("queue {log} is not a log"))),
+            None => Err(TransportError::NotFound { what: format!("queue {log}") }),
+        }
+    }
+
     fn reconnects(&self) -> tokio::sync::watch::Receiver<u64> {
         self.shared.reconnects.subscribe()
     }
@@ -341,6 +358,7 @@ impl MemQueue {
         Self {
             kind,
             ready: VecDeque::new(),
+            entries: Vec::new(),
             unacked: HashMap::new(),
             consumers: HashMap::new(),
             next_tag: 0,
@@ -349,7 +367,10 @@ impl MemQueue {
     }
 
     fn push_back(&mut self, stored: Stored) {
-        self.ready.push_back(stored);
+        match self.kind {
+            QueueKind::Log { .. } => self.entries.push(stored.message),
+            _ => self.ready.push_back(stored),
+        }
         self.notify.notify_waiters();
     }
 }
@@ -452,6 +473,39 @@ impl Drop for MemoryConsumer {
             tags.into_iter().filter_map(|tag| queue.unacked.remove(&tag)).map(|unacked| unacked.stored).collect();
         for stored in returned {
             state.give_back(&self.queue, stored);
+        }
+    }
+}
+
+// === impl MemoryFollower ===
+
+/// A reader of an in-process log.
+#[derive(Debug)]
+pub(crate) struct MemoryFollower {
+    shared: Arc<Shared>,
+    log: Arc<str>,
+    /// Entries returned so far.
+    read: usize,
+    notify: Arc<Notify>,
+}
+
+impl MemoryFollower {
+    pub(crate) async fn next(&mut self) -> Option<Message> {
+        loop {
+            let mut notified = pin!(self.notify.notified());
+            notified.as_mut().enable();
+            {
+                let state = self.shared.lock();
+                if state.closed {
+                    return None;
+                }
+                let entry = state.queues.get(&*self.log)?.entries.get(self.read).cloned();
+                if let Some(message) = entry {
+                    self.read += 1;
+                    return Some(message);
+                }
+            }
+            notified.await;
         }
     }
 }

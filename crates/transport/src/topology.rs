@@ -68,6 +68,12 @@ pub const CANCELS: &str = "cancels";
 pub const ROUTE: &str = "route";
 /// Suffix of the auditor's queue.
 pub const AUDIT: &str = "audit";
+/// The control log every worker and reviewer service follows.
+pub const CONTROL: &str = "control";
+/// The logs of a budgeted step's scores, `scores.<step>`.
+pub const SCORES: &str = "scores";
+/// How long the control log keeps an entry: longer than any run.
+pub const CONTROL_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// How many times a message may be returned to a work queue (by a requeue or a consumer
 /// that went away) before it is dead-lettered.
@@ -112,6 +118,13 @@ pub enum QueueKind {
         /// Idle time before the broker deletes the queue.
         expires: Duration,
     },
+    /// An append-only log (a RabbitMQ stream): reading takes nothing away, every reader
+    /// [follows](crate::Transport::follow) it from its first entry, and entries older than
+    /// `max_age` are dropped.
+    Log {
+        /// How long an entry is kept.
+        max_age: Duration,
+    },
 }
 
 /// A queue.
@@ -145,7 +158,8 @@ pub struct Topology {
 
 impl Topology {
     /// The core of a fleet: the requests and results queues with the exchanges that feed
-    /// them, the dead-letter exchange and queue, and the routing and cancels exchanges.
+    /// them, the dead-letter exchange and queue, the routing and cancels exchanges, and the
+    /// control log.
     pub fn new(prefix: impl Into<String>) -> Self {
         let topology = Self::empty(prefix);
         let dlx = topology.dead_letter_exchange();
@@ -166,6 +180,7 @@ impl Topology {
             .with_work_queue(RESULTS)
             .with_binding(ask, requests, REQUESTS)
             .with_binding(answer, results, RESULTS)
+            .with_control_log()
     }
 
     /// Nothing yet, with the names of `prefix`: the start of a fragment, such as one more
@@ -194,6 +209,27 @@ impl Topology {
         DECISION_KINDS.iter().fold(self.with_work_queue(suffix), |topology, kind| {
             topology.with_binding(route.clone(), queue.clone(), format!("{kind}.*"))
         })
+    }
+
+    /// Adds the fleet's control log `<p>.control` (see [`CONTROL`]).
+    #[must_use]
+    pub fn with_control_log(self) -> Self {
+        self.with_log(CONTROL)
+    }
+
+    /// Adds the log of the scores of the budgeted step `step`, `<p>.scores.<step>`.
+    #[must_use]
+    pub fn with_scores_log(self, step: &str) -> Self {
+        self.with_log(&format!("{SCORES}.{step}"))
+    }
+
+    /// Adds the log `<p>.<suffix>` with the fanout exchange of the same name that appends to
+    /// it, so that who may append is a permission on one name, never on the default exchange.
+    fn with_log(self, suffix: &str) -> Self {
+        let name = self.name(suffix);
+        self.with_exchange(name.clone(), ExchangeKind::Fanout)
+            .with_queue(name.clone(), QueueKind::Log { max_age: CONTROL_MAX_AGE })
+            .with_binding(name.clone(), name, "")
     }
 
     /// Adds the private reply queue of `owner` (a runner, or a service instance that
@@ -292,6 +328,22 @@ impl Topology {
     /// The private reply queue of `owner`.
     pub fn reply_queue(&self, owner: &str) -> String {
         format!("{}.{REPLY}.{owner}", self.prefix)
+    }
+
+    /// The control log's name (of its queue and of the exchange that appends to it).
+    pub fn control_log(&self) -> String {
+        self.name(CONTROL)
+    }
+
+    /// The name of the log of `step`'s scores.
+    pub fn scores_log(&self, step: &str) -> String {
+        self.name(&format!("{SCORES}.{step}"))
+    }
+
+    /// Where an entry is appended to the log `log` (a name from [`Topology::control_log`] or
+    /// [`Topology::scores_log`]).
+    pub fn log_route(log: &str) -> Destination {
+        Destination::exchange(log, "")
     }
 
     /// The dead-letter exchange.

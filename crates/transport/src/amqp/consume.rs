@@ -19,7 +19,7 @@ use futures_core::Stream;
 use lapin::{
     Channel,
     options::{BasicCancelOptions, BasicConsumeOptions, BasicQosOptions},
-    types::FieldTable,
+    types::{AMQPValue, FieldTable, LongString},
 };
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
@@ -42,6 +42,15 @@ pub(crate) struct AmqpConsumer {
     /// A subscription under way.
     subscribing: Option<Subscribing>,
     closed: watch::Receiver<bool>,
+    /// For a log (a stream): where the next subscription starts, past the last entry read.
+    log: Option<LogPosition>,
+}
+
+/// Where a log's reader stands: nothing read yet, or the offset after the last entry read.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum LogPosition {
+    First,
+    Next(i64),
 }
 
 /// A subscription being made, kept across calls of `next`.
@@ -66,9 +75,17 @@ impl std::fmt::Debug for AmqpConsumer {
 impl AmqpConsumer {
     /// Subscribes to `queue`, retrying connection trouble a bounded number of times; a
     /// missing queue fails at once.
-    pub(super) async fn start(inner: Arc<Inner>, queue: &str, prefetch: u16) -> Result<Self, TransportError> {
+    /// With `log`, the queue is a stream read from that position on, and every later
+    /// subscription starts after the last entry read.
+    pub(super) async fn start(
+        inner: Arc<Inner>,
+        queue: &str,
+        prefetch: u16,
+        log: Option<LogPosition>,
+    ) -> Result<Self, TransportError> {
         let queue: Arc<str> = queue.into();
-        let subscription = inner.retrying("consume", || subscribe(inner.clone(), queue.clone(), prefetch)).await?;
+        let subscription =
+            inner.retrying("consume", || subscribe(inner.clone(), queue.clone(), prefetch, log)).await?;
         Ok(Self {
             backoff: inner.backoff(),
             closed: inner.closed.subscribe(),
@@ -80,6 +97,7 @@ impl AmqpConsumer {
             cancelled: false,
             retry_at: None,
             subscribing: None,
+            log,
         })
     }
 
@@ -103,7 +121,14 @@ impl AmqpConsumer {
             };
             let consumer = &mut subscription.consumer;
             match poll_fn(|cx| Pin::new(&mut *consumer).poll_next(cx)).await {
-                Some(Ok(delivery)) => return Some(wire::delivery(delivery, &self.queue)),
+                Some(Ok(delivery)) => {
+                    if self.log.is_some()
+                        && let Some(offset) = wire::stream_offset(&delivery)
+                    {
+                        self.log = Some(LogPosition::Next(offset + 1));
+                    }
+                    return Some(wire::delivery(delivery, &self.queue));
+                }
                 Some(Err(error)) => {
                     warn!(queue = %self.queue, error = %error, "Consumer lost its channel.");
                     self.subscription = None;
@@ -135,13 +160,13 @@ impl AmqpConsumer {
                 _ = self.closed.wait_for(|closed| *closed) => return false,
             }
         }
-        let (inner, queue, prefetch) = (self.inner.clone(), self.queue.clone(), self.prefetch);
+        let (inner, queue, prefetch, log) = (self.inner.clone(), self.queue.clone(), self.prefetch, self.log);
         // Bounded, as a dial is: an attempt the broker leaves unanswered (a queue whose leader
         // is being elected again) is given up and made anew, never waited on for good.
         let limit = inner.options.connect_timeout;
         let attempt = self.subscribing.get_or_insert_with(|| {
             Box::pin(async move {
-                match tokio::time::timeout(limit, subscribe(inner, queue, prefetch)).await {
+                match tokio::time::timeout(limit, subscribe(inner, queue, prefetch, log)).await {
                     Ok(subscribed) => subscribed,
                     Err(elapsed) => Err(TransportError::Unavailable(Box::new(elapsed))),
                 }
@@ -181,15 +206,30 @@ impl AmqpConsumer {
     }
 }
 
-/// Opens a channel on the transport's connection, sets the prefetch and starts consuming.
-async fn subscribe(inner: Arc<Inner>, queue: Arc<str>, prefetch: u16) -> Result<Subscription, TransportError> {
+/// Opens a channel on the transport's connection, sets the prefetch and starts consuming, a
+/// log from `log`.
+async fn subscribe(
+    inner: Arc<Inner>,
+    queue: Arc<str>,
+    prefetch: u16,
+    log: Option<LogPosition>,
+) -> Result<Subscription, TransportError> {
     let connection = inner.link.connection(&inner).await?;
     let what = || format!("queue {queue}");
     let channel = connection.create_channel().await.map_err(|e| wire::error(e, what))?;
     // Before basic_consume: the broker applies a qos to the consumers started after it.
     channel.basic_qos(prefetch, BasicQosOptions::default()).await.map_err(|e| wire::error(e, what))?;
+    let mut arguments = FieldTable::default();
+    let start = match log {
+        None => None,
+        Some(LogPosition::First) => Some(AMQPValue::LongString(LongString::from("first"))),
+        Some(LogPosition::Next(offset)) => Some(AMQPValue::LongLongInt(offset)),
+    };
+    if let Some(start) = start {
+        arguments.insert(wire::ARG_STREAM_OFFSET.into(), start);
+    }
     let consumer = channel
-        .basic_consume((&*queue).into(), "".into(), BasicConsumeOptions::default(), FieldTable::default())
+        .basic_consume((&*queue).into(), "".into(), BasicConsumeOptions::default(), arguments)
         .await
         .map_err(|e| wire::error(e, what))?;
     Ok(Subscription { channel, consumer })

@@ -26,6 +26,13 @@ const ARG_DEAD_LETTER_EXCHANGE: &str = "x-dead-letter-exchange";
 const ARG_DELIVERY_LIMIT: &str = "x-delivery-limit";
 /// `x-quorum-initial-group-size` (quorum queues): replicas made when the queue is created.
 const ARG_QUORUM_GROUP_SIZE: &str = "x-quorum-initial-group-size";
+/// `x-initial-cluster-size` (streams): replicas made when the stream is created.
+const ARG_STREAM_CLUSTER_SIZE: &str = "x-initial-cluster-size";
+/// `x-max-age` (streams): how long an entry is kept, as `<n>s`.
+const ARG_MAX_AGE: &str = "x-max-age";
+/// `x-stream-offset`: where a stream consumer starts (`first`, or an offset), and on each
+/// delivery the entry's offset.
+pub(super) const ARG_STREAM_OFFSET: &str = "x-stream-offset";
 /// `x-expires`, in milliseconds.
 const ARG_EXPIRES: &str = "x-expires";
 /// Persistent delivery mode.
@@ -55,6 +62,13 @@ pub(super) fn queue_arguments(kind: &QueueKind, group_size: Option<NonZeroU32>) 
             quorum(&mut arguments);
             let millis = i64::try_from(expires.as_millis()).unwrap_or(i64::MAX);
             arguments.insert(ARG_EXPIRES.into(), AMQPValue::LongLongInt(millis));
+        }
+        QueueKind::Log { max_age } => {
+            arguments.insert(ARG_QUEUE_TYPE.into(), long_string("stream"));
+            arguments.insert(ARG_MAX_AGE.into(), long_string(&format!("{}s", max_age.as_secs().max(1))));
+            if let Some(size) = group_size {
+                arguments.insert(ARG_STREAM_CLUSTER_SIZE.into(), AMQPValue::LongLongInt(i64::from(size.get())));
+            }
         }
     }
     arguments
@@ -141,8 +155,17 @@ pub(super) fn delivery(delivery: lapin::message::Delivery, queue: &Arc<str>) -> 
     Delivery::new(message, redelivered, delivery_count, Acker(AckerInner::Amqp(acker)))
 }
 
+/// The offset a stream delivery carries in its `x-stream-offset` header.
+pub(super) fn stream_offset(delivery: &lapin::message::Delivery) -> Option<i64> {
+    delivery.properties.headers().as_ref()?.inner().get(ARG_STREAM_OFFSET).map(wide)
+}
+
 fn count(value: &AMQPValue) -> u32 {
-    let wide = match *value {
+    u32::try_from(wide(value).max(0)).unwrap_or(u32::MAX)
+}
+
+fn wide(value: &AMQPValue) -> i64 {
+    match *value {
         AMQPValue::ShortShortInt(n) => i64::from(n),
         AMQPValue::ShortShortUInt(n) => i64::from(n),
         AMQPValue::ShortInt(n) => i64::from(n),
@@ -151,8 +174,7 @@ fn count(value: &AMQPValue) -> u32 {
         AMQPValue::LongUInt(n) => i64::from(n),
         AMQPValue::LongLongInt(n) => n,
         _ => 0,
-    };
-    u32::try_from(wide.max(0)).unwrap_or(u32::MAX)
+    }
 }
 
 /// Settles one AMQP delivery.
@@ -269,6 +291,17 @@ mod tests {
         let arguments = queue_arguments(&QueueKind::Private { expires: Duration::from_secs(1800) }, None);
         assert_eq!(arguments.inner().get(ARG_QUEUE_TYPE), Some(&long_string("quorum")));
         assert_eq!(arguments.inner().get(ARG_EXPIRES), Some(&AMQPValue::LongLongInt(1_800_000)));
+    }
+
+    #[test]
+    fn a_log_is_a_stream_with_its_age_and_replicas() {
+        let log = QueueKind::Log { max_age: Duration::from_secs(86_400) };
+        let arguments = queue_arguments(&log, NonZeroU32::new(3));
+        let inner = arguments.inner();
+        assert_eq!(inner.get(ARG_QUEUE_TYPE), Some(&long_string("stream")));
+        assert_eq!(inner.get(ARG_MAX_AGE), Some(&long_string("86400s")));
+        assert_eq!(inner.get(ARG_STREAM_CLUSTER_SIZE), Some(&AMQPValue::LongLongInt(3)));
+        assert_eq!(inner.get(ARG_QUORUM_GROUP_SIZE), None, "a stream is not a quorum queue");
     }
 
     #[test]

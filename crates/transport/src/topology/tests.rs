@@ -12,7 +12,8 @@ fn core_names_carry_the_prefix() {
     assert_eq!(topology.dead_queue(), "fleet-a.dead");
     assert_eq!(topology.cancels_exchange(), "fleet-a.cancels");
     let queues: Vec<_> = topology.queues().iter().map(|q| q.name.as_str()).collect();
-    assert_eq!(queues, ["fleet-a.dead", "fleet-a.requests", "fleet-a.results"]);
+    assert_eq!(queues, ["fleet-a.dead", "fleet-a.requests", "fleet-a.results", "fleet-a.control"]);
+    assert_eq!(topology.queues()[3].kind, QueueKind::Log { max_age: CONTROL_MAX_AGE });
     let binding = |exchange: &str, queue: &str, key: &str| Binding {
         exchange: exchange.into(),
         queue: queue.into(),
@@ -24,6 +25,7 @@ fn core_names_carry_the_prefix() {
             binding("fleet-a.dlx", "fleet-a.dead", ""),
             binding("fleet-a.ask", "fleet-a.requests", "requests"),
             binding("fleet-a.answer", "fleet-a.results", "results"),
+            binding("fleet-a.control", "fleet-a.control", ""),
         ]
     );
 }
@@ -83,9 +85,9 @@ fn adding_twice_keeps_one() {
         .with_binding("p.cancels", "p.reply.r", "")
         .with_binding("p.cancels", "p.reply.r", "");
     assert_eq!(topology.queues().iter().filter(|q| q.name == "p.step.x").count(), 1);
-    // The dead-letter binding, the requests and results bindings, the step's route and the
-    // cancels binding.
-    assert_eq!(topology.bindings().len(), 5);
+    // The dead-letter binding, the requests and results bindings, the control log's, the
+    // step's route and the cancels binding.
+    assert_eq!(topology.bindings().len(), 6);
 }
 
 #[test]
@@ -102,8 +104,8 @@ fn merge_and_remove() {
     let extra = Topology::empty("p").with_step("x").with_reply_queue("r").with_binding("p.cancels", "p.reply.r", "");
     known.merge(&extra);
     known.merge(&extra);
-    assert_eq!(known.queues().len(), 5);
-    assert_eq!(known.bindings().len(), 6);
+    assert_eq!(known.queues().len(), 6);
+    assert_eq!(known.bindings().len(), 7);
     known.remove(&extra);
     assert_eq!(known, Topology::new("p"));
 }

@@ -129,6 +129,33 @@ async fn consumer_and_publisher_survive_killed_connections() {
     .await;
 }
 
+#[tokio::test]
+async fn a_follower_goes_on_after_its_last_entry_across_killed_connections() {
+    on_broker(
+        |options| options,
+        |transport, topology| async move {
+            let prefix = topology.prefix().to_owned();
+            let log = Topology::log_route(&topology.control_log());
+            let mut follower = transport.follow(&topology.control_log()).await.unwrap();
+            let mut read = Vec::new();
+            for round in 0..3 {
+                for i in 0..50 {
+                    let entry = round * 50 + i;
+                    transport.publish(&log, Message::new(format!("{entry}"))).await.unwrap();
+                }
+                while read.len() < (round + 1) * 50 {
+                    let message = tokio::time::timeout(HANG_GUARD, follower.next()).await.expect("hung").unwrap();
+                    read.push(String::from_utf8(message.body.to_vec()).unwrap());
+                }
+                assert!(kill_connections(&prefix).await >= 1, "no connection of {prefix} found to close");
+            }
+            let expected: Vec<String> = (0..150).map(|i| i.to_string()).collect();
+            assert_eq!(read, expected, "every entry once, in order");
+        },
+    )
+    .await;
+}
+
 /// Polls `condition` until it holds.
 async fn until(mut condition: impl FnMut() -> bool) {
     while !condition() {

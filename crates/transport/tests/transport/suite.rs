@@ -63,6 +63,7 @@ both!(
     concurrent_publishes_are_all_confirmed,
     cancel_stops_deliveries_and_keeps_settling,
     closed_transport_refuses_work,
+    every_follower_reads_a_log_from_its_first_entry,
 );
 
 fn id_of(delivery: &airlock_transport::Delivery) -> String {
@@ -390,4 +391,28 @@ async fn closed_transport_refuses_work<T: Transport>(transport: T, topology: Top
     assert!(consumer.next().await.is_none());
     let result = transport.publish(&Destination::queue(&queue), Message::new("x")).await;
     assert!(matches!(result, Err(TransportError::Closed)), "{result:?}");
+}
+
+async fn every_follower_reads_a_log_from_its_first_entry<T: Transport>(transport: T, topology: Topology) {
+    let log = topology.control_log();
+    let destination = Topology::log_route(&log);
+    for i in 0..3 {
+        transport.publish(&destination, Message::new(format!("{i}"))).await.unwrap();
+    }
+    let mut early = transport.follow(&log).await.unwrap();
+    for i in 0..3 {
+        assert_eq!(read(&mut early).await, i.to_string());
+    }
+    transport.publish(&destination, Message::new("3")).await.unwrap();
+    assert_eq!(read(&mut early).await, "3", "a follower sees what is appended after it caught up");
+    // Reading takes nothing away: a later follower reads the whole log again.
+    let mut late = transport.follow(&log).await.unwrap();
+    for i in 0..4 {
+        assert_eq!(read(&mut late).await, i.to_string());
+    }
+}
+
+async fn read(follower: &mut airlock_transport::Follower) -> String {
+    let message = tokio::time::timeout(std::time::Duration::from_secs(10), follower.next()).await.expect("an entry");
+    String::from_utf8(message.expect("open").body.to_vec()).unwrap()
 }
