@@ -23,6 +23,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::call::{Answer, Call, Decision, Kind};
+use crate::control::Control;
 use crate::document::{Document, PolicyError};
 use crate::glob::{self, Budget, Exhausted, ToolMatcher};
 use crate::render::format_function_call;
@@ -43,6 +44,7 @@ pub struct Policy {
     matcher: ToolMatcher,
     digest: String,
     warnings: Vec<String>,
+    control: Control,
 }
 
 /// One step of a compiled policy.
@@ -215,7 +217,8 @@ impl Policy {
         }
         let all_globs: Vec<Vec<String>> = steps.iter().map(|s| s.globs.clone()).collect();
         let matcher = ToolMatcher::new(&all_globs).map_err(|e| document.error(Default::default(), e.to_string()))?;
-        Ok(Policy { kind, steps, matcher, digest: document.digest.clone(), warnings })
+        let control = Control::from_document(document, steps.iter().map(|s| &s.step))?;
+        Ok(Policy { kind, steps, matcher, digest: document.digest.clone(), warnings, control })
     }
 
     /// Approval or review.
@@ -231,6 +234,11 @@ impl Policy {
     /// sha256 of the document's text, hex.
     pub fn digest(&self) -> &str {
         &self.digest
+    }
+
+    /// What the fleet does beyond one call: the breaker and the incident rule.
+    pub fn control(&self) -> &Control {
+        &self.control
     }
 
     /// Things that are legal but probably not meant (ignored keys, dropped choices).

@@ -4,7 +4,7 @@
 //! Like Inspect's `read_config_object`, a document whose text starts with `{` is JSON and
 //! anything else YAML (YAML 1.1 booleans, merge keys and last-wins duplicate keys, as
 //! PyYAML's `safe_load`). Top-level keys other than `approvers` and `reviewers` are ignored,
-//! as pydantic ignores them; each entry needs `name` and `tools`, and every other key,
+//! as pydantic ignores them, except Airlock's control sections (`breaker`, `incident`); each entry needs `name` and `tools`, and every other key,
 //! together with an optional `params` mapping, becomes a parameter of the step.
 
 use std::fmt;
@@ -15,6 +15,7 @@ use serde_saphyr::Spanned;
 use sha2::{Digest, Sha256};
 
 use crate::call::Kind;
+use crate::control;
 use crate::glob::py_strip;
 use crate::limits;
 
@@ -57,6 +58,20 @@ pub struct Entry {
     pub location: Location,
 }
 
+/// A top-level mapping Airlock reads beside the step lists (`breaker:`, `incident:`; see
+/// [`crate::control`]), which Inspect ignores.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Section {
+    /// Its key.
+    pub name: String,
+    /// Its entries.
+    pub params: Map<String, Value>,
+    /// Where each entry's value stands.
+    pub param_locations: Vec<(String, Location)>,
+    /// Where the key stands.
+    pub location: Location,
+}
+
 /// A parsed policy document.
 #[derive(Debug, Clone)]
 pub struct Document {
@@ -70,6 +85,8 @@ pub struct Document {
     pub approvers: Option<Vec<Entry>>,
     /// The `reviewers:` list, if present.
     pub reviewers: Option<Vec<Entry>>,
+    /// The control sections (`breaker:`, `incident:`), Airlock's alone.
+    pub sections: Vec<Section>,
     /// Top-level keys Inspect ignores, with where they stand.
     pub ignored_keys: Vec<(String, Location)>,
 }
@@ -108,6 +125,7 @@ impl Document {
             digest: digest(text),
             approvers: None,
             reviewers: None,
+            sections: Vec::new(),
             ignored_keys: Vec::new(),
         };
         for (key, value) in top {
@@ -115,6 +133,12 @@ impl Document {
             let slot = match name.as_str() {
                 "approvers" => &mut document.approvers,
                 "reviewers" => &mut document.reviewers,
+                control::BREAKER | control::INCIDENT => {
+                    let section = section(name, at(&key), value).map_err(|(l, m)| error(l, m))?;
+                    document.sections.retain(|earlier| earlier.name != section.name);
+                    document.sections.push(section);
+                    continue;
+                }
                 _ => {
                     document.ignored_keys.push((name, at(&key)));
                     continue;
@@ -215,6 +239,21 @@ fn entry(item: Spanned<Node>) -> Result<Entry, (Location, String)> {
         map.insert(key, value.value.into_json().map_err(|m| (location, m))?);
     }
     Ok(Entry { name, tools, tools_locations, params: map, param_locations, location })
+}
+
+fn section(name: String, location: Location, value: Spanned<Node>) -> Result<Section, (Location, String)> {
+    let Node::Map(fields) = value.value else {
+        return Err((at(&value), format!("'{name}' must be a mapping, not {}", value.value.kind())));
+    };
+    let (mut params, mut param_locations) = (Map::new(), Vec::new());
+    for (key, value) in fields {
+        let key = key.value.as_key().map_err(|m| (at(&key), m))?;
+        let location = at(&value);
+        param_locations.retain(|(k, _): &(String, Location)| *k != key);
+        param_locations.push((key.clone(), location));
+        params.insert(key, value.value.into_json().map_err(|m| (location, m))?);
+    }
+    Ok(Section { name, params, param_locations, location })
 }
 
 fn tool_specs(value: Spanned<Node>) -> Result<(Vec<String>, Vec<Location>), (Location, String)> {

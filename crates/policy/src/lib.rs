@@ -13,11 +13,13 @@
 //! - [`steps`]: built-in and external steps.
 //! - [`shell`]: the shell command-line reader behind `bash_allowlist`.
 //! - [`chain`]: a compiled policy and its evaluation, with Inspect's defaults.
+//! - [`control`]: a policy's breaker per sample and its response to incidents in a run.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
 pub mod call;
 pub mod chain;
+pub mod control;
 pub mod document;
 pub mod glob;
 pub mod limits;

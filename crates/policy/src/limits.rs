@@ -30,6 +30,11 @@ pub fn check_pool_name(pool: &str) -> Result<(), String> {
     check_name("pool", pool, false)
 }
 
+/// A policy's name as a policy file's control section gives it: letters, digits, '_' and '-'.
+pub fn check_policy_name(name: &str) -> Result<(), String> {
+    check_name("policy", name, false)
+}
+
 fn check_name(what: &str, name: &str, words: bool) -> Result<(), String> {
     let plain = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
     let shape = if words { "letters, digits, '_', '-' and '/' between words" } else { "letters, digits, '_' and '-'" };

@@ -84,8 +84,7 @@ impl AmqpConsumer {
         log: Option<LogPosition>,
     ) -> Result<Self, TransportError> {
         let queue: Arc<str> = queue.into();
-        let subscription =
-            inner.retrying("consume", || subscribe(inner.clone(), queue.clone(), prefetch, log)).await?;
+        let subscription = inner.retrying("consume", || subscribe(inner.clone(), queue.clone(), prefetch, log)).await?;
         Ok(Self {
             backoff: inner.backoff(),
             closed: inner.closed.subscribe(),
