@@ -148,7 +148,7 @@ async fn chain_state_from_a_runner_and_tampered_or_unsigned_answers_are_refused(
 
         // A request that brings its own chain state, to skip `scan` and `human`.
         let mut skipping = approval("s", "skip", json!({"function": "rm", "arguments": {}}), POLICY);
-        skipping.chain = Some(v1::ChainState { next_step: 2, trail: Vec::new() });
+        skipping.chain = Some(v1::ChainState { next_step: 2, ..Default::default() });
         skipping.reply_to = topology.reply_queue("observer");
         let encoded = skipping.encode_to_vec();
         let message = Message::new(encoded.clone()).with_correlation_id("approval/run/s/1/skip");

@@ -32,6 +32,9 @@ pub const INCIDENT: &str = "incident";
 /// A policy's control settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Control {
+    /// The pool a person is asked from when a response names none: the first human step's,
+    /// else `default`.
+    pub pool: String,
     /// The breaker per sample, if the policy has one.
     pub breaker: Option<Breaker>,
     /// What incidents in a run bring.
@@ -108,7 +111,7 @@ impl Control {
             Some(s) => incident(&s.params, pool).map_err(|e| fail(s, e))?,
             None => IncidentRule { after: 1, then: Response::Human { pool: pool.to_owned() } },
         };
-        Ok(Control { breaker, incident })
+        Ok(Control { pool: pool.to_owned(), breaker, incident })
     }
 }
 

@@ -141,7 +141,7 @@ pub fn explained(pool: &str, sample: &str, call: &str) -> Incoming {
         decided_by: "monitor-1".into(),
         ..Default::default()
     };
-    request.chain = Some(v1::ChainState { next_step: 1, trail: vec![monitor] });
+    request.chain = Some(v1::ChainState { next_step: 1, trail: vec![monitor], ..Default::default() });
     let Some(v1::request::Body::Approval(body)) = request.body.as_mut() else { unreachable!("an approval") };
     let tool_call = body.call.clone();
     body.history = vec![

@@ -90,6 +90,13 @@ pub struct ReviewLabels {
     pub decider: String,
 }
 
+/// Labels of calls handled under control.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResponseLabels {
+    /// `human`, `policy` or `terminate`.
+    pub response: String,
+}
+
 /// Labels by human pool.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PoolLabels {
@@ -143,6 +150,11 @@ pub struct Metrics {
     /// Reviewer service: cancels dropped because a broker user other than the one that asked
     /// published them (the call's tasks stay pending).
     pub review_cancels_dropped: Counter,
+    /// From a run switch or incident being appended to the control log to this process
+    /// applying it, seconds.
+    pub control_lag: Histogram,
+    /// Calls handled under control (a run switch, incidents, a breaker), by response.
+    pub controlled: Family<ResponseLabels, Counter>,
 }
 
 fn latency() -> Histogram {
@@ -229,6 +241,17 @@ impl Metrics {
             "Cancels dropped because a broker user other than the one that asked for the call published them",
             review_cancels_dropped.clone(),
         );
+        let (control_lag, controlled) = (latency(), Family::default());
+        registry.register(
+            "control_lag_seconds",
+            "From a run switch or incident being appended to the control log to this process applying it",
+            control_lag.clone(),
+        );
+        registry.register(
+            "controlled_calls",
+            "Calls handled under a run switch, incidents or a breaker, by response",
+            controlled.clone(),
+        );
         Metrics {
             registry,
             messages,
@@ -251,6 +274,8 @@ impl Metrics {
             review_oldest_pending,
             review_standing,
             review_cancels_dropped,
+            control_lag,
+            controlled,
         }
     }
 

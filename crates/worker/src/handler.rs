@@ -15,11 +15,14 @@
 //! runner, tasks are sealed, and an answer counts only for the external step its sealed task
 //! names, from who may give it.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use airlock_contract::v1;
+use airlock_control::{ControlView, Controlled};
 use airlock_policy::chain::{ChainState, Input, Outcome, PendingStep, Policy, TrailEntry, Verdict};
+use airlock_policy::control::Response;
 use airlock_policy::steps::{ExternalStep, Route};
 use airlock_policy::{Answer, Call, Decision, Kind};
 use airlock_transport::{Destination, Message, Topology};
@@ -27,10 +30,11 @@ use prost::Message as _;
 
 use crate::policies::PolicyStore;
 use crate::trust::Trust;
+use airlock_contract::v1::control_event::Event;
 use airlock_records::code::{DeadReason, ErrorCode};
 use airlock_records::convert::{
-    RequestParts, answer_from_wire, call_from_wire, call_to_wire, decision_to_wire, entry_to_wire, first_with_nul,
-    kind_to_wire, metadata_to_wire, request_parts, trail_from_wire,
+    RequestParts, answer_from_wire, call_from_wire, call_to_wire, decision_from_wire, decision_to_wire, entry_to_wire,
+    first_with_nul, kind_to_wire, metadata_to_wire, request_parts, trail_from_wire,
 };
 use airlock_records::time::Deadline;
 
@@ -51,6 +55,10 @@ pub struct Outgoing {
 pub enum Queue {
     /// Nothing: the fleet's core queues and a runner's reply queue stand.
     Standing,
+    /// An entry of the control log, appended (and confirmed) before anything else is
+    /// published, so that every worker can read it before the runner reads the decision it
+    /// records.
+    Log,
     /// This fragment declared first, once per worker: the queue of a step the fleet knows,
     /// one of a policy the worker holds or a step it is configured with (`--step-user`).
     Declare(Topology),
@@ -111,6 +119,8 @@ pub struct Report {
     pub escalated: Vec<String>,
     /// The external step whose answer came in.
     pub answered: Option<Answered>,
+    /// The response of the fleet's control the call was handled under, if any.
+    pub controlled: Option<&'static str>,
 }
 
 /// A chain's decision, as a [`Report`] counts it.
@@ -146,14 +156,27 @@ struct Incoming<'m> {
 }
 
 /// A request read as far as its policy: the delivery it came in, its body's parts and the
-/// policy that judges it.
+/// policy that judges it, under the fleet's control.
 struct Resolved<'a> {
     inbound: &'a Inbound<'a>,
     request: &'a v1::Request,
     /// The digest of the request as its runner sent it, which a task carries on.
     digest: &'a [u8; 32],
     parts: RequestParts<'a>,
+    /// The policy the chain runs under now: the request's own, or the one control puts in
+    /// its place.
     policy: Arc<Policy>,
+    /// The request's own policy, whose `breaker:` and `incident:` say what control does.
+    own: Arc<Policy>,
+    /// The policy an external answer that came in was asked under.
+    asked_under: Arc<Policy>,
+    /// What control puts in place of the request's own policy, as tasks carry it.
+    governing: Option<v1::Policy>,
+    /// What the fleet's control does with the call, if anything.
+    controlled: Option<Controlled>,
+    /// Whether an answer that came in ends the chain it was asked in, which starts again
+    /// under `policy` (control changed since it was asked), or ends (terminate).
+    restart: bool,
 }
 
 /// What one message asks of its chain, read and checked: the call, where the chain stands,
@@ -161,8 +184,9 @@ struct Resolved<'a> {
 struct Asked<'a> {
     resolved: &'a Resolved<'a>,
     call: Call,
-    /// The trail as the wire carries it: its entries stay as they were recorded.
-    recorded: &'a [v1::StepAnswer],
+    /// The trail as the wire carries it: its entries stay as they were recorded (with an
+    /// answer that came in, when its chain starts again).
+    recorded: Cow<'a, [v1::StepAnswer]>,
     state: ChainState,
     answer: Option<StepAnswered<'a>>,
     /// The broker user that published the request, which a next task carries on.
@@ -184,6 +208,7 @@ pub struct Handler {
     policies: PolicyStore,
     worker_id: String,
     trust: Trust,
+    control: ControlView,
 }
 
 // === impl Handler ===
@@ -193,7 +218,13 @@ impl Handler {
     /// checking with `trust`; `worker_id` is recorded as `decided_by` of what built-in steps
     /// decide.
     pub fn new(topology: Topology, policies: PolicyStore, worker_id: impl Into<String>, trust: Trust) -> Self {
-        Handler { topology, policies, worker_id: worker_id.into(), trust }
+        Handler { topology, policies, worker_id: worker_id.into(), trust, control: ControlView::default() }
+    }
+
+    /// Decides under the fleet's control state `control` (none applies without it).
+    #[must_use]
+    pub fn with_control(self, control: ControlView) -> Self {
+        Handler { control, ..self }
     }
 
     /// Handles one delivery, read with [`Inbound::request`] or [`Inbound::result`].
@@ -302,7 +333,7 @@ impl Handler {
         now_ms: i64,
     ) -> Handled {
         // Reading that stops short ends the delivery: rarely, so what it ends as is boxed.
-        let resolved = match self.resolve(inbound, request, digest, now_ms) {
+        let resolved = match self.resolve(inbound, request, digest, incoming.is_some(), now_ms) {
             Ok(resolved) => resolved,
             Err(handled) => return *handled,
         };
@@ -310,16 +341,22 @@ impl Handler {
             Ok(asked) => asked,
             Err(handled) => return *handled,
         };
-        self.publish(&asked, asked.run(), now_ms)
+        let verdict = match &resolved.controlled {
+            Some(Controlled { response: Response::Terminate, why }) => Verdict::Decided(asked.terminate(why)),
+            _ => asked.run(),
+        };
+        self.publish(&asked, verdict, now_ms)
     }
 
     /// Reads a request as far as its policy: its body's parts, its deadline (past it, the
-    /// runner has failed closed already) and the policy that judges it.
+    /// runner has failed closed already), the policy that judges it and what the fleet's
+    /// control does with it; `answered` when a step's answer came with it.
     fn resolve<'a>(
         &self,
         inbound: &'a Inbound<'a>,
         request: &'a v1::Request,
         digest: &'a [u8; 32],
+        answered: bool,
         now_ms: i64,
     ) -> Result<Resolved<'a>, Box<Handled>> {
         let fail =
@@ -330,33 +367,47 @@ impl Handler {
         if Deadline::from_wire(request.deadline_unix_ms).is_some_and(|deadline| deadline.has_passed(now_ms)) {
             return Err(Box::new(Handled::Expired));
         }
-        let policy =
-            self.policies.resolve(request.policy.as_ref(), parts.kind).map_err(|e| fail(e.code(), e.to_string()))?;
-        Ok(Resolved { inbound, request, digest, parts, policy })
+        let resolve = |policy: Option<&v1::Policy>| {
+            self.policies.resolve(policy, parts.kind).map_err(|e| fail(e.code(), e.to_string()))
+        };
+        let own = resolve(request.policy.as_ref())?;
+        let controlled = request.key.as_ref().and_then(|key| self.control.read().response(key, own.control()));
+        let governing = controlled.as_ref().and_then(|controlled| governing(&controlled.response));
+        let policy = match &governing {
+            Some(governing) => resolve(Some(governing))?,
+            None => own.clone(),
+        };
+        let was = request.chain.as_ref().and_then(|chain| chain.governing.as_ref());
+        let asked_under = match was {
+            Some(was) => resolve(Some(was))?,
+            None => own.clone(),
+        };
+        let terminate = matches!(&controlled, Some(Controlled { response: Response::Terminate, .. }));
+        let moved = was.map(|p| &p.source) != governing.as_ref().map(|p| &p.source);
+        let restart = answered && (terminate || moved);
+        Ok(Resolved { inbound, request, digest, parts, policy, own, asked_under, governing, controlled, restart })
     }
 
     /// Reads what a request asks of its chain: the answer that came in checked against the
     /// step its task names, then the call and the chain's state from the wire.
     fn read<'a>(&self, resolved: &'a Resolved<'a>, incoming: Option<Incoming<'a>>) -> Result<Asked<'a>, Box<Handled>> {
-        let Resolved { inbound, request, parts, policy, .. } = resolved;
+        let Resolved { inbound, request, parts, asked_under, .. } = resolved;
         let fail = |code: ErrorCode, text: String| Box::new(self.fail(resolved, code, text));
         let answered = incoming
-            .map(|incoming| self.check_answer(inbound.message, policy, &incoming).map(|step| (step, incoming)))
+            .map(|incoming| self.check_answer(inbound.message, asked_under, &incoming).map(|step| (step, incoming)))
             .transpose()
             .map_err(|text| Box::new(Self::refuse(ErrorCode::Refused, text)))?;
         let call = parts.call.ok_or_else(|| fail(ErrorCode::BadMessage, "the request has no call".into()))?;
         let call = call_from_wire(call).map_err(|e| fail(ErrorCode::BadMessage, e.to_string()))?;
         let chain = request.chain.as_ref();
-        let recorded = chain.map_or(&[][..], |chain| &chain.trail);
-        let trail = trail_from_wire(recorded).map_err(|e| fail(ErrorCode::BadMessage, format!("chain trail: {e}")))?;
-        let state = ChainState { next_step: chain.map_or(0, |chain| chain.next_step as usize), trail };
+        let mut recorded = Cow::Borrowed(chain.map_or(&[][..], |chain| &chain.trail[..]));
         // A runner's own request names its publisher as the broker checked it; a result
         // brings back the name its sealed task carries, since its publisher is the step's.
         let requested_by = match &answered {
             None => inbound.message.user_id.as_deref().unwrap_or_default(),
             Some((_, incoming)) => incoming.task.requested_by.as_str(),
         };
-        let answer = match answered {
+        let mut answer = match answered {
             None => None,
             Some((step, incoming)) => {
                 let answer =
@@ -365,6 +416,22 @@ impl Handler {
                 Some(StepAnswered { step, answer, wire: v1::StepAnswer { published_by, ..incoming.answer.clone() } })
             }
         };
+        let mut next_step = chain.map_or(0, |chain| chain.next_step as usize);
+        if resolved.restart
+            && let Some(ended) = answer.take()
+        {
+            // The answer ends the chain it was asked in: it stays in the trail, and the call
+            // starts again under what control says now.
+            let entry = TrailEntry {
+                step: Some(ended.step.index()),
+                approver: ended.step.name().clone(),
+                answer: ended.answer,
+            };
+            recorded.to_mut().push(answered_entry(&entry, &ended.wire));
+            next_step = 0;
+        }
+        let trail = trail_from_wire(&recorded).map_err(|e| fail(ErrorCode::BadMessage, format!("chain trail: {e}")))?;
+        let state = ChainState { next_step, trail };
         Ok(Asked { resolved, call, recorded, state, answer, requested_by })
     }
 
@@ -380,11 +447,28 @@ impl Handler {
                 report.decided = Some(Decided { decision: outcome.decision, approver, latency_ms });
                 let trail = self.wire_trail(asked, &outcome.trail, now_ms);
                 let decision = self.decision(request, parts.kind, policy, outcome, trail, now_ms);
-                Handled::Publish(vec![self.publish_decision(request, digest, parts.kind, decision)], report)
+                let counted = self.counted(asked.resolved, &decision);
+                let reply = self.publish_decision(request, digest, parts.kind, decision);
+                Handled::Publish(counted.into_iter().chain([reply]).collect(), report)
             }
             Verdict::Pending { step, state } => self.forward(asked, step, state, now_ms),
             Verdict::Failed(error) => self.fail(asked.resolved, ErrorCode::StepFailed, error.to_string()),
         }
+    }
+
+    /// The entry of the control log that counts `decision` for the breaker of the request's
+    /// own policy: only approvals its chain decided, for a policy with a breaker.
+    fn counted(&self, resolved: &Resolved<'_>, decision: &v1::Decision) -> Option<Outgoing> {
+        resolved.own.control().breaker.as_ref()?;
+        let decided = decision_from_wire(decision.decision);
+        if resolved.parts.kind != Kind::Approval || decision.approver == CONTROL {
+            return None;
+        }
+        let denied = matches!(decided, Some(Decision::Reject | Decision::Terminate));
+        let outcome = v1::CallOutcome { key: decision.key.clone(), denied };
+        let entry = airlock_control::log::stamp(&self.worker_id, Event::Outcome(outcome));
+        let destination = Topology::log_route(&self.topology.control_log());
+        Some(Outgoing { destination, message: Message::new(entry.encode_to_vec()), queue: Queue::Log })
     }
 
     /// The task of the external step a chain waits for, with the runner's word that the step
@@ -422,17 +506,14 @@ impl Handler {
     /// The wire trail: entries already recorded stay as they were (with their deciders and
     /// times), the external answer keeps its decider, new built-in answers are this worker's.
     fn wire_trail(&self, asked: &Asked<'_>, trail: &[TrailEntry], now_ms: i64) -> Vec<v1::StepAnswer> {
-        let recorded = asked.recorded;
+        let recorded = &asked.recorded;
         let external = asked.answer.as_ref().map(|answered| &answered.wire);
         trail
             .iter()
             .enumerate()
             .map(|(index, entry)| match (recorded.get(index), external) {
                 (Some(kept), _) => kept.clone(),
-                (None, Some(answer)) if index == recorded.len() => v1::StepAnswer {
-                    published_by: answer.published_by.clone(),
-                    ..entry_to_wire(entry, &answer.decided_by, answer.started_at_unix_ms, answer.answered_at_unix_ms)
-                },
+                (None, Some(answer)) if index == recorded.len() => answered_entry(entry, answer),
                 _ => entry_to_wire(entry, &self.worker_id, now_ms, now_ms),
             })
             .collect()
@@ -532,12 +613,14 @@ impl Handler {
         trail: Vec<v1::StepAnswer>,
         now_ms: i64,
     ) -> Outgoing {
-        let Resolved { inbound, request, digest, policy, .. } = asked.resolved;
+        let Resolved { inbound, request, digest, policy, own, governing, .. } = asked.resolved;
         let kind = policy.kind();
         let mut forwarded = v1::Request::clone(request);
-        forwarded.chain = Some(v1::ChainState { next_step: next_step as u32, trail });
+        let governing =
+            governing.clone().map(|governing| v1::Policy { digest: policy.digest().to_owned(), ..governing });
+        forwarded.chain = Some(v1::ChainState { next_step: next_step as u32, trail, governing });
         if let Some(resolved) = forwarded.policy.as_mut() {
-            resolved.digest = policy.digest().to_owned();
+            resolved.digest = own.digest().to_owned();
         }
         let timeout = step.external().timeout();
         let step_deadline = timeout.after.map(|after| Deadline::after(now_ms, after));
@@ -711,9 +794,64 @@ impl<'a> Asked<'a> {
                 let human = matches!(answered.step.external(), ExternalStep::Human(_));
                 Answered { step: answered.step.name().to_string(), took_ms: took, human }
             }),
+            controlled: self.resolved.controlled.as_ref().map(|controlled| match controlled.response {
+                Response::Human { .. } => "human",
+                Response::Policy { .. } => "policy",
+                Response::Terminate => "terminate",
+            }),
             ..Report::default()
         }
     }
+
+    /// The call's end under a `terminate` of the fleet's control: the trail so far, then the
+    /// control's own entry saying why; the model is told no more than that its run stopped.
+    fn terminate(&self, why: &str) -> Outcome {
+        let mut trail = self.state.trail.clone();
+        let approver: Arc<str> = CONTROL.into();
+        trail.push(TrailEntry {
+            step: None,
+            approver: approver.clone(),
+            answer: Answer::new(Decision::Terminate, why.to_owned()),
+        });
+        Outcome {
+            decision: Decision::Terminate,
+            modified: None,
+            explanation: Some(STOPPED.into()),
+            metadata: None,
+            approver: Some(approver),
+            step: None,
+            trail,
+        }
+    }
+}
+
+/// The trail's entry of an external step's answer `entry`, as `answer` came: with who gave
+/// it, when, and the broker user that published it.
+fn answered_entry(entry: &TrailEntry, answer: &v1::StepAnswer) -> v1::StepAnswer {
+    v1::StepAnswer {
+        published_by: answer.published_by.clone(),
+        ..entry_to_wire(entry, &answer.decided_by, answer.started_at_unix_ms, answer.answered_at_unix_ms)
+    }
+}
+
+/// The approver of what the fleet's control decides.
+pub const CONTROL: &str = "control";
+
+/// What the model is told when the fleet's control ends its sample.
+const STOPPED: &str = "This run was stopped by its overseers.";
+
+/// The policy control puts in place of a request's own for `response`, as a task carries it:
+/// for a person, a policy of one human step of the pool for every tool.
+fn governing(response: &Response) -> Option<v1::Policy> {
+    let source = match response {
+        Response::Human { pool } => v1::policy::Source::Inline(format!(
+            "approvers:\n  - name: human\n    tools: \"*\"\n    pool: {pool}\n\
+             reviewers:\n  - name: human\n    tools: \"*\"\n    pool: {pool}\n"
+        )),
+        Response::Policy { name } => v1::policy::Source::Name(name.clone()),
+        Response::Terminate => return None,
+    };
+    Some(v1::Policy { source: Some(source), digest: String::new() })
 }
 
 fn correlation(request: &v1::Request, kind: Kind) -> String {
@@ -721,7 +859,7 @@ fn correlation(request: &v1::Request, kind: Kind) -> String {
 }
 
 fn decision_name(decision: i32) -> &'static str {
-    airlock_records::convert::decision_from_wire(decision).map_or("unspecified", Decision::as_str)
+    decision_from_wire(decision).map_or("unspecified", Decision::as_str)
 }
 
 /// A decision's id: the same for every decision of one request (its kind, its call key and

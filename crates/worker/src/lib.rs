@@ -31,11 +31,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use airlock_records::time::now_ms;
 use airlock_telemetry::events::DeadLettered;
-use airlock_telemetry::metrics::{DecisionLabels, Metrics, SourceLabels, StepLabels};
+use airlock_telemetry::metrics::{DecisionLabels, Metrics, ResponseLabels, SourceLabels, StepLabels};
 use airlock_telemetry::propagation;
 use airlock_transport::{Delivery, Message, Serve, Topology, Transport, TransportError};
 use futures_util::future::try_join_all;
 use tracing::{Instrument, debug, debug_span, info, warn};
+
+use airlock_control::{ControlError, ControlLog};
 
 use crate::handler::{Handled, Handler, Inbound, Outgoing, Queue, Report};
 use crate::policies::PolicyStore;
@@ -64,6 +66,9 @@ pub enum WorkerError {
     /// The transport failed in a way retries do not cure.
     #[error(transparent)]
     Transport(#[from] TransportError),
+    /// The control log could not be read.
+    #[error(transparent)]
+    Control(#[from] ControlError),
 }
 
 /// Runs a worker until `shutdown` resolves or the transport closes, then stops consuming,
@@ -76,13 +81,18 @@ pub async fn run<T: Transport>(
     let topology = Topology::new(config.prefix.clone());
     transport.declare(&topology).await?;
     let metrics = config.metrics.clone();
+    // Nothing is decided before the control log is read to its end: a worker that starts
+    // after a run was stopped must not approve its calls.
+    let control =
+        ControlLog::open(transport.clone(), &topology, config.worker_id.clone(), Some(metrics.clone())).await?;
     let worker = Arc::new(Worker {
         handler: Handler::new(
             topology.clone(),
             PolicyStore::new(config.policy_dir.clone()),
             config.worker_id.clone(),
             config.trust,
-        ),
+        )
+        .with_control(control.view().clone()),
         transport: transport.clone(),
         topology: topology.clone(),
         declared: Mutex::new(HashSet::new()),
@@ -214,6 +224,9 @@ impl<T: Transport> Worker<T> {
                 metrics.human_wait.observe(seconds);
             }
         }
+        if let Some(response) = report.controlled {
+            metrics.controlled.get_or_create(&ResponseLabels { response: response.into() }).inc();
+        }
         if let Some(decided) = &report.decided {
             let step = if decided.approver.is_empty() { "none".to_owned() } else { decided.approver.clone() };
             let labels = DecisionLabels { kind: kind.clone(), decision: decided.decision.to_string(), step };
@@ -223,10 +236,14 @@ impl<T: Transport> Worker<T> {
         }
     }
 
-    /// Publishes what one delivery caused: first each message whose queue must stand already
-    /// (the refusal of the first that no queue takes is returned, nothing else published),
-    /// then the rest at once, so their confirms are awaited together.
+    /// Publishes what one delivery caused: first its entries of the control log, then each
+    /// message whose queue must stand already (the refusal of the first that no queue takes is
+    /// returned, nothing else published), then the rest at once, so their confirms are
+    /// awaited together.
     async fn publish_all(&self, outgoing: Vec<Outgoing>) -> Result<Option<Handled>, TransportError> {
+        let (logged, outgoing): (Vec<_>, Vec<_>) =
+            outgoing.into_iter().partition(|out| matches!(out.queue, Queue::Log));
+        try_join_all(logged.into_iter().map(|out| self.publish(out))).await?;
         let (existing, rest): (Vec<_>, Vec<_>) =
             outgoing.into_iter().partition(|out| matches!(out.queue, Queue::Existing(_)));
         for mut out in existing {

@@ -351,7 +351,7 @@ fn a_step_task_names_the_digest_of_the_policy_resolved_whatever_the_runner_said(
 #[test]
 fn a_runner_request_carrying_chain_state_is_dead_lettered_with_a_proved_error() {
     let mut skipping = request("rm", 0);
-    skipping.chain = Some(v1::ChainState { next_step: 2, trail: Vec::new() });
+    skipping.chain = Some(v1::ChainState { next_step: 2, ..Default::default() });
     let encoded = skipping.encode_to_vec();
     let Handled::Dead { reason, reply: Some(out) } = on_request(&handler(), &Message::new(encoded.clone()), 0) else {
         panic!()
@@ -565,3 +565,5 @@ fn a_panic_while_handling_is_that_messages_failure_told_to_its_runner() {
         panic!("a step result gets no reply")
     };
 }
+
+mod control;

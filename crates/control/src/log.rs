@@ -1,0 +1,139 @@
+//! The control log, followed: a task reads each entry as it is appended and folds it into the
+//! state the process decides by.
+
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
+use std::time::Duration;
+
+use airlock_contract::v1::{self, control_event::Event};
+use airlock_records::time::now_ms;
+use airlock_telemetry::metrics::Metrics;
+use airlock_transport::{Follower, Message, Topology, Transport, TransportError};
+use prost::Message as _;
+use tracing::{info, warn};
+
+use crate::state::ControlState;
+
+/// How long opening waits to read its own `Joined` back before it gives up.
+pub const CATCH_UP_LIMIT: Duration = Duration::from_secs(60);
+
+/// The control log could not be followed.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// The transport failed.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// The log ended, or did not bring this process's own entry back in time.
+    #[error("the control log did not catch up: {0}")]
+    CatchUp(&'static str),
+}
+
+/// The fleet's control state as it stands, shared by every task of a process.
+#[derive(Debug, Clone, Default)]
+pub struct ControlView(Arc<RwLock<ControlState>>);
+
+impl ControlView {
+    /// A view of `state`, followed by nothing: for tools and tests.
+    pub fn of(state: ControlState) -> Self {
+        ControlView(Arc::new(RwLock::new(state)))
+    }
+
+    /// The state now. Held briefly: the follower waits for it to append.
+    pub fn read(&self) -> RwLockReadGuard<'_, ControlState> {
+        self.0.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn apply(&self, event: &v1::ControlEvent) {
+        self.0.write().unwrap_or_else(PoisonError::into_inner).apply(event);
+    }
+}
+
+/// The control log of a fleet, as one process appends to it and follows it.
+#[derive(Debug, Clone)]
+pub struct ControlLog<T> {
+    transport: T,
+    log: String,
+    by: Arc<str>,
+    view: ControlView,
+}
+
+impl<T: Transport> ControlLog<T> {
+    /// Follows the control log of `topology` as `by` (recorded with what it appends): reads
+    /// every entry kept, appends a `Joined` of its own and reads on until it comes back, so
+    /// the state holds everything appended before this returns; then a task keeps it current
+    /// until the transport closes, counting in `metrics` how long each switch and incident
+    /// took to arrive.
+    pub async fn open(
+        transport: T,
+        topology: &Topology,
+        by: impl Into<String>,
+        metrics: Option<Arc<Metrics>>,
+    ) -> Result<Self, ControlError> {
+        let log = topology.control_log();
+        let mut follower = transport.follow(&log).await?;
+        let control = ControlLog { transport, log, by: by.into().into(), view: ControlView::default() };
+        let nonce = uuid::Uuid::now_v7().to_string();
+        control.append(Event::Joined(v1::Joined { nonce: nonce.clone() })).await?;
+        let caught_up = async {
+            loop {
+                let Some(message) = follower.next().await else {
+                    return Err(ControlError::CatchUp("the transport closed"));
+                };
+                if let Some(event) = decode(&message) {
+                    control.view.apply(&event);
+                    if matches!(&event.event, Some(Event::Joined(joined)) if joined.nonce == nonce) {
+                        return Ok(());
+                    }
+                }
+            }
+        };
+        tokio::time::timeout(CATCH_UP_LIMIT, caught_up)
+            .await
+            .map_err(|_| ControlError::CatchUp("its own entry did not come back in time"))??;
+        info!(log = %control.log, entries = control.view.read().entries(), "Control log read.");
+        tokio::spawn(follow(follower, control.view.clone(), metrics));
+        Ok(control)
+    }
+
+    /// The state, kept current.
+    pub fn view(&self) -> &ControlView {
+        &self.view
+    }
+
+    /// Appends `event`, stamped with now and who appends it; returns once the broker holds it.
+    pub async fn append(&self, event: Event) -> Result<(), TransportError> {
+        let entry = stamp(&self.by, event);
+        self.transport.publish(&Topology::log_route(&self.log), Message::new(entry.encode_to_vec())).await
+    }
+}
+
+/// An entry as appended by `by`, now.
+pub fn stamp(by: &str, event: Event) -> v1::ControlEvent {
+    v1::ControlEvent { at_unix_ms: now_ms(), by: by.to_owned(), event: Some(event) }
+}
+
+/// Folds each new entry into `view` until the transport closes.
+async fn follow(mut follower: Follower, view: ControlView, metrics: Option<Arc<Metrics>>) {
+    while let Some(message) = follower.next().await {
+        let Some(event) = decode(&message) else { continue };
+        view.apply(&event);
+        if matches!(event.event, Some(Event::RunSwitch(_) | Event::Incident(_))) {
+            let lag = Duration::from_millis(u64::try_from(now_ms() - event.at_unix_ms).unwrap_or(0));
+            info!(by = %event.by, lag_ms = lag.as_millis() as u64, "Control entry applied.");
+            if let Some(metrics) = &metrics {
+                metrics.control_lag.observe(lag.as_secs_f64());
+            }
+        }
+    }
+}
+
+/// An entry of the log, or `None` (logged) for one that is not a `ControlEvent`: no entry
+/// can stop the fleet from reading the rest.
+fn decode(message: &Message) -> Option<v1::ControlEvent> {
+    match v1::ControlEvent::decode(message.body.as_ref()) {
+        Ok(event) => Some(event),
+        Err(error) => {
+            warn!(%error, publisher = ?message.user_id, "Control log entry skipped: not an airlock.v1.ControlEvent.");
+            None
+        }
+    }
+}
