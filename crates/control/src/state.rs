@@ -99,7 +99,7 @@ impl ControlState {
             }
             Some(Event::Incident(incident)) => {
                 let Some(key) = &incident.key else { return };
-                self.run_mut(&key.tenant, &key.run_id).incidents.insert(incident.decision_id.clone());
+                self.run_mut(&key.tenant, &key.run_id).incidents.insert(incident.marked.clone());
             }
             Some(Event::Outcome(outcome)) => {
                 let Some(key) = &outcome.key else { return };

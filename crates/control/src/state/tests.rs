@@ -40,7 +40,7 @@ fn switch(run: &str, tenant: &str, response: ControlResponse) -> v1::ControlEven
 fn incident(run: &str, decision: &str) -> v1::ControlEvent {
     entry(Event::Incident(v1::Incident {
         key: Some(key(run, "s1", "c1")),
-        decision_id: decision.into(),
+        marked: decision.into(),
         note: String::new(),
     }))
 }

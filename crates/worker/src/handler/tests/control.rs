@@ -118,11 +118,8 @@ fn a_call_asked_under_a_switch_since_lifted_starts_again_under_its_own_policy() 
 #[test]
 fn an_incident_sends_the_run_to_the_response_its_policy_names() {
     let policy = format!("{POLICY}incident:\n  then: terminate\n");
-    let marked = Event::Incident(v1::Incident {
-        key: in_run("r", "ls").key,
-        decision_id: "d1".into(),
-        note: "exfiltration".into(),
-    });
+    let marked =
+        Event::Incident(v1::Incident { key: in_run("r", "ls").key, marked: "d1".into(), note: "exfiltration".into() });
     let handler = controlled(&[marked]);
     let asked = with_policy(in_run("r", "ls"), &policy);
     let out = published(on_request(&handler, &Message::new(asked.encode_to_vec()), 10));
