@@ -25,6 +25,7 @@ async fn each_role_user_is_refused_what_its_role_must_not_do() {
     let user = |role: &str| format!("{id}-{role}");
     let (runner_a, runner_b, worker, scan, reviewer, auditor) =
         (user("runner-a"), user("runner-b"), user("worker"), user("scan"), user("reviewer"), user("auditor"));
+    let operator = user("operator");
     let users = [
         (runner_a.as_str(), "role: runner"),
         (runner_b.as_str(), "role: runner"),
@@ -32,6 +33,7 @@ async fn each_role_user_is_refused_what_its_role_must_not_do() {
         (scan.as_str(), "role: 'step:scan'"),
         (reviewer.as_str(), "role: reviewer, instance: rv, pools: [ops]"),
         (auditor.as_str(), "role: auditor"),
+        (operator.as_str(), "role: operator"),
     ];
     let loaded = Loaded::load(&id, prefix, &users).await;
     let dir = std::env::temp_dir().join(&id);
@@ -139,6 +141,30 @@ async fn each_role_user_is_refused_what_its_role_must_not_do() {
     let decision: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(decision["approver"], "timeout", "{decision}");
 
+    // The control log: a switch on a run, an incident or a breaker's count comes from a worker,
+    // a reviewer service or an operator, never from a runner, a step or the auditor. A step
+    // appends to the log of its own scores only.
+    let control = Topology::log_route(&topology.control_log());
+    for (who, transport) in [("worker", &as_worker), ("reviewer", &as_reviewer)] {
+        transport.publish(&control, Message::new("entry")).await.unwrap_or_else(|e| panic!("{who} appends: {e}"));
+        transport.follow(&topology.control_log()).await.unwrap_or_else(|e| panic!("{who} follows: {e}"));
+    }
+    let as_operator = loaded.connect_as(&operator).await;
+    as_operator.publish(&control, Message::new("switch")).await.expect("the operator throws a switch");
+    refused("operator publishes a request", as_operator.publish(&topology.requests_route(), Message::new("x")).await);
+    refused("runner appends to the control log", as_a.publish(&control, Message::new("forged")).await);
+    refused("runner reads the control log", as_a.follow(&topology.control_log()).await);
+    refused("step appends to the control log", as_scan.publish(&control, Message::new("forged")).await);
+    refused("auditor appends to the control log", as_auditor.publish(&control, Message::new("forged")).await);
+    let scores = |step: &str| Topology::empty(prefix).with_scores_log(step);
+    as_scan.declare(&scores("scan")).await.expect("a step declares the log of its scores");
+    as_scan.publish(&Topology::log_route(&topology.scores_log("scan")), Message::new("7")).await.unwrap();
+    as_worker.declare(&scores("judge")).await.unwrap();
+    refused(
+        "step appends to another step's scores",
+        as_scan.publish(&Topology::log_route(&topology.scores_log("judge")), Message::new("0")).await,
+    );
+
     // What each queue holds: the smuggled keys reached nothing but the queue of the exchange.
     let count = |queue: String| {
         let as_worker = as_worker.clone();
@@ -150,7 +176,7 @@ async fn each_role_user_is_refused_what_its_role_must_not_do() {
     assert_eq!(count(topology.reply_queue(&format!("{runner_a}.r1"))).await, 2, "the worker's reply, the progress");
     assert_eq!(count(topology.name("audit")).await, 1, "its copy, and only that");
 
-    for transport in [as_worker, as_a, as_b, as_scan, as_reviewer, as_auditor] {
+    for transport in [as_worker, as_a, as_b, as_scan, as_reviewer, as_auditor, as_operator] {
         transport.close().await;
     }
     let _ = std::fs::remove_dir_all(&dir);

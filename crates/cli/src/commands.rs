@@ -34,6 +34,7 @@ pub mod policy;
 pub mod request;
 pub mod review;
 pub mod reviewer;
+pub mod run;
 pub mod topology;
 pub mod worker;
 

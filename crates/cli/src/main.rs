@@ -41,6 +41,9 @@ enum Command {
     Gateway(commands::gateway::GatewayArgs),
     /// Decide human tasks in this terminal.
     Review(commands::review::ReviewArgs),
+    /// Throw a switch on every later call of an eval run, fleet-wide.
+    #[command(subcommand)]
+    Run(commands::run::RunCommand),
     /// Manage the fleet's queues and exchanges.
     #[command(subcommand)]
     Topology(commands::topology::TopologyCommand),
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
         Command::Reviewer(args) => commands::reviewer::run(args),
         Command::Gateway(args) => commands::gateway::run(args),
         Command::Review(args) => commands::block_on(commands::LOG_TOOL, commands::review::run(args)),
+        Command::Run(command) => commands::block_on(commands::LOG_TOOL, commands::run::run(command)),
         Command::Topology(command) => commands::block_on(commands::LOG_TOOL, commands::topology::run(command)),
         Command::Audit(command) => commands::block_on(commands::LOG_ROLE, commands::audit::run(command)),
         Command::Keys(command) => commands::report(commands::keys::run(command)),

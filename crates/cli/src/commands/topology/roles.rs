@@ -10,19 +10,22 @@
 //! | role | publishes to | reads | declares |
 //! |---|---|---|---|
 //! | runner `U` | `<p>.ask`; cancels | `<p>.reply.U.*` (bound as `reply.U.*`) | its reply queues |
-//! | worker | `<p>.route` (`step.*`, `human.*`, `reply.*`, decisions); dead letters | every queue of the fleet | the whole fleet |
-//! | step `S` | `<p>.answer` | `<p>.step.S` | that queue |
-//! | reviewer (`--id I`, pools) | `<p>.answer`; `<p>.route` (`reply.*`: a call waits for a person) | `<p>.human.<pool>`, `<p>.reply.I` (cancels) | those queues |
+//! | worker | `<p>.route` (`step.*`, `human.*`, `reply.*`, decisions); dead letters; `<p>.control` | every queue of the fleet | the whole fleet |
+//! | step `S` | `<p>.answer`; `<p>.scores.S` | `<p>.step.S`, `<p>.scores.S` | those queues |
+//! | reviewer (`--id I`, pools) | `<p>.answer`; `<p>.route` (`reply.*`: a call waits for a person); `<p>.control` | `<p>.human.<pool>`, `<p>.reply.I` (cancels), `<p>.control` | those queues |
 //! | auditor | — | `<p>.audit`, bound as `approval.*` and `review.*` | that queue |
+//! | operator | `<p>.control` (`airlock run`) | `<p>.control` | that log |
 //!
-//! So a step cannot publish requests or read human tasks, a runner cannot read another
-//! runner's replies or answer a step, and nobody but a worker or a reviewer service (whose
+//! So a step cannot publish requests or read human tasks, nor throw a switch on a run or mark
+//! an incident (the control log `<p>.control`), a runner cannot read another runner's replies,
+//! answer a step or touch the control log, and nobody but a worker or a reviewer service (whose
 //! `Progress` replies are unproved and settle nothing) can reach a runner's reply queue. Nothing is granted on the default exchange. A runner's id must start with its
 //! broker user and a dot (`U.<anything>`): its reply queue is `<p>.reply.U.<anything>`.
 //! Queues dead-letter to `<p>.dlx`, so whoever declares one may write there.
 
 use airlock_transport::topology::{
-    ANSWER, ASK, AUDIT, CANCELS, DECISION_KINDS, DEFAULT_PREFIX, DLX, HUMAN, REPLY, REQUESTS, RESULTS, ROUTE, STEP,
+    ANSWER, ASK, AUDIT, CANCELS, CONTROL, DECISION_KINDS, DEFAULT_PREFIX, DLX, HUMAN, REPLY, REQUESTS, RESULTS, ROUTE,
+    SCORES, STEP,
 };
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -51,7 +54,7 @@ pub struct RolesFile {
 pub struct RoleUser {
     /// The user's name.
     pub name: String,
-    /// `runner`, `worker`, `step:<name>`, `reviewer` or `auditor`.
+    /// `runner`, `worker`, `step:<name>`, `reviewer`, `auditor` or `operator`.
     pub role: String,
     /// Its password; without one the user cannot sign in with a password (set one later with
     /// `rabbitmqctl change_password`, or use another mechanism).
@@ -83,6 +86,8 @@ pub enum Role {
     },
     /// Writes the decision log.
     Auditor,
+    /// Throws switches on runs (`airlock run`).
+    Operator,
 }
 
 /// RabbitMQ definitions: users, the vhost, and each user's permissions.
@@ -174,6 +179,7 @@ impl RoleUser {
             "runner" => Role::Runner,
             "worker" => Role::Worker,
             "auditor" => Role::Auditor,
+            "operator" => Role::Operator,
             "reviewer" => {
                 let instance = self.instance.clone().ok_or_else(|| invalid("a reviewer needs its 'instance'"))?;
                 if self.pools.is_empty() {
@@ -185,7 +191,7 @@ impl RoleUser {
                 Some(step) if !step.is_empty() => Role::Step(step.to_owned()),
                 _ => {
                     return Err(invalid(&format!(
-                        "unknown role '{other}' (runner, worker, step:<name>, reviewer, auditor)"
+                        "unknown role '{other}' (runner, worker, step:<name>, reviewer, auditor, operator)"
                     )));
                 }
             },
@@ -231,6 +237,8 @@ pub fn grants(prefix: &str, vhost: &str, user: &str, role: &Role) -> (Permission
     let any_of = |names: &[String]| format!("^({})$", names.join("|"));
     let route = name(ROUTE);
     let (dlx, cancels, audit, ask, answer) = (name(DLX), name(CANCELS), name(AUDIT), name(ASK), name(ANSWER));
+    // A log and the exchange that appends to it share one name.
+    let control = name(CONTROL);
     let decisions = format!("({})\\..+", DECISION_KINDS.join("|"));
     let (configure, write, read, topic_write, topic_read) = match role {
         Role::Runner => {
@@ -252,11 +260,12 @@ pub fn grants(prefix: &str, vhost: &str, user: &str, role: &Role) -> (Permission
         }
         Role::Step(step) => {
             let queue = name(&format!("{STEP}\\.{}", regex_escape(step)));
+            let scores = name(&format!("{SCORES}\\.{}", regex_escape(step)));
             let key = format!("^{STEP}\\.{}$", regex_escape(step));
             (
-                format!("^{queue}$"),
-                any_of(&[answer, dlx, queue.clone()]),
-                any_of(&[route, queue]),
+                any_of(&[queue.clone(), scores.clone()]),
+                any_of(&[answer, dlx, queue.clone(), scores.clone()]),
+                any_of(&[route, queue, scores]),
                 NOTHING.to_owned(),
                 key,
             )
@@ -268,9 +277,9 @@ pub fn grants(prefix: &str, vhost: &str, user: &str, role: &Role) -> (Permission
             let own = name(&format!("{REPLY}\\.{instance}"));
             let keys = format!("^({REPLY}\\.{instance}|{HUMAN}\\.({}))$", pools.join("|"));
             (
-                any_of(&[own.clone(), humans.clone()]),
-                any_of(&[answer, dlx, route.clone(), own.clone(), humans.clone()]),
-                any_of(&[route, cancels, own, humans]),
+                any_of(&[own.clone(), humans.clone(), control.clone()]),
+                any_of(&[answer, dlx, route.clone(), own.clone(), humans.clone(), control.clone()]),
+                any_of(&[route, cancels, own, humans, control]),
                 format!("^{REPLY}\\..+$"),
                 keys,
             )
@@ -282,6 +291,10 @@ pub fn grants(prefix: &str, vhost: &str, user: &str, role: &Role) -> (Permission
             NOTHING.to_owned(),
             format!("^{decisions}$"),
         ),
+        Role::Operator => {
+            let control = format!("^{control}$");
+            (control.clone(), control.clone(), control, NOTHING.to_owned(), NOTHING.to_owned())
+        }
     };
     let permission = Permission { user: user.to_owned(), vhost: vhost.to_owned(), configure, write, read };
     let topic = TopicPermission {
