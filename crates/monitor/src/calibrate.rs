@@ -16,6 +16,8 @@
 //! People only see calls the monitor escalated, so a fair calibration log comes from a
 //! shadow run where every call reaches a person (`approve_below: 0`).
 
+pub mod roc;
+
 use std::fmt::Write as _;
 use std::io::BufRead;
 

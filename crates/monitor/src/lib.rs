@@ -25,6 +25,7 @@
 #![deny(rust_2018_idioms)]
 
 pub mod answer;
+pub mod budget;
 pub mod calibrate;
 pub mod config;
 pub mod params;
