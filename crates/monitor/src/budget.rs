@@ -2,6 +2,11 @@
 //! usually), chosen among the highest-scored. Pure: the same scores in the same order always
 //! give the same decisions.
 //!
+//! [`Budgets`] holds a monitor's budgets, one per step and scope (the run, or [`STEP_SCOPE`]),
+//! with their gauges; what it decides it also sends, as [`Entry`]s, to the outbox it was given,
+//! and it counts the entries other monitor processes sent ([`Budgets::record`]), so that
+//! every process of a step decides on the fleet's scores.
+//!
 //! A [`Budget`] counts every score the step gave within its scope, its own and those other
 //! monitor processes report ([`Budget::record`]), and how many of them were passed on. It
 //! decides in one of two [`Mode`]s:
@@ -37,7 +42,12 @@
 //! scores (in the others, one call just below it). Reports that come later let both spend the
 //! same credit: at 50 to 100 calls late, a tenth reached 8.5%.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use airlock_telemetry::metrics::{BudgetLabels, Metrics};
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc::UnboundedSender;
 
 use crate::params::MAX_SCORE;
 
@@ -49,6 +59,10 @@ const HUNDREDTHS: f64 = 100.0;
 
 /// Scores a paced budget sees, times `1 / b`, before it trusts its quantile.
 const WARMUP: f64 = 2.0;
+
+/// Budgets a monitor holds at most; past it, the one used longest ago is forgotten (its run is
+/// most likely over) and its gauges removed.
+pub const MAX_BUDGETS: usize = 10_000;
 
 /// The most credit a paced budget banks, in calls.
 pub const CAPACITY: f64 = 5.0;
@@ -66,6 +80,16 @@ pub enum Mode {
         /// The `audit_threshold`.
         threshold: f64,
     },
+}
+
+impl Mode {
+    /// The mode as the answer's metadata names it: `paced` or `calibrated`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Paced => "paced",
+            Mode::Calibrated { .. } => "calibrated",
+        }
+    }
 }
 
 /// Where a budget stands, for metrics and the answer's metadata.
@@ -189,6 +213,140 @@ impl Budget {
             }
         }
         0
+    }
+}
+
+/// One score of a budgeted step, as a monitor process sends it to the others.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// The step.
+    pub step: String,
+    /// The budget's scope: the run, or [`STEP_SCOPE`].
+    pub scope: String,
+    /// The step's `audit_budget`.
+    pub audit_budget: f64,
+    /// The score.
+    pub score: f64,
+    /// Whether the call was passed on.
+    pub passed: bool,
+}
+
+/// A monitor's budgets by step and scope, with their gauges in the monitor's metrics.
+#[derive(Debug)]
+pub struct Budgets {
+    slots: Mutex<Slots>,
+    metrics: Arc<Metrics>,
+    outbox: Option<UnboundedSender<Entry>>,
+}
+
+#[derive(Debug, Default)]
+struct Slots {
+    by_key: HashMap<(String, String), Slot>,
+    /// Counts uses, to find the budget used longest ago.
+    clock: u64,
+}
+
+#[derive(Debug)]
+struct Slot {
+    budget: Budget,
+    /// The mode of this process's last decision, for the gauges; none while only others' scores came.
+    mode: Option<Mode>,
+    used: u64,
+}
+
+// === impl Budgets ===
+
+impl Budgets {
+    /// No budgets yet; gauges go to `metrics`.
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        Budgets { slots: Mutex::default(), metrics, outbox: None }
+    }
+
+    /// Sends every score this process gives under a budget to `outbox`, for the other
+    /// processes of the step.
+    pub fn with_outbox(mut self, outbox: UnboundedSender<Entry>) -> Self {
+        self.outbox = Some(outbox);
+        self
+    }
+
+    /// Whether the call scored `score` by `step`, within `scope`, is passed on under a budget of
+    /// `budget` in `mode`; with where the budget then stands.
+    pub fn decide(&self, step: &str, scope: &str, budget: f64, mode: Mode, score: f64) -> (bool, State) {
+        let (passed, state) = self.update(step, scope, budget, |slot| slot.own(budget, mode).decide(mode, score));
+        self.send(step, scope, budget, score, passed);
+        (passed, state)
+    }
+
+    /// Counts a score this process gave that ended its call outright (`reject_above`,
+    /// `terminate_above`): seen, not passed on.
+    pub fn ended(&self, step: &str, scope: &str, budget: f64, mode: Mode, score: f64) -> State {
+        let ((), state) = self.update(step, scope, budget, |slot| slot.own(budget, mode).record(score, false));
+        self.send(step, scope, budget, score, false);
+        state
+    }
+
+    /// Counts a score another monitor process gave (never one of this process's own, which it
+    /// counted when it decided).
+    pub fn record(&self, entry: &Entry) {
+        self.update(&entry.step, &entry.scope, entry.audit_budget, |slot| {
+            slot.budget.record(entry.score, entry.passed)
+        });
+    }
+
+    /// Where the budget of `step` within `scope` stands, once this process decided under it.
+    pub fn state(&self, step: &str, scope: &str) -> Option<State> {
+        let slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = slots.by_key.get(&(step.to_owned(), scope.to_owned()))?;
+        Some(slot.budget.state(slot.mode?))
+    }
+
+    /// Applies `change` to the budget of `step` within `scope` (made with `budget` if new),
+    /// moves its gauges and forgets the budget used longest ago past [`MAX_BUDGETS`].
+    fn update<R>(&self, step: &str, scope: &str, budget: f64, change: impl FnOnce(&mut Slot) -> R) -> (R, State) {
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        slots.clock += 1;
+        let used = slots.clock;
+        let key = (step.to_owned(), scope.to_owned());
+        let slot =
+            slots.by_key.entry(key.clone()).or_insert_with(|| Slot { budget: Budget::new(budget), mode: None, used });
+        slot.used = used;
+        let result = change(slot);
+        let state = slot.budget.state(slot.mode.unwrap_or(Mode::Paced));
+        if slot.mode.is_some() {
+            let labels = BudgetLabels { step: key.0, run: key.1 };
+            self.metrics.budget_share.get_or_create(&labels).set(state.share);
+            self.metrics.budget_threshold.get_or_create(&labels).set(state.threshold);
+            self.metrics.budget_left.get_or_create(&labels).set(state.left);
+        }
+        if slots.by_key.len() > MAX_BUDGETS
+            && let Some(oldest) = slots.by_key.iter().min_by_key(|(_, slot)| slot.used).map(|(key, _)| key.clone())
+        {
+            slots.by_key.remove(&oldest);
+            let labels = BudgetLabels { step: oldest.0, run: oldest.1 };
+            for gauge in [&self.metrics.budget_share, &self.metrics.budget_threshold, &self.metrics.budget_left] {
+                gauge.remove(&labels);
+            }
+        }
+        (result, state)
+    }
+
+    fn send(&self, step: &str, scope: &str, audit_budget: f64, score: f64, passed: bool) {
+        if let Some(outbox) = &self.outbox {
+            let entry = Entry { step: step.to_owned(), scope: scope.to_owned(), audit_budget, score, passed };
+            // Nobody listening any more: the monitor is stopping.
+            let _ = outbox.send(entry);
+        }
+    }
+}
+
+// === impl Slot ===
+
+impl Slot {
+    /// The budget, for a decision of this process under `budget` and `mode`.
+    fn own(&mut self, budget: f64, mode: Mode) -> &mut Budget {
+        self.mode = Some(mode);
+        self.budget.set_budget(budget);
+        &mut self.budget
     }
 }
 

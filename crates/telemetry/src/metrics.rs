@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use axum::Router;
 use axum::http::header::CONTENT_TYPE;
@@ -97,6 +98,15 @@ pub struct PoolLabels {
     pub pool: String,
 }
 
+/// Labels of an audit budget.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BudgetLabels {
+    /// The monitor step.
+    pub step: String,
+    /// The run whose calls share the budget, or `*` for a budget across runs.
+    pub run: String,
+}
+
 /// Every metric a role may move; each role moves the ones that concern it.
 #[derive(Debug)]
 pub struct Metrics {
@@ -143,6 +153,12 @@ pub struct Metrics {
     /// Reviewer service: cancels dropped because a broker user other than the one that asked
     /// published them (the call's tasks stay pending).
     pub review_cancels_dropped: Counter,
+    /// Monitor: the share of a budgeted step's calls passed on so far, by step and run.
+    pub budget_share: Family<BudgetLabels, Gauge<f64, AtomicU64>>,
+    /// Monitor: a budgeted step's threshold now (paced: learned; calibrated: fixed).
+    pub budget_threshold: Family<BudgetLabels, Gauge<f64, AtomicU64>>,
+    /// Monitor: the calls a budget may still pass on, `b × seen - passed`.
+    pub budget_left: Family<BudgetLabels, Gauge<f64, AtomicU64>>,
 }
 
 fn latency() -> Histogram {
@@ -229,6 +245,22 @@ impl Metrics {
             "Cancels dropped because a broker user other than the one that asked for the call published them",
             review_cancels_dropped.clone(),
         );
+        let (budget_share, budget_threshold, budget_left) = (Family::default(), Family::default(), Family::default());
+        registry.register(
+            "budget_share",
+            "Share of an audit-budgeted monitor step's calls passed on so far, by step and run",
+            budget_share.clone(),
+        );
+        registry.register(
+            "budget_threshold",
+            "An audit-budgeted monitor step's score threshold now, by step and run",
+            budget_threshold.clone(),
+        );
+        registry.register(
+            "budget_left",
+            "Calls an audit budget may still pass on (budget x scores seen - passed on), by step and run",
+            budget_left.clone(),
+        );
         Metrics {
             registry,
             messages,
@@ -251,6 +283,9 @@ impl Metrics {
             review_oldest_pending,
             review_standing,
             review_cancels_dropped,
+            budget_share,
+            budget_threshold,
+            budget_left,
         }
     }
 

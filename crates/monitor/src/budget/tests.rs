@@ -2,6 +2,7 @@ use std::collections::VecDeque;
 
 use super::*;
 use crate::calibrate::roc::Seeded;
+use airlock_telemetry::metrics::Metrics;
 
 const CALLS: usize = 2_000;
 const B: f64 = 0.05;
@@ -129,4 +130,74 @@ fn the_same_scores_in_the_same_order_give_the_same_decisions() {
     assert_eq!(decided, fed);
     assert_eq!(hundredths(0.29), 29);
     assert_eq!((hundredths(-1.0), hundredths(10.5)), (0, 1000));
+}
+
+#[test]
+fn budgets_are_kept_per_step_and_scope_fed_by_the_fleet_and_shown_as_gauges() {
+    let metrics = Arc::new(Metrics::new());
+    let (outbox, mut sent) = tokio::sync::mpsc::unbounded_channel();
+    let budgets = Budgets::new(metrics.clone()).with_outbox(outbox);
+    // Another process's scores of run r1 arrive first: counted, but no gauges yet.
+    for score in [1.0, 2.0, 9.9] {
+        budgets.record(&Entry {
+            step: "monitor".into(),
+            scope: "r1".into(),
+            audit_budget: 0.1,
+            score,
+            passed: score > 9.0,
+        });
+    }
+    assert_eq!(budgets.state("monitor", "r1"), None);
+    assert!(!metrics.render().contains("airlock_budget_share{"));
+    let mode = Mode::Calibrated { threshold: 5.0 };
+    let (passed, state) = budgets.decide("monitor", "r1", 0.1, mode, 7.0);
+    assert!(passed);
+    assert_eq!((state.seen, state.passed, state.threshold), (4, 2, 5.0));
+    assert_eq!(budgets.state("monitor", "r1"), Some(state));
+    let ended = budgets.ended("monitor", "r1", 0.1, mode, 10.0);
+    assert_eq!((ended.seen, ended.passed), (5, 2));
+    // Another run, and another step, have budgets of their own.
+    let (_, other) = budgets.decide("monitor", "r2", 0.1, mode, 7.0);
+    let (_, step) = budgets.decide("judge", STEP_SCOPE, 0.1, mode, 1.0);
+    assert_eq!((other.seen, step.seen, step.passed), (1, 1, 0));
+    let exposition = metrics.render();
+    for line in [
+        r#"airlock_budget_share{step="monitor",run="r1"} 0.4"#,
+        r#"airlock_budget_threshold{step="monitor",run="r1"} 5.0"#,
+        r#"airlock_budget_left{step="monitor",run="r1"} -1.5"#,
+        r#"airlock_budget_share{step="judge",run="*"} 0.0"#,
+    ] {
+        assert!(exposition.lines().any(|l| l == line), "{line} in:\n{exposition}");
+    }
+    // What this process decided went to the outbox; what others sent did not.
+    let mut entries = Vec::new();
+    while let Ok(entry) = sent.try_recv() {
+        entries.push((entry.step, entry.scope, entry.score, entry.passed));
+    }
+    assert_eq!(
+        entries,
+        [
+            ("monitor".into(), "r1".into(), 7.0, true),
+            ("monitor".into(), "r1".into(), 10.0, false),
+            ("monitor".into(), "r2".into(), 7.0, true),
+            ("judge".into(), "*".into(), 1.0, false),
+        ]
+    );
+}
+
+#[test]
+fn past_the_most_budgets_the_one_used_longest_ago_is_forgotten_with_its_gauges() {
+    let metrics = Arc::new(Metrics::new());
+    let budgets = Budgets::new(metrics.clone());
+    let mode = Mode::Calibrated { threshold: 5.0 };
+    for run in 0..MAX_BUDGETS {
+        budgets.decide("monitor", &run.to_string(), 0.1, mode, 1.0);
+    }
+    // Run 0 is used again, so run 1 is the one used longest ago when one more comes.
+    budgets.decide("monitor", "0", 0.1, mode, 1.0);
+    budgets.decide("monitor", "new", 0.1, mode, 1.0);
+    assert_eq!(budgets.state("monitor", "1"), None);
+    assert_eq!(budgets.state("monitor", "0").map(|s| s.seen), Some(2));
+    let exposition = metrics.render();
+    assert!(!exposition.contains(r#"run="1"}"#) && exposition.contains(r#"run="new"}"#));
 }
