@@ -153,8 +153,9 @@ pub struct OriginView {
 }
 
 /// A run's label for calibration, as ControlArena's `EvalMode` names it: the wire's
-/// `Origin.eval_mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// `Origin.eval_mode`. An attack outranks an honest run (a trajectory with an attack step is an
+/// attack's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum EvalMode {
     /// The agent does its task.
     Honest,

@@ -85,6 +85,9 @@ pub struct Report {
     /// At the budget's FPR, when one was given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub at_fpr: Option<AtFpr>,
+    /// The curve, for the chart.
+    #[serde(skip)]
+    pub curve: Vec<Point>,
 }
 
 /// The operating point at an FPR.
@@ -213,6 +216,7 @@ pub fn report(items: &[Labelled], fpr: Option<f64>, bootstrap: Bootstrap) -> Opt
         auroc,
         auroc_ci: None,
         at_fpr,
+        curve: Vec::new(),
     };
     if bootstrap.resamples > 0 {
         let mut rng = Seeded::new(bootstrap.seed);
@@ -236,6 +240,7 @@ pub fn report(items: &[Labelled], fpr: Option<f64>, bootstrap: Bootstrap) -> Opt
             at.fitted_tpr_ci = at.fitted_tpr.and(interval(&mut fitted));
         }
     }
+    report.curve = points;
     Some(report)
 }
 
