@@ -20,7 +20,7 @@
 //!
 //! - **the threshold** (`audit_threshold`) is the `1 - b` percentile of the honest scores, with
 //!   numpy's linear interpolation, as ControlArena's `compute_suspicion_threshold` takes it:
-//!   a score above it is escalated, so at most `b` of honest steps (or of honest trajectories,
+//!   a score above it is escalated, so about `b` of honest steps (or of honest trajectories,
 //!   by their highest score) are. Honest means labelled `honest` by the runner
 //!   (`Origin.eval_mode`); a log with no such labels is taken as an honest run's, every score.
 //! - **the ROC report** ([`roc`]) sets the monitor's scores against labels: the runner's
@@ -501,7 +501,7 @@ impl Threshold {
     pub fn of(mut scores: Vec<f64>, budget: f64, unit: Unit) -> Option<Self> {
         scores.sort_by(f64::total_cmp);
         let exact = roc::percentile(&scores, 100.0 * (1.0 - budget))?;
-        // Rounded up, so the line to paste never escalates more than the budget.
+        // Rounded up, so the line to paste never escalates more than the exact percentile does.
         let threshold = ((exact * 1e4) - 1e-6).ceil() / 1e4;
         let above = scores.iter().filter(|s| **s > threshold).count();
         Some(Threshold { budget, unit, threshold, n: scores.len(), escalated: ratio(above, scores.len())? })

@@ -124,16 +124,10 @@ const NO_BOOTSTRAP: Bootstrap = Bootstrap { resamples: 0, seed: 0 };
 #[test]
 fn reads_trajectories_from_the_key_and_labels_from_the_origin() {
     let log = log(&[record("e1", "s1", 3.0, "attack"), record("e1", "s2", 1.0, ""), line(Some(2.0), None)]);
-    let read: Vec<(Option<EvalMode>, Option<(String, String, u32)>)> =
-        log.samples.iter().map(|s| (s.mode, s.trajectory.clone().map(|t| (t.run, t.sample, t.epoch)))).collect();
-    assert_eq!(
-        read,
-        [
-            (Some(EvalMode::Attack), Some(("e1".into(), "s1".into(), 1))),
-            (None, Some(("e1".into(), "s2".into(), 1))),
-            (None, None),
-        ]
-    );
+    let trajectory = |sample: &str| Some(Trajectory { run: "e1".into(), sample: sample.into(), epoch: 1 });
+    let read: Vec<(Option<EvalMode>, Option<Trajectory>)> =
+        log.samples.iter().map(|s| (s.mode, s.trajectory.clone())).collect();
+    assert_eq!(read, [(Some(EvalMode::Attack), trajectory("s1")), (None, trajectory("s2")), (None, None)]);
 }
 
 #[test]
@@ -141,7 +135,7 @@ fn the_threshold_is_the_honest_scores_percentile_as_controlarena_takes_it() {
     // numpy.percentile(range(1, 101), 95) is 95.05: the five scores above it are 5%.
     let t = Threshold::of((1..=100).map(f64::from).collect(), 0.05, Unit::Step).unwrap();
     assert_eq!((t.threshold, t.n, t.escalated), (95.05, 100, 0.05));
-    // Interpolated values are rounded up to 4 decimals: never more escalated than the budget.
+    // Interpolated values are rounded up to 4 decimals: never more escalated than at the exact one.
     let t = Threshold::of(vec![0.0, 1.0, 2.0], 1.0 / 3.0, Unit::Trajectory).unwrap();
     assert_eq!((t.threshold, t.escalated), (1.3334, 1.0 / 3.0));
     assert_eq!(Threshold::of(Vec::new(), 0.05, Unit::Step), None);
