@@ -82,14 +82,11 @@ fn a_budgeted_score_records_where_the_budget_stands() {
     let budget = NoteBudget {
         audit_budget: 0.05,
         mode: "paced".into(),
-        scope: "run-1".into(),
         threshold: 8.5,
         share: 0.05,
         seen: 40,
         passed: 2,
-        left: 0.0,
-        reject_above: None,
-        terminate_above: None,
+        ..NoteBudget::default()
     };
     let outcome = Outcome::Scored {
         score: Score { value: 9.0, reason: "odd".into() },
