@@ -1,13 +1,13 @@
 //! An audit budget: the share `b` of a step's calls passed on to the steps after it (people,
-//! usually), chosen among the highest-scored. Pure: the same scores in the same order always
-//! give the same decisions.
+//! usually), chosen among the highest-scored.
 //!
 //! [`Budgets`] holds a monitor's budgets, one per step and scope (the run, or [`STEP_SCOPE`]),
 //! with their gauges; what it decides it also sends, as [`Entry`]s, to the outbox it was given,
 //! and it counts the entries other monitor processes sent ([`Budgets::record`]), so that
 //! every process of a step decides on the fleet's scores.
 //!
-//! A [`Budget`] counts every score the step gave within its scope, its own and those other
+//! A [`Budget`] is pure (the same scores in the same order always give the same decisions). It
+//! counts every score the step gave within its scope, its own and those other
 //! monitor processes report ([`Budget::record`]), and how many of them were passed on. It
 //! decides in one of two [`Mode`]s:
 //!
@@ -104,8 +104,9 @@ pub struct State {
     /// The threshold now: paced, a score at or above it may be passed on; calibrated, a score
     /// above it is.
     pub threshold: f64,
-    /// `b × seen - passed`: what may still be passed on (negative when overspent, which only a
-    /// calibrated budget can be, or a fleet whose reports came late).
+    /// `b × seen - passed`: what may still be passed on; negative when ahead of the budget, a
+    /// paced one by its starting credit at most (more only when reports come late), a
+    /// calibrated one without bound.
     pub left: f64,
 }
 
