@@ -15,8 +15,14 @@
 //! - `modify` without a call: reject (the step's `modify` stays the last trail entry);
 //! - `modify` to another function: the sample fails ([`ChainError::ModifiedFunction`]).
 //!
-//! And one of Airlock's own: matching the call against the steps' globs that runs past
-//! [`glob::MATCH_BUDGET`] fails closed (reject, or terminate for a review), by `policy`.
+//! And Airlock's own:
+//! - matching the call against the steps' globs that runs past [`glob::MATCH_BUDGET`] fails
+//!   closed (reject, or terminate for a review), by `policy`;
+//! - a step's `model_explanation` replaces the explanation of the chain's decision when that
+//!   step's answer rejects or terminates (what the model is shown), its trail entry keeping
+//!   the step's own;
+//! - a decision is `timed_out` when its deciding answer is (nobody answered), and so is
+//!   Inspect's default after every match escalated when one of them escalated on a timeout.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -26,7 +32,7 @@ use crate::call::{Answer, Call, Decision, Kind};
 use crate::document::{Document, PolicyError};
 use crate::glob::{self, Budget, Exhausted, ToolMatcher};
 use crate::render::format_function_call;
-use crate::steps::{ExternalStep, ParamError, Step, Subject};
+use crate::steps::{self, ExternalStep, ParamError, Step, Subject};
 
 /// The approver name Inspect records for its own synthetic answers.
 pub const POLICY: &str = "policy";
@@ -54,8 +60,11 @@ pub struct PolicyStep {
     pub tools: Vec<String>,
     /// The globs Inspect derives from them.
     pub globs: Vec<String>,
-    /// The step's parameters.
+    /// The step's parameters, for the step to read: every key but `model_explanation`.
     pub params: crate::steps::Params,
+    /// What the model is shown when this step's answer rejects or terminates, instead of the
+    /// step's explanation (`model_explanation`).
+    pub model_explanation: Option<Arc<str>>,
     /// The step itself.
     pub step: Step,
 }
@@ -134,6 +143,8 @@ pub struct Outcome {
     pub approver: Option<Arc<str>>,
     /// The deciding step's index; `None` for `policy` and for an unmatched review.
     pub step: Option<usize>,
+    /// The decision came from a deadline, not from an answer.
+    pub timed_out: bool,
     /// Every answer, in order.
     pub trail: Vec<TrailEntry>,
 }
@@ -172,12 +183,15 @@ impl Policy {
             })
             .collect();
         for entry in document.entries(kind)? {
-            let step = Step::from_params(&entry.name, kind, &entry.params).map_err(|ParamError { key, message }| {
+            let located = |ParamError { key, message }| {
                 let location = key
                     .and_then(|key| entry.param_locations.iter().find(|(k, _)| *k == key).map(|(_, l)| *l))
                     .unwrap_or(entry.location);
                 document.error(location, format!("step '{}': {message}", entry.name))
-            })?;
+            };
+            let mut params = entry.params.clone();
+            let model_explanation = steps::take_model_explanation(&mut params).map_err(located)?;
+            let step = Step::from_params(&entry.name, kind, &params).map_err(located)?;
             let mut globs = Vec::new();
             for (spec, location) in entry.tools.iter().zip(&entry.tools_locations) {
                 for g in glob::expand_tools([spec.as_str()]) {
@@ -209,7 +223,8 @@ impl Policy {
                 name: entry.name.as_str().into(),
                 tools: entry.tools.clone(),
                 globs,
-                params: entry.params.clone(),
+                params,
+                model_explanation,
                 step,
             });
         }
@@ -356,6 +371,7 @@ impl Policy {
                     metadata: None,
                     approver: None,
                     step: None,
+                    timed_out: false,
                     trail: state.trail,
                 });
             }
@@ -364,7 +380,10 @@ impl Policy {
             Kind::Approval => Decision::Reject,
             Kind::Review => Decision::Continue,
         };
-        Self::policy_decides(Answer::new(decision, explanation), state)
+        // Every match escalated: when one did because nobody answered it in time, no answer
+        // is why the chain ends here.
+        let timed_out = state.trail.iter().any(|entry| entry.answer.timed_out);
+        Self::policy_decides(Answer { timed_out, ..Answer::new(decision, explanation) }, state)
     }
 
     /// The chain decided by `policy`, its answer the last of the trail.
@@ -374,8 +393,28 @@ impl Policy {
         Verdict::Decided(Outcome::from_answer(answer, Some(policy), None, state.trail))
     }
 
-    /// Applies Inspect's rules for `modify` to a deciding answer.
+    /// Applies Inspect's rules for `modify` to a deciding answer, then the step's
+    /// `model_explanation` to what rejects or terminates.
     fn finish(&self, subject: &Subject<'_>, step: Option<usize>, answer: Answer, state: ChainState) -> Verdict<'_> {
+        let verdict = self.finish_inspect(subject, step, answer, state);
+        let shown = step.and_then(|index| self.steps[index].model_explanation.as_deref());
+        match (verdict, shown) {
+            (Verdict::Decided(mut outcome), Some(shown)) if outcome.decision.denies() => {
+                outcome.explanation = Some(Cow::Owned(shown.to_owned()));
+                Verdict::Decided(outcome)
+            }
+            (verdict, _) => verdict,
+        }
+    }
+
+    /// Applies Inspect's rules for `modify` to a deciding answer.
+    fn finish_inspect(
+        &self,
+        subject: &Subject<'_>,
+        step: Option<usize>,
+        answer: Answer,
+        state: ChainState,
+    ) -> Verdict<'_> {
         let approver = Some(step.map_or_else(|| POLICY.into(), |i| self.steps[i].name.clone()));
         if answer.decision == Decision::Modify {
             match &answer.modified {
@@ -417,7 +456,13 @@ impl Policy {
             answer.decision,
             crate::steps::list(allowed)
         );
-        Answer { decision: fallback, modified: None, explanation: Some(explanation.into()), metadata: answer.metadata }
+        Answer {
+            decision: fallback,
+            modified: None,
+            explanation: Some(explanation.into()),
+            metadata: answer.metadata,
+            timed_out: answer.timed_out,
+        }
     }
 }
 
@@ -467,6 +512,7 @@ impl Outcome {
             metadata: answer.metadata,
             approver,
             step,
+            timed_out: answer.timed_out,
             trail,
         }
     }

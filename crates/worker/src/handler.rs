@@ -120,6 +120,8 @@ pub struct Decided {
     pub decision: Decision,
     /// The step that decided: its name, `policy`, or empty when nothing matched a review.
     pub approver: String,
+    /// The decision came from a deadline: nobody answered.
+    pub timed_out: bool,
     /// Milliseconds since the runner asked.
     pub latency_ms: i64,
 }
@@ -377,7 +379,8 @@ impl Handler {
                 let mut report = asked.report(&outcome.trail);
                 let approver = outcome.approver.as_deref().unwrap_or_default().to_owned();
                 let latency_ms = now_ms - request.requested_at_unix_ms;
-                report.decided = Some(Decided { decision: outcome.decision, approver, latency_ms });
+                let timed_out = outcome.timed_out;
+                report.decided = Some(Decided { decision: outcome.decision, approver, timed_out, latency_ms });
                 let trail = self.wire_trail(asked, &outcome.trail, now_ms);
                 let decision = self.decision(request, parts.kind, policy, outcome, trail, now_ms);
                 Handled::Publish(vec![self.publish_decision(request, digest, parts.kind, decision)], report)
@@ -472,6 +475,7 @@ impl Handler {
             requested_at_unix_ms: request.requested_at_unix_ms,
             decided_at_unix_ms: now_ms,
             origin: request.origin.clone(),
+            timed_out: outcome.timed_out,
         }
     }
 
