@@ -471,7 +471,11 @@ impl fmt::Display for Policy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{} chain ({} steps, digest {})", self.kind, self.steps.len(), &self.digest[..12])?;
         for (index, step) in self.steps.iter().enumerate() {
-            writeln!(f, "  {index}. {}  tools: {}", step.step, step.globs.join(" | "))?;
+            write!(f, "  {index}. {}  tools: {}", step.step, step.globs.join(" | "))?;
+            if let Some(shown) = &step.model_explanation {
+                write!(f, "  model_explanation: {shown:?}")?;
+            }
+            writeln!(f)?;
         }
         Ok(())
     }

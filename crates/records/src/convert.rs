@@ -1,4 +1,5 @@
-//! Between the wire contract and the policy engine's types.
+//! Between the wire contract and the policy engine's types, and what a wire decision counts
+//! as ([`counts_as_denial`]).
 
 use std::sync::Arc;
 

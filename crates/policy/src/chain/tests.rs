@@ -328,6 +328,9 @@ fn a_model_explanation_is_what_the_model_is_shown_of_a_step_s_reject() {
     // Inspect's defaults are the policy's, not a step's: they say what they always said.
     let none = decided(decide(&policy, &call("web", json!({}))));
     assert_eq!(none.explanation.as_deref(), Some("No approvers registered for tool web"));
+    // `policy check` shows it beside its step.
+    let shown = policy.to_string();
+    assert!(shown.contains("tools: bash*  model_explanation: \"This action was not approved.\"\n"), "{shown}");
 }
 
 #[test]
