@@ -393,29 +393,8 @@ impl Policy {
         Verdict::Decided(Outcome::from_answer(answer, Some(policy), None, state.trail))
     }
 
-    /// Applies Inspect's rules for `modify` to a deciding answer, then the step's
-    /// `model_explanation` to what rejects or terminates.
-    fn finish(&self, subject: &Subject<'_>, step: Option<usize>, answer: Answer, state: ChainState) -> Verdict<'_> {
-        let verdict = self.finish_inspect(subject, step, answer, state);
-        let shown = step.and_then(|index| self.steps[index].model_explanation.as_deref());
-        match (verdict, shown) {
-            (Verdict::Decided(mut outcome), Some(shown)) if outcome.decision.denies() => {
-                outcome.explanation = Some(Cow::Owned(shown.to_owned()));
-                Verdict::Decided(outcome)
-            }
-            (verdict, _) => verdict,
-        }
-    }
-
     /// Applies Inspect's rules for `modify` to a deciding answer.
-    fn finish_inspect(
-        &self,
-        subject: &Subject<'_>,
-        step: Option<usize>,
-        answer: Answer,
-        state: ChainState,
-    ) -> Verdict<'_> {
-        let approver = Some(step.map_or_else(|| POLICY.into(), |i| self.steps[i].name.clone()));
+    fn finish(&self, subject: &Subject<'_>, step: Option<usize>, answer: Answer, state: ChainState) -> Verdict<'_> {
         if answer.decision == Decision::Modify {
             match &answer.modified {
                 None => {
@@ -425,7 +404,7 @@ impl Policy {
                         modified: None,
                         ..answer
                     };
-                    return Verdict::Decided(Outcome::from_answer(reject, approver, step, state.trail));
+                    return Verdict::Decided(self.decided(reject, step, state.trail));
                 }
                 Some(modified) if modified.function != subject.call.function => {
                     return Verdict::Failed(ChainError::ModifiedFunction {
@@ -436,7 +415,20 @@ impl Policy {
                 Some(_) => {}
             }
         }
-        Verdict::Decided(Outcome::from_answer(answer, approver, step, state.trail))
+        Verdict::Decided(self.decided(answer, step, state.trail))
+    }
+
+    /// The outcome of the deciding `answer` of `step`: a reject or terminate shows the model
+    /// the step's `model_explanation`, when it has one, instead of the answer's explanation.
+    fn decided(&self, answer: Answer, step: Option<usize>, trail: Vec<TrailEntry>) -> Outcome {
+        let approver = Some(step.map_or_else(|| POLICY.into(), |i| self.steps[i].name.clone()));
+        let mut outcome = Outcome::from_answer(answer, approver, step, trail);
+        if outcome.decision.denies()
+            && let Some(shown) = step.and_then(|i| self.steps[i].model_explanation.as_deref())
+        {
+            outcome.explanation = Some(Cow::Owned(shown.to_owned()));
+        }
+        outcome
     }
 
     /// An external answer as the chain accepts it: a human's answer outside the offered
