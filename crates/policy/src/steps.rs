@@ -260,7 +260,8 @@ pub fn opt_decision(params: &Params, key: &str, kind: Kind) -> Result<Option<cra
 /// [`limits::MAX_MODEL_EXPLANATION_CHARS`] characters.
 pub fn take_model_explanation(params: &mut Params) -> Result<Option<Arc<str>>, ParamError> {
     let text = opt_str(params, MODEL_EXPLANATION)?.map(Arc::from);
-    params.remove(MODEL_EXPLANATION);
+    // The others keep their written order, which a step's task carries on.
+    params.shift_remove(MODEL_EXPLANATION);
     if let Some(text) = &text {
         limits::check_model_explanation(text).map_err(|message| ParamError::at(MODEL_EXPLANATION, message))?;
     }

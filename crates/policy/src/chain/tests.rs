@@ -337,7 +337,7 @@ fn a_model_explanation_is_what_the_model_is_shown_of_a_step_s_reject() {
 fn a_model_explanation_ends_a_review_silently_and_is_no_step_s_parameter() {
     let text = "reviewers:\n  - name: pattern\n    tools: bash\n    output: true\n    regex: 'password='\n    \
                 explanation: secret in output\n    model_explanation: Stopped.\n  - name: monitor\n    tools: python\n    \
-                approve_below: 3\n    escalate_below: 8\n    model_explanation: Stopped.\n";
+                model_explanation: Stopped.\n    approve_below: 3\n    escalate_below: 8\n    above: terminate\n";
     let policy = Policy::parse("p.yaml", text, Kind::Review).unwrap();
     let input = Input { call: &call("bash", json!({"cmd": "env"})), message: "", output: Some("password=x") };
     let outcome = decided(policy.evaluate(&input, ChainState::default()));
@@ -346,8 +346,8 @@ fn a_model_explanation_ends_a_review_silently_and_is_no_step_s_parameter() {
     // The step's parameters (a monitor's task carries them) leave the chain's own out.
     let monitor = &policy.steps()[1];
     assert_eq!(monitor.model_explanation.as_deref(), Some("Stopped."));
-    assert!(!monitor.params.contains_key("model_explanation"), "{:?}", monitor.params);
-    assert!(monitor.params.contains_key("approve_below"));
+    let keys: Vec<&str> = monitor.params.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["approve_below", "escalate_below", "above"], "the step's own, in their order");
 }
 
 #[test]
