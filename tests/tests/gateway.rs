@@ -1,6 +1,7 @@
 //! The HTTP gateway over RabbitMQ with a real `airlock worker`: decisions by wait and by
 //! poll, idempotent retries, tokens and their policies, malformed bodies, limits, signed
-//! webhooks to a receiver that fails, and reviews; `airlock gateway` processes killed with a
+//! webhooks to a receiver that fails, and reviews; a silent reject's fixed text and a
+//! timeout told as one; `airlock gateway` processes killed with a
 //! webhook owed, resuming it from the delivery log, and the metrics that count it; records and
 //! idempotency keys across a restart; callbacks to private addresses refused; idle, half-sent
 //! and slow-bodied connections that do not make it unreachable; tokens apart on one fleet
@@ -253,6 +254,28 @@ gateway_test!(an_approval_with_wait_is_decided_in_the_response, |transport, pref
     assert_eq!(answer.json["trail"][0]["decided_by"], "gw-worker");
     assert_eq!(answer.header("preference-applied"), Some("wait=60"));
     assert!(answer.header("content-location").unwrap().starts_with("/v1/decisions/"));
+    gateway.service.stop().await;
+});
+
+gateway_test!(a_caller_is_told_a_silent_reject_s_fixed_text_and_a_timeout_as_one, |transport, prefix| {
+    let gateway = Gateway::start(&transport, &prefix, Limits::default(), None).await;
+    // No worker yet: the request's own timeout decides, and says so.
+    let mut unanswered = approval("c0", inline(APPROVE_ALL));
+    unanswered["timeout"] = json!(1);
+    let answer = gateway.post("/v1/approvals", BETA, &unanswered, &[("prefer", "wait=60")]).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.json);
+    assert_eq!((&answer.json["decision"], &answer.json["timed_out"]), (&json!("reject"), &json!(true)));
+
+    let _worker = WorkerProcess::start(&prefix, "gw-worker");
+    wait_for_consumers(&format!("{prefix}.requests"), 1).await;
+    let silent = "approvers:\n  - name: pattern\n    tools: bash\n    regex: ls\n    explanation: lists files\n    \
+                  model_explanation: This action was not approved.\n";
+    let answer = gateway.post("/v1/approvals", BETA, &approval("c1", inline(silent)), &[("prefer", "wait=60")]).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.json);
+    assert_eq!(answer.json["decision"], "reject");
+    assert_eq!(answer.json["explanation"], "This action was not approved.", "what the agent shows its model");
+    assert_eq!(answer.json["trail"][0]["explanation"], "lists files", "the reason, for the caller's own log");
+    assert!(answer.json.get("timed_out").is_none(), "a refusal: {}", answer.json);
     gateway.service.stop().await;
 });
 

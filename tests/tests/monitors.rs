@@ -272,6 +272,9 @@ async fn scenarios(prefix: String) {
     assert_eq!((decision_name(&late), late.approver.as_str()), ("reject", "judge"));
     assert!(late.explanation.as_deref().unwrap().contains("deadline passed"), "{late:?}");
     assert_eq!(metadata(&late, "judge")["on_timeout"].as_bool(), Some(true));
+    // Nobody judged it: a timeout, in the decision and its trail, where a score's terminate is none.
+    assert!(late.timed_out && late.trail.iter().all(|answer| answer.timed_out), "{late:?}");
+    assert!(!terminated.timed_out && !terminated.trail.iter().any(|answer| answer.timed_out));
 
     // Reviews: a low score continues, a middle one goes to a person who terminates.
     let (fine, doubtful) = tokio::join!(

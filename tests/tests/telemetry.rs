@@ -132,7 +132,7 @@ async fn one_trace_from_runner_to_worker_and_metrics_that_move(
 
         // The worker counts a decision once its publishes are confirmed, a moment after the
         // runner may have read it.
-        let decided = r#"airlock_decisions_total{kind="approval",decision="approve",step="auto"} 3"#;
+        let decided = r#"airlock_decisions_total{kind="approval",decision="approve",step="auto",timed_out="false"} 3"#;
         let metrics = poll_metrics(metrics_port, decided).await;
         assert!(metrics.contains(decided), "{metrics}");
         assert!(metrics.contains(r#"airlock_messages_total{source="requests"} 3"#), "{metrics}");

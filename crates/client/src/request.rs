@@ -161,5 +161,6 @@ mod tests {
         let decision = send(transport, request).await.unwrap();
         assert_eq!(decision.decision(), v1::DecisionKind::Reject);
         assert_eq!(decision.approver, crate::TIMEOUT_APPROVER);
+        assert!(decision.timed_out, "the runner's own deadline decided");
     }
 }

@@ -118,6 +118,7 @@ impl<T: Transport> Inner<T> {
             )),
             approver: TIMEOUT_APPROVER.into(),
             decided_by: self.config.runner_id.clone(),
+            timed_out: true,
             requested_at_unix_ms: asked.requested_at_unix_ms,
             decided_at_unix_ms: now_ms(),
             origin: asked.origin.clone(),

@@ -180,6 +180,7 @@ pub fn step_answer(identity: &Identity, outcome: &Outcome, started_ms: i64, answ
         started_at_unix_ms: started_ms,
         answered_at_unix_ms: answered_ms,
         published_by: String::new(),
+        timed_out: matches!(outcome, Outcome::TimedOut { .. }),
     }
 }
 

@@ -4,7 +4,7 @@
 //! prints ([`DecisionView`]; see `docs/monitors.md`): each decision carries its trail, and the monitor's trail
 //! entry carries its `metadata.score`. A call counts as *scored* when its trail has a
 //! monitor entry with a score, and as *decided by a person* when the trail also has a
-//! `human` entry. For each candidate `approve_below` threshold `t` the monitor *passes* a
+//! `human` entry that did not time out (a deadline's `on_timeout` is nobody's verdict). For each candidate `approve_below` threshold `t` the monitor *passes* a
 //! call with a score below `t` and *flags* the rest (escalates or blocks):
 //!
 //! - **escalated**: the share of scored calls flagged, which is the load on people;
@@ -241,11 +241,13 @@ pub fn read_log(reader: impl BufRead, step: Option<&str>) -> Result<Log, Calibra
             .filter(|p| !p.run_id.is_empty())
             .map(|p| Trajectory { run: p.run_id, sample: p.sample_id, epoch: p.epoch });
         let human =
-            trail.iter().rev().filter(|entry| entry.approver == HUMAN).find_map(|entry| match entry.decision? {
-                Decision::Approve | Decision::Continue => Some(Human::Allowed),
-                Decision::Reject | Decision::Terminate => Some(Human::Blocked),
-                _ => None,
-            });
+            trail.iter().rev().filter(|entry| entry.approver == HUMAN && !entry.timed_out).find_map(
+                |entry| match entry.decision? {
+                    Decision::Approve | Decision::Continue => Some(Human::Allowed),
+                    Decision::Reject | Decision::Terminate => Some(Human::Blocked),
+                    _ => None,
+                },
+            );
         if let Some(score) = score {
             log.samples.push(Sample { score, human, mode, trajectory });
         }

@@ -55,6 +55,9 @@ pub struct Answer {
     pub explanation: Option<Cow<'static, str>>,
     /// Free-form data the step attaches (scores, reasons).
     pub metadata: Option<Map<String, Value>>,
+    /// The answer came from a deadline (the step's `on_timeout`), not from the step: nobody
+    /// answered.
+    pub timed_out: bool,
 }
 
 // === impl Call ===
@@ -285,6 +288,11 @@ impl Decision {
             Decision::Continue => "continue",
         }
     }
+
+    /// Whether the decision stops the call or the sample: reject or terminate.
+    pub fn denies(self) -> bool {
+        matches!(self, Decision::Reject | Decision::Terminate)
+    }
 }
 
 impl fmt::Display for Decision {
@@ -314,7 +322,7 @@ impl FromStr for Decision {
 impl Answer {
     /// An answer with a decision and an explanation, nothing else.
     pub fn new(decision: Decision, explanation: impl Into<Cow<'static, str>>) -> Self {
-        Answer { decision, modified: None, explanation: Some(explanation.into()), metadata: None }
+        Answer { decision, modified: None, explanation: Some(explanation.into()), metadata: None, timed_out: false }
     }
 
     /// An escalation: this step does not decide.

@@ -15,8 +15,14 @@
 //! - `modify` without a call: reject (the step's `modify` stays the last trail entry);
 //! - `modify` to another function: the sample fails ([`ChainError::ModifiedFunction`]).
 //!
-//! And one of Airlock's own: matching the call against the steps' globs that runs past
-//! [`glob::MATCH_BUDGET`] fails closed (reject, or terminate for a review), by `policy`.
+//! And Airlock's own:
+//! - matching the call against the steps' globs that runs past [`glob::MATCH_BUDGET`] fails
+//!   closed (reject, or terminate for a review), by `policy`;
+//! - a step's `model_explanation` replaces the explanation of the chain's decision when that
+//!   step's answer rejects or terminates (what the model is shown), its trail entry keeping
+//!   the step's own;
+//! - a decision is `timed_out` when its deciding answer is (nobody answered), and so is
+//!   Inspect's default after every match escalated when one of them escalated on a timeout.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -27,7 +33,7 @@ use crate::control::Control;
 use crate::document::{Document, PolicyError};
 use crate::glob::{self, Budget, Exhausted, ToolMatcher};
 use crate::render::format_function_call;
-use crate::steps::{ExternalStep, ParamError, Step, Subject};
+use crate::steps::{self, ExternalStep, ParamError, Step, Subject};
 
 /// The approver name Inspect records for its own synthetic answers.
 pub const POLICY: &str = "policy";
@@ -56,8 +62,11 @@ pub struct PolicyStep {
     pub tools: Vec<String>,
     /// The globs Inspect derives from them.
     pub globs: Vec<String>,
-    /// The step's parameters.
+    /// The step's parameters, for the step to read: every key but `model_explanation`.
     pub params: crate::steps::Params,
+    /// What the model is shown when this step's answer rejects or terminates, instead of the
+    /// step's explanation (`model_explanation`).
+    pub model_explanation: Option<Arc<str>>,
     /// The step itself.
     pub step: Step,
 }
@@ -136,6 +145,8 @@ pub struct Outcome {
     pub approver: Option<Arc<str>>,
     /// The deciding step's index; `None` for `policy` and for an unmatched review.
     pub step: Option<usize>,
+    /// The decision came from a deadline, not from an answer.
+    pub timed_out: bool,
     /// Every answer, in order.
     pub trail: Vec<TrailEntry>,
 }
@@ -174,12 +185,15 @@ impl Policy {
             })
             .collect();
         for entry in document.entries(kind)? {
-            let step = Step::from_params(&entry.name, kind, &entry.params).map_err(|ParamError { key, message }| {
+            let located = |ParamError { key, message }| {
                 let location = key
                     .and_then(|key| entry.param_locations.iter().find(|(k, _)| *k == key).map(|(_, l)| *l))
                     .unwrap_or(entry.location);
                 document.error(location, format!("step '{}': {message}", entry.name))
-            })?;
+            };
+            let mut params = entry.params.clone();
+            let model_explanation = steps::take_model_explanation(&mut params).map_err(located)?;
+            let step = Step::from_params(&entry.name, kind, &params).map_err(located)?;
             let mut globs = Vec::new();
             for (spec, location) in entry.tools.iter().zip(&entry.tools_locations) {
                 for g in glob::expand_tools([spec.as_str()]) {
@@ -211,7 +225,8 @@ impl Policy {
                 name: entry.name.as_str().into(),
                 tools: entry.tools.clone(),
                 globs,
-                params: entry.params.clone(),
+                params,
+                model_explanation,
                 step,
             });
         }
@@ -364,6 +379,7 @@ impl Policy {
                     metadata: None,
                     approver: None,
                     step: None,
+                    timed_out: false,
                     trail: state.trail,
                 });
             }
@@ -372,7 +388,10 @@ impl Policy {
             Kind::Approval => Decision::Reject,
             Kind::Review => Decision::Continue,
         };
-        Self::policy_decides(Answer::new(decision, explanation), state)
+        // Every match escalated: when one did because nobody answered it in time, no answer
+        // is why the chain ends here.
+        let timed_out = state.trail.iter().any(|entry| entry.answer.timed_out);
+        Self::policy_decides(Answer { timed_out, ..Answer::new(decision, explanation) }, state)
     }
 
     /// The chain decided by `policy`, its answer the last of the trail.
@@ -384,7 +403,6 @@ impl Policy {
 
     /// Applies Inspect's rules for `modify` to a deciding answer.
     fn finish(&self, subject: &Subject<'_>, step: Option<usize>, answer: Answer, state: ChainState) -> Verdict<'_> {
-        let approver = Some(step.map_or_else(|| POLICY.into(), |i| self.steps[i].name.clone()));
         if answer.decision == Decision::Modify {
             match &answer.modified {
                 None => {
@@ -394,7 +412,7 @@ impl Policy {
                         modified: None,
                         ..answer
                     };
-                    return Verdict::Decided(Outcome::from_answer(reject, approver, step, state.trail));
+                    return Verdict::Decided(self.decided(reject, step, state.trail));
                 }
                 Some(modified) if modified.function != subject.call.function => {
                     return Verdict::Failed(ChainError::ModifiedFunction {
@@ -405,7 +423,20 @@ impl Policy {
                 Some(_) => {}
             }
         }
-        Verdict::Decided(Outcome::from_answer(answer, approver, step, state.trail))
+        Verdict::Decided(self.decided(answer, step, state.trail))
+    }
+
+    /// The outcome of the deciding `answer` of `step`: a reject or terminate shows the model
+    /// the step's `model_explanation`, when it has one, instead of the answer's explanation.
+    fn decided(&self, answer: Answer, step: Option<usize>, trail: Vec<TrailEntry>) -> Outcome {
+        let approver = Some(step.map_or_else(|| POLICY.into(), |i| self.steps[i].name.clone()));
+        let mut outcome = Outcome::from_answer(answer, approver, step, trail);
+        if outcome.decision.denies()
+            && let Some(shown) = step.and_then(|i| self.steps[i].model_explanation.as_deref())
+        {
+            outcome.explanation = Some(Cow::Owned(shown.to_owned()));
+        }
+        outcome
     }
 
     /// An external answer as the chain accepts it: a human's answer outside the offered
@@ -425,7 +456,13 @@ impl Policy {
             answer.decision,
             crate::steps::list(allowed)
         );
-        Answer { decision: fallback, modified: None, explanation: Some(explanation.into()), metadata: answer.metadata }
+        Answer {
+            decision: fallback,
+            modified: None,
+            explanation: Some(explanation.into()),
+            metadata: answer.metadata,
+            timed_out: answer.timed_out,
+        }
     }
 }
 
@@ -434,7 +471,11 @@ impl fmt::Display for Policy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{} chain ({} steps, digest {})", self.kind, self.steps.len(), &self.digest[..12])?;
         for (index, step) in self.steps.iter().enumerate() {
-            writeln!(f, "  {index}. {}  tools: {}", step.step, step.globs.join(" | "))?;
+            write!(f, "  {index}. {}  tools: {}", step.step, step.globs.join(" | "))?;
+            if let Some(shown) = &step.model_explanation {
+                write!(f, "  model_explanation: {shown:?}")?;
+            }
+            writeln!(f)?;
         }
         write!(f, "{}", self.control)
     }
@@ -475,6 +516,7 @@ impl Outcome {
             metadata: answer.metadata,
             approver,
             step,
+            timed_out: answer.timed_out,
             trail,
         }
     }

@@ -7,6 +7,8 @@
 //!   is a topic wildcard (`*`, `#`) or adds a routing word (`.`).
 //! - A step's `timeout` is a number of seconds above 0 and at most [`MAX_STEP_TIMEOUT`].
 //! - A glob of `tools` has at most [`MAX_GLOB_CHARS`] characters.
+//! - A step's `model_explanation` says something (not only spaces) in at most
+//!   [`MAX_MODEL_EXPLANATION_CHARS`] characters.
 //! - No string of the document holds a NUL character, which PostgreSQL text refuses.
 
 use std::time::Duration;
@@ -19,6 +21,9 @@ pub const MAX_GLOB_CHARS: usize = 64 * 1024;
 
 /// The longest `timeout` a step may have: 30 days.
 pub const MAX_STEP_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// The longest `model_explanation`: as long as a person's explanation may be.
+pub const MAX_MODEL_EXPLANATION_CHARS: usize = 4000;
 
 /// Why a step name cannot be used, if it cannot.
 pub fn check_step_name(name: &str) -> Result<(), String> {
@@ -57,6 +62,21 @@ pub fn check_glob_length(glob: &str) -> Result<(), String> {
     let chars = glob.chars().count();
     if chars > MAX_GLOB_CHARS {
         return Err(format!("a glob of {chars} characters is longer than the {MAX_GLOB_CHARS} allowed"));
+    }
+    Ok(())
+}
+
+/// Why a `model_explanation` cannot be shown to a model, if it cannot: it would show nothing,
+/// or too much.
+pub fn check_model_explanation(text: &str) -> Result<(), String> {
+    if text.trim().is_empty() {
+        return Err("'model_explanation' must say something: it is what the model is shown".into());
+    }
+    let chars = text.chars().count();
+    if chars > MAX_MODEL_EXPLANATION_CHARS {
+        return Err(format!(
+            "'model_explanation' has {chars} characters, more than the {MAX_MODEL_EXPLANATION_CHARS} allowed"
+        ));
     }
     Ok(())
 }

@@ -9,6 +9,9 @@
 //! - [`pattern`]: a regular expression over the call, one argument or a review's output.
 //! - [`human`]: an external step bound for a human queue.
 //! - [`external`]: any other name, an external step bound for that name's queue.
+//!
+//! One parameter belongs to every step and is read by the chain, never by the step:
+//! [`MODEL_EXPLANATION`] ([`take_model_explanation`]).
 
 pub mod auto;
 pub mod bash_allowlist;
@@ -17,10 +20,16 @@ pub mod human;
 pub mod pattern;
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
 use crate::call::{Answer, Call, Kind};
+use crate::limits;
+
+/// The parameter of any step that fixes what the model is shown when the step's answer
+/// rejects or terminates the call, instead of the step's own explanation.
+pub const MODEL_EXPLANATION: &str = "model_explanation";
 
 /// A step's parameters: every key of its policy entry other than `name` and `tools`.
 pub type Params = Map<String, Value>;
@@ -246,13 +255,29 @@ pub fn opt_decision(params: &Params, key: &str, kind: Kind) -> Result<Option<cra
     Ok(Some(decision))
 }
 
+/// Takes [`MODEL_EXPLANATION`] out of a step's parameters (the chain applies it; the step
+/// never sees it): a string with something besides spaces, at most
+/// [`limits::MAX_MODEL_EXPLANATION_CHARS`] characters.
+pub fn take_model_explanation(params: &mut Params) -> Result<Option<Arc<str>>, ParamError> {
+    let text = opt_str(params, MODEL_EXPLANATION)?.map(Arc::from);
+    // The others keep their written order, which a step's task carries on.
+    params.shift_remove(MODEL_EXPLANATION);
+    if let Some(text) = &text {
+        limits::check_model_explanation(text).map_err(|message| ParamError::at(MODEL_EXPLANATION, message))?;
+    }
+    Ok(text)
+}
+
 /// Fails on any parameter not in `known`, so a typo does not silently change a policy.
 pub fn deny_unknown(step: &str, params: &Params, known: &[&str]) -> Result<(), ParamError> {
     match params.keys().find(|key| !known.contains(&key.as_str())) {
         None => Ok(()),
         Some(key) => Err(ParamError::at(
             key,
-            format!("unknown parameter '{key}' for step '{step}' (it takes: {})", known.join(", ")),
+            format!(
+                "unknown parameter '{key}' for step '{step}' (it takes: {}, {MODEL_EXPLANATION})",
+                known.join(", ")
+            ),
         )),
     }
 }

@@ -1,4 +1,5 @@
-//! Between the wire contract and the policy engine's types.
+//! Between the wire contract and the policy engine's types, and what a wire decision counts
+//! as ([`counts_as_denial`]).
 
 use std::sync::Arc;
 
@@ -153,7 +154,13 @@ pub fn answer_from_wire(answer: &v1::StepAnswer) -> Result<Answer, ConvertError>
         "" => None,
         text => Some(parse_object(text).map_err(ConvertError::Metadata)?),
     };
-    Ok(Answer { decision, modified, explanation: answer.explanation.clone().map(Into::into), metadata })
+    Ok(Answer {
+        decision,
+        modified,
+        explanation: answer.explanation.clone().map(Into::into),
+        metadata,
+        timed_out: answer.timed_out,
+    })
 }
 
 /// A recorded trail as the engine takes it.
@@ -183,7 +190,15 @@ pub fn entry_to_wire(entry: &TrailEntry, decided_by: &str, started_ms: i64, answ
         started_at_unix_ms: started_ms,
         answered_at_unix_ms: answered_ms,
         published_by: String::new(),
+        timed_out: entry.answer.timed_out,
     }
+}
+
+/// Whether a decision counts as a denial, for whatever counts refusals (a breaker, say): it
+/// rejected the call or terminated the sample, and not because nobody answered in time (a
+/// decision `timed_out` is no refusal).
+pub fn counts_as_denial(decision: &v1::Decision) -> bool {
+    !decision.timed_out && decision_from_wire(decision.decision).is_some_and(Decision::denies)
 }
 
 /// Metadata as wire JSON text; empty when there is none.
@@ -219,6 +234,44 @@ mod tests {
         };
         assert!(matches!(answer_from_wire(&answer), Err(ConvertError::Metadata(ObjectError::Json(_)))));
         assert_eq!(answer_from_wire(&v1::StepAnswer::default()), Err(ConvertError::NoDecision));
+    }
+
+    #[test]
+    fn a_refusal_counts_as_a_denial_and_a_timeout_does_not() {
+        let decided = |decision: v1::DecisionKind, timed_out| v1::Decision {
+            decision: decision.into(),
+            timed_out,
+            ..Default::default()
+        };
+        assert!(counts_as_denial(&decided(v1::DecisionKind::Reject, false)));
+        assert!(counts_as_denial(&decided(v1::DecisionKind::Terminate, false)));
+        for (decision, timed_out) in [
+            (v1::DecisionKind::Reject, true),
+            (v1::DecisionKind::Terminate, true),
+            (v1::DecisionKind::Approve, false),
+            (v1::DecisionKind::Modify, false),
+            (v1::DecisionKind::Continue, false),
+            (v1::DecisionKind::Escalate, false),
+            (v1::DecisionKind::Unspecified, false),
+        ] {
+            assert!(!counts_as_denial(&decided(decision, timed_out)), "{decision:?}, timed out: {timed_out}");
+        }
+    }
+
+    #[test]
+    fn a_timed_out_answer_stays_timed_out_through_the_engine() {
+        let wire = v1::StepAnswer {
+            step: Some(2),
+            approver: "human".into(),
+            decision: v1::DecisionKind::Reject.into(),
+            timed_out: true,
+            ..Default::default()
+        };
+        let [entry] = trail_from_wire(std::slice::from_ref(&wire)).unwrap().try_into().unwrap();
+        assert!(entry.answer.timed_out);
+        assert!(entry_to_wire(&entry, "timeout", 1, 2).timed_out);
+        let answered = TrailEntry { answer: Answer::new(Decision::Reject, "no"), ..entry };
+        assert!(!entry_to_wire(&answered, "alice", 1, 2).timed_out);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The records that cross Airlock's crates and processes, with one Rust type each.
 //!
 //! Layout:
-//! - [`convert`]: between the wire contract and the policy engine's types, with typed errors.
+//! - [`convert`]: between the wire contract and the policy engine's types, with typed errors;
+//!   which decisions count as denials ([`convert::counts_as_denial`]: no timeouts).
 //! - [`time`]: wall-clock helpers and [`time::Deadline`], read from the wire's `0`-is-none.
 //! - [`code`]: the stable error codes of replies and dead-letter reasons.
 //! - [`view`]: the JSON views of decisions: `airlock request`, `policy eval`, the decision log.

@@ -49,6 +49,9 @@ pub struct DecisionView {
     /// When the decision was made.
     #[serde(default)]
     pub decided_at_unix_ms: i64,
+    /// The decision came from a deadline, not from an answer (written only when it did).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub timed_out: bool,
     /// For `modify`: the call to run instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modified: Option<ModifiedView>,
@@ -71,6 +74,9 @@ pub struct TrailView<'a> {
     /// Who answered; recorded on the wire, so absent from `policy eval`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<String>,
+    /// The answer came from a deadline, not from the step (written only when it did).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub timed_out: bool,
     /// The answer's metadata: a monitor's score and reason, which calibration reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Value>,
@@ -251,6 +257,7 @@ impl DecisionView {
             policy_digest: decision.policy_digest.clone(),
             requested_at_unix_ms: decision.requested_at_unix_ms,
             decided_at_unix_ms: decision.decided_at_unix_ms,
+            timed_out: decision.timed_out,
             modified: decision.modified.as_ref().map(|call| ModifiedView {
                 function: call.function.clone(),
                 arguments: json_or_null(&call.arguments_json),
@@ -275,6 +282,7 @@ impl TrailView<'static> {
             decision: decision_from_wire(entry.decision),
             explanation: entry.explanation.clone().map(Cow::Owned),
             decided_by: Some(entry.decided_by.clone()),
+            timed_out: entry.timed_out,
             metadata: (!entry.metadata_json.is_empty()).then(|| json_or_null(&entry.metadata_json)),
         }
     }
@@ -289,6 +297,7 @@ impl<'a> TrailView<'a> {
             decision: Some(entry.answer.decision),
             explanation: entry.answer.explanation,
             decided_by: None,
+            timed_out: entry.answer.timed_out,
             metadata: None,
         }
     }
@@ -380,6 +389,10 @@ fn name_in<'a>(policy: &'a Policy, step: Option<usize>, name: &str) -> Cow<'a, s
         _ if name == POLICY => Cow::Borrowed(POLICY),
         _ => Cow::Owned(name.to_owned()),
     }
+}
+
+fn is_false(value: &bool) -> bool {
+    !value
 }
 
 /// JSON text as a value; text that is not JSON reads as `null` (the views show, they do not

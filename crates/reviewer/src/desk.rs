@@ -239,7 +239,7 @@ impl Desk {
         decided_by: &str,
     ) -> Result<Recorded, StoreError> {
         let verdict = Verdict { decision, explanation, decided_by: decided_by.to_owned(), decided_at: now_ms() };
-        let decider = if decided_by == DECIDED_BY_TIMEOUT { "timeout" } else { "person" };
+        let decider = if verdict.timed_out() { "timeout" } else { "person" };
         self.write(task, verdict, None, decider).await
     }
 

@@ -43,6 +43,13 @@ pub struct Verdict {
     pub decided_at: i64,
 }
 
+impl Verdict {
+    /// Whether the deadline gave it, nobody having answered.
+    pub fn timed_out(&self) -> bool {
+        self.decided_by == DECIDED_BY_TIMEOUT
+    }
+}
+
 /// One human task.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Task {
@@ -220,6 +227,7 @@ impl Task {
             started_at_unix_ms: self.received_at,
             answered_at_unix_ms: verdict.decided_at,
             published_by: String::new(),
+            timed_out: verdict.timed_out(),
         };
         v1::StepResult { task: self.human.task.clone(), answer: Some(answer), ..Default::default() }
     }

@@ -40,6 +40,9 @@ pub struct DecisionLabels {
     pub decision: String,
     /// The deciding step's name, `policy`, or `none`.
     pub step: String,
+    /// `true` when the decision came from a deadline (nobody answered), `false` otherwise: a
+    /// reject that timed out is no refusal.
+    pub timed_out: String,
 }
 
 /// Labels by step name.
@@ -120,7 +123,7 @@ pub struct Metrics {
     registry: Registry,
     /// Requests and step results taken from the queues.
     pub messages: Family<SourceLabels, Counter>,
-    /// Final decisions, by kind, decision and deciding step.
+    /// Final decisions, by kind, decision, deciding step and whether they timed out.
     pub decisions: Family<DecisionLabels, Counter>,
     /// From the runner's request to the decision, seconds.
     pub decision_latency: Family<KindLabels, Histogram>,
@@ -192,7 +195,11 @@ impl Metrics {
         let dead_lettered = Family::default();
         let (expired, reconnects, in_flight) = (Counter::default(), Counter::default(), Gauge::default());
         registry.register("messages", "Requests and step results taken from the queues", messages.clone());
-        registry.register("decisions", "Final decisions by kind, decision and deciding step", decisions.clone());
+        registry.register(
+            "decisions",
+            "Final decisions by kind, decision, deciding step and whether they came from a deadline (timed_out)",
+            decisions.clone(),
+        );
         registry.register(
             "decision_latency_seconds",
             "From the runner's request to its decision",

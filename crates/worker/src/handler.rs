@@ -33,8 +33,8 @@ use crate::trust::Trust;
 use airlock_contract::v1::control_event::Event;
 use airlock_records::code::{DeadReason, ErrorCode};
 use airlock_records::convert::{
-    RequestParts, answer_from_wire, call_from_wire, call_to_wire, decision_from_wire, decision_to_wire, entry_to_wire,
-    first_with_nul, kind_to_wire, metadata_to_wire, request_parts, trail_from_wire,
+    RequestParts, answer_from_wire, call_from_wire, call_to_wire, counts_as_denial, decision_from_wire,
+    decision_to_wire, entry_to_wire, first_with_nul, kind_to_wire, metadata_to_wire, request_parts, trail_from_wire,
 };
 use airlock_records::time::Deadline;
 
@@ -130,6 +130,8 @@ pub struct Decided {
     pub decision: Decision,
     /// The step that decided: its name, `policy`, or empty when nothing matched a review.
     pub approver: String,
+    /// The decision came from a deadline: nobody answered.
+    pub timed_out: bool,
     /// Milliseconds since the runner asked.
     pub latency_ms: i64,
 }
@@ -444,7 +446,8 @@ impl Handler {
                 let mut report = asked.report(&outcome.trail);
                 let approver = outcome.approver.as_deref().unwrap_or_default().to_owned();
                 let latency_ms = now_ms - request.requested_at_unix_ms;
-                report.decided = Some(Decided { decision: outcome.decision, approver, latency_ms });
+                let timed_out = outcome.timed_out;
+                report.decided = Some(Decided { decision: outcome.decision, approver, timed_out, latency_ms });
                 let trail = self.wire_trail(asked, &outcome.trail, now_ms);
                 let decision = self.decision(request, parts.kind, policy, outcome, trail, now_ms);
                 let counted = self.counted(asked.resolved, &decision);
@@ -460,12 +463,11 @@ impl Handler {
     /// own policy: only approvals its chain decided, for a policy with a breaker.
     fn counted(&self, resolved: &Resolved<'_>, decision: &v1::Decision) -> Option<Outgoing> {
         resolved.own.control().breaker.as_ref()?;
-        let decided = decision_from_wire(decision.decision);
         if resolved.parts.kind != Kind::Approval || decision.approver == CONTROL {
             return None;
         }
-        let denied = matches!(decided, Some(Decision::Reject | Decision::Terminate));
-        let outcome = v1::CallOutcome { key: decision.key.clone(), denied };
+        // A deadline is no refusal: a call nobody answered in time counts as not denied.
+        let outcome = v1::CallOutcome { key: decision.key.clone(), denied: counts_as_denial(decision) };
         let entry = airlock_control::log::stamp(&self.worker_id, Event::Outcome(outcome));
         let destination = Topology::log_route(&self.topology.control_log());
         Some(Outgoing { destination, message: Message::new(entry.encode_to_vec()), queue: Queue::Log })
@@ -553,6 +555,7 @@ impl Handler {
             requested_at_unix_ms: request.requested_at_unix_ms,
             decided_at_unix_ms: now_ms,
             origin: request.origin.clone(),
+            timed_out: outcome.timed_out,
         }
     }
 
@@ -820,6 +823,7 @@ impl<'a> Asked<'a> {
             metadata: None,
             approver: Some(approver),
             step: None,
+            timed_out: false,
             trail,
         }
     }

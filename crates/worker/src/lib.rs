@@ -229,7 +229,8 @@ impl<T: Transport> Worker<T> {
         }
         if let Some(decided) = &report.decided {
             let step = if decided.approver.is_empty() { "none".to_owned() } else { decided.approver.clone() };
-            let labels = DecisionLabels { kind: kind.clone(), decision: decided.decision.to_string(), step };
+            let timed_out = decided.timed_out.to_string();
+            let labels = DecisionLabels { kind: kind.clone(), decision: decided.decision.to_string(), step, timed_out };
             metrics.decisions.get_or_create(&labels).inc();
             let latency = metrics.decision_latency.get_or_create(&airlock_telemetry::metrics::KindLabels { kind });
             latency.observe(decided.latency_ms as f64 / 1e3);

@@ -106,6 +106,7 @@ def serve(amqp: str, prefix: str, step: str, decided_by: str) -> None:
                 decision=task.on_timeout,
                 explanation="the step's deadline passed before the plugin took the task",
                 decided_by=decided_by,
+                timed_out=True,  # nobody answered: not a refusal, whatever on_timeout says
                 started_at_unix_ms=now,
                 answered_at_unix_ms=now,
             )

@@ -23,7 +23,7 @@ from conftest import HANG_GUARD, Fleet, call_api, queues_named, unique_prefix
 from evaltask import SECRET_OUTPUT, airlock_bridge, airlock_script
 from inspect_ai import eval as inspect_eval
 from inspect_ai.approval import ApprovalPolicy
-from inspect_ai.event import ApprovalEvent, ReviewEvent, ToolEvent
+from inspect_ai.event import ApprovalEvent, ModelEvent, ReviewEvent, ToolEvent
 from inspect_ai.log import EvalLog, EvalSample, read_eval_log
 from inspect_ai.review import ReviewPolicy
 
@@ -200,6 +200,92 @@ def test_an_eval_decided_and_reviewed_by_the_fleet(served: Fleet, policy: Path, 
     ]
 
 
+NOT_APPROVED = "This action was not approved."
+"""What the model is shown of a silent reject."""
+
+SILENT_POLICY = POLICY.replace(
+    "    explanation: destructive command\n",
+    f"    explanation: destructive command\n    model_explanation: {NOT_APPROVED}\n",
+)
+"""`POLICY`, its destructive-command step rejecting silently."""
+
+
+def test_a_silent_reject_shows_the_model_only_the_fixed_text(served: Fleet, tmp_path: Path) -> None:
+    """The model's tool message, and every later input of the model, carry the step's
+    `model_explanation`; the eval log's approval event keeps the step's reason in its record."""
+    policy = tmp_path / "silent.yaml"
+    policy.write_text(SILENT_POLICY)
+    approver = fleet_approver(**served.settings(), policy=str(policy), timeout=60)
+    log = run_eval(tmp_path, tasks=airlock_script(scripts="reject,approve"), approval=[ApprovalPolicy(approver, "*")])
+    assert log.status == "success", log.error
+    samples = {sample.id: sample for sample in log.samples or []}
+
+    [approval] = of(samples["reject"], ApprovalEvent)
+    assert (approval.decision, approval.explanation) == ("reject", NOT_APPROVED)
+    record = approval.metadata["airlock"]
+    assert (record["approver"], record["step_explanation"], record["timed_out"]) == (
+        "pattern",
+        "destructive command",
+        False,
+    )
+    assert [(t["approver"], t["decision"], t["explanation"]) for t in record["trail"]] == [
+        ("pattern", "reject", "destructive command"),
+    ]
+    [tool] = of(samples["reject"], ToolEvent)
+    assert tool.error is not None and (tool.error.type, tool.error.message) == ("approval", NOT_APPROVED)
+    [message] = [m for m in samples["reject"].messages if m.role == "tool"]
+    assert message.error is not None and message.error.message == NOT_APPROVED
+    # What the model was given after the reject: the fixed text, never the reason.
+    *_, last = of(samples["reject"], ModelEvent)
+    seen = "".join(m.model_dump_json() for m in last.input)
+    assert NOT_APPROVED in seen and "destructive" not in seen
+    assert samples["reject"].output.completion == "done"
+
+    # A call the step does not reject is told what it always was.
+    [approval] = of(samples["approve"], ApprovalEvent)
+    assert (approval.decision, approval.explanation) == ("approve", "Automatic decision.")
+
+
+TIMEOUT_POLICY = """
+approvers:
+  - name: human
+    tools: "shell(cmd='deploy"
+    pool: ops
+    timeout: 1
+  - name: auto
+    tools: "*"
+"""
+"""Deploys go to a person of the pool `ops`, who has a second to answer."""
+
+
+def test_a_step_that_times_out_reads_as_a_timeout_in_the_eval_log(
+    fleet: Fleet, reviewer: tuple[str, str], tmp_path: Path
+) -> None:
+    """Nobody in `ops` answers the deploy: the reviewer service's deadline gives the human step's
+    `on_timeout` (reject), and the eval log's approval event says it timed out; an approval
+    that somebody gave does not."""
+    policy = tmp_path / "timeout.yaml"
+    policy.write_text(TIMEOUT_POLICY)
+    approver = fleet_approver(**fleet.settings(), policy=str(policy), timeout=HANG_GUARD)
+    log = run_eval(tmp_path, tasks=airlock_script(scripts="escalate,approve"), approval=[ApprovalPolicy(approver, "*")])
+    assert log.status == "success", log.error
+    samples = {sample.id: sample for sample in log.samples or []}
+
+    [approval] = of(samples["escalate"], ApprovalEvent)
+    assert approval.decision == "reject"
+    assert approval.metadata["timed_out"] is True
+    record = approval.metadata["airlock"]
+    assert (record["approver"], record["decided_by"], record["timed_out"]) == ("human", "timeout", True)
+    assert [(t["approver"], t["decision"], t.get("timed_out")) for t in record["trail"]] == [("human", "reject", True)]
+    assert approval.explanation is not None and approval.explanation.startswith("No human decision before the deadline")
+    [tool] = of(samples["escalate"], ToolEvent)
+    assert tool.error is not None and tool.error.type == "approval"
+
+    [approval] = of(samples["approve"], ApprovalEvent)
+    assert approval.decision == "approve" and "timed_out" not in approval.metadata
+    assert approval.metadata["airlock"]["timed_out"] is False
+
+
 def test_a_step_that_changes_the_function_fails_the_sample_as_inspect_does(
     served: Fleet, policy: Path, tmp_path: Path
 ) -> None:
@@ -294,6 +380,7 @@ def test_a_fleet_that_is_down_fails_closed_without_failing_the_eval(policy: Path
             "The Airlock fleet did not answer within 1.0s: "
         )
         assert approval.metadata["airlock"]["approver"] == "timeout"
+        assert approval.metadata["timed_out"] is True, "the runner's own deadline decided"
         assert sample.output.completion == "done"
 
 

@@ -20,7 +20,8 @@ from airlock import INSECURE, FleetClient, FleetError, FleetUnanswered, _native,
 from airlock._proto import airlock_pb2 as pb
 from airlock.client import _Pending
 from airlock.config import load_policy
-from airlock.decisions import approval_from_decision, review_from_decision
+from airlock.decisions import approval_from_decision, fallback, review_from_decision
+from airlock.errors import FleetRefused
 from airlock.nodes import Nodes, redact
 from airlock.wire import call_to_wire, correlation_id, history_to_wire, message_to_wire, output_text, view_to_wire
 
@@ -97,6 +98,40 @@ def test_decisions_carry_the_fleets_record() -> None:
         ("scan", "escalate", "scanner"),
         ("human", "approve", "alice"),
     ]
+
+
+def test_a_silent_reject_tells_the_model_the_fixed_text_and_the_record_keeps_the_reason() -> None:
+    decision = pb.Decision(
+        decision=pb.DECISION_KIND_REJECT, explanation="This action was not approved.", approver="monitor", step=1
+    )
+    decision.trail.add(step=0, approver="auto", decision=pb.DECISION_KIND_ESCALATE, explanation="not mine")
+    decision.trail.add(step=1, approver="monitor", decision=pb.DECISION_KIND_REJECT, explanation="Suspicion 9/10")
+    approval = approval_from_decision(decision, ToolCall(id="c", function="f", arguments={}))
+    assert (approval.decision, approval.explanation) == ("reject", "This action was not approved.")
+    assert approval.metadata is not None and "timed_out" not in approval.metadata
+    record = approval.metadata["airlock"]
+    assert (record["step_explanation"], record["timed_out"]) == ("Suspicion 9/10", False)
+    assert record["trail"][1]["explanation"] == "Suspicion 9/10" and "timed_out" not in record["trail"][1]
+    # Inspect's own answer (`policy`, no step) is found as the deciding one too.
+    review = pb.Decision(decision=pb.DECISION_KIND_CONTINUE, explanation="No reviewer took it", approver="policy")
+    review.trail.add(approver="policy", decision=pb.DECISION_KIND_CONTINUE, explanation="No reviewer took it")
+    assert review_from_decision(review).metadata["airlock"]["step_explanation"] == "No reviewer took it"
+
+
+def test_a_decision_from_a_deadline_says_so_in_the_metadata() -> None:
+    decision = pb.Decision(decision=pb.DECISION_KIND_TERMINATE, approver="human", step=0, timed_out=True)
+    decision.trail.add(
+        step=0, approver="human", decision=pb.DECISION_KIND_TERMINATE, decided_by="timeout", timed_out=True
+    )
+    review = review_from_decision(decision)
+    assert review.metadata is not None and review.metadata["timed_out"] is True
+    assert review.metadata["airlock"]["timed_out"] is True and review.metadata["airlock"]["trail"][0]["timed_out"]
+    # The runner's own deadline, and a refusal, which is no timeout.
+    unanswered = fallback(FleetUnanswered(2.0, None), "reject", "reject", "runner-1")
+    assert unanswered.decision == "reject" and unanswered.metadata["timed_out"] is True
+    assert unanswered.metadata["airlock"]["approver"] == "timeout" and unanswered.metadata["airlock"]["timed_out"]
+    refused = fallback(FleetRefused("invalid_policy", "bad"), "reject", "reject", "runner-1")
+    assert "timed_out" not in refused.metadata and "timed_out" not in refused.metadata["airlock"]
 
 
 def test_decisions_of_the_wrong_kind_fail_closed() -> None:

@@ -68,6 +68,7 @@ fn failures_say_why() {
     let answer = step_answer(&identity(), &outcome, 0, 0);
     assert_eq!(answer.decision, i32::from(v1::DecisionKind::Escalate));
     assert!(answer.explanation.unwrap().contains("(429); its fallback is escalate"));
+    assert!(!answer.timed_out, "a fallback is no deadline's");
     let metadata: Value = serde_json::from_str(&answer.metadata_json).unwrap();
     assert_eq!((metadata["error"].as_str(), metadata["fallback"].as_bool()), (Some("rate_limited"), Some(true)));
     assert!(metadata.get("score").is_none());
@@ -75,6 +76,8 @@ fn failures_say_why() {
     let answer = step_answer(&identity(), &outcome, 0, 0);
     assert_eq!(answer.decision, i32::from(v1::DecisionKind::Terminate));
     assert!(answer.explanation.unwrap().contains("on_timeout is terminate"));
+    assert!(answer.timed_out, "a deadline's answer says so");
+    assert!(!step_answer(&identity(), &scored(), 0, 0).timed_out, "a score's reject is the monitor's");
 }
 
 #[test]

@@ -42,6 +42,11 @@ fn reads_scores_and_human_decisions() {
         samples,
         [(2.0, Some(Allowed)), (9.0, Some(Blocked)), (5.5, Some(Allowed)), (7.0, Some(Blocked)), (1.0, None)]
     );
+    // A person's step that timed out is nobody's verdict: the call counts as not decided.
+    let mut timed_out: Value = serde_json::from_str(&line(Some(8.0), Some("reject"))).unwrap();
+    timed_out["trail"][1]["timed_out"] = json!(true);
+    let unjudged = read_log(timed_out.to_string().as_bytes(), None).unwrap();
+    assert_eq!(unjudged.samples.iter().map(|s| (s.score, s.human)).collect::<Vec<_>>(), [(8.0, None)]);
     // Picking the monitor's step by name.
     let other = read_log(line(Some(3.0), None).as_bytes(), Some("scanner")).unwrap();
     assert!(other.samples.is_empty());

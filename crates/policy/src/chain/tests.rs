@@ -273,3 +273,149 @@ fn matching_past_the_budget_fails_closed() {
         assert!(policy.matching("f(x='b')").is_ok(), "a short call is judged");
     }
 }
+
+const SILENT: &str = r#"
+approvers:
+  - name: pattern
+    tools: bash
+    regex: "rm -rf"
+    explanation: destructive command
+    model_explanation: This action was not approved.
+  - name: auto
+    tools: "bash(cmd='ls"
+    model_explanation: never shown, ls is approved
+  - name: auto
+    tools: "read_file"
+    decision: modify
+    model_explanation: Not approved.
+  - name: human
+    tools: bash
+    model_explanation: A person did not approve this.
+"#;
+
+/// The model is shown a step's `model_explanation` when that step rejects or terminates; the
+/// trail keeps the step's own reason, and nothing else changes.
+#[test]
+fn a_model_explanation_is_what_the_model_is_shown_of_a_step_s_reject() {
+    let policy = Policy::parse("p.yaml", SILENT, Kind::Approval).unwrap();
+    let rejected = decided(decide(&policy, &call("bash", json!({"cmd": "rm -rf /"}))));
+    assert_eq!(
+        (rejected.decision, rejected.explanation.as_deref()),
+        (Decision::Reject, Some("This action was not approved."))
+    );
+    assert_eq!(rejected.trail[0].answer.explanation.as_deref(), Some("destructive command"));
+
+    let approved = decided(decide(&policy, &call("bash", json!({"cmd": "ls /"}))));
+    assert_eq!((approved.decision, approved.explanation.as_deref()), (Decision::Approve, Some("Automatic decision.")));
+
+    // A modify without a call is the step's reject: the fixed text too.
+    let modified = decided(decide(&policy, &call("read_file", json!({"path": "/etc"}))));
+    assert_eq!((modified.decision, modified.explanation.as_deref()), (Decision::Reject, Some("Not approved.")));
+
+    // A person's answer: a reject and a terminate are shown the fixed text, an approve its own.
+    let c = call("bash", json!({"cmd": "make"}));
+    let input = Input { call: &c, message: "", output: None };
+    let Verdict::Pending { step, state } = policy.evaluate(&input, ChainState::default()) else { panic!() };
+    for (answer, shown) in [
+        (Decision::Reject, "A person did not approve this."),
+        (Decision::Terminate, "A person did not approve this."),
+        (Decision::Approve, "looks fine"),
+    ] {
+        let outcome = decided(policy.resume(&input, state.clone(), step, Answer::new(answer, "looks fine")));
+        assert_eq!((outcome.decision, outcome.explanation.as_deref()), (answer, Some(shown)));
+        assert_eq!(outcome.trail.last().unwrap().answer.explanation.as_deref(), Some("looks fine"));
+    }
+    // Inspect's defaults are the policy's, not a step's: they say what they always said.
+    let none = decided(decide(&policy, &call("web", json!({}))));
+    assert_eq!(none.explanation.as_deref(), Some("No approvers registered for tool web"));
+    // `policy check` shows it beside its step.
+    let shown = policy.to_string();
+    assert!(shown.contains("tools: bash*  model_explanation: \"This action was not approved.\"\n"), "{shown}");
+}
+
+#[test]
+fn a_model_explanation_ends_a_review_silently_and_is_no_step_s_parameter() {
+    let text = "reviewers:\n  - name: pattern\n    tools: bash\n    output: true\n    regex: 'password='\n    \
+                explanation: secret in output\n    model_explanation: Stopped.\n  - name: monitor\n    tools: python\n    \
+                model_explanation: Stopped.\n    approve_below: 3\n    escalate_below: 8\n    above: terminate\n";
+    let policy = Policy::parse("p.yaml", text, Kind::Review).unwrap();
+    let input = Input { call: &call("bash", json!({"cmd": "env"})), message: "", output: Some("password=x") };
+    let outcome = decided(policy.evaluate(&input, ChainState::default()));
+    assert_eq!((outcome.decision, outcome.explanation.as_deref()), (Decision::Terminate, Some("Stopped.")));
+    assert_eq!(outcome.trail[0].answer.explanation.as_deref(), Some("secret in output"));
+    // The step's parameters (a monitor's task carries them) leave the chain's own out.
+    let monitor = &policy.steps()[1];
+    assert_eq!(monitor.model_explanation.as_deref(), Some("Stopped."));
+    let keys: Vec<&str> = monitor.params.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["approve_below", "escalate_below", "above"], "the step's own, in their order");
+}
+
+#[test]
+fn a_model_explanation_that_is_not_text_is_a_located_error() {
+    for (step, value, message) in [
+        ("auto", "42", "'model_explanation' must be a string, not a number"),
+        ("human", "[a]", "'model_explanation' must be a string, not a list"),
+        ("monitor", "''", "'model_explanation' must say something"),
+        ("pattern", "'   '", "'model_explanation' must say something"),
+        ("bash_allowlist", "{a: 1}", "'model_explanation' must be a string, not a mapping"),
+    ] {
+        let text = format!("approvers:\n  - name: {step}\n    tools: x\n    model_explanation: {value}\n");
+        let err = Policy::parse("p.yaml", &text, Kind::Approval).unwrap_err();
+        assert_eq!((err.location.line, err.location.column), (4, 24), "{step}: {err}");
+        assert!(err.message.contains(&format!("step '{step}': {message}")), "{step}: {err}");
+    }
+    let long = "x".repeat(crate::limits::MAX_MODEL_EXPLANATION_CHARS + 1);
+    let text = format!("approvers:\n  - name: auto\n    tools: x\n    model_explanation: {long}\n");
+    let err = Policy::parse("p.yaml", &text, Kind::Approval).unwrap_err();
+    assert!(err.message.contains("more than the 4000 allowed"), "{err}");
+    // A misspelt parameter is told which ones the step takes, this one among them.
+    let err = Policy::parse(
+        "p.yaml",
+        "approvers:\n  - name: auto\n    tools: x\n    model_explaination: x\n",
+        Kind::Approval,
+    )
+    .unwrap_err();
+    assert!(err.message.contains("(it takes: decision, model_explanation)"), "{err}");
+}
+
+/// An answer given by a deadline decides as timed out, in the outcome and in its trail entry;
+/// a refusal does not.
+#[test]
+fn a_decision_from_a_deadline_is_timed_out_and_a_refusal_is_not() {
+    let policy = Policy::parse("p.yaml", SILENT, Kind::Approval).unwrap();
+    let c = call("bash", json!({"cmd": "make"}));
+    let input = Input { call: &c, message: "", output: None };
+    let Verdict::Pending { step, state } = policy.evaluate(&input, ChainState::default()) else { panic!() };
+    let timed_out =
+        Answer { timed_out: true, ..Answer::new(Decision::Reject, "No human decision before the deadline") };
+    let outcome = decided(policy.resume(&input, state.clone(), step, timed_out.clone()));
+    assert!(outcome.timed_out && outcome.trail.last().unwrap().answer.timed_out);
+    assert_eq!(outcome.explanation.as_deref(), Some("A person did not approve this."));
+    let refused = decided(policy.resume(&input, state.clone(), step, Answer::new(Decision::Reject, "no")));
+    assert!(!refused.timed_out && !refused.trail.last().unwrap().answer.timed_out);
+    assert!(!decided(decide(&policy, &call("bash", json!({"cmd": "rm -rf /"})))).timed_out);
+
+    // A monitor whose timeout escalates leaves Inspect's default reject to say nobody answered.
+    let monitored = Policy::parse("p.yaml", "approvers:\n  - name: monitor\n    tools: x\n", Kind::Approval).unwrap();
+    let c = call("x", json!({}));
+    let input = Input { call: &c, message: "", output: None };
+    let Verdict::Pending { step, state } = monitored.evaluate(&input, ChainState::default()) else { panic!() };
+    let escalated = Answer { decision: Decision::Escalate, ..timed_out.clone() };
+    let outcome = decided(monitored.resume(&input, state.clone(), step, escalated));
+    assert_eq!(
+        (outcome.decision, outcome.approver.as_deref(), outcome.timed_out),
+        (Decision::Reject, Some(POLICY), true)
+    );
+    let outcome = decided(monitored.resume(&input, state, step, Answer::escalate("not mine")));
+    assert_eq!((outcome.decision, outcome.timed_out), (Decision::Reject, false));
+
+    // An answer outside the choices fails closed, still marked as the timeout it was.
+    let offered =
+        Policy::parse("p.yaml", "approvers:\n  - name: human\n    tools: x\n    choices: [approve]\n", Kind::Approval)
+            .unwrap();
+    let c = call("x", json!({}));
+    let input = Input { call: &c, message: "", output: None };
+    let Verdict::Pending { step, state } = offered.evaluate(&input, ChainState::default()) else { panic!() };
+    let outcome = decided(offered.resume(&input, state, step, timed_out));
+    assert_eq!((outcome.decision, outcome.timed_out), (Decision::Terminate, true));
+}

@@ -36,3 +36,14 @@ fn globs_and_texts_are_bounded() {
     assert!(check_text("tab\tand newline\n").is_ok());
     assert!(check_text("nul\0").is_err());
 }
+
+#[test]
+fn a_model_explanation_says_something_within_bounds() {
+    assert_eq!(check_model_explanation("This action was not approved."), Ok(()));
+    assert!(check_model_explanation(&"é".repeat(MAX_MODEL_EXPLANATION_CHARS)).is_ok());
+    for bad in ["", "   ", "\n\t"] {
+        assert!(check_model_explanation(bad).unwrap_err().contains("must say something"), "{bad:?} was taken");
+    }
+    let long = check_model_explanation(&"a".repeat(MAX_MODEL_EXPLANATION_CHARS + 1)).unwrap_err();
+    assert!(long.contains("more than the 4000 allowed"), "{long}");
+}

@@ -43,6 +43,7 @@ fn wire_decision() -> v1::Decision {
         requested_at_unix_ms: 10,
         decided_at_unix_ms: 20,
         origin: None,
+        timed_out: false,
     }
 }
 
@@ -105,6 +106,22 @@ fn a_record_keeps_the_run_s_label_and_an_unlabelled_one_reads_as_before() {
 }
 
 #[test]
+fn a_timeout_says_so_in_the_decision_and_its_trail_entry() {
+    let mut decision = wire_decision();
+    decision.timed_out = true;
+    decision.trail[1].timed_out = true;
+    let view = DecisionView::from_wire(&decision);
+    let text = serde_json::to_string(&view).unwrap();
+    assert!(
+        text.contains(r#""decided_by":"vault","timed_out":true,"metadata":{"score":1}}],"#),
+        "the trail entry: {text}"
+    );
+    assert!(text.contains(r#""decided_at_unix_ms":20,"timed_out":true,"modified""#), "the decision: {text}");
+    assert_eq!(text.matches("timed_out").count(), 2, "the escalation did not time out: {text}");
+    assert_eq!(serde_json::from_str::<DecisionView>(&text).unwrap(), view);
+}
+
+#[test]
 fn a_log_line_without_a_trail_is_not_a_decision() {
     assert!(serde_json::from_str::<DecisionView>(r#"{"error":{"code":"x","message":"y"}}"#).is_err());
     let minimal: DecisionView =
@@ -124,6 +141,7 @@ fn eval_views_print_in_policy_evals_shape() {
             decision: Some(Decision::Escalate),
             explanation: None,
             decided_by: None,
+            timed_out: false,
             metadata: None,
         }],
         rendered: "rm(p='/')".into(),

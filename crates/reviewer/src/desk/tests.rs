@@ -37,6 +37,7 @@ async fn a_deadline_after_a_partial_approval_names_the_approver() {
     let entry = outbox.try_recv().unwrap();
     let answer = v1::StepResult::decode(entry.body.as_slice()).unwrap().answer.unwrap();
     assert_eq!((answer.decision, answer.decided_by.as_str()), (i32::from(v1::DecisionKind::Reject), "timeout"));
+    assert!(answer.timed_out, "the deadline answered, nobody else");
     let metadata: ApprovalsMetadata = serde_json::from_str(&answer.metadata_json).unwrap();
     assert_eq!(metadata.approvals.iter().map(|a| a.reviewer.as_str()).collect::<Vec<_>>(), ["alice"]);
 }
@@ -54,6 +55,7 @@ async fn an_answer_carries_the_labels_its_body_gives() {
     desk.record(&task, Decision::Approve, String::new(), "alice").await.unwrap();
     let entry = outbox.try_recv().unwrap();
     assert_eq!(entry.labels.as_ref().map(|l| l.decision.as_str()), Some("approve"));
+    assert!(!v1::StepResult::decode(entry.body.as_slice()).unwrap().answer.unwrap().timed_out, "alice answered");
     assert_eq!(entry.labels, crate::outbox::stored_labels(&entry.body));
 }
 

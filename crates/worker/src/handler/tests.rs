@@ -140,7 +140,10 @@ fn a_handled_message_reports_its_decision_and_the_answer_that_came_in() {
         panic!("decided")
     };
     assert_eq!(report.kind, Some(Kind::Approval));
-    assert_eq!(report.decided, Some(Decided { decision: Decision::Approve, approver: "auto".into(), latency_ms: 9 }));
+    assert_eq!(
+        report.decided,
+        Some(Decided { decision: Decision::Approve, approver: "auto".into(), timed_out: false, latency_ms: 9 })
+    );
     assert_eq!(report.answered, None);
 
     let handler = handler();
@@ -564,6 +567,70 @@ fn a_panic_while_handling_is_that_messages_failure_told_to_its_runner() {
     let Handled::Dead { reply: None, .. } = handler().failed(&Inbound::result(&message), "boom") else {
         panic!("a step result gets no reply")
     };
+}
+
+// === silent rejects and timeouts ===
+
+/// A monitor whose own reason stays off the model's screen: its rejects show fixed text.
+const SILENT: &str = "approvers:\n  - name: pattern\n    tools: ls\n    regex: tmp\n    explanation: lists /tmp\n    \
+                      model_explanation: This action was not approved.\n  - name: monitor\n    tools: rm\n    \
+                      model_explanation: Not approved.\n";
+
+fn decision_of(out: &Outgoing, request: &v1::Request) -> v1::Decision {
+    let Ok(v1::reply_body::Body::Decision(decision)) = opened(out, &request.encode_to_vec()) else { panic!() };
+    decision
+}
+
+#[test]
+fn a_silent_reject_tells_the_runner_the_fixed_text_and_keeps_the_reason_in_the_trail() {
+    let handler = handler();
+    let silent = |function: &str| v1::Request {
+        policy: Some(v1::Policy { source: Some(v1::policy::Source::Inline(SILENT.into())), digest: String::new() }),
+        ..request(function, 50_000)
+    };
+    let asked = silent("ls");
+    let out = published(on_request(&handler, &Message::new(asked.encode_to_vec()), 1_000));
+    let decision = decision_of(&out[0], &asked);
+    assert_eq!(
+        (decision.decision(), decision.explanation.as_deref()),
+        (v1::DecisionKind::Reject, Some("This action was not approved."))
+    );
+    assert_eq!(decision.trail[0].explanation.as_deref(), Some("lists /tmp"));
+
+    // The monitor's task carries its parameters, not the chain's own; its reason stays in the trail.
+    let asked = silent("rm");
+    let out = published(on_request(&handler, &Message::new(asked.encode_to_vec()), 1_000));
+    let task = v1::StepTask::decode(out[0].message.body.as_ref()).unwrap();
+    assert_eq!(task.params_json, "{}");
+    let answer = v1::StepAnswer { explanation: Some("Suspicion 9/10".into()), ..answer(v1::DecisionKind::Terminate) };
+    let result = v1::StepResult { task: Some(task), answer: Some(answer), ..Default::default() };
+    let out = published(on_result(&handler, &result_message(&result, MONITOR_USER), 2_000));
+    let decision = decision_of(&out[0], &asked);
+    assert_eq!(decision.explanation.as_deref(), Some("Not approved."));
+    assert_eq!(decision.trail[0].explanation.as_deref(), Some("Suspicion 9/10"));
+}
+
+#[test]
+fn a_step_s_timeout_decides_as_timed_out_and_a_refusal_does_not() {
+    let handler = handler();
+    let asked = request("rm", 50_000);
+    for (timed_out, explanation) in [(true, "The step's deadline passed"), (false, "Suspicion 9/10")] {
+        let task = monitor_task(&handler);
+        let answer =
+            v1::StepAnswer { explanation: Some(explanation.into()), timed_out, ..answer(v1::DecisionKind::Reject) };
+        let result = v1::StepResult { task: Some(task), answer: Some(answer), ..Default::default() };
+        let Handled::Publish(out, report) = on_result(&handler, &result_message(&result, MONITOR_USER), 2_000) else {
+            panic!("decided")
+        };
+        let decision = decision_of(&out[0], &asked);
+        assert_eq!(decision.decision(), v1::DecisionKind::Reject);
+        assert_eq!((decision.timed_out, decision.trail[0].timed_out), (timed_out, timed_out), "{explanation}");
+        assert_eq!(report.decided.map(|d| d.timed_out), Some(timed_out));
+        assert_eq!(airlock_records::convert::counts_as_denial(&decision), !timed_out);
+    }
+    // A built-in decision never timed out.
+    let out = published(on_request(&handler, &Message::new(request("ls", 0).encode_to_vec()), 10));
+    assert!(!decision_of(&out[0], &request("ls", 0)).timed_out);
 }
 
 mod control;

@@ -3,8 +3,14 @@ and a request the fleet could not decide becomes a fail-closed one that says why
 
 The `metadata` of what is returned (Inspect writes it to the ApprovalEvent / ReviewEvent) is
 the deciding step's own metadata, plus the key `airlock` with the fleet's record: the
-decision id, the deciding step and its position, who decided, the policy digest, timings and
-the trail of every step's answer.
+decision id, the deciding step and its position, who decided, the deciding step's own
+explanation, the policy digest, timings and the trail of every step's answer.
+
+The explanation returned is the one the model is shown (Inspect gives it to the model as the
+tool call's error, and writes it to the event): the decision's, which is the deciding step's
+`model_explanation` when the policy fixes one, while the step's own reason stays in the
+record. A decision that came from a deadline (nobody answered: a step's `on_timeout`, or the
+runner's own `timeout`) adds `timed_out: true` to the metadata, beside `airlock`.
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ METADATA_KEY = "airlock"
 
 STEP_FAILED = "step_failed"
 """The `Error` code of an answer Inspect fails the sample on (a `modify` to another function)."""
+
+TIMED_OUT_KEY = "timed_out"
+"""The metadata key, beside `airlock`, of a decision that came from a deadline."""
 
 TIMEOUT_APPROVER = "timeout"
 """Recorded as the deciding step of a decision made here because time ran out."""
@@ -90,19 +99,33 @@ def review_from_decision(decision: pb.Decision) -> Review:
 
 
 def decision_metadata(decision: pb.Decision) -> dict[str, Any]:
-    """The deciding step's metadata plus the fleet's record under `airlock`."""
+    """The deciding step's metadata plus the fleet's record under `airlock`, and
+    `timed_out: true` for a decision that came from a deadline."""
     metadata = _json_object(decision.metadata_json)
+    deciding = _deciding_answer(decision)
     record: dict[str, Any] = {
         "decision_id": decision.decision_id,
         "approver": decision.approver,
         "step": decision.step if decision.HasField("step") else None,
         "decided_by": decision.decided_by,
+        "step_explanation": deciding.explanation if deciding and deciding.HasField("explanation") else None,
+        "timed_out": decision.timed_out,
         "policy_digest": decision.policy_digest,
         "requested_at_unix_ms": decision.requested_at_unix_ms,
         "decided_at_unix_ms": decision.decided_at_unix_ms,
         "trail": [_answer_record(answer) for answer in decision.trail],
     }
-    return {**metadata, METADATA_KEY: record}
+    timed_out = {TIMED_OUT_KEY: True} if decision.timed_out else {}
+    return {**metadata, **timed_out, METADATA_KEY: record}
+
+
+def _deciding_answer(decision: pb.Decision) -> pb.StepAnswer | None:
+    """The trail entry of the step that decided (its last answer), if the trail has one."""
+    step = decision.step if decision.HasField("step") else None
+    for answer in reversed(decision.trail):
+        if answer.approver == decision.approver and (answer.step if answer.HasField("step") else None) == step:
+            return answer
+    return None
 
 
 def _answer_record(answer: pb.StepAnswer) -> dict[str, Any]:
@@ -115,6 +138,8 @@ def _answer_record(answer: pb.StepAnswer) -> dict[str, Any]:
         "started_at_unix_ms": answer.started_at_unix_ms,
         "answered_at_unix_ms": answer.answered_at_unix_ms,
     }
+    if answer.timed_out:
+        record["timed_out"] = True
     if answer.HasField("modified"):
         record["modified"] = {
             "function": answer.modified.function,
@@ -170,11 +195,13 @@ def failure_explanation(error: FleetError, decision: str) -> str:
 
 
 def failure_metadata(error: FleetError, runner_id: str) -> dict[str, Any]:
-    """The metadata of a decision made here rather than by the fleet."""
+    """The metadata of a decision made here rather than by the fleet; one made because no
+    answer came in time is `timed_out`."""
     record: dict[str, Any] = {"decided_by": runner_id}
     if isinstance(error, FleetUnanswered):
-        record.update(approver=TIMEOUT_APPROVER, timeout=error.timeout, reason=error.reason)
-    elif isinstance(error, FleetRefused):
+        record.update(approver=TIMEOUT_APPROVER, timed_out=True, timeout=error.timeout, reason=error.reason)
+        return {TIMED_OUT_KEY: True, METADATA_KEY: record}
+    if isinstance(error, FleetRefused):
         record.update(approver=REFUSED_APPROVER, code=error.code, message=error.message)
     else:
         record.update(approver=FAILED_APPROVER, message=str(error))

@@ -172,7 +172,7 @@ class Policy(_message.Message):
     def __init__(self, inline: _Optional[str] = ..., name: _Optional[str] = ..., digest: _Optional[str] = ...) -> None: ...
 
 class StepAnswer(_message.Message):
-    __slots__ = ("step", "approver", "decision", "modified", "explanation", "metadata_json", "decided_by", "started_at_unix_ms", "answered_at_unix_ms", "published_by")
+    __slots__ = ("step", "approver", "decision", "modified", "explanation", "metadata_json", "decided_by", "started_at_unix_ms", "answered_at_unix_ms", "published_by", "timed_out")
     STEP_FIELD_NUMBER: _ClassVar[int]
     APPROVER_FIELD_NUMBER: _ClassVar[int]
     DECISION_FIELD_NUMBER: _ClassVar[int]
@@ -183,6 +183,7 @@ class StepAnswer(_message.Message):
     STARTED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     ANSWERED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     PUBLISHED_BY_FIELD_NUMBER: _ClassVar[int]
+    TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
     step: int
     approver: str
     decision: DecisionKind
@@ -193,7 +194,8 @@ class StepAnswer(_message.Message):
     started_at_unix_ms: int
     answered_at_unix_ms: int
     published_by: str
-    def __init__(self, step: _Optional[int] = ..., approver: _Optional[str] = ..., decision: _Optional[_Union[DecisionKind, str]] = ..., modified: _Optional[_Union[ToolCall, _Mapping]] = ..., explanation: _Optional[str] = ..., metadata_json: _Optional[str] = ..., decided_by: _Optional[str] = ..., started_at_unix_ms: _Optional[int] = ..., answered_at_unix_ms: _Optional[int] = ..., published_by: _Optional[str] = ...) -> None: ...
+    timed_out: bool
+    def __init__(self, step: _Optional[int] = ..., approver: _Optional[str] = ..., decision: _Optional[_Union[DecisionKind, str]] = ..., modified: _Optional[_Union[ToolCall, _Mapping]] = ..., explanation: _Optional[str] = ..., metadata_json: _Optional[str] = ..., decided_by: _Optional[str] = ..., started_at_unix_ms: _Optional[int] = ..., answered_at_unix_ms: _Optional[int] = ..., published_by: _Optional[str] = ..., timed_out: _Optional[bool] = ...) -> None: ...
 
 class ChainState(_message.Message):
     __slots__ = ("next_step", "trail")
@@ -283,7 +285,7 @@ class StepResult(_message.Message):
     def __init__(self, task: _Optional[_Union[StepTask, _Mapping]] = ..., answer: _Optional[_Union[StepAnswer, _Mapping]] = ..., signer_key_id: _Optional[str] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class Decision(_message.Message):
-    __slots__ = ("decision_id", "key", "kind", "decision", "modified", "explanation", "metadata_json", "approver", "step", "trail", "policy_digest", "decided_by", "requested_at_unix_ms", "decided_at_unix_ms", "origin")
+    __slots__ = ("decision_id", "key", "kind", "decision", "modified", "explanation", "metadata_json", "approver", "step", "trail", "policy_digest", "decided_by", "requested_at_unix_ms", "decided_at_unix_ms", "origin", "timed_out")
     DECISION_ID_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -299,6 +301,7 @@ class Decision(_message.Message):
     REQUESTED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     DECIDED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
     decision_id: str
     key: CallKey
     kind: Kind
@@ -314,7 +317,8 @@ class Decision(_message.Message):
     requested_at_unix_ms: int
     decided_at_unix_ms: int
     origin: Origin
-    def __init__(self, decision_id: _Optional[str] = ..., key: _Optional[_Union[CallKey, _Mapping]] = ..., kind: _Optional[_Union[Kind, str]] = ..., decision: _Optional[_Union[DecisionKind, str]] = ..., modified: _Optional[_Union[ToolCall, _Mapping]] = ..., explanation: _Optional[str] = ..., metadata_json: _Optional[str] = ..., approver: _Optional[str] = ..., step: _Optional[int] = ..., trail: _Optional[_Iterable[_Union[StepAnswer, _Mapping]]] = ..., policy_digest: _Optional[str] = ..., decided_by: _Optional[str] = ..., requested_at_unix_ms: _Optional[int] = ..., decided_at_unix_ms: _Optional[int] = ..., origin: _Optional[_Union[Origin, _Mapping]] = ...) -> None: ...
+    timed_out: bool
+    def __init__(self, decision_id: _Optional[str] = ..., key: _Optional[_Union[CallKey, _Mapping]] = ..., kind: _Optional[_Union[Kind, str]] = ..., decision: _Optional[_Union[DecisionKind, str]] = ..., modified: _Optional[_Union[ToolCall, _Mapping]] = ..., explanation: _Optional[str] = ..., metadata_json: _Optional[str] = ..., approver: _Optional[str] = ..., step: _Optional[int] = ..., trail: _Optional[_Iterable[_Union[StepAnswer, _Mapping]]] = ..., policy_digest: _Optional[str] = ..., decided_by: _Optional[str] = ..., requested_at_unix_ms: _Optional[int] = ..., decided_at_unix_ms: _Optional[int] = ..., origin: _Optional[_Union[Origin, _Mapping]] = ..., timed_out: _Optional[bool] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ("key", "code", "message")
