@@ -193,3 +193,22 @@ fn a_run_switched_to_a_stricter_policy_is_decided_by_it() {
         airlock_policy::document::digest("approvers:\n  - name: auto\n    tools: \"*\"\n    decision: reject\n")
     );
 }
+
+#[test]
+fn a_rejection_nobody_answered_for_is_not_counted_as_one() {
+    let policy = format!("{POLICY}breaker:\n  rejections_in_a_row: 3\n");
+    let asked = with_policy(request("rm", 50_000), &policy);
+    let handler = handler();
+    let task = monitor_task_of(&handler, asked);
+    let outcome = |timed_out: bool| {
+        let answer = v1::StepAnswer { timed_out, ..answer(v1::DecisionKind::Reject) };
+        let result = v1::StepResult { task: Some(task.clone()), answer: Some(answer), ..Default::default() };
+        let out = published(on_result(&handler, &result_message(&result, MONITOR_USER), 2_000));
+        assert_eq!(out[0].queue, Queue::Log);
+        let entry = v1::ControlEvent::decode(out[0].message.body.as_ref()).unwrap();
+        let Some(Event::Outcome(outcome)) = entry.event else { panic!("an outcome") };
+        outcome.denied
+    };
+    assert!(outcome(false), "the monitor refused the call");
+    assert!(!outcome(true), "the monitor's deadline passed: nobody refused it");
+}
