@@ -22,6 +22,13 @@ class DecisionKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DECISION_KIND_TERMINATE: _ClassVar[DecisionKind]
     DECISION_KIND_ESCALATE: _ClassVar[DecisionKind]
     DECISION_KIND_CONTINUE: _ClassVar[DecisionKind]
+
+class ControlResponse(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONTROL_RESPONSE_NONE: _ClassVar[ControlResponse]
+    CONTROL_RESPONSE_HUMAN: _ClassVar[ControlResponse]
+    CONTROL_RESPONSE_POLICY: _ClassVar[ControlResponse]
+    CONTROL_RESPONSE_TERMINATE: _ClassVar[ControlResponse]
 KIND_UNSPECIFIED: Kind
 KIND_APPROVAL: Kind
 KIND_REVIEW: Kind
@@ -32,6 +39,10 @@ DECISION_KIND_REJECT: DecisionKind
 DECISION_KIND_TERMINATE: DecisionKind
 DECISION_KIND_ESCALATE: DecisionKind
 DECISION_KIND_CONTINUE: DecisionKind
+CONTROL_RESPONSE_NONE: ControlResponse
+CONTROL_RESPONSE_HUMAN: ControlResponse
+CONTROL_RESPONSE_POLICY: ControlResponse
+CONTROL_RESPONSE_TERMINATE: ControlResponse
 
 class ToolCall(_message.Message):
     __slots__ = ("id", "function", "arguments_json", "parse_error", "type", "view")
@@ -198,12 +209,14 @@ class StepAnswer(_message.Message):
     def __init__(self, step: _Optional[int] = ..., approver: _Optional[str] = ..., decision: _Optional[_Union[DecisionKind, str]] = ..., modified: _Optional[_Union[ToolCall, _Mapping]] = ..., explanation: _Optional[str] = ..., metadata_json: _Optional[str] = ..., decided_by: _Optional[str] = ..., started_at_unix_ms: _Optional[int] = ..., answered_at_unix_ms: _Optional[int] = ..., published_by: _Optional[str] = ..., timed_out: _Optional[bool] = ...) -> None: ...
 
 class ChainState(_message.Message):
-    __slots__ = ("next_step", "trail")
+    __slots__ = ("next_step", "trail", "governing")
     NEXT_STEP_FIELD_NUMBER: _ClassVar[int]
     TRAIL_FIELD_NUMBER: _ClassVar[int]
+    GOVERNING_FIELD_NUMBER: _ClassVar[int]
     next_step: int
     trail: _containers.RepeatedCompositeFieldContainer[StepAnswer]
-    def __init__(self, next_step: _Optional[int] = ..., trail: _Optional[_Iterable[_Union[StepAnswer, _Mapping]]] = ...) -> None: ...
+    governing: Policy
+    def __init__(self, next_step: _Optional[int] = ..., trail: _Optional[_Iterable[_Union[StepAnswer, _Mapping]]] = ..., governing: _Optional[_Union[Policy, _Mapping]] = ...) -> None: ...
 
 class Request(_message.Message):
     __slots__ = ("key", "origin", "approval", "review", "policy", "chain", "deadline_unix_ms", "requested_at_unix_ms", "reply_to", "runner_key")
@@ -369,3 +382,77 @@ class Cancel(_message.Message):
     kind: Kind
     reason: str
     def __init__(self, key: _Optional[_Union[CallKey, _Mapping]] = ..., kind: _Optional[_Union[Kind, str]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ControlEvent(_message.Message):
+    __slots__ = ("at_unix_ms", "by", "run_switch", "incident", "outcome", "score", "joined")
+    AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
+    RUN_SWITCH_FIELD_NUMBER: _ClassVar[int]
+    INCIDENT_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    JOINED_FIELD_NUMBER: _ClassVar[int]
+    at_unix_ms: int
+    by: str
+    run_switch: RunSwitch
+    incident: Incident
+    outcome: CallOutcome
+    score: StepScore
+    joined: Joined
+    def __init__(self, at_unix_ms: _Optional[int] = ..., by: _Optional[str] = ..., run_switch: _Optional[_Union[RunSwitch, _Mapping]] = ..., incident: _Optional[_Union[Incident, _Mapping]] = ..., outcome: _Optional[_Union[CallOutcome, _Mapping]] = ..., score: _Optional[_Union[StepScore, _Mapping]] = ..., joined: _Optional[_Union[Joined, _Mapping]] = ...) -> None: ...
+
+class RunRef(_message.Message):
+    __slots__ = ("run_id", "tenant")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    tenant: str
+    def __init__(self, run_id: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...
+
+class RunSwitch(_message.Message):
+    __slots__ = ("run", "response", "pool", "policy", "reason")
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    run: RunRef
+    response: ControlResponse
+    pool: str
+    policy: str
+    reason: str
+    def __init__(self, run: _Optional[_Union[RunRef, _Mapping]] = ..., response: _Optional[_Union[ControlResponse, str]] = ..., pool: _Optional[str] = ..., policy: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class Incident(_message.Message):
+    __slots__ = ("key", "marked", "note")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    MARKED_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    key: CallKey
+    marked: str
+    note: str
+    def __init__(self, key: _Optional[_Union[CallKey, _Mapping]] = ..., marked: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
+
+class CallOutcome(_message.Message):
+    __slots__ = ("key", "denied")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    DENIED_FIELD_NUMBER: _ClassVar[int]
+    key: CallKey
+    denied: bool
+    def __init__(self, key: _Optional[_Union[CallKey, _Mapping]] = ..., denied: _Optional[bool] = ...) -> None: ...
+
+class StepScore(_message.Message):
+    __slots__ = ("step", "scope", "score")
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    step: str
+    scope: str
+    score: float
+    def __init__(self, step: _Optional[str] = ..., scope: _Optional[str] = ..., score: _Optional[float] = ...) -> None: ...
+
+class Joined(_message.Message):
+    __slots__ = ("nonce",)
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    nonce: str
+    def __init__(self, nonce: _Optional[str] = ...) -> None: ...
