@@ -1,0 +1,96 @@
+//! The Canaries page, for admins: the catch rates of the admin's pools, per pool and per
+//! reviewer, then the newest canaries with why each is bad and every answer given to it.
+
+use std::fmt::Write as _;
+
+use airlock_records::review::Settled;
+use airlock_records::review::canary::{CanaryReport, Outcome};
+
+use super::{Viewer, shell};
+use crate::ui::{safe_html, utc};
+
+/// The catch rates, then the newest canaries.
+pub fn canaries(viewer: &Viewer<'_>, report: &CanaryReport) -> String {
+    let mut body = String::from("<div class=\"bar\"><h1>Canaries</h1></div>");
+    if report.pools.is_empty() {
+        body.push_str("<p class=\"empty\">No canary planted in your pools yet.</p>");
+        return shell("Airlock review: canaries", "canaries", Some(viewer), None, &body);
+    }
+    body.push_str(
+        "<h2>Per pool</h2><table class=\"history canaries\"><thead><tr><th>Pool</th><th>Planted</th>\
+         <th>Answered</th><th>Caught</th><th>Missed</th><th>Expired</th><th>Pending</th><th>Catch rate</th>\
+         </tr></thead><tbody>",
+    );
+    for pool in &report.pools {
+        let _ = write!(
+            body,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            safe_html(&pool.pool),
+            pool.planted,
+            pool.answered,
+            pool.caught,
+            pool.missed,
+            pool.expired,
+            pool.pending,
+            percent(pool.catch_rate),
+        );
+    }
+    body.push_str(
+        "</tbody></table><h2>Per reviewer</h2><table class=\"history canaries\"><thead><tr><th>Reviewer</th>\
+         <th>Answered</th><th>Caught</th><th>Missed</th><th>By standing decisions</th><th>Catch rate</th>\
+         </tr></thead><tbody>",
+    );
+    for reviewer in &report.reviewers {
+        let _ = write!(
+            body,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            safe_html(&reviewer.reviewer),
+            reviewer.answered,
+            reviewer.caught,
+            reviewer.missed,
+            reviewer.by_standing,
+            percent(reviewer.catch_rate),
+        );
+    }
+    body.push_str(
+        "</tbody></table><h2>Newest canaries</h2><table class=\"history canaries\"><thead><tr><th>Planted</th>\
+         <th>Pool</th><th>Canary</th><th>Why it is bad</th><th>Outcome</th><th>Answers</th></tr></thead><tbody>",
+    );
+    for canary in &report.canaries {
+        let outcome = match canary.outcome {
+            Outcome::Pending => "pending",
+            Outcome::Caught => "caught",
+            Outcome::Missed => "missed",
+            Outcome::Expired => "expired",
+        };
+        let mut answers: Vec<String> = canary
+            .answers
+            .iter()
+            .map(|a| {
+                let standing = a.standing.map(|id| format!(" (standing #{id})")).unwrap_or_default();
+                format!("{} {}{standing}, {}", safe_html(&a.reviewer), a.decision, utc(a.at_unix_ms))
+            })
+            .collect();
+        if let (Outcome::Expired, Some(Settled::Decided { decided_at_unix_ms, .. })) = (canary.outcome, &canary.settled)
+        {
+            answers.push(format!("nobody before the deadline, {}", utc(*decided_at_unix_ms)));
+        }
+        let _ = write!(
+            body,
+            "<tr><td class=\"nowrap\">{}</td><td>{}</td><td>{}</td><td class=\"why\">{}</td>\
+             <td><span class=\"badge {outcome}\">{outcome}</span></td><td>{}</td></tr>",
+            utc(canary.planted_at_unix_ms),
+            safe_html(&canary.pool),
+            safe_html(&canary.name),
+            safe_html(&canary.explanation),
+            answers.join("<br>"),
+        );
+    }
+    body.push_str("</tbody></table>");
+    shell("Airlock review: canaries", "canaries", Some(viewer), None, &body)
+}
+
+/// A share as a percentage, or a dash without one.
+fn percent(share: Option<f64>) -> String {
+    share.map_or_else(|| "–".to_owned(), |share| format!("{:.1}%", share * 100.0))
+}
