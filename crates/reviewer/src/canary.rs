@@ -357,7 +357,7 @@ impl Dice {
     }
 
     /// The next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn draw(&mut self) -> u64 {
         self.state ^= self.state >> 12;
         self.state ^= self.state << 25;
         self.state ^= self.state >> 27;
@@ -366,12 +366,12 @@ impl Dice {
 
     /// A number from 0 to `n - 1` (0 when `n` is 0).
     pub fn below(&mut self, n: usize) -> usize {
-        if n == 0 { 0 } else { (self.next() % n as u64) as usize }
+        if n == 0 { 0 } else { (self.draw() % n as u64) as usize }
     }
 
     /// True with chance `p`.
     pub fn chance(&mut self, p: f64) -> bool {
-        ((self.next() >> 11) as f64 / (1u64 << 53) as f64) < p
+        ((self.draw() >> 11) as f64 / (1u64 << 53) as f64) < p
     }
 }
 

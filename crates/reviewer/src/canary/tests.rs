@@ -176,7 +176,7 @@ fn a_canary_is_modelled_on_a_real_task_with_its_own_call() {
     assert_eq!(history[..history.len() - 1], template.history().messages[..history.len() - 1]);
     let last = history.last().unwrap();
     assert_eq!((last.role.as_str(), last.text.as_str()), ("assistant", "Installing the helper."));
-    assert_eq!(last.tool_calls, [call.clone()]);
+    assert_eq!(last.tool_calls, std::slice::from_ref(call));
 
     // What the monitor said, the canary's; its decider the real one's.
     let [monitor] = planted.trail() else { panic!("one earlier answer") };

@@ -936,4 +936,5 @@ async fn the_ui_edits_arguments_as_json_and_refuses_what_does_not_parse() {
     assert!(modified_answer(&mut outbox).modified.is_none());
 }
 
+mod canaries;
 mod triage;
