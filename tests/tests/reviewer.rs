@@ -10,7 +10,7 @@ use airlock_contract::v1;
 use airlock_records::review::{Settled, TaskState};
 use airlock_reviewer::auth::{SESSION_COOKIE, sha256_hex};
 use airlock_reviewer::client::{ApiClient, RequestError, request};
-use airlock_reviewer::store::{Decided, Store, StoredSession};
+use airlock_reviewer::store::{Decided, Delivery, Recording, Store, StoredSession};
 use airlock_reviewer::task::Verdict;
 use airlock_reviewer::{ReviewerConfig, Service};
 use airlock_testkit::database::with_pg;
@@ -282,7 +282,9 @@ async fn a_restart_loses_nothing_and_sends_nothing_twice() {
         let mut answer = task.step_result(&verdict);
         airlock_records::signed::sign_human_answer(&TestKeys::get().reviewer_key(), &mut answer);
         let answer = prost::Message::encode_to_vec(&answer);
-        assert!(matches!(store.decide(&task, &verdict, &answer, 0, &[]).await.unwrap(), Decided::Recorded(_)));
+        let recording =
+            Recording { verdict, delivery: Delivery::Outbox { answer, lease_until: 0 }, webhooks: Vec::new() };
+        assert!(matches!(store.decide(&task, &recording).await.unwrap(), Decided::Recorded(Some(_))));
         assert_eq!(store.unsent().await.unwrap(), 1);
         store.close().await;
 

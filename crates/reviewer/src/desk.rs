@@ -9,12 +9,17 @@
 //! way: signed, written with its outbox row and its webhooks in one transaction, measured,
 //! then handed to the outbox to publish at once.
 //!
+//! A canary's answer ([`crate::canary`]) is recorded the same way but for the answer itself:
+//! nothing is signed, written to the outbox or handed to it; the transaction keeps whom the
+//! verdict counts for (the person, or a standing decision's author) instead.
+//!
 //! Layout:
 //! - [`Desk`] (here): its state, a person's decision checked and recorded, a deadline's.
 //! - [`refusal`]: why a decision (or a standing decision) is refused, with the texts shown.
 //! - [`approvals`]: two-person (N-person) approval: approvals counted, the last one deciding.
 //! - [`standing`]: standing decisions made, revoked, and applied to pending and new tasks.
-//! - [`intake`]: tasks stored as they arrive, paged or settled at once, and withdrawn.
+//! - [`intake`]: tasks stored as they arrive, paged or settled at once, and withdrawn; canaries
+//!   planted.
 
 pub mod approvals;
 pub mod intake;

@@ -31,6 +31,9 @@
 //!   applied, so a revocation anywhere stops it everywhere; a task's insert reads those that
 //!   cover it in its own transaction, holding the table against a new one until it commits,
 //!   so a standing decision made meanwhile either is seen or finds the task pending;
+//! - a canary's decision writes no outbox row: its task is marked in the transaction that
+//!   stores it (`canary`, with its row in `canaries`), and the transaction that decides it
+//!   records whom its verdict counts for instead, so no answer of a canary can ever be sent;
 //! - a cancel withdraws only tasks whose request the cancel's publisher published
 //!   (`requested_by`), and is remembered under that publisher, so a task arriving after it is
 //!   dropped only when the same broker user asked for it.
