@@ -12,6 +12,8 @@
 //!   with hundreds of tasks, and (ignored, run by name) its timings with 10,000.
 //! - `reviewer_webhooks`: the reviewer service paging people: webhooks per pool, retried,
 //!   signed ([`webhooks`]).
+//! - `reviewer_canaries`: canaries planted, decided through the API, never published to the
+//!   fleet or told to a runner, and the catch rates an admin sees.
 //! - `gateway`: the HTTP gateway over RabbitMQ with a real worker: waits, polls, retries,
 //!   tokens, limits, webhooks, its delivery log across a restart.
 //! - `inspect`, `agent_examples`, `plugins`: the Python suites (the Inspect integration, the
@@ -46,7 +48,7 @@ use std::process::Stdio;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use airlock_client::ReplyTrust;
+use airlock_client::{Client, ClientConfig, Repeats, ReplyTrust};
 use airlock_contract::v1;
 use airlock_integrity::{FleetKey, KeyFile as _, PublicKeys, Signing, SigningKey};
 use airlock_reviewer::ReviewerConfig;
@@ -197,6 +199,23 @@ impl TestKeys {
         let path = |name: &str| self.dir.join(name).display().to_string();
         ["--signing-key".into(), path("fleet.key"), "--reviewer-keys".into(), path("reviewer.pub")]
     }
+}
+
+/// The runner `runner` of fleet `prefix` on `transport`, trusting the test keys' replies and
+/// waiting `default_timeout` for a decision unless a request says otherwise.
+pub async fn runner<T: airlock_transport::Transport>(
+    transport: T,
+    prefix: &str,
+    default_timeout: Duration,
+) -> Client<T> {
+    let config = ClientConfig {
+        prefix: prefix.into(),
+        runner_id: "runner".into(),
+        default_timeout,
+        replies: TestKeys::get().replies(),
+        repeats: Repeats::default(),
+    };
+    Client::connect(transport, config).await.expect("the runner connects")
 }
 
 /// A policy worker running in this process, with the test keys, until stopped.

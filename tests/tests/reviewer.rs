@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig, Repeats};
+use airlock_client::Client;
 use airlock_contract::v1;
 use airlock_records::review::{Settled, TaskState};
 use airlock_reviewer::auth::{SESSION_COOKIE, sha256_hex};
@@ -17,7 +17,7 @@ use airlock_testkit::database::with_pg;
 use airlock_testkit::unique_prefix;
 use airlock_tests::{
     HANG_GUARD, InProcessWorker, REVIEWER_TOKEN, TestKeys, approval, broker, decision_name, guarded, pending, review,
-    reviewer_config,
+    reviewer_config, runner,
 };
 use airlock_transport::{AmqpTransport, Destination, Message, Topology, Transport};
 use serde_json::json;
@@ -60,18 +60,7 @@ struct Fleet {
 async fn start_fleet(transport: &AmqpTransport, prefix: &str) -> Fleet {
     transport.declare(&fleet(prefix)).await.unwrap();
     let worker = InProcessWorker::start(transport.clone(), prefix, "worker", 16);
-    let client = Client::connect(
-        transport.clone(),
-        ClientConfig {
-            prefix: prefix.into(),
-            runner_id: "runner".into(),
-            default_timeout: Duration::from_secs(100),
-            replies: TestKeys::get().replies(),
-            repeats: Repeats::default(),
-        },
-    )
-    .await
-    .unwrap();
+    let client = runner(transport.clone(), prefix, Duration::from_secs(100)).await;
     Fleet { client, worker }
 }
 

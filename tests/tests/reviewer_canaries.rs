@@ -6,7 +6,6 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig, Repeats};
 use airlock_contract::v1;
 use airlock_reviewer::Service;
 use airlock_reviewer::auth::{Reviewer, Reviewers, sha256_hex};
@@ -14,8 +13,8 @@ use airlock_reviewer::canary::Canaries;
 use airlock_reviewer::client::ApiClient;
 use airlock_testkit::unique_prefix;
 use airlock_tests::{
-    HANG_GUARD, InProcessWorker, REVIEWER_TOKEN, TestKeys, approval, broker, decision_name, guarded, pending,
-    reviewer_config,
+    HANG_GUARD, InProcessWorker, REVIEWER_TOKEN, approval, broker, decision_name, guarded, pending, reviewer_config,
+    runner,
 };
 use airlock_transport::{AmqpTransport, QueueKind, Topology, Transport};
 use prost::Message as _;
@@ -62,18 +61,7 @@ async fn planted(transport: AmqpTransport, prefix: String) {
     transport.declare(&topology).await.unwrap();
     let mut watch = transport.consume(&topology.name("watch"), 16).await.unwrap();
     let worker = InProcessWorker::start(transport.clone(), &prefix, "worker", 16);
-    let client = Client::connect(
-        transport.clone(),
-        ClientConfig {
-            prefix: prefix.clone(),
-            runner_id: "runner".into(),
-            default_timeout: Duration::from_secs(100),
-            replies: TestKeys::get().replies(),
-            repeats: Repeats::default(),
-        },
-    )
-    .await
-    .unwrap();
+    let client = runner(transport.clone(), &prefix, Duration::from_secs(100)).await;
     // The tasks a person holds the runner's calls as, as the reviewer service tells it.
     let told = Arc::new(Mutex::new(Vec::new()));
     let hearing = told.clone();

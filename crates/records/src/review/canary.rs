@@ -71,6 +71,18 @@ pub enum Outcome {
     Expired,
 }
 
+impl Outcome {
+    /// Its name, as the JSON has it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Pending => "pending",
+            Outcome::Caught => "caught",
+            Outcome::Missed => "missed",
+            Outcome::Expired => "expired",
+        }
+    }
+}
+
 /// One canary: what it is, how it stands, and every answer given to it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CanaryView {

@@ -16,53 +16,27 @@ pub fn canaries(viewer: &Viewer<'_>, report: &CanaryReport) -> String {
         body.push_str("<p class=\"empty\">No canary planted in your pools yet.</p>");
         return shell("Airlock review: canaries", "canaries", Some(viewer), None, &body);
     }
+    let pools = report.pools.iter().map(|pool| {
+        let counts = [pool.planted, pool.answered, pool.caught, pool.missed, pool.expired, pool.pending];
+        [safe_html(&pool.pool)].into_iter().chain(counts.map(|n| n.to_string())).chain([percent(pool.catch_rate)])
+    });
+    let heads = ["Pool", "Planted", "Answered", "Caught", "Missed", "Expired", "Pending", "Catch rate"];
+    table(&mut body, "Per pool", &heads, pools);
+    let reviewers = report.reviewers.iter().map(|reviewer| {
+        let counts = [reviewer.answered, reviewer.caught, reviewer.missed, reviewer.by_standing];
+        [safe_html(&reviewer.reviewer)]
+            .into_iter()
+            .chain(counts.map(|n| n.to_string()))
+            .chain([percent(reviewer.catch_rate)])
+    });
+    let heads = ["Reviewer", "Answered", "Caught", "Missed", "By standing decisions", "Catch rate"];
+    table(&mut body, "Per reviewer", &heads, reviewers);
     body.push_str(
-        "<h2>Per pool</h2><table class=\"history canaries\"><thead><tr><th>Pool</th><th>Planted</th>\
-         <th>Answered</th><th>Caught</th><th>Missed</th><th>Expired</th><th>Pending</th><th>Catch rate</th>\
-         </tr></thead><tbody>",
-    );
-    for pool in &report.pools {
-        let _ = write!(
-            body,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            safe_html(&pool.pool),
-            pool.planted,
-            pool.answered,
-            pool.caught,
-            pool.missed,
-            pool.expired,
-            pool.pending,
-            percent(pool.catch_rate),
-        );
-    }
-    body.push_str(
-        "</tbody></table><h2>Per reviewer</h2><table class=\"history canaries\"><thead><tr><th>Reviewer</th>\
-         <th>Answered</th><th>Caught</th><th>Missed</th><th>By standing decisions</th><th>Catch rate</th>\
-         </tr></thead><tbody>",
-    );
-    for reviewer in &report.reviewers {
-        let _ = write!(
-            body,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            safe_html(&reviewer.reviewer),
-            reviewer.answered,
-            reviewer.caught,
-            reviewer.missed,
-            reviewer.by_standing,
-            percent(reviewer.catch_rate),
-        );
-    }
-    body.push_str(
-        "</tbody></table><h2>Newest canaries</h2><table class=\"history canaries\"><thead><tr><th>Planted</th>\
+        "<h2>Newest canaries</h2><table class=\"history canaries\"><thead><tr><th>Planted</th>\
          <th>Pool</th><th>Canary</th><th>Why it is bad</th><th>Outcome</th><th>Answers</th></tr></thead><tbody>",
     );
     for canary in &report.canaries {
-        let outcome = match canary.outcome {
-            Outcome::Pending => "pending",
-            Outcome::Caught => "caught",
-            Outcome::Missed => "missed",
-            Outcome::Expired => "expired",
-        };
+        let outcome = canary.outcome.as_str();
         let mut answers: Vec<String> = canary
             .answers
             .iter()
@@ -88,6 +62,28 @@ pub fn canaries(viewer: &Viewer<'_>, report: &CanaryReport) -> String {
     }
     body.push_str("</tbody></table>");
     shell("Airlock review: canaries", "canaries", Some(viewer), None, &body)
+}
+
+/// Appends a table titled `title` with the column `heads` and the `rows` of cells (HTML).
+fn table<Row: IntoIterator<Item = String>>(
+    body: &mut String,
+    title: &str,
+    heads: &[&str],
+    rows: impl Iterator<Item = Row>,
+) {
+    let _ = write!(body, "<h2>{title}</h2><table class=\"history canaries\"><thead><tr>");
+    heads.iter().for_each(|head| {
+        let _ = write!(body, "<th>{head}</th>");
+    });
+    body.push_str("</tr></thead><tbody>");
+    for row in rows {
+        body.push_str("<tr>");
+        row.into_iter().for_each(|cell| {
+            let _ = write!(body, "<td>{cell}</td>");
+        });
+        body.push_str("</tr>");
+    }
+    body.push_str("</tbody></table>");
 }
 
 /// A share as a percentage, or a dash without one.
