@@ -287,7 +287,7 @@ impl Planter {
     /// failure is logged and plants nothing: no real task waits for a canary.
     pub async fn after(&self, arrived: &Task) -> Option<String> {
         let canaries = self.canaries.of(&arrived.pool);
-        if canaries.is_empty() || arrived.canary {
+        if canaries.is_empty() {
             return None;
         }
         let canary = {

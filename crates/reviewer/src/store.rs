@@ -34,6 +34,8 @@
 //! - a canary's decision writes no outbox row: its task is marked in the transaction that
 //!   stores it (`canary`, with its row in `canaries`), and the transaction that decides it
 //!   records whom its verdict counts for instead, so no answer of a canary can ever be sent;
+//!   its `dedup_key` is its own (`canary/<id>`), so it never takes the place of a real task
+//!   whose call gets the same key;
 //! - a cancel withdraws only tasks whose request the cancel's publisher published
 //!   (`requested_by`), and is remembered under that publisher, so a task arriving after it is
 //!   dropped only when the same broker user asked for it.

@@ -137,6 +137,13 @@ impl Store {
         let body = incoming.human.encode_to_vec();
         let columns = Columns::of(&incoming.human);
         let (id, now) = (task.id.as_str(), task.received_at);
+        // A canary is one of its own, whatever its key: it never takes the place of a real
+        // task whose call gets the same key later (no real key starts with `canary/` and a
+        // UUID, which holds no `/`).
+        let dedup_key = match canary {
+            Some(_) => format!("canary/{id}"),
+            None => incoming.dedup_key(),
+        };
         let (affected, covered_by) = on_db!(self, pool => {
             let mut tx = pool.begin().await?;
             if matches!(self.db, Db::Postgres(_)) {
@@ -145,7 +152,7 @@ impl Store {
             }
             let affected = sqlx::query(SQL)
                 .bind(id)
-                .bind(incoming.dedup_key())
+                .bind(dedup_key)
                 .bind(&incoming.correlation)
                 .bind(&incoming.pool)
                 .bind(i64::from(incoming.step()))

@@ -739,6 +739,11 @@ async fn canaries_suite(store: Store) {
     let templates = store.templates("ops", 10).await.unwrap();
     assert_eq!(templates.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), ["real"]);
     assert!(!templates[0].canary && store.task("k1").await.unwrap().unwrap().canary);
+    // A real call that gets a canary's key later is a task of its own: a canary never takes its place.
+    let k4 = plant_at(&store, "k4", &human("ops", "s1", "later", false, 0), 1_400, &[]).await;
+    let later = insert_at(&store, "later", &human("ops", "s1", "later", false, 0), 1_500, &[]).await;
+    assert_eq!(later.inserted, Inserted::Created("later".into()));
+    assert_eq!(store.task("later").await.unwrap().unwrap().correlation, k4.correlation);
 
     // A person's decision, a deadline's, and approvals completing a count: none in the outbox.
     let reject = verdict(Decision::Reject, "alice", 2_000);
@@ -771,8 +776,8 @@ async fn canaries_suite(store: Store) {
 
     // Read back newest first, each with its verdict, whom it counts for and its approvals.
     let canaries = store.canaries(&ops, 10).await.unwrap();
-    assert_eq!(canaries.iter().map(|c| c.task_id.as_str()).collect::<Vec<_>>(), ["k3", "k2", "k1"]);
-    let [k3, k2, k1] = [&canaries[0], &canaries[1], &canaries[2]];
+    assert_eq!(canaries.iter().map(|c| c.task_id.as_str()).collect::<Vec<_>>(), ["k4", "k3", "k2", "k1"]);
+    let [k3, k2, k1] = [&canaries[1], &canaries[2], &canaries[3]];
     assert_eq!((k1.mark.clone(), k1.planted_at, k1.pool.as_str()), (curl(), 1_100, "ops"));
     assert_eq!(k1.state, State::Decided(reject));
     assert_eq!(k1.answerer, Some(Answerer { reviewer: "alice".into(), standing: None }));
@@ -780,6 +785,7 @@ async fn canaries_suite(store: Store) {
     assert_eq!(k3.approvals, [approval("bob", 3_000), approval("carol", 3_100)]);
     assert!(matches!(&k3.state, State::Decided(v) if v.decision == Decision::Approve) && k3.answerer.is_none());
     assert_eq!(store.canaries(&ops, 2).await.unwrap().len(), 2);
+    assert!(canaries[0].state == State::Pending && canaries[0].answerer.is_none());
     assert!(store.canaries(&["security".to_owned()], 10).await.unwrap().is_empty());
     store.close().await;
 }
