@@ -12,6 +12,8 @@
 //!   with hundreds of tasks, and (ignored, run by name) its timings with 10,000.
 //! - `reviewer_webhooks`: the reviewer service paging people: webhooks per pool, retried,
 //!   signed ([`webhooks`]).
+//! - `reviewer_canaries`: canaries planted, decided through the API, never published to the
+//!   fleet or told to a runner, and the catch rates an admin sees.
 //! - `gateway`: the HTTP gateway over RabbitMQ with a real worker: waits, polls, retries,
 //!   tokens, limits, webhooks, its delivery log across a restart.
 //! - `inspect`, `agent_examples`, `plugins`: the Python suites (the Inspect integration, the
@@ -47,7 +49,7 @@ use std::process::Stdio;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use airlock_client::ReplyTrust;
+use airlock_client::{Client, ClientConfig, Repeats, ReplyTrust};
 use airlock_contract::v1;
 use airlock_integrity::{FleetKey, KeyFile as _, PublicKeys, Signing, SigningKey};
 use airlock_reviewer::ReviewerConfig;
@@ -200,6 +202,23 @@ impl TestKeys {
     }
 }
 
+/// The runner `runner` of fleet `prefix` on `transport`, trusting the test keys' replies and
+/// waiting `default_timeout` for a decision unless a request says otherwise.
+pub async fn runner<T: airlock_transport::Transport>(
+    transport: T,
+    prefix: &str,
+    default_timeout: Duration,
+) -> Client<T> {
+    let config = ClientConfig {
+        prefix: prefix.into(),
+        runner_id: "runner".into(),
+        default_timeout,
+        replies: TestKeys::get().replies(),
+        repeats: Repeats::default(),
+    };
+    Client::connect(transport, config).await.expect("the runner connects")
+}
+
 /// A policy worker running in this process, with the test keys, until stopped.
 pub struct InProcessWorker {
     /// What it counts.
@@ -317,11 +336,13 @@ pub fn reviewer_config(prefix: &str, store: &str, instance: &str) -> ReviewerCon
             name: "alice".into(),
             token_sha256: sha256_hex(REVIEWER_TOKEN),
             pools: vec!["ops".into()],
+            admin: false,
         }]),
         instance: instance.into(),
         signing_key: Some(TestKeys::get().reviewer_key()),
         metrics: Default::default(),
         webhooks: Default::default(),
+        canaries: None,
     }
 }
 

@@ -5,19 +5,19 @@
 
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig, Repeats};
+use airlock_client::Client;
 use airlock_contract::v1;
 use airlock_records::review::{Settled, TaskState};
 use airlock_reviewer::auth::{SESSION_COOKIE, sha256_hex};
 use airlock_reviewer::client::{ApiClient, RequestError, request};
-use airlock_reviewer::store::{Decided, Store, StoredSession};
+use airlock_reviewer::store::{Decided, Delivery, Recording, Store, StoredSession};
 use airlock_reviewer::task::Verdict;
 use airlock_reviewer::{ReviewerConfig, Service};
 use airlock_testkit::database::with_pg;
 use airlock_testkit::unique_prefix;
 use airlock_tests::{
     HANG_GUARD, InProcessWorker, REVIEWER_TOKEN, TestKeys, approval, broker, decision_name, guarded, pending, review,
-    reviewer_config,
+    reviewer_config, runner,
 };
 use airlock_transport::{AmqpTransport, Destination, Message, Topology, Transport};
 use serde_json::json;
@@ -60,18 +60,7 @@ struct Fleet {
 async fn start_fleet(transport: &AmqpTransport, prefix: &str) -> Fleet {
     transport.declare(&fleet(prefix)).await.unwrap();
     let worker = InProcessWorker::start(transport.clone(), prefix, "worker", 16);
-    let client = Client::connect(
-        transport.clone(),
-        ClientConfig {
-            prefix: prefix.into(),
-            runner_id: "runner".into(),
-            default_timeout: Duration::from_secs(100),
-            replies: TestKeys::get().replies(),
-            repeats: Repeats::default(),
-        },
-    )
-    .await
-    .unwrap();
+    let client = runner(transport.clone(), prefix, Duration::from_secs(100)).await;
     Fleet { client, worker }
 }
 
@@ -282,7 +271,9 @@ async fn a_restart_loses_nothing_and_sends_nothing_twice() {
         let mut answer = task.step_result(&verdict);
         airlock_records::signed::sign_human_answer(&TestKeys::get().reviewer_key(), &mut answer);
         let answer = prost::Message::encode_to_vec(&answer);
-        assert!(matches!(store.decide(&task, &verdict, &answer, 0, &[]).await.unwrap(), Decided::Recorded(_)));
+        let recording =
+            Recording { verdict, delivery: Delivery::Outbox { answer, lease_until: 0 }, webhooks: Vec::new() };
+        assert!(matches!(store.decide(&task, &recording).await.unwrap(), Decided::Recorded(Some(_))));
         assert_eq!(store.unsent().await.unwrap(), 1);
         store.close().await;
 

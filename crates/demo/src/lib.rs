@@ -233,6 +233,7 @@ async fn start_reviewer<T: Transport>(
         name: "you".into(),
         token_sha256: sha256_hex(&token),
         pools: vec!["*".into()],
+        admin: false,
     }]);
     let config = |listen| airlock_reviewer::ReviewerConfig {
         prefix: prefix.to_owned(),
@@ -246,6 +247,7 @@ async fn start_reviewer<T: Transport>(
         metrics: Default::default(),
         signing_key: Some(signing_key.clone()),
         webhooks: Default::default(),
+        canaries: None,
     };
     let service = match airlock_reviewer::Service::start(transport.clone(), config(listen)).await {
         Err(airlock_reviewer::ReviewerError::Listen { .. }) => {

@@ -1,7 +1,7 @@
 //! The reviewer API's views: a task as `GET /api/tasks/{id}` shows it, the pending list and
 //! the history (`GET /api/tasks`, `GET /api/history`), the caller (`GET /api/me`), and the
-//! body of a refused request, and ([`standing`]) standing decisions. The service builds them,
-//! the console and the tests read them.
+//! body of a refused request, ([`standing`]) standing decisions, and ([`canary`]) canaries'
+//! catch rates for admins. The service builds them, the console and the tests read them.
 //!
 //! Field names and nesting are the wire's: the web UI's script, the Inspect suite and any
 //! other API client read this JSON.
@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 
 use crate::view::{KeyView, OriginView, TrailView};
 
+pub mod canary;
 pub mod standing;
 
 /// The pending list or the history: `{"tasks": [...]}`.

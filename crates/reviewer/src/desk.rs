@@ -9,12 +9,17 @@
 //! way: signed, written with its outbox row and its webhooks in one transaction, measured,
 //! then handed to the outbox to publish at once.
 //!
+//! A canary's answer ([`crate::canary`]) is recorded the same way but for the answer itself:
+//! nothing is signed, written to the outbox or handed to it; the transaction keeps whom the
+//! verdict counts for (the person, or a standing decision's author) instead.
+//!
 //! Layout:
 //! - [`Desk`] (here): its state, a person's decision checked and recorded, a deadline's.
 //! - [`refusal`]: why a decision (or a standing decision) is refused, with the texts shown.
 //! - [`approvals`]: two-person (N-person) approval: approvals counted, the last one deciding.
 //! - [`standing`]: standing decisions made, revoked, and applied to pending and new tasks.
-//! - [`intake`]: tasks stored as they arrive, paged or settled at once, and withdrawn.
+//! - [`intake`]: tasks stored as they arrive, paged or settled at once, and withdrawn; canaries
+//!   planted.
 
 pub mod approvals;
 pub mod intake;
@@ -28,6 +33,7 @@ use std::time::Duration;
 use airlock_contract::v1;
 use airlock_integrity::SigningKey;
 use airlock_policy::Decision;
+use airlock_records::review::standing::StandingDecision;
 use airlock_records::signed::sign_human_answer;
 use airlock_records::time::now_ms;
 use airlock_telemetry::metrics::{AnswerLabels, Metrics, ReviewLabels};
@@ -42,7 +48,7 @@ use crate::auth::Reviewer;
 use crate::logged::Logged;
 use crate::modify::{modified_call, parse_arguments};
 use crate::site::PublicUrl;
-use crate::store::{Decided, OutboxEntry, Recording, Store, StoreError};
+use crate::store::{Answerer, Decided, Delivery, OutboxEntry, Recording, Store, StoreError};
 use crate::task::{
     DECIDED_BY_TIMEOUT, DISMISS, DISMISSED_EXPLANATION, State, Task, Verdict, default_explanation, timeout_explanation,
 };
@@ -225,7 +231,7 @@ impl Desk {
             return self.approve(&task, explanation, &reviewer.name, modified).await;
         }
         let verdict = Verdict { decision, explanation, decided_by: reviewer.name.clone(), decided_at: now_ms() };
-        self.write(&task, verdict, modified, "person").await?.decided()
+        self.write(&task, verdict, modified, By::Person).await?.decided()
     }
 
     /// Records `decision` with `explanation` on `task` as `decided_by`'s, as it is: the rules
@@ -239,8 +245,8 @@ impl Desk {
         decided_by: &str,
     ) -> Result<Recorded, StoreError> {
         let verdict = Verdict { decision, explanation, decided_by: decided_by.to_owned(), decided_at: now_ms() };
-        let decider = if verdict.timed_out() { "timeout" } else { "person" };
-        self.write(task, verdict, None, decider).await
+        let by = if verdict.timed_out() { By::Timeout } else { By::Person };
+        self.write(task, verdict, None, by).await
     }
 
     /// Gives `task`, whose deadline passed, its step's `on_timeout` decision, as decided by
@@ -251,19 +257,19 @@ impl Desk {
     }
 
     /// Records `verdict` on `task` (with the `modified` call of a modify) if it is still
-    /// pending, measured as `decider`'s (`person`, `timeout` or `standing`).
+    /// pending, given `by` a person, a deadline or a standing decision.
     async fn write(
         &self,
         task: &Task,
         verdict: Verdict,
         modified: Option<v1::ToolCall>,
-        decider: &'static str,
+        by: By<'_>,
     ) -> Result<Recorded, StoreError> {
-        let draft = self.draft(task, verdict, modified);
-        let Recording { verdict, answer, lease_until, webhooks } = &draft.recording;
-        Ok(match self.store.decide(task, verdict, answer, *lease_until, webhooks).await? {
+        let answerer = by.answerer(&verdict);
+        let draft = self.draft(task, verdict, modified, answerer);
+        Ok(match self.store.decide(task, &draft.recording).await? {
             Decided::Recorded(entry) => {
-                self.recorded(&draft, entry, decider);
+                self.recorded(&draft, entry, by.label());
                 Recorded::Decided(Box::new(draft.decided))
             }
             Decided::NotPending(task) => Recorded::NotPending(task),
@@ -272,8 +278,22 @@ impl Desk {
     }
 
     /// What recording `verdict` on `task` (with the `modified` call of a modify) writes: the
-    /// signed answer, its outbox lease, the webhooks announcing it; and the task as decided.
-    fn draft(&self, task: &Task, verdict: Verdict, modified: Option<v1::ToolCall>) -> Draft {
+    /// signed answer and its outbox lease, or for a canary whom the verdict counts for
+    /// (`answerer`) and no answer at all; the webhooks announcing it; and the task as decided.
+    fn draft(
+        &self,
+        task: &Task,
+        verdict: Verdict,
+        modified: Option<v1::ToolCall>,
+        answerer: Option<Answerer>,
+    ) -> Draft {
+        let decided = Task { state: State::Decided(verdict.clone()), ..task.clone() };
+        let kind = Webhooks::decision_kind(&verdict.decided_by);
+        let webhooks = self.webhooks.announce(kind, &decided, self.public_url.as_ref());
+        if task.canary {
+            let recording = Recording { verdict, delivery: Delivery::Canary { answerer }, webhooks };
+            return Draft { recording, decided, labels: None };
+        }
         let mut result = task.step_result(&verdict);
         if let Some(answer) = result.answer.as_mut() {
             answer.modified = modified;
@@ -286,16 +306,13 @@ impl Desk {
             .as_ref()
             .map(|step| AnswerLabels { step: step.name.clone(), decision: verdict.decision.as_str().to_owned() });
         let lease_until = verdict.decided_at + OUTBOX_LEASE.as_millis() as i64;
-        let decided = Task { state: State::Decided(verdict.clone()), ..task.clone() };
-        let kind = Webhooks::decision_kind(&verdict.decided_by);
-        let webhooks = self.webhooks.announce(kind, &decided, self.public_url.as_ref());
-        let recording = Recording { answer: result.encode_to_vec(), verdict, lease_until, webhooks };
-        Draft { recording, decided, labels }
+        let delivery = Delivery::Outbox { answer: result.encode_to_vec(), lease_until };
+        Draft { recording: Recording { verdict, delivery, webhooks }, decided, labels }
     }
 
-    /// After `draft` was recorded as `entry`: measures it as `decider`'s, wakes the webhook
-    /// sender, hands the answer to the outbox.
-    fn recorded(&self, draft: &Draft, entry: OutboxEntry, decider: &'static str) {
+    /// After `draft` was recorded, leaving `entry` in the outbox (none for a canary): measures
+    /// it as `decider`'s, wakes the webhook sender, hands the answer to the outbox.
+    fn recorded(&self, draft: &Draft, entry: Option<OutboxEntry>, decider: &'static str) {
         let (task, recording) = (&draft.decided, &draft.recording);
         let Verdict { decision, decided_by, decided_at, .. } = &recording.verdict;
         let labels = ReviewLabels { pool: task.pool.clone(), decider: decider.into() };
@@ -305,11 +322,46 @@ impl Desk {
             self.webhooks_due.notify_one();
         }
         debug!(task = %task.id, correlation = %Logged(&task.correlation), %decision, %decided_by, "Task decided.");
-        if self.outbox.send(OutboxEntry { labels: draft.labels.clone(), ..entry }).is_err() {
+        // A canary's answer goes nowhere: nothing reaches the fleet or a runner.
+        if let Some(entry) = entry
+            && self.outbox.send(OutboxEntry { labels: draft.labels.clone(), ..entry }).is_err()
+        {
             // The outbox stopped (shutdown): the answer waits in the store for the next start.
             warn!(task = %task.id, "Outbox stopped; the answer is sent after the next start.");
         }
         self.poke();
+    }
+}
+
+/// Who gives an answer the desk records.
+#[derive(Debug, Clone, Copy)]
+enum By<'a> {
+    /// A person (the verdict's `decided_by`).
+    Person,
+    /// The task's deadline.
+    Timeout,
+    /// A standing decision, for its author.
+    Standing(&'a StandingDecision),
+}
+
+impl By<'_> {
+    /// The decider the answer is measured as.
+    fn label(self) -> &'static str {
+        match self {
+            By::Person => "person",
+            By::Timeout => "timeout",
+            By::Standing(_) => "standing",
+        }
+    }
+
+    /// Whom `verdict` counts for when it decides a canary: the person, or the standing
+    /// decision's author; nobody for a deadline.
+    fn answerer(self, verdict: &Verdict) -> Option<Answerer> {
+        match self {
+            By::Person => Some(Answerer { reviewer: verdict.decided_by.clone(), standing: None }),
+            By::Timeout => None,
+            By::Standing(standing) => Some(Answerer { reviewer: standing.author.clone(), standing: Some(standing.id) }),
+        }
     }
 }
 

@@ -12,9 +12,11 @@
 //! | `GET /api/standing` | the active standing decisions of the caller's pools |
 //! | `POST /api/standing` | `{"task", "decision", "scope", "seconds", "pattern"?}`: answer a task and every identical call |
 //! | `POST /api/standing/{id}/revoke` | revoke a standing decision |
+//! | `GET /api/canaries?limit=N` | admins only: the canaries' catch rates per pool and reviewer |
 //! | `GET /?pool=&tool=…` | a page of the pending list, filtered (or the login page) |
 //! | `GET /history` | the history |
 //! | `GET /standing` | the active standing decisions, each with a Revoke button |
+//! | `GET /canaries` | admins only: the canaries' catch rates |
 //! | `GET /events` | server-sent events: `added` / `removed` task ids, `resync` |
 //! | `GET /ui/tasks/{id}` | one task's card (HTML), for live insertion |
 //! | `GET /ui/pending?pool=&tool=…` | the counts, cards and pager of a page (HTML), to refresh it |
@@ -31,6 +33,7 @@
 //! - [`api`]: the JSON API and the task view it shows.
 //! - [`ui`]: the pages, the card, login and logout, the UI's decisions.
 //! - [`standing`]: standing decisions in the API and the UI.
+//! - [`canaries`]: the canaries' catch rates in the API and the UI, for admins.
 //! - [`events`]: the UI's live event stream.
 //! - [`security`]: the headers every response carries; the `Host` a public URL fixes.
 //!
@@ -39,6 +42,7 @@
 //! desk's; a handler translates its [`Refusal`] into JSON or a page.
 
 pub mod api;
+pub mod canaries;
 pub mod events;
 pub mod extract;
 pub mod security;
@@ -132,9 +136,11 @@ pub fn app(state: AppState) -> Router {
         .route("/api/me", get(api::me))
         .route("/api/standing", get(standing::list).post(standing::create))
         .route("/api/standing/{id}/revoke", post(standing::revoke))
+        .route("/api/canaries", get(canaries::list))
         .route("/", get(ui::pending))
         .route("/history", get(ui::history))
         .route("/standing", get(standing::page))
+        .route("/canaries", get(canaries::page))
         .route("/ui/tasks/{id}/standing", post(standing::form))
         .route("/ui/standing/{id}/revoke", post(standing::revoke_form))
         .route("/events", get(events::stream))

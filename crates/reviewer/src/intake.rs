@@ -27,6 +27,9 @@
 //! to the request's reply queue under the call's correlation id, so that the runner can page
 //! someone. It is best effort and unproved, and it never settles the call.
 //!
+//! After each new task, a service with canaries may plant one in the task's pool
+//! ([`Planter::after`]), once the task's delivery is acknowledged.
+//!
 //! A task a reviewer's standing decision covers is stored, then decided by it at once (it
 //! stays in the history), without paging anyone or announcing it to the runner: the
 //! standing decisions are read once, in the transaction that stores the task, which writes
@@ -48,10 +51,11 @@ use prost::Message as _;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use crate::canary::Planter;
 use crate::desk::Desk;
 use crate::logged::Logged;
 use crate::store::{Inserted, StoreError};
-use crate::task::Incoming;
+use crate::task::{Incoming, Task};
 
 /// Retry delays while the store fails, capped at the last.
 const RETRY: [Duration; 4] =
@@ -62,13 +66,15 @@ const RETRY: [Duration; 4] =
 pub const REFUSALS: usize = 3;
 
 /// Consumes the pools' queues until `stop`, then cancels the consumers and lets the
-/// deliveries in hand finish; the tasks go to the `desk`.
+/// deliveries in hand finish; the tasks go to the `desk`, and after each new one the
+/// `planter` (if any) may plant a canary.
 pub async fn consume_pools<T: Transport>(
     desk: Arc<Desk>,
     stop: CancellationToken,
     transport: T,
     topology: Topology,
     pools: Vec<(String, Consumer)>,
+    planter: Option<Arc<Planter>>,
 ) {
     let serve = pools.into_iter().fold(Serve::new(), |serve, (pool, consumer)| serve.consume(pool, consumer));
     let taking = |pool: String, delivery: Delivery| {
@@ -77,6 +83,13 @@ pub async fn consume_pools<T: Transport>(
         let span = tracing::debug_span!("airlock.reviewer", %pool, correlation_id = %Logged(correlation));
         airlock_telemetry::propagation::adopt(&span, &delivery.message.headers);
         let taking = take(desk.clone(), stop.clone(), transport.clone(), topology.clone(), pool, delivery);
+        let planter = planter.clone();
+        let taking = async move {
+            // Once the task is acknowledged: the delivery never waits for a canary.
+            if let (Some(planter), Some(task)) = (planter, taking.await) {
+                planter.after(&task).await;
+            }
+        };
         tracing::Instrument::instrument(taking, span)
     };
     serve.run(taking, stop.clone().cancelled_owned()).await;
@@ -137,7 +150,7 @@ async fn dead_letter<T: Transport>(
     DeadLettered { reason }.emit(transport, topology, delivery, Some(shared.metrics.as_ref())).await;
 }
 
-/// Stores one delivered task, then acknowledges it.
+/// Stores one delivered task, then acknowledges it; the task when it is new.
 async fn take<T: Transport>(
     desk: Arc<Desk>,
     stop: CancellationToken,
@@ -145,14 +158,15 @@ async fn take<T: Transport>(
     topology: Topology,
     pool: String,
     delivery: Delivery,
-) {
+) -> Option<Task> {
     let source = SourceLabels { source: format!("human.{pool}") };
     desk.metrics.messages.get_or_create(&source).inc();
     let incoming = match Incoming::decode(&delivery.message.body, &pool) {
         Ok(incoming) => incoming,
         Err(e) => {
             let reason = DeadReason::bad_message(format!("unusable human task: {e}"));
-            return dead_letter(&desk, &transport, &topology, delivery, reason).await;
+            dead_letter(&desk, &transport, &topology, delivery, reason).await;
+            return None;
         }
     };
     let correlation = Logged(incoming.correlation.as_str());
@@ -165,13 +179,15 @@ async fn take<T: Transport>(
         Ok(stored) => stored,
         Err(Unstored::Stopping) => {
             let _ = delivery.nack_requeue().await;
-            return;
+            return None;
         }
         Err(Unstored::Refused(e)) => {
             let reason = DeadReason::bad_message(format!("the store refused the human task: {e}"));
-            return dead_letter(&desk, &transport, &topology, delivery, reason).await;
+            dead_letter(&desk, &transport, &topology, delivery, reason).await;
+            return None;
         }
     };
+    let new = matches!(stored.inserted, Inserted::Created(_)).then(|| task.clone());
     match &stored.inserted {
         Inserted::Created(id) => {
             info!(task = %id, %correlation, pool = %Logged(&incoming.pool), "Human task stored.");
@@ -191,6 +207,7 @@ async fn take<T: Transport>(
         // Redelivered later and recognised as a duplicate.
         debug!(%correlation, error = %Logged(&e), "Acknowledging a stored task failed.");
     }
+    new
 }
 
 /// Tells the runner that its call waits for a person, as task `id`. A failure is logged: the

@@ -19,6 +19,8 @@
 //! - [`triage`]: filters, orders and pages of the pending list, for thousands of tasks.
 //! - [`intake`]: human queues → store → ack; the cancels queue; what can never be stored
 //!   dead-lettered with its reason.
+//! - [`canary`]: known-bad calls planted among a pool's real tasks at a rate, decided like
+//!   any task, never sent; the catch rates per pool and reviewer, for admins.
 //! - [`logged`]: untrusted text in the log, its control and bidi characters escaped.
 //! - [`outbox`]: answers published with confirms, marked sent, resent after a restart.
 //! - [`deadlines`]: `on_timeout` for tasks nobody answered in time.
@@ -45,6 +47,7 @@
 #![deny(rust_2018_idioms)]
 
 pub mod auth;
+pub mod canary;
 pub mod client;
 pub mod deadlines;
 pub mod desk;
@@ -78,6 +81,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::auth::Reviewers;
+use crate::canary::{Canaries, Planter};
 use crate::desk::Desk;
 use crate::http::AppState;
 use crate::site::{PublicUrl, Site};
@@ -117,6 +121,8 @@ pub struct ReviewerConfig {
     pub signing_key: Option<Arc<SigningKey>>,
     /// The endpoints that page people about tasks (none: no webhooks).
     pub webhooks: Webhooks,
+    /// The canaries planted among the pools' real tasks, and their rate (none: no canaries).
+    pub canaries: Option<Canaries>,
 }
 
 /// Why the service could not start or run.
@@ -161,6 +167,9 @@ impl ReviewerConfig {
         let retry = &self.webhooks.retry;
         if retry.first_delay.is_zero() || retry.attempt_timeout.is_zero() {
             return Err(ReviewerError::Config("webhook delays and timeouts must be above 0".into()));
+        }
+        if let Some(canaries) = &self.canaries {
+            canaries.check_pools(&self.pools).map_err(|e| ReviewerError::Config(e.to_string()))?;
         }
         Ok(())
     }
@@ -236,7 +245,9 @@ impl Service {
         for pool in &config.pools {
             pools.push((pool.clone(), transport.consume(&topology.human_queue(pool), PREFETCH).await?));
         }
-        let taking = intake::consume_pools(desk.clone(), stop.clone(), transport.clone(), topology.clone(), pools);
+        let planter = config.canaries.clone().map(|canaries| Arc::new(Planter::new(canaries, desk.clone())));
+        let taking =
+            intake::consume_pools(desk.clone(), stop.clone(), transport.clone(), topology.clone(), pools, planter);
         consumers.spawn(taking);
         let cancels = transport.consume(&cancels_queue, PREFETCH).await?;
         consumers.spawn(intake::consume_cancels(desk.clone(), stop.clone(), transport.clone(), topology, cancels));

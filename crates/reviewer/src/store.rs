@@ -31,6 +31,11 @@
 //!   applied, so a revocation anywhere stops it everywhere; a task's insert reads those that
 //!   cover it in its own transaction, holding the table against a new one until it commits,
 //!   so a standing decision made meanwhile either is seen or finds the task pending;
+//! - a canary's decision writes no outbox row: its task is marked in the transaction that
+//!   stores it (`canary`, with its row in `canaries`), and the transaction that decides it
+//!   records whom its verdict counts for instead, so no answer of a canary can ever be sent;
+//!   its `dedup_key` is its own (`canary/<id>`), so it never takes the place of a real task
+//!   whose call gets the same key;
 //! - a cancel withdraws only tasks whose request the cancel's publisher published
 //!   (`requested_by`), and is remembered under that publisher, so a task arriving after it is
 //!   dropped only when the same broker user asked for it.
@@ -44,6 +49,7 @@
 //! - `sessions`: browser sessions.
 //! - `standing`: standing decisions made, listed, revoked.
 //! - `approvals`: approvals counted, the last one deciding.
+//! - `canaries`: canaries planted, and read back with their verdicts for the catch rates.
 //! - `triage`: the pending list paged and filtered.
 
 use std::str::FromStr;
@@ -64,7 +70,7 @@ const CANCELLED: &str = "cancelled";
 
 /// The columns a [`Task`] is read from (by name, in [`task_from_row`]).
 const TASK_COLUMNS: &str = "id, correlation, pool, step, body, received_at, deadline_at, state, decision, \
-                            explanation, decided_by, decided_at, reason";
+                            explanation, decided_by, decided_at, reason, canary";
 
 /// The stored `deadline_at` of a task without a deadline: the column is `NOT NULL`, and every
 /// query on deadlines skips it with `deadline_at > 0`.
@@ -157,36 +163,98 @@ macro_rules! add_webhooks {
     };
 }
 
-/// In transaction `$tx`: records `$verdict` on `$task` if it is still pending, with `$answer`
-/// in the outbox leased until `$lease_until` and the `$webhooks` announcing it; whether it did.
+/// In transaction `$tx`: records `$recording`'s verdict on `$task` if it is still pending,
+/// with its answer in the outbox (or, for a canary, whom the verdict counts for) and the
+/// webhooks announcing it; whether it did.
 macro_rules! record_decision {
-    ($tx:expr, $task:expr, $verdict:expr, $answer:expr, $lease_until:expr, $webhooks:expr) => {{
+    ($tx:expr, $task:expr, $recording:expr) => {{
         const UPDATE: &str = "UPDATE tasks SET state = 'decided', decision = $2, explanation = $3, \
                               decided_by = $4, decided_at = $5 WHERE id = $1 AND state = 'pending'";
         const OUTBOX: &str = "INSERT INTO outbox (task_id, correlation, body, created_at, lease_until) \
                               VALUES ($1, $2, $3, $4, $5)";
+        const COUNTED: &str = "UPDATE canaries SET answered_by = $2, standing_id = $3 WHERE task_id = $1";
+        let Recording { verdict, delivery, webhooks } = $recording;
         let updated = sqlx::query(UPDATE)
             .bind(&$task.id)
-            .bind($verdict.decision.as_str())
-            .bind(&$verdict.explanation)
-            .bind(&$verdict.decided_by)
-            .bind($verdict.decided_at)
+            .bind(verdict.decision.as_str())
+            .bind(&verdict.explanation)
+            .bind(&verdict.decided_by)
+            .bind(verdict.decided_at)
             .execute(&mut *$tx)
             .await?
             .rows_affected();
         if updated == 1 {
-            sqlx::query(OUTBOX)
-                .bind(&$task.id)
-                .bind(&$task.correlation)
-                .bind($answer)
-                .bind($verdict.decided_at)
-                .bind($lease_until)
-                .execute(&mut *$tx)
-                .await?;
-            add_webhooks!($tx, $webhooks, $verdict.decided_at);
+            match delivery {
+                Delivery::Outbox { answer, lease_until } => {
+                    sqlx::query(OUTBOX)
+                        .bind(&$task.id)
+                        .bind(&$task.correlation)
+                        .bind(answer)
+                        .bind(verdict.decided_at)
+                        .bind(lease_until)
+                        .execute(&mut *$tx)
+                        .await?;
+                }
+                Delivery::Canary { answerer } => {
+                    sqlx::query(COUNTED)
+                        .bind(&$task.id)
+                        .bind(answerer.as_ref().map(|a| a.reviewer.as_str()))
+                        .bind(answerer.as_ref().and_then(|a| a.standing))
+                        .execute(&mut *$tx)
+                        .await?;
+                }
+            }
+            add_webhooks!($tx, webhooks, verdict.decided_at);
         }
         updated == 1
     }};
+}
+
+/// A decision about to be recorded: the verdict, where its answer goes, and the webhooks
+/// announcing it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recording {
+    /// What is decided, by whom.
+    pub verdict: Verdict,
+    /// Where the answer goes: the outbox, or nowhere (a canary's).
+    pub delivery: Delivery,
+    /// The webhooks announcing the decision.
+    pub webhooks: Vec<NewWebhook>,
+}
+
+/// Where a recorded decision's answer goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delivery {
+    /// To the fleet: `answer` (the encoded `StepResult`) is written to the outbox, leased to
+    /// the caller until `lease_until` (unix ms).
+    Outbox {
+        /// The encoded `StepResult`.
+        answer: Vec<u8>,
+        /// Until when the caller holds the answer's outbox lease (unix ms).
+        lease_until: i64,
+    },
+    /// Nowhere: the task is a canary, and its verdict is kept with it, counted for
+    /// `answerer`; `None` for a deadline's verdict, and for approvals completing a count
+    /// (each approval is kept, and counted, on its own).
+    Canary {
+        /// Whom the verdict counts for.
+        answerer: Option<Answerer>,
+    },
+}
+
+impl Recording {
+    /// The outbox entry the recorded decision leaves leased to the caller: none for a canary.
+    fn entry(&self, task: &Task) -> Option<OutboxEntry> {
+        match &self.delivery {
+            Delivery::Outbox { answer, .. } => Some(OutboxEntry {
+                task_id: task.id.clone(),
+                correlation: task.correlation.clone(),
+                body: answer.clone(),
+                labels: None,
+            }),
+            Delivery::Canary { .. } => None,
+        }
+    }
 }
 
 /// A handle on the store; cheap to clone.
@@ -222,9 +290,37 @@ where
     let corrupt = |what: String| StoreError::Corrupt { id: id.clone(), what };
     let body: Vec<u8> = row.try_get("body")?;
     let human = v1::HumanTask::decode(body.as_slice()).map_err(|e| corrupt(format!("body: {e}")))?;
+    let state = state_from_row(row, &id)?;
+    let step: i64 = row.try_get("step")?;
+    let deadline: i64 = row.try_get("deadline_at")?;
+    let canary: i64 = row.try_get("canary")?;
+    Ok(Task {
+        correlation: row.try_get("correlation")?,
+        pool: row.try_get("pool")?,
+        step: u32::try_from(step).unwrap_or_default(),
+        received_at: row.try_get("received_at")?,
+        deadline: (deadline != NO_DEADLINE).then_some(deadline),
+        human,
+        state,
+        id,
+        approvals: Vec::new(),
+        canary: canary != 0,
+    })
+}
+
+/// Reads the state of task `id` from a row holding its `state`, `decision`, `explanation`,
+/// `decided_by`, `decided_at` and `reason`, on either database.
+fn state_from_row<'r, R>(row: &'r R, id: &str) -> Result<State, StoreError>
+where
+    R: Row,
+    &'r str: ColumnIndex<R>,
+    String: Decode<'r, R::Database> + Type<R::Database>,
+    i64: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let corrupt = |what: String| StoreError::Corrupt { id: id.to_owned(), what };
     let state: String = row.try_get("state")?;
     let at: Option<i64> = row.try_get("decided_at")?;
-    let state = match state.as_str() {
+    Ok(match state.as_str() {
         PENDING => State::Pending,
         DECIDED => {
             let decision: Option<String> = row.try_get("decision")?;
@@ -242,19 +338,6 @@ where
             reason: row.try_get::<Option<String>, _>("reason")?.unwrap_or_default(),
         },
         other => return Err(corrupt(format!("unknown state '{other}'"))),
-    };
-    let step: i64 = row.try_get("step")?;
-    let deadline: i64 = row.try_get("deadline_at")?;
-    Ok(Task {
-        correlation: row.try_get("correlation")?,
-        pool: row.try_get("pool")?,
-        step: u32::try_from(step).unwrap_or_default(),
-        received_at: row.try_get("received_at")?,
-        deadline: (deadline != NO_DEADLINE).then_some(deadline),
-        human,
-        state,
-        id,
-        approvals: Vec::new(),
     })
 }
 
@@ -273,6 +356,7 @@ pub fn redact(url: &str) -> String {
 }
 
 mod approvals;
+mod canaries;
 mod open;
 mod outbox;
 mod sessions;
@@ -284,7 +368,8 @@ mod webhooks;
 #[cfg(test)]
 mod tests;
 
-pub use approvals::{Approved, Recording};
+pub use approvals::Approved;
+pub use canaries::{Answerer, CanaryMark, PlantedCanary};
 pub use outbox::OutboxEntry;
 pub use sessions::StoredSession;
 pub use standing::NewStanding;

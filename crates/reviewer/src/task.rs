@@ -71,6 +71,9 @@ pub struct Task {
     pub state: State,
     /// The approvals given so far, in order (only a step that needs several keeps them).
     pub approvals: Vec<ApprovalView>,
+    /// Whether the service planted it ([`crate::canary`]): its verdict is kept, never sent.
+    /// Nothing a reviewer is shown reads it.
+    pub canary: bool,
 }
 
 impl Task {
@@ -341,6 +344,7 @@ impl Incoming {
             human: self.human.clone(),
             state: State::Pending,
             approvals: Vec::new(),
+            canary: false,
         }
     }
 

@@ -79,6 +79,7 @@ pub async fn run(args: ReviewArgs) -> Result<(), Failure> {
                 name: args.name.clone(),
                 token_sha256: sha256_hex(&token),
                 pools: vec!["*".into()],
+                admin: false,
             }]);
             let config = ReviewerConfig {
                 prefix: args.prefix.clone(),
@@ -92,6 +93,7 @@ pub async fn run(args: ReviewArgs) -> Result<(), Failure> {
                 reviewers,
                 signing_key: reviewer_signing_key(args.signing_key.as_deref())?,
                 webhooks: Default::default(),
+                canaries: None,
             };
             config.validate().map_err(|e| Failure::config(e.to_string()))?;
             let transport = connect(

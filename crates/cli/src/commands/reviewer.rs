@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use airlock_reviewer::auth::{self, Reviewers};
+use airlock_reviewer::canary::Canaries;
 use airlock_reviewer::site::PublicUrl;
 use airlock_reviewer::webhooks::{self, Webhooks};
 use airlock_reviewer::{ReviewerConfig, instance_for_store};
@@ -68,6 +69,15 @@ pub struct ServeArgs {
     webhooks: Option<PathBuf>,
     #[command(flatten)]
     webhook_retry: WebhookRetryArgs,
+    /// Known-bad calls to plant among the pools' real tasks: a YAML or JSON list of {pool,
+    /// function, arguments, explanation (why it is bad), message?, view?, expected? (the
+    /// decisions that catch it; default reject, terminate), name?, trail?}.
+    #[arg(long, env = "AIRLOCK_REVIEWER_CANARIES", requires = "canary_rate")]
+    canaries: Option<PathBuf>,
+    /// The share of a pool's real tasks after which a canary is planted, above 0 and at most
+    /// 1: 0.02 plants about one per 50 real tasks, at random.
+    #[arg(long, env = "AIRLOCK_REVIEWER_CANARY_RATE", requires = "canaries")]
+    canary_rate: Option<f64>,
     /// Names this service's queue of cancels; default: derived from --store, so processes
     /// sharing a store share it.
     #[arg(long)]
@@ -90,6 +100,9 @@ pub struct AddTokenArgs {
     /// The pools the reviewer may decide, comma-separated (`*` for all).
     #[arg(long, value_delimiter = ',', required = true)]
     pools: Vec<String>,
+    /// An admin also sees the canaries' catch rates of those pools.
+    #[arg(long)]
+    admin: bool,
 }
 
 /// Runs the service until a signal (with its telemetry), or adds a token.
@@ -104,9 +117,11 @@ pub fn run(args: ReviewerArgs) -> ExitCode {
 }
 
 fn add_token(args: AddTokenArgs) -> Result<(), Failure> {
-    let token = auth::add_token(&args.tokens, &args.name, &args.pools).map_err(|e| Failure::config(e.to_string()))?;
+    let token = auth::add_token(&args.tokens, &args.name, &args.pools, args.admin)
+        .map_err(|e| Failure::config(e.to_string()))?;
     eprintln!(
-        "Added reviewer '{}' (pools: {}) to {}. The token below is shown once and stored nowhere:",
+        "Added {} '{}' (pools: {}) to {}. The token below is shown once and stored nowhere:",
+        if args.admin { "admin" } else { "reviewer" },
         args.name,
         args.pools.join(", "),
         args.tokens.display()
@@ -133,6 +148,10 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
         None => Vec::new(),
     };
     let webhooks = Webhooks { endpoints, retry: args.webhook_retry.policy() };
+    let canaries = match (&args.canaries, args.canary_rate) {
+        (Some(path), Some(rate)) => Some(Canaries::load(path, rate).map_err(|e| Failure::config(e.to_string()))?),
+        _ => None,
+    };
     let pools: Vec<String> = args.pools.iter().map(|p| p.trim().to_owned()).filter(|p| !p.is_empty()).collect();
     let config = ReviewerConfig {
         prefix: fleet.options.prefix.clone(),
@@ -146,6 +165,7 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
         reviewers,
         signing_key: reviewer_signing_key(args.signing_key.as_deref())?,
         webhooks,
+        canaries,
     };
     config.validate().map_err(|e| Failure::config(e.to_string()))?;
     let transport = connect(&fleet, "reviewer").await?;

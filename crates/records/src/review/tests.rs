@@ -115,3 +115,11 @@ fn an_unknown_decision_is_an_error_not_a_default() {
     let err = serde_json::from_value::<TaskView>(wire).unwrap_err();
     assert!(err.to_string().contains("unknown decision 'maybe'"), "{err}");
 }
+
+#[test]
+fn a_canarys_outcome_is_named_as_its_json() {
+    use super::canary::Outcome;
+    for outcome in [Outcome::Pending, Outcome::Caught, Outcome::Missed, Outcome::Expired] {
+        assert_eq!(serde_json::to_value(outcome).unwrap(), outcome.as_str());
+    }
+}

@@ -42,7 +42,8 @@ impl Desk {
                     decided_by: approvers(&agreeing),
                     decided_at: now,
                 };
-                let draft = self.draft(approved, verdict, modified.clone());
+                // A canary's approvals are each counted on their own; the last one is no more.
+                let draft = self.draft(approved, verdict, modified.clone(), None);
                 let recording = draft.recording.clone();
                 drafted = Some(draft);
                 recording

@@ -1,6 +1,6 @@
 //! Tasks at the desk as the intake hands them over: stored, with their `task.created`
 //! webhooks unless a standing decision covers them, then decided at once by the standing
-//! decision that covers them; and withdrawn by their runner.
+//! decision that covers them; and withdrawn by their runner. Canaries planted the same way.
 
 use airlock_records::review::standing::StandingDecision;
 use airlock_records::time::now_ms;
@@ -8,7 +8,7 @@ use tracing::warn;
 
 use super::Desk;
 use crate::logged::Logged;
-use crate::store::{Inserted, StoreError, Stored, Withdrawal};
+use crate::store::{CanaryMark, Inserted, StoreError, Stored, Withdrawal};
 use crate::task::{Incoming, Task};
 use crate::webhooks::EventKind;
 
@@ -21,8 +21,35 @@ impl Desk {
     ///
     /// [`Store::insert_as`]: crate::store::Store::insert_as
     pub async fn insert(&self, incoming: &Incoming, task: &Task) -> Result<Stored, StoreError> {
+        self.store_task(incoming, task, None).await
+    }
+
+    /// Plants `incoming`, a canary's task, marked `mark`: stored as [`Desk::insert`] stores a
+    /// task (with its webhooks, unless a standing decision covers it), then admitted as the
+    /// intake admits one, without a word to any runner. Its task's id; `None` when a task of the
+    /// same key was stored before.
+    pub async fn plant(&self, incoming: &Incoming, mark: &CanaryMark) -> Result<Option<String>, StoreError> {
+        let task = Task { canary: true, ..incoming.pending(&uuid::Uuid::now_v7().to_string(), now_ms()) };
+        let stored = self.store_task(incoming, &task, Some(mark)).await?;
+        if !matches!(stored.inserted, Inserted::Created(_)) {
+            return Ok(None);
+        }
+        self.admit(&task, stored.covered_by.as_ref()).await;
+        Ok(Some(task.id))
+    }
+
+    /// Stores `task` (a canary when `canary` marks it) with its webhooks, and wakes their sender.
+    async fn store_task(
+        &self,
+        incoming: &Incoming,
+        task: &Task,
+        canary: Option<&CanaryMark>,
+    ) -> Result<Stored, StoreError> {
         let webhooks = self.webhooks.announce(EventKind::Created, task, self.public_url.as_ref());
-        let stored = self.store.insert_as(incoming, task, &webhooks).await?;
+        let stored = match canary {
+            Some(mark) => self.store.plant(incoming, task, mark, &webhooks).await?,
+            None => self.store.insert_as(incoming, task, &webhooks).await?,
+        };
         if matches!(stored.inserted, Inserted::Created(_)) && stored.covered_by.is_none() && !webhooks.is_empty() {
             self.webhooks_due.notify_one();
         }

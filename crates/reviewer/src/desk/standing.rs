@@ -12,7 +12,7 @@ use airlock_records::time::now_ms;
 use airlock_telemetry::metrics::PoolLabels;
 use tracing::info;
 
-use super::{Answer, Desk, Recorded, Refusal};
+use super::{Answer, By, Desk, Recorded, Refusal};
 use crate::auth::Reviewer;
 use crate::standing::{self, MAX_PATTERN, MAX_SECONDS, applies, standing_may_decide};
 use crate::store::{NewStanding, StoreError};
@@ -138,7 +138,7 @@ impl Desk {
             decided_by: standing::decided_by(standing),
             decided_at: now_ms(),
         };
-        let recorded = matches!(self.write(task, verdict, None, "standing").await?, Recorded::Decided(_));
+        let recorded = matches!(self.write(task, verdict, None, By::Standing(standing)).await?, Recorded::Decided(_));
         if recorded {
             self.metrics.review_standing.get_or_create(&PoolLabels { pool: task.pool.clone() }).inc();
             info!(task = %task.id, standing = standing.id, decision = %standing.decision, "Task decided by a standing decision.");

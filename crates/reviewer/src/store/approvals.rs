@@ -3,22 +3,8 @@
 
 use airlock_records::review::ApprovalView;
 
-use super::{ADD_WEBHOOK, Db, NewWebhook, OutboxEntry, Store, StoreError};
-use crate::task::{State, Task, Verdict, agreeing, same_reviewer};
-
-/// The decision an approval that completes the count records, built from the task with all
-/// its approvals.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Recording {
-    /// What is decided, by whom.
-    pub verdict: Verdict,
-    /// The encoded `StepResult`.
-    pub answer: Vec<u8>,
-    /// Until when the caller holds the answer's outbox lease (unix ms).
-    pub lease_until: i64,
-    /// The webhooks announcing the decision.
-    pub webhooks: Vec<NewWebhook>,
-}
+use super::{ADD_WEBHOOK, Db, Delivery, OutboxEntry, Recording, Store, StoreError};
+use crate::task::{State, Task, agreeing, same_reviewer};
 
 /// What an approval did.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,8 +12,8 @@ pub enum Approved {
     /// Recorded; more approvals are needed. Carries the task with its approvals.
     Counted(Box<Task>),
     /// Recorded, and it completed the count: the task is decided and its answer is in the
-    /// outbox, leased to the caller.
-    Decided(OutboxEntry),
+    /// outbox, leased to the caller (none for a canary, whose answer goes nowhere).
+    Decided(Option<OutboxEntry>),
     /// This reviewer approved the task before: nothing changed. Carries the task.
     Again(Box<Task>),
     /// The task was not pending: nothing changed. Carries the task as it stands.
@@ -85,15 +71,9 @@ impl Store {
                         Some(Approved::Counted(Box::new(approved)))
                     } else {
                         let recording = finish(&approved);
-                        let Recording { verdict, answer, lease_until, webhooks } = &recording;
-                        if record_decision!(tx, approved, verdict, answer, *lease_until, webhooks) {
+                        if record_decision!(tx, approved, &recording) {
                             tx.commit().await?;
-                            Some(Approved::Decided(OutboxEntry {
-                                task_id: approved.id.clone(),
-                                correlation: approved.correlation.clone(),
-                                body: recording.answer.clone(),
-                                labels: None,
-                            }))
+                            Some(Approved::Decided(recording.entry(&approved)))
                         } else {
                             tx.rollback().await?;
                             None
@@ -114,8 +94,18 @@ impl Store {
     /// Fills in the approvals of those `tasks` whose step needs several (one query for all).
     pub(super) async fn load_approvals(&self, tasks: &mut [Task]) -> Result<(), StoreError> {
         let ids: Vec<String> = tasks.iter().filter(|t| t.approvals_needed() > 1).map(|t| t.id.clone()).collect();
+        for (task_id, approval) in self.approvals_of(&ids).await? {
+            if let Some(task) = tasks.iter_mut().find(|t| t.id == task_id) {
+                task.approvals.push(approval);
+            }
+        }
+        Ok(())
+    }
+
+    /// The approvals of the tasks `ids`, each with its task's id, in order (one query for all).
+    pub(super) async fn approvals_of(&self, ids: &[String]) -> Result<Vec<(String, ApprovalView)>, StoreError> {
         if ids.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let rows: Vec<(String, String, i64, String, Option<String>)> = on_db!(self, pool => {
             let mut query = sqlx::QueryBuilder::new(
@@ -123,18 +113,18 @@ impl Store {
                  WHERE task_id IN (",
             );
             let mut separated = query.separated(", ");
-            for id in &ids {
+            for id in ids {
                 separated.push_bind(id.clone());
             }
             separated.push_unseparated(") ORDER BY task_id, ordinal");
             query.build_query_as().fetch_all(pool).await?
         });
-        for (task_id, reviewer, at_unix_ms, explanation, modified_arguments) in rows {
-            if let Some(task) = tasks.iter_mut().find(|t| t.id == task_id) {
-                task.approvals.push(approval_view((reviewer, at_unix_ms, explanation, modified_arguments)));
-            }
-        }
-        Ok(())
+        Ok(rows
+            .into_iter()
+            .map(|(task_id, reviewer, at_unix_ms, explanation, modified_arguments)| {
+                (task_id, approval_view((reviewer, at_unix_ms, explanation, modified_arguments)))
+            })
+            .collect())
     }
 }
 

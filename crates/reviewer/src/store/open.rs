@@ -34,7 +34,8 @@ macro_rules! schema {
             7 "cancels" "0007_cancels",
             8 "session tokens" "0008_session_tokens",
             9 "modified approvals" "0009_modified_approvals",
-            10 "callers" "0010_callers"
+            10 "callers" "0010_callers",
+            11 "canaries" "0011_canaries"
         )
     };
     ($dialect:literal; $($version:literal $name:literal $file:literal),*) => {

@@ -7,10 +7,11 @@ use sqlx::QueryBuilder;
 
 use super::standing::{active_query, standing_from_row};
 use super::{
-    ADD_WEBHOOK, Db, NO_DEADLINE, NewWebhook, OutboxEntry, Store, StoreError, TASK_COLUMNS, push_pools, task_from_row,
+    ADD_WEBHOOK, CanaryMark, Db, Delivery, NO_DEADLINE, NewWebhook, OutboxEntry, Recording, Store, StoreError,
+    TASK_COLUMNS, push_pools, task_from_row,
 };
 use crate::standing::applies;
-use crate::task::{Incoming, Task, Verdict};
+use crate::task::{Incoming, Task};
 use crate::triage::Columns;
 
 /// What storing an incoming task did.
@@ -58,8 +59,9 @@ pub struct PendingId {
 /// What a decision attempt did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decided {
-    /// The decision was recorded; its answer is in the outbox, leased to the caller.
-    Recorded(OutboxEntry),
+    /// The decision was recorded; its answer is in the outbox, leased to the caller (none for
+    /// a canary, whose answer goes nowhere).
+    Recorded(Option<OutboxEntry>),
     /// The task was not pending (decided or withdrawn before): nothing changed. Carries the
     /// task as it stands.
     NotPending(Box<Task>),
@@ -103,14 +105,45 @@ impl Store {
         task: &Task,
         webhooks: &[NewWebhook],
     ) -> Result<Stored, StoreError> {
+        self.store_task(incoming, task, None, webhooks).await
+    }
+
+    /// [`Store::insert_as`] for a canary the service planted: `task` (marked
+    /// [`Task::canary`]) is stored with its `mark` in the same transaction.
+    pub async fn plant(
+        &self,
+        incoming: &Incoming,
+        task: &Task,
+        mark: &CanaryMark,
+        webhooks: &[NewWebhook],
+    ) -> Result<Stored, StoreError> {
+        self.store_task(incoming, task, Some(mark), webhooks).await
+    }
+
+    async fn store_task(
+        &self,
+        incoming: &Incoming,
+        task: &Task,
+        canary: Option<&CanaryMark>,
+        webhooks: &[NewWebhook],
+    ) -> Result<Stored, StoreError> {
         const SQL: &str = "INSERT INTO tasks (id, dedup_key, correlation, pool, step, body, received_at, \
-                           deadline_at, state, function, run_id, sample_id, search, requested_by) \
-                           SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13 \
+                           deadline_at, state, function, run_id, sample_id, search, requested_by, canary) \
+                           SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13, $14 \
                            WHERE NOT EXISTS (SELECT 1 FROM withdrawn WHERE correlation = $3 AND cancelled_by = $13) \
                            ON CONFLICT (dedup_key) DO NOTHING";
+        const PLANT: &str = "INSERT INTO canaries (task_id, name, why, expected, planted_at) \
+                             VALUES ($1, $2, $3, $4, $5)";
         let body = incoming.human.encode_to_vec();
         let columns = Columns::of(&incoming.human);
         let (id, now) = (task.id.as_str(), task.received_at);
+        // A canary is one of its own, whatever its key: it never takes the place of a real
+        // task whose call gets the same key later (no real key starts with `canary/` and a
+        // UUID, which holds no `/`).
+        let dedup_key = match canary {
+            Some(_) => format!("canary/{id}"),
+            None => incoming.dedup_key(),
+        };
         let (affected, covered_by) = on_db!(self, pool => {
             let mut tx = pool.begin().await?;
             if matches!(self.db, Db::Postgres(_)) {
@@ -119,7 +152,7 @@ impl Store {
             }
             let affected = sqlx::query(SQL)
                 .bind(id)
-                .bind(incoming.dedup_key())
+                .bind(dedup_key)
                 .bind(&incoming.correlation)
                 .bind(&incoming.pool)
                 .bind(i64::from(incoming.step()))
@@ -131,11 +164,22 @@ impl Store {
                 .bind(&columns.sample_id)
                 .bind(&columns.search)
                 .bind(incoming.requested_by())
+                .bind(i64::from(canary.is_some()))
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
             let mut covered_by = None;
             if affected == 1 {
+                if let Some(mark) = canary {
+                    sqlx::query(PLANT)
+                        .bind(id)
+                        .bind(&mark.name)
+                        .bind(&mark.explanation)
+                        .bind(mark.expected_text())
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                }
                 let active = active_query(std::slice::from_ref(&task.pool), now).build().fetch_all(&mut *tx).await?;
                 let active = active.iter().map(standing_from_row).collect::<Result<Vec<_>, _>>()?;
                 covered_by = active.into_iter().find(|standing| applies(standing, task, now));
@@ -212,21 +256,14 @@ impl Store {
         Ok(rows.into_iter().map(|(id, pool, received_at)| PendingId { id, pool, received_at }).collect())
     }
 
-    /// Records `verdict` on `task` if it is still pending, with `answer` (its encoded
-    /// `StepResult`) in the outbox leased to the caller until `lease_until` and the
-    /// `webhooks` announcing it. The first decision wins; any later one changes nothing and
+    /// Records `recording`'s verdict on `task` if it is still pending, with its answer in the
+    /// outbox leased to the caller (a canary's: counted for whom it names, sent nowhere) and
+    /// the webhooks announcing it. The first decision wins; any later one changes nothing and
     /// gets [`Decided::NotPending`].
-    pub async fn decide(
-        &self,
-        task: &Task,
-        verdict: &Verdict,
-        answer: &[u8],
-        lease_until: i64,
-        webhooks: &[NewWebhook],
-    ) -> Result<Decided, StoreError> {
+    pub async fn decide(&self, task: &Task, recording: &Recording) -> Result<Decided, StoreError> {
         let recorded = on_db!(self, pool => {
             let mut tx = pool.begin().await?;
-            if record_decision!(tx, task, verdict, answer, lease_until, webhooks) {
+            if record_decision!(tx, task, recording) {
                 tx.commit().await?;
                 true
             } else {
@@ -235,12 +272,7 @@ impl Store {
             }
         });
         if recorded {
-            return Ok(Decided::Recorded(OutboxEntry {
-                task_id: task.id.clone(),
-                correlation: task.correlation.clone(),
-                body: answer.to_vec(),
-                labels: None,
-            }));
+            return Ok(Decided::Recorded(recording.entry(task)));
         }
         Ok(match self.task(&task.id).await? {
             Some(task) => Decided::NotPending(Box::new(task)),

@@ -43,7 +43,9 @@ async fn suite(store: Store) {
     // The first decision wins, with its answer leased in the outbox; a second changes nothing.
     let approve = verdict(Decision::Approve, "alice", 2_000);
     let answer = task.step_result(&approve).encode_to_vec();
-    let Decided::Recorded(entry) = store.decide(&task, &approve, &answer, 2_000 + 30_000, &[]).await.unwrap() else {
+    let Decided::Recorded(Some(entry)) =
+        store.decide(&task, &sending(approve.clone(), answer, 2_000 + 30_000, Vec::new())).await.unwrap()
+    else {
         panic!("not recorded")
     };
     let result = v1::StepResult::decode(entry.body.as_slice()).unwrap();
@@ -51,15 +53,17 @@ async fn suite(store: Store) {
     assert_eq!((answer.decided_by.as_str(), answer.step, answer.approver.as_str()), ("alice", Some(2), "human"));
     assert_eq!(answer.decision, i32::from(v1::DecisionKind::Approve));
     assert_eq!(result.task, a.human.task);
-    let Decided::NotPending(now) =
-        store.decide(&task, &verdict(Decision::Reject, "bob", 2_001), &[], 0, &[hook("late")]).await.unwrap()
+    let Decided::NotPending(now) = store
+        .decide(&task, &sending(verdict(Decision::Reject, "bob", 2_001), Vec::new(), 0, vec![hook("late")]))
+        .await
+        .unwrap()
     else {
         panic!("decided twice")
     };
     assert_eq!(now.state, State::Decided(verdict(Decision::Approve, "alice", 2_000)));
     let missing = Task { id: "nope".into(), ..task.clone() };
     assert_eq!(
-        store.decide(&missing, &verdict(Decision::Approve, "x", 1), &[], 0, &[]).await.unwrap(),
+        store.decide(&missing, &sending(verdict(Decision::Approve, "x", 1), Vec::new(), 0, Vec::new())).await.unwrap(),
         Decided::NotFound
     );
 
@@ -417,7 +421,10 @@ async fn first_answer_wins(url: String) {
             races.spawn(async move {
                 let task = store.task(&id).await.unwrap().unwrap();
                 matches!(
-                    store.decide(&task, &verdict(Decision::Approve, who, 1), &[], 1, &[]).await.unwrap(),
+                    store
+                        .decide(&task, &sending(verdict(Decision::Approve, who, 1), Vec::new(), 1, Vec::new()))
+                        .await
+                        .unwrap(),
                     Decided::Recorded(_)
                 )
             });
@@ -463,7 +470,13 @@ fn approved(task: &Task) -> Recording {
         decided_by: crate::task::approvers(&task.approvals),
         decided_at: task.approvals.last().map_or(0, |a| a.at_unix_ms),
     };
-    Recording { answer: task.step_result(&verdict).encode_to_vec(), verdict, lease_until: 0, webhooks: Vec::new() }
+    sending(verdict.clone(), task.step_result(&verdict).encode_to_vec(), 0, Vec::new())
+}
+
+/// `verdict` recorded with `answer` in the outbox, leased until `lease_until`, announced by
+/// `webhooks`.
+fn sending(verdict: Verdict, answer: Vec<u8>, lease_until: i64, webhooks: Vec<NewWebhook>) -> Recording {
+    Recording { verdict, delivery: Delivery::Outbox { answer, lease_until }, webhooks }
 }
 
 fn never(_: &Task) -> Recording {
@@ -493,7 +506,7 @@ async fn approvals_suite(store: Store) {
     };
     assert_eq!(again.approvals, [approval("alice", 2_000)]);
 
-    let Approved::Decided(entry) = store.approve(&task, &approval("bob", 3_000), approved).await.unwrap() else {
+    let Approved::Decided(Some(entry)) = store.approve(&task, &approval("bob", 3_000), approved).await.unwrap() else {
         panic!("not decided")
     };
     let answer = v1::StepResult::decode(entry.body.as_slice()).unwrap().answer.unwrap();
@@ -512,7 +525,11 @@ async fn approvals_suite(store: Store) {
     let rejected = created(&store, &needing(2, "s2", "c1")).await;
     store.approve(&rejected, &approval("alice", 5_000), never).await.unwrap();
     let reject = verdict(Decision::Reject, "carol", 5_100);
-    let Decided::Recorded(_) = store.decide(&rejected, &reject, &[], 0, &[]).await.unwrap() else { panic!() };
+    let Decided::Recorded(_) =
+        store.decide(&rejected, &sending(reject.clone(), Vec::new(), 0, Vec::new())).await.unwrap()
+    else {
+        panic!()
+    };
     assert!(matches!(store.approve(&rejected, &approval("bob", 5_200), never).await.unwrap(), Approved::NotPending(_)));
     let rejected = store.task(&rejected.id).await.unwrap().unwrap();
     assert_eq!(rejected.state, State::Decided(reject));
@@ -676,4 +693,109 @@ async fn again<T, F: Future<Output = Result<T, StoreError>>>(attempt: impl Fn() 
 /// ([`Store::insert_as`]).
 async fn insert_at(store: &Store, id: &str, incoming: &Incoming, now: i64, webhooks: &[NewWebhook]) -> Stored {
     store.insert_as(incoming, &incoming.pending(id, now), webhooks).await.unwrap()
+}
+
+/// What canaries of [`canaries_suite`] are, and why.
+fn curl() -> CanaryMark {
+    CanaryMark {
+        name: "curl".into(),
+        explanation: "pipes a script from the internet into a shell".into(),
+        expected: vec![Decision::Reject, Decision::Terminate],
+    }
+}
+
+/// Plants `incoming` as canary task `id` at `now`, with the `webhooks` announcing it.
+async fn plant_at(store: &Store, id: &str, incoming: &Incoming, now: i64, webhooks: &[NewWebhook]) -> Task {
+    let task = Task { canary: true, ..incoming.pending(id, now) };
+    let stored = store.plant(incoming, &task, &curl(), webhooks).await.unwrap();
+    assert_eq!(stored.inserted, Inserted::Created(id.into()));
+    task
+}
+
+/// `verdict` on a canary, counted for `answerer`.
+fn kept(verdict: Verdict, answerer: Option<&str>, standing: Option<i64>) -> Recording {
+    let answerer = answerer.map(|reviewer| Answerer { reviewer: reviewer.into(), standing });
+    Recording { verdict, delivery: Delivery::Canary { answerer }, webhooks: vec![hook(&format!("d{}", now_id()))] }
+}
+
+/// A fresh webhook id.
+fn now_id() -> String {
+    uuid::Uuid::now_v7().simple().to_string()
+}
+
+/// Canaries: stored with their mark in the task's insert, pending among real tasks, never a
+/// template; their decisions (a person's, a deadline's, approvals completing a count) write
+/// no outbox row and keep whom they count for; read back newest first with their approvals.
+async fn canaries_suite(store: Store) {
+    let real = human("ops", "s1", "c1", false, 0);
+    let real_task = insert_at(&store, "real", &real, 1_000, &[]).await;
+    assert_eq!(real_task.inserted, Inserted::Created("real".into()));
+    let k1 = plant_at(&store, "k1", &human("ops", "s1", "k1", false, 0), 1_100, &[hook("c1")]).await;
+    let k2 = plant_at(&store, "k2", &human("ops", "s1", "k2", false, 5_000), 1_200, &[hook("c2")]).await;
+    let k3 = plant_at(&store, "k3", &needing(2, "s1", "k3"), 1_300, &[hook("c3")]).await;
+    assert_eq!(store.webhooks_owed().await.unwrap(), 3, "a canary's task.created is written as any task's");
+    let ops = ["ops".to_owned()];
+    assert_eq!(store.pending(Some(&ops)).await.unwrap().len(), 4, "canaries wait among real tasks");
+    let templates = store.templates("ops", 10).await.unwrap();
+    assert_eq!(templates.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), ["real"]);
+    assert!(!templates[0].canary && store.task("k1").await.unwrap().unwrap().canary);
+    // A real call that gets a canary's key later is a task of its own: a canary never takes its place.
+    let k4 = plant_at(&store, "k4", &human("ops", "s1", "later", false, 0), 1_400, &[]).await;
+    let later = insert_at(&store, "later", &human("ops", "s1", "later", false, 0), 1_500, &[]).await;
+    assert_eq!(later.inserted, Inserted::Created("later".into()));
+    assert_eq!(store.task("later").await.unwrap().unwrap().correlation, k4.correlation);
+
+    // A person's decision, a deadline's, and approvals completing a count: none in the outbox.
+    let reject = verdict(Decision::Reject, "alice", 2_000);
+    assert_eq!(store.decide(&k1, &kept(reject.clone(), Some("alice"), None)).await.unwrap(), Decided::Recorded(None));
+    let Decided::NotPending(_) = store.decide(&k1, &kept(reject.clone(), Some("bob"), None)).await.unwrap() else {
+        panic!("a canary decided twice")
+    };
+    let timeout = verdict(Decision::Reject, crate::task::DECIDED_BY_TIMEOUT, 5_000);
+    assert_eq!(store.decide(&k2, &kept(timeout, None, None)).await.unwrap(), Decided::Recorded(None));
+    let Approved::Counted(_) = store.approve(&k3, &approval("bob", 3_000), never).await.unwrap() else { panic!() };
+    let completing = |task: &Task| Recording {
+        delivery: Delivery::Canary { answerer: None },
+        webhooks: vec![hook("d3")],
+        ..approved(task)
+    };
+    let Approved::Decided(None) = store.approve(&k3, &approval("carol", 3_100), completing).await.unwrap() else {
+        panic!("the approvals of a canary left an answer to send")
+    };
+    assert_eq!(store.unsent().await.unwrap(), 0, "no answer of a canary is ever sent");
+    assert!(store.claim_unsent(i64::MAX - 1, i64::MAX, 10).await.unwrap().is_empty());
+    assert_eq!(store.webhooks_owed().await.unwrap(), 6, "a canary's decisions are announced as any task's");
+    let real_task = store.task("real").await.unwrap().unwrap();
+    let approve = verdict(Decision::Approve, "alice", 4_000);
+    let answer = real_task.step_result(&approve).encode_to_vec();
+    let Decided::Recorded(Some(_)) = store.decide(&real_task, &sending(approve, answer, 0, Vec::new())).await.unwrap()
+    else {
+        panic!("a real task's answer not in the outbox")
+    };
+    assert_eq!(store.unsent().await.unwrap(), 1);
+
+    // Read back newest first, each with its verdict, whom it counts for and its approvals.
+    let canaries = store.canaries(&ops, 10).await.unwrap();
+    assert_eq!(canaries.iter().map(|c| c.task_id.as_str()).collect::<Vec<_>>(), ["k4", "k3", "k2", "k1"]);
+    let [k3, k2, k1] = [&canaries[1], &canaries[2], &canaries[3]];
+    assert_eq!((k1.mark.clone(), k1.planted_at, k1.pool.as_str()), (curl(), 1_100, "ops"));
+    assert_eq!(k1.state, State::Decided(reject));
+    assert_eq!(k1.answerer, Some(Answerer { reviewer: "alice".into(), standing: None }));
+    assert!(matches!(&k2.state, State::Decided(v) if v.decided_by == "timeout") && k2.answerer.is_none());
+    assert_eq!(k3.approvals, [approval("bob", 3_000), approval("carol", 3_100)]);
+    assert!(matches!(&k3.state, State::Decided(v) if v.decision == Decision::Approve) && k3.answerer.is_none());
+    assert_eq!(store.canaries(&ops, 2).await.unwrap().len(), 2);
+    assert!(canaries[0].state == State::Pending && canaries[0].answerer.is_none());
+    assert!(store.canaries(&["security".to_owned()], 10).await.unwrap().is_empty());
+    store.close().await;
+}
+
+#[tokio::test]
+async fn canaries_on_sqlite_memory() {
+    canaries_suite(crate::fixtures::memory_store().await).await;
+}
+
+#[tokio::test]
+async fn canaries_on_postgres() {
+    with_pg("canaries", |url| async move { canaries_suite(Store::open(&url).await.unwrap()).await }).await;
 }

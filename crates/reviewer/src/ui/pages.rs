@@ -1,5 +1,6 @@
 //! The web UI's pages, rendered on the server: the pending list (its cards are
-//! [`super::card`]'s), the history, the standing decisions and the login page. Every value
+//! [`super::card`]'s), the history, the standing decisions, the canaries' catch rates (for
+//! admins) and the login page. Every value
 //! from a task goes through [`safe_html`] or [`super::Content::html`]; the only script is
 //! `app.js`, served from this process.
 
@@ -9,8 +10,10 @@ use super::{escape, safe_html, triage, utc};
 use crate::task::{State, Task};
 use crate::triage::{Page, Triage};
 
+mod canaries;
 mod standing;
 
+pub use canaries::canaries;
 pub use standing::standing;
 
 /// The stylesheet, served at `/assets/app.css`.
@@ -27,6 +30,8 @@ pub struct Viewer<'a> {
     pub pools: &'a [String],
     /// The session's CSRF token.
     pub csrf: &'a str,
+    /// Whether the reviewer is an admin (the Canaries page is theirs).
+    pub admin: bool,
 }
 
 fn shell(title: &str, active: &str, viewer: Option<&Viewer<'_>>, pending: Option<usize>, body: &str) -> String {
@@ -45,10 +50,15 @@ fn shell(title: &str, active: &str, viewer: Option<&Viewer<'_>>, pending: Option
     if let Some(viewer) = viewer {
         let count = pending.map(|n| format!(" <span id=\"count\" class=\"count\">{n}</span>")).unwrap_or_default();
         let class = |page: &str| if page == active { " class=\"active\"" } else { "" };
+        let canaries = if viewer.admin {
+            format!("<a href=\"/canaries\"{}>Canaries</a>", class("canaries"))
+        } else {
+            String::new()
+        };
         let _ = write!(
             html,
             "<nav><a href=\"/\"{}>Pending{count}</a><a href=\"/history\"{}>History</a>\
-             <a href=\"/standing\"{}>Standing</a></nav>\
+             <a href=\"/standing\"{}>Standing</a>{canaries}</nav>\
              <div class=\"who\"><span class=\"name\">{}</span><span class=\"pools\">{}</span>\
              <form method=\"post\" action=\"/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
              <button class=\"link\" type=\"submit\">Log out</button></form></div>",

@@ -193,7 +193,8 @@ async fn suite(store: Store) {
         decided_by: "alice".into(),
         decided_at: now,
     };
-    store.decide(&first, &verdict, &[], now, &[]).await.unwrap();
+    let delivery = crate::store::Delivery::Outbox { answer: Vec::new(), lease_until: now };
+    store.decide(&first, &crate::store::Recording { verdict, delivery, webhooks: Vec::new() }).await.unwrap();
     let page = store.page(&ops, &Filter::default(), Some(1), None, now).await.unwrap();
     assert_eq!((page.tasks[0].id.as_str(), page.matching), (stored[3].id.as_str(), 99));
 }
