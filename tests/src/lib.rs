@@ -30,12 +30,16 @@
 //! - `hostile`: what one caller's inline policy may not do to a shared worker: stall it,
 //!   make it declare queues, learn where it keeps its policies.
 //! - `calibration`: `airlock monitor calibrate` against scikit-learn and numpy in `.venv`.
+//! - `control`: breakers, incidents and run switches through real workers, and the time from a
+//!   mark to the last worker applying it.
+//! - `budget`: an audit budget paced by two monitor processes of one step ([`fake_model`]).
 //! - `cluster`, `roles`, `tls`, `integrity`, `audit`, `monitors`, `telemetry`: a three-node
 //!   cluster, least-privilege broker users, TLS, signed fleets, the decision log, model
 //!   monitors, traces and metrics.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
+pub mod fake_model;
 pub mod fleet;
 pub mod linked;
 pub mod load;

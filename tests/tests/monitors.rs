@@ -4,9 +4,6 @@
 //! tasks, monitors that quote the call before their verdict (and calls that plant verdicts
 //! of their own), a step with an audit budget, and the `airlock monitor` command itself.
 
-#[path = "monitors/fake_model.rs"]
-mod fake_model;
-
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -15,12 +12,12 @@ use airlock_contract::v1;
 use airlock_monitor::provider::ProviderKind;
 use airlock_telemetry::metrics::Metrics;
 use airlock_testkit::{amqp_url, unique_prefix};
+use airlock_tests::fake_model::{FakeModel, KEY, monitor_config};
 use airlock_tests::{
     HANG_GUARD, TestKeys, airlock_bin, approval, broker, decision_name, guarded, review, wait_for_consumers,
 };
 use airlock_transport::{AmqpTransport, Destination, Message, Topology, Transport};
 use airlock_worker::WorkerConfig;
-use fake_model::{FakeModel, KEY, monitor_config};
 use prost::Message as _;
 use serde_json::{Value, json};
 use tokio::process::Command;

@@ -12,10 +12,6 @@
 //! out within seconds and reconnects through a fresh path. The roles' heartbeat is set in
 //! their broker URL (`?heartbeat=2`: a dead link is seen after about 4 s on either side).
 
-#[path = "monitors/fake_model.rs"]
-#[allow(dead_code, reason = "the monitor suite's fake model; this file uses part of it")]
-mod fake_model;
-
 use std::collections::HashMap;
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
@@ -252,10 +248,11 @@ async fn a_frozen_monitor_link_holds_no_call_to_its_deadline() {
     let prefix = unique_prefix();
     let Some(_probe) = broker(&prefix).await else { return };
     guarded(fleet(&prefix).with_step("monitor"), async move {
-        let model = fake_model::FakeModel::start().await;
+        let model = airlock_tests::fake_model::FakeModel::start().await;
         let worker = InProcessWorker::start(direct(&format!("{prefix} worker")).await, &prefix, "w0", 64);
         let (link, monitor_transport) = linked(&format!("{prefix} monitor")).await;
-        let config = fake_model::monitor_config(&prefix, "monitor", ProviderKind::OpenAi, model.openai_base());
+        let config =
+            airlock_tests::fake_model::monitor_config(&prefix, "monitor", ProviderKind::OpenAi, model.openai_base());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let monitor = tokio::spawn(airlock_monitor::run(monitor_transport.clone(), config, async {
             let _ = stopped.await;

@@ -7,10 +7,6 @@
 //! `AIRLOCK_SOAK_SECS` sets the time under faults (default 40 s, what CI runs);
 //! `AIRLOCK_SOAK_SEED` replays a run's faults.
 
-#[path = "monitors/fake_model.rs"]
-#[allow(dead_code, reason = "the monitor suite's fake model; this file uses part of it")]
-mod fake_model;
-
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -108,12 +104,12 @@ async fn soak(prefix: String, transport: AmqpTransport, topology: Topology, seco
     .await
     .expect("the reviewer starts");
     links.push(reviewer_link);
-    let model = fake_model::FakeModel::start().await;
+    let model = airlock_tests::fake_model::FakeModel::start().await;
     let monitor_link = Link::to_broker(&amqp_url()).await.expect("a link");
     let (stop_monitor, monitor_stopped) = tokio::sync::oneshot::channel::<()>();
     let monitor = tokio::spawn(airlock_monitor::run(
         through(&monitor_link, &format!("{prefix} monitor")).await,
-        fake_model::monitor_config(&prefix, "monitor", ProviderKind::OpenAi, model.openai_base()),
+        airlock_tests::fake_model::monitor_config(&prefix, "monitor", ProviderKind::OpenAi, model.openai_base()),
         async {
             let _ = monitor_stopped.await;
         },

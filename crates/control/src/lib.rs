@@ -9,12 +9,13 @@
 //!
 //! Layout:
 //! - [`state`]: the entries folded into runs and samples, and the response a call gets.
-//! - [`log`]: the log followed by a task, and entries appended.
+//! - [`log`]: a log followed by a task, and entries appended: the control log, or the log of a
+//!   budgeted step's scores that its monitor processes share.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
 pub mod log;
 pub mod state;
 
-pub use log::{ControlError, ControlLog, ControlView};
+pub use log::{ControlError, ControlLog, ControlView, Fold};
 pub use state::{ControlState, Controlled};

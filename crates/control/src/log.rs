@@ -1,5 +1,6 @@
-//! The control log, followed: a task reads each entry as it is appended and folds it into the
-//! state the process decides by.
+//! A log of the fleet, followed: a task reads each entry as it is appended and folds it into
+//! what the process decides by: the control state for the control log, a monitor's budgets
+//! for the log of a step's scores.
 
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 use std::time::Duration;
@@ -47,30 +48,55 @@ impl ControlView {
     }
 }
 
-/// The control log of a fleet, as one process appends to it and follows it.
+/// What a process folds the entries of a log into.
+pub trait Fold: Clone + Send + Sync + 'static {
+    /// Folds one entry in.
+    fn fold(&self, entry: &v1::ControlEvent);
+}
+
+impl Fold for ControlView {
+    fn fold(&self, entry: &v1::ControlEvent) {
+        self.apply(entry);
+    }
+}
+
+/// A log of the fleet (the control log, by default), as one process appends to it and
+/// follows it, folding its entries into `F`.
 #[derive(Debug, Clone)]
-pub struct ControlLog<T> {
+pub struct ControlLog<T, F = ControlView> {
     transport: T,
     log: String,
     by: Arc<str>,
-    view: ControlView,
+    view: F,
 }
 
 impl<T: Transport> ControlLog<T> {
-    /// Follows the control log of `topology` as `by` (recorded with what it appends): reads
-    /// every entry kept, appends a `Joined` of its own and reads on until it comes back, so
-    /// the state holds everything appended before this returns; then a task keeps it current
-    /// until the transport closes, counting in `metrics` how long each switch and incident
-    /// took to arrive.
+    /// Follows the control log of `topology` as `by` (see [`ControlLog::follow`]), counting
+    /// in `metrics` how long each switch and incident took to arrive.
     pub async fn open(
         transport: T,
         topology: &Topology,
         by: impl Into<String>,
         metrics: Option<Arc<Metrics>>,
     ) -> Result<Self, ControlError> {
-        let log = topology.control_log();
+        Self::follow(transport, topology.control_log(), by, ControlView::default(), metrics).await
+    }
+}
+
+impl<T: Transport, F: Fold> ControlLog<T, F> {
+    /// Follows the log `log` as `by` (recorded with what it appends), folding its entries into
+    /// `fold`: reads every entry kept, appends a `Joined` of its own and reads on until it comes
+    /// back, so `fold` holds everything appended before this returns; then a task keeps it
+    /// current until the transport closes.
+    pub async fn follow(
+        transport: T,
+        log: String,
+        by: impl Into<String>,
+        fold: F,
+        metrics: Option<Arc<Metrics>>,
+    ) -> Result<Self, ControlError> {
         let mut follower = transport.follow(&log).await?;
-        let control = ControlLog { transport, log, by: by.into().into(), view: ControlView::default() };
+        let control = ControlLog { transport, log, by: by.into().into(), view: fold };
         let nonce = uuid::Uuid::now_v7().to_string();
         control.append(Event::Joined(v1::Joined { nonce: nonce.clone() })).await?;
         let caught_up = async {
@@ -79,7 +105,7 @@ impl<T: Transport> ControlLog<T> {
                     return Err(ControlError::CatchUp("the transport closed"));
                 };
                 if let Some(event) = decode(&message) {
-                    control.view.apply(&event);
+                    control.view.fold(&event);
                     if matches!(&event.event, Some(Event::Joined(joined)) if joined.nonce == nonce) {
                         return Ok(());
                     }
@@ -89,13 +115,13 @@ impl<T: Transport> ControlLog<T> {
         tokio::time::timeout(CATCH_UP_LIMIT, caught_up)
             .await
             .map_err(|_| ControlError::CatchUp("its own entry did not come back in time"))??;
-        info!(log = %control.log, entries = control.view.read().entries(), "Control log read.");
+        info!(log = %control.log, "Log read to its end.");
         tokio::spawn(follow(follower, control.view.clone(), metrics));
         Ok(control)
     }
 
-    /// The state, kept current.
-    pub fn view(&self) -> &ControlView {
+    /// What the entries are folded into, kept current.
+    pub fn view(&self) -> &F {
         &self.view
     }
 
@@ -112,10 +138,10 @@ pub fn stamp(by: &str, event: Event) -> v1::ControlEvent {
 }
 
 /// Folds each new entry into `view` until the transport closes.
-async fn follow(mut follower: Follower, view: ControlView, metrics: Option<Arc<Metrics>>) {
+async fn follow(mut follower: Follower, view: impl Fold, metrics: Option<Arc<Metrics>>) {
     while let Some(message) = follower.next().await {
         let Some(event) = decode(&message) else { continue };
-        view.apply(&event);
+        view.fold(&event);
         if matches!(event.event, Some(Event::RunSwitch(_) | Event::Incident(_))) {
             let lag = Duration::from_millis(u64::try_from(now_ms() - event.at_unix_ms).unwrap_or(0));
             info!(by = %event.by, lag_ms = lag.as_millis() as u64, "Control entry applied.");

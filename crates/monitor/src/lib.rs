@@ -19,6 +19,8 @@
 //! - [`provider`]: the HTTP call, with one module per API (`openai`, `anthropic`).
 //! - [`score`]: reading the model's own verdict from a reply, never one it quotes of the
 //!   request; different scores in one reply are no verdict.
+//! - [`scores`]: a budgeted step's scores shared by every process serving it, through the
+//!   step's log of scores.
 //! - [`retry`]: backoff, `Retry-After`, and the deadline over all attempts.
 //! - [`answer`]: the `StepAnswer` for an outcome, with the score in its metadata.
 //! - [`calibrate`]: monitor scores against people's verdicts and honest/attack labels, from
@@ -38,6 +40,7 @@ pub mod prompt;
 pub mod provider;
 pub mod retry;
 pub mod score;
+pub mod scores;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -82,6 +85,9 @@ pub enum MonitorError {
     /// The transport failed in a way retries do not cure.
     #[error(transparent)]
     Transport(#[from] TransportError),
+    /// The step's log of scores could not be read.
+    #[error(transparent)]
+    Scores(#[from] airlock_control::ControlError),
 }
 
 /// Runs a monitor until `shutdown` resolves or the transport closes, then stops consuming,
@@ -96,8 +102,9 @@ pub async fn run<T: Transport>(
 ) -> Result<(), MonitorError> {
     config.validate()?;
     let provider = Provider::new(config.provider.clone())?;
-    let topology = Topology::new(config.prefix.clone()).with_step(&config.step);
-    transport.declare_own(&topology, &Topology::empty(config.prefix.clone()).with_step(&config.step)).await?;
+    let topology = Topology::new(config.prefix.clone()).with_step(&config.step).with_scores_log(&config.step);
+    let own = Topology::empty(config.prefix.clone()).with_step(&config.step).with_scores_log(&config.step);
+    transport.declare_own(&topology, &own).await?;
     tokio::spawn(airlock_telemetry::metrics::count_reconnects(transport.reconnects(), config.metrics.clone()));
     let queue = topology.step_queue(&config.step);
     let tasks = transport.consume(&queue, config.concurrency).await?;
@@ -111,6 +118,7 @@ pub async fn run<T: Transport>(
         model: config.provider.model.clone(),
     };
     let budgets = Budgets::new(config.metrics.clone());
+    let budgets = scores::shared(transport.clone(), &topology, &config.step, &config.monitor_id, budgets).await?;
     let monitor = Arc::new(Monitor { config, provider, identity, transport: transport.clone(), topology, budgets });
 
     let observe = |(), delivery: Delivery| {
@@ -132,7 +140,7 @@ struct Monitor<T> {
     identity: Identity,
     transport: T,
     topology: Topology,
-    budgets: Budgets,
+    budgets: Arc<Budgets>,
 }
 
 impl<T: Transport> Monitor<T> {
