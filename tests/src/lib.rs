@@ -313,6 +313,7 @@ pub fn reviewer_config(prefix: &str, store: &str, instance: &str) -> ReviewerCon
             name: "alice".into(),
             token_sha256: sha256_hex(REVIEWER_TOKEN),
             pools: vec!["ops".into()],
+            admin: false,
         }]),
         instance: instance.into(),
         signing_key: Some(TestKeys::get().reviewer_key()),

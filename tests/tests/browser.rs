@@ -223,6 +223,7 @@ async fn two_person_scenario() {
                 name: name.into(),
                 token_sha256: sha256_hex(token),
                 pools: vec!["ops".into()],
+                admin: false,
             })
             .to_vec(),
     );

@@ -95,6 +95,7 @@ fn config(store: &str) -> ReviewerConfig {
         name: "alice".into(),
         token_sha256: sha256_hex(REVIEWER_TOKEN),
         pools: vec!["ops".into(), "security".into()],
+        admin: false,
     }]);
     config
 }

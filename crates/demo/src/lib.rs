@@ -233,6 +233,7 @@ async fn start_reviewer<T: Transport>(
         name: "you".into(),
         token_sha256: sha256_hex(&token),
         pools: vec!["*".into()],
+        admin: true,
     }]);
     let config = |listen| airlock_reviewer::ReviewerConfig {
         prefix: prefix.to_owned(),

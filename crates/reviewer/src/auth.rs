@@ -1,6 +1,7 @@
 //! Who may review: the tokens file, bearer tokens, browser sessions and CSRF protection.
 //!
-//! The tokens file is a YAML list of reviewers, each `{name, token_sha256, pools}`. Only the
+//! The tokens file is a YAML list of reviewers, each `{name, token_sha256, pools, admin?}`
+//! (an admin may also throw switches on runs). Only the
 //! SHA-256 of a token is stored; `airlock reviewer add-token` makes a random token, appends
 //! its hash and prints the token once. A reviewer sees and decides the tasks of its pools
 //! (`"*"` stands for every pool the service serves), and its name is recorded as the answer's
@@ -51,6 +52,14 @@ pub struct Reviewer {
     pub token_sha256: String,
     /// The pools whose tasks the reviewer sees and decides (`"*"`: all of the service's).
     pub pools: Vec<String>,
+    /// Whether the reviewer is an admin, who may also see the runs under control and throw
+    /// switches on them (`/api/runs`, the Runs page). Not unless the file says `admin: true`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub admin: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 impl Reviewer {
@@ -96,13 +105,17 @@ pub type AuthError = TokensError;
 /// Every reviewer the service knows.
 pub type Reviewers = Tokens<Reviewer>;
 
-/// Appends a reviewer with a new random token to the tokens file (created if missing) and
-/// returns the token, which is stored nowhere else.
-pub fn add_token(path: &Path, name: &str, pools: &[String]) -> Result<String, AuthError> {
+/// Appends a reviewer (an admin if `admin`) with a new random token to the tokens file
+/// (created if missing) and returns the token, which is stored nowhere else.
+pub fn add_token(path: &Path, name: &str, pools: &[String], admin: bool) -> Result<String, AuthError> {
     let pools = airlock_tokens::quoted_list(pools).filter(|_| !pools.is_empty()).ok_or_else(|| {
         TokensError::Invalid { path: path.display().to_string(), message: "--pools must name at least one pool".into() }
     })?;
-    airlock_tokens::add_token::<Reviewer>(path, name, &[("pools", pools)])
+    let mut fields = vec![("pools", pools)];
+    if admin {
+        fields.push(("admin", "true".to_owned()));
+    }
+    airlock_tokens::add_token::<Reviewer>(path, name, &fields)
 }
 
 // === impl Sessions ===

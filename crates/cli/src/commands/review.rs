@@ -79,6 +79,7 @@ pub async fn run(args: ReviewArgs) -> Result<(), Failure> {
                 name: args.name.clone(),
                 token_sha256: sha256_hex(&token),
                 pools: vec!["*".into()],
+                admin: false,
             }]);
             let config = ReviewerConfig {
                 prefix: args.prefix.clone(),

@@ -90,6 +90,9 @@ pub struct AddTokenArgs {
     /// The pools the reviewer may decide, comma-separated (`*` for all).
     #[arg(long, value_delimiter = ',', required = true)]
     pools: Vec<String>,
+    /// An admin may also see the runs under control and throw switches on them.
+    #[arg(long)]
+    admin: bool,
 }
 
 /// Runs the service until a signal (with its telemetry), or adds a token.
@@ -104,9 +107,11 @@ pub fn run(args: ReviewerArgs) -> ExitCode {
 }
 
 fn add_token(args: AddTokenArgs) -> Result<(), Failure> {
-    let token = auth::add_token(&args.tokens, &args.name, &args.pools).map_err(|e| Failure::config(e.to_string()))?;
+    let token = auth::add_token(&args.tokens, &args.name, &args.pools, args.admin)
+        .map_err(|e| Failure::config(e.to_string()))?;
     eprintln!(
-        "Added reviewer '{}' (pools: {}) to {}. The token below is shown once and stored nowhere:",
+        "Added {} '{}' (pools: {}) to {}. The token below is shown once and stored nowhere:",
+        if args.admin { "admin" } else { "reviewer" },
         args.name,
         args.pools.join(", "),
         args.tokens.display()

@@ -1,6 +1,7 @@
 //! Who is asking, as axum extractors, so a handler that takes one cannot skip its check:
 //!
 //! - [`Reviewer`]: the API's caller, named by an `Authorization: Bearer` token;
+//! - [`Admin`]: an API caller whose reviewer is an admin;
 //! - [`Session`]: a signed-in browser, named by the session cookie (`Option<Session>` for the
 //!   pages that show the login instead);
 //! - [`SameOrigin`]: a request the browser says comes from this very origin;
@@ -41,6 +42,31 @@ where
         web.reviewers.authenticate(token).cloned().ok_or(ApiError::Unauthorized)
     }
 }
+
+// === impl Admin ===
+
+/// An API caller whose reviewer is an admin (`admin: true` in the tokens file): `401` without
+/// a valid token, `403` for any other reviewer.
+#[derive(Debug, Clone)]
+pub struct Admin(pub Reviewer);
+
+impl<S: Send + Sync> FromRequestParts<S> for Admin
+where
+    Arc<Web>: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let reviewer = Reviewer::from_request_parts(parts, state).await?;
+        if !reviewer.admin {
+            return Err(ApiError::Forbidden(NOT_ADMIN));
+        }
+        Ok(Admin(reviewer))
+    }
+}
+
+/// Why a reviewer who is no admin is refused an admin's page or route.
+pub const NOT_ADMIN: &str = "only an admin may see this";
 
 // === impl Session ===
 

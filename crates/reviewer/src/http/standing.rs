@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::extract::{CsrfForm, Session};
-use super::ui::wants_json;
+use super::ui::{viewer, wants_json};
 use super::{ApiError, refused_status};
 use crate::auth::Reviewer;
 use crate::desk::refusal::Grounds;
@@ -62,8 +62,7 @@ pub async fn page(State(web): State<Arc<Web>>, session: Option<Session>) -> Resu
     };
     let pools = session.pools(&web);
     let standing = web.store.active_standing(&pools, now_ms()).await?;
-    let viewer = pages::Viewer { name: &session.reviewer.name, pools: &pools, csrf: &session.csrf };
-    Ok(Html(pages::standing(&viewer, &standing)).into_response())
+    Ok(Html(pages::standing(&viewer(&session, &pools), &standing)).into_response())
 }
 
 /// The fields of the card's "every identical call" form (its CSRF token is [`CsrfForm`]'s).

@@ -50,8 +50,8 @@ async fn setup_site(site: Site) -> (AppState, Outbox, Vec<String>) {
 
 fn reviewers() -> Reviewers {
     Reviewers::from_list(vec![
-        Reviewer { name: "alice".into(), token_sha256: sha256_hex(ALICE), pools: vec!["ops".into()] },
-        Reviewer { name: "bob".into(), token_sha256: sha256_hex(BOB), pools: vec!["security".into()] },
+        Reviewer { name: "alice".into(), token_sha256: sha256_hex(ALICE), pools: vec!["ops".into()], admin: false },
+        Reviewer { name: "bob".into(), token_sha256: sha256_hex(BOB), pools: vec!["security".into()], admin: false },
     ])
 }
 
@@ -481,6 +481,7 @@ async fn a_rotated_token_ends_the_sessions_opened_with_the_old_one() {
         name: "alice".into(),
         token_sha256: sha256_hex(ROTATED),
         pools: vec!["ops".into()],
+        admin: false,
     }]);
     let (restarted, mut outbox) = AppState::new(shared.desk.store().clone(), reviewers, pools());
     assert_eq!(status(&restarted, &cookie).await, StatusCode::UNAUTHORIZED, "the old session is refused");
@@ -678,7 +679,12 @@ async fn failed_sign_ins_are_limited_per_address() {
 pub(super) async fn two_person() -> (AppState, Outbox, Vec<String>) {
     let reviewers = Reviewers::from_list(
         ["alice", "bob", "carol"]
-            .map(|name| Reviewer { name: name.into(), token_sha256: sha256_hex(name), pools: vec!["ops".into()] })
+            .map(|name| Reviewer {
+                name: name.into(),
+                token_sha256: sha256_hex(name),
+                pools: vec!["ops".into()],
+                admin: false,
+            })
             .to_vec(),
     );
     let (shared, outbox) = AppState::new(memory_store().await, reviewers, pools());

@@ -26,8 +26,9 @@ use crate::triage::{Page, Triage, TriageQuery, UI_PAGE};
 use crate::ui::{card, pages, triage};
 use crate::web::Web;
 
-fn viewer<'a>(session: &'a Session, pools: &'a [String]) -> pages::Viewer<'a> {
-    pages::Viewer { name: &session.reviewer.name, pools, csrf: &session.csrf }
+/// Who looks at a page: the session's reviewer, with `pools`.
+pub(super) fn viewer<'a>(session: &'a Session, pools: &'a [String]) -> pages::Viewer<'a> {
+    pages::Viewer { name: &session.reviewer.name, pools, csrf: &session.csrf, admin: session.reviewer.admin }
 }
 
 /// `GET /`: a page of the pending list as the query filters it, or the login page without a

@@ -27,6 +27,8 @@ pub struct Viewer<'a> {
     pub pools: &'a [String],
     /// The session's CSRF token.
     pub csrf: &'a str,
+    /// Whether the reviewer is an admin (the Runs page is theirs).
+    pub admin: bool,
 }
 
 fn shell(title: &str, active: &str, viewer: Option<&Viewer<'_>>, pending: Option<usize>, body: &str) -> String {
