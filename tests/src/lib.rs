@@ -304,6 +304,7 @@ pub const REVIEWER_TOKEN: &str = "alice-secret-token";
 pub fn reviewer_config(prefix: &str, store: &str, instance: &str) -> ReviewerConfig {
     ReviewerConfig {
         prefix: prefix.into(),
+        policy_dir: None,
         pools: vec!["ops".into()],
         store: store.into(),
         listen: "127.0.0.1:0".parse().expect("a socket address"),

@@ -237,6 +237,7 @@ async fn start_reviewer<T: Transport>(
     }]);
     let config = |listen| airlock_reviewer::ReviewerConfig {
         prefix: prefix.to_owned(),
+        policy_dir: None,
         pools: vec!["default".into()],
         store: "sqlite::memory:".into(),
         listen,

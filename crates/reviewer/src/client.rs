@@ -4,6 +4,7 @@
 
 use std::io;
 
+use airlock_records::review::control::{IncidentBody, IncidentMarked};
 use airlock_records::review::{DecisionBody, ErrorView, ReviewerView, TaskList, TaskView};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -217,8 +218,16 @@ impl ApiClient {
             decision: decision.to_owned(),
             explanation: explanation.map(str::to_owned),
             arguments: None,
+            incident: false,
+            note: None,
         };
         view(self.post(&format!("/api/tasks/{id}/decision"), &body).await?)
+    }
+
+    /// Marks a task, pending or decided, as an incident with `note`; the entry appended.
+    pub async fn mark_incident(&self, id: &str, note: Option<&str>) -> Result<IncidentMarked, RequestError> {
+        let body = IncidentBody { note: note.map(str::to_owned) };
+        view(self.post(&format!("/api/tasks/{id}/incident"), &body).await?)
     }
 }
 

@@ -15,14 +15,17 @@
 //! - [`approvals`]: two-person (N-person) approval: approvals counted, the last one deciding.
 //! - [`standing`]: standing decisions made, revoked, and applied to pending and new tasks.
 //! - [`intake`]: tasks stored as they arrive, paged or settled at once, and withdrawn.
+//! - [`control`]: the fleet's control log followed: incidents marked, runs switched, and the
+//!   pending tasks of a run it ends answered `terminate`.
 
 pub mod approvals;
+pub mod control;
 pub mod intake;
 pub mod refusal;
 pub mod standing;
 
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use airlock_contract::v1;
@@ -73,6 +76,8 @@ pub struct Desk {
     deadlines: Notify,
     /// Wakes the webhook sender: a webhook was written here.
     webhooks_due: Notify,
+    /// The fleet's control log, once the service follows it.
+    control: OnceLock<control::Control>,
 }
 
 /// A person's answer to a task, as the API's body or the UI's form gives it.
@@ -151,6 +156,7 @@ impl Desk {
             changed: Notify::new(),
             deadlines: Notify::new(),
             webhooks_due: Notify::new(),
+            control: OnceLock::new(),
         };
         (Arc::new(desk), answers)
     }
@@ -251,7 +257,7 @@ impl Desk {
     }
 
     /// Records `verdict` on `task` (with the `modified` call of a modify) if it is still
-    /// pending, measured as `decider`'s (`person`, `timeout` or `standing`).
+    /// pending, measured as `decider`'s (`person`, `timeout`, `standing` or `control`).
     async fn write(
         &self,
         task: &Task,
@@ -259,7 +265,7 @@ impl Desk {
         modified: Option<v1::ToolCall>,
         decider: &'static str,
     ) -> Result<Recorded, StoreError> {
-        let draft = self.draft(task, verdict, modified);
+        let draft = self.draft(task, verdict, modified, decider);
         let Recording { verdict, answer, lease_until, webhooks } = &draft.recording;
         Ok(match self.store.decide(task, verdict, answer, *lease_until, webhooks).await? {
             Decided::Recorded(entry) => {
@@ -272,11 +278,15 @@ impl Desk {
     }
 
     /// What recording `verdict` on `task` (with the `modified` call of a modify) writes: the
-    /// signed answer, its outbox lease, the webhooks announcing it; and the task as decided.
-    fn draft(&self, task: &Task, verdict: Verdict, modified: Option<v1::ToolCall>) -> Draft {
+    /// signed answer (the control's own, when `decider` is it), its outbox lease, the webhooks
+    /// announcing it; and the task as decided.
+    fn draft(&self, task: &Task, verdict: Verdict, modified: Option<v1::ToolCall>, decider: &str) -> Draft {
         let mut result = task.step_result(&verdict);
         if let Some(answer) = result.answer.as_mut() {
             answer.modified = modified;
+            if decider == airlock_control::APPROVER {
+                answer.approver = decider.to_owned();
+            }
         }
         if let Some(key) = &self.signer {
             sign_human_answer(key, &mut result);

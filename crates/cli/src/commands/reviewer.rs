@@ -68,10 +68,14 @@ pub struct ServeArgs {
     webhooks: Option<PathBuf>,
     #[command(flatten)]
     webhook_retry: WebhookRetryArgs,
-    /// Names this service's queue of cancels; default: derived from --store, so processes
-    /// sharing a store share it.
+    /// Names this service's queue of cancels, and is `decided_by` of the tasks the fleet's
+    /// control ends; default: derived from --store, so processes sharing a store share it.
     #[arg(long)]
     id: Option<String>,
+    /// Where named policies live (the workers' --policy-dir): their `incident:` rule then
+    /// ends the pending tasks of a run once enough incidents are marked.
+    #[arg(long)]
+    policy_dir: Option<PathBuf>,
     #[command(flatten)]
     server: ServerArgs,
     #[command(flatten)]
@@ -141,6 +145,7 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
     let pools: Vec<String> = args.pools.iter().map(|p| p.trim().to_owned()).filter(|p| !p.is_empty()).collect();
     let config = ReviewerConfig {
         prefix: fleet.options.prefix.clone(),
+        policy_dir: args.policy_dir,
         instance: args.id.unwrap_or_else(|| instance_for_store(&args.store)),
         metrics,
         pools,

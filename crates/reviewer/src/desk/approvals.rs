@@ -42,7 +42,7 @@ impl Desk {
                     decided_by: approvers(&agreeing),
                     decided_at: now,
                 };
-                let draft = self.draft(approved, verdict, modified.clone());
+                let draft = self.draft(approved, verdict, modified.clone(), "person");
                 let recording = draft.recording.clone();
                 drafted = Some(draft);
                 recording
