@@ -47,8 +47,8 @@ use crate::store::StoreError;
 use crate::task::{Task, Verdict};
 use crate::triage::Filter;
 
-/// How long the watcher lets entries pile up after one arrived, so a burst of the log (the
-/// breakers' counts, the monitors' scores) costs one look at the runs.
+/// How long the watcher waits after a look at the runs before the next, so a burst of the log
+/// (the breakers' counts, the monitors' scores) costs one look at the runs, not one an entry.
 pub const COALESCE: Duration = Duration::from_millis(50);
 
 /// How long the watcher waits to sweep a run again after the store failed.
@@ -466,7 +466,7 @@ fn marks(state: &ControlState) -> HashMap<(String, String), Mark> {
 }
 
 /// Answers the pending tasks of the runs the control log ends, each time it changes what ends
-/// a run (after [`COALESCE`]), until `stop`; a run the store failed to sweep is swept again
+/// a run (at once, then at most once per [`COALESCE`]), until `stop`; a run the store failed to sweep is swept again
 /// after [`RETRY`]. Returns at once when the desk follows no log.
 pub async fn watch(desk: Arc<Desk>, stop: CancellationToken) {
     let Some(control) = desk.control() else { return };
@@ -494,15 +494,20 @@ pub async fn watch(desk: Arc<Desk>, stop: CancellationToken) {
         }
         let kept: HashSet<&(String, String)> = now.keys().collect();
         swept.retain(|run, _| kept.contains(run));
+        let looked = tokio::time::Instant::now();
         tokio::select! {
             () = stop.cancelled() => return,
             changed = applied.changed() => {
                 if changed.is_err() {
                     return;
                 }
-                tokio::time::sleep(COALESCE).await;
             }
             () = tokio::time::sleep(RETRY), if failed => {}
+        }
+        // Entries that arrive meanwhile mark the watch changed: the next look takes them all.
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep_until(looked + COALESCE) => {}
         }
     }
 }
