@@ -214,12 +214,24 @@ impl ApiClient {
 
     /// Answers a task; the task as decided.
     pub async fn decide(&self, id: &str, decision: &str, explanation: Option<&str>) -> Result<TaskView, RequestError> {
+        self.decide_marked(id, decision, explanation, None).await
+    }
+
+    /// Answers a task and, with an `incident` note (which may be empty: the explanation is
+    /// the note then), marks it as an incident once it is decided; the task as decided.
+    pub async fn decide_marked(
+        &self,
+        id: &str,
+        decision: &str,
+        explanation: Option<&str>,
+        incident: Option<&str>,
+    ) -> Result<TaskView, RequestError> {
         let body = DecisionBody {
             decision: decision.to_owned(),
             explanation: explanation.map(str::to_owned),
             arguments: None,
-            incident: false,
-            note: None,
+            incident: incident.is_some(),
+            note: incident.filter(|note| !note.is_empty()).map(str::to_owned),
         };
         view(self.post(&format!("/api/tasks/{id}/decision"), &body).await?)
     }

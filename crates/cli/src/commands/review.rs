@@ -1,6 +1,6 @@
 //! `airlock review --console`: decide human tasks in a plain terminal, one at a time, as
 //! Inspect's console approver asks (`Approve (a), Reject (r), or Terminate (t)`). `i` with a
-//! note marks the task shown as an incident (an attack) before it is decided.
+//! note marks the task shown as an incident (an attack) when it is decided.
 //!
 //! The console talks to a reviewer service's HTTP API (`--api URL --token T`), so storage,
 //! deduplication and sending answers stay in one place. With `--amqp` instead it starts a
@@ -158,8 +158,8 @@ async fn console(api: Api) -> Result<(), Failure> {
     };
     println!(
         "Reviewing as {} (pools: {}). Answer with the letter shown; add words after it to explain \
-         (e.g. `r not on prod`); `i` and a note marks the task as an incident, an attack, before you \
-         decide it (e.g. `i exfiltrates ~/.ssh`); `q` quits and leaves the task pending.",
+         (e.g. `r not on prod`); `i` and a note marks the task as an incident, an attack, when you \
+         decide it (e.g. `i exfiltrates ~/.ssh`, then `r`); `q` quits and leaves the task pending.",
         me.name,
         me.pools.join(", ")
     );
@@ -187,6 +187,8 @@ async fn console(api: Api) -> Result<(), Failure> {
         print!("{}", render(&task));
         let choices: Vec<String> = task.choices.iter().map(|c| c.as_str().to_owned()).collect();
         let prompt = prompt(&choices);
+        // `i` and a note: the task is marked as an incident when it is decided.
+        let mut incident: Option<String> = None;
         let (decision, explanation) = loop {
             print!("{prompt} [{}]: ", choices.first().and_then(|c| c.get(..1)).unwrap_or("a"));
             let _ = std::io::Write::flush(&mut std::io::stdout());
@@ -201,16 +203,8 @@ async fn console(api: Api) -> Result<(), Failure> {
             }
             let (key, note) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
             if key == INCIDENT_KEY {
-                let note = Some(note.trim()).filter(|note| !note.is_empty());
-                match api.client.mark_incident(&task.id, note).await {
-                    Ok(marked) => {
-                        println!("Marked as an incident in run {}; now decide it.", display_safe(&marked.run_id))
-                    }
-                    Err(RequestError::Refused { status, error }) => {
-                        println!("The incident was not marked ({status}): {}", error.error)
-                    }
-                    Err(e) => return Err(api.unreachable(e)),
-                }
+                incident = Some(note.trim().to_owned());
+                println!("It will be marked as an incident, an attack, when you decide it.");
                 continue;
             }
             let key = if key.is_empty() { choices.first().map_or("a", |c| &c[..1]) } else { key };
@@ -222,7 +216,8 @@ async fn console(api: Api) -> Result<(), Failure> {
                 ),
             }
         };
-        match api.client.decide(&task.id, &decision, explanation.as_deref()).await {
+        match api.client.decide_marked(&task.id, &decision, explanation.as_deref(), incident.as_deref()).await {
+            Ok(_) if incident.is_some() => println!("Decision: {}, marked as an incident\n", capitalize(&decision)),
             Ok(_) => println!("Decision: {}\n", capitalize(&decision)),
             Err(RequestError::Refused { status: 409, error }) => match error.settled {
                 Some(Settled::Decided { decision, decided_by, .. }) => {
