@@ -201,6 +201,8 @@ impl TestKeys {
 
 /// A policy worker running in this process, with the test keys, until stopped.
 pub struct InProcessWorker {
+    /// What it counts.
+    pub metrics: std::sync::Arc<airlock_telemetry::metrics::Metrics>,
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<Result<(), airlock_worker::WorkerError>>,
 }
@@ -209,18 +211,19 @@ impl InProcessWorker {
     /// Starts worker `id` of fleet `prefix` on `transport`, deciding `concurrency` calls at once.
     pub fn start<T: airlock_transport::Transport>(transport: T, prefix: &str, id: &str, concurrency: u16) -> Self {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let metrics = std::sync::Arc::<airlock_telemetry::metrics::Metrics>::default();
         let config = airlock_worker::WorkerConfig {
             prefix: prefix.into(),
             concurrency,
             policy_dir: None,
             worker_id: id.into(),
-            metrics: Default::default(),
+            metrics: metrics.clone(),
             trust: TestKeys::get().trust(),
         };
         let task = tokio::spawn(airlock_worker::run(transport, config, async {
             let _ = stopped.await;
         }));
-        InProcessWorker { stop, task }
+        InProcessWorker { metrics, stop, task }
     }
 
     /// Stops it and waits for a clean end.

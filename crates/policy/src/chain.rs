@@ -436,7 +436,7 @@ impl fmt::Display for Policy {
         for (index, step) in self.steps.iter().enumerate() {
             writeln!(f, "  {index}. {}  tools: {}", step.step, step.globs.join(" | "))?;
         }
-        Ok(())
+        write!(f, "{}", self.control)
     }
 }
 

@@ -17,6 +17,8 @@
 //! Without `incident:`, one incident sends every later call of its run to a person. Deadlines
 //! and reviewer failures are not rejections: a breaker never counts them.
 
+use std::fmt;
+
 use serde_json::{Map, Value};
 
 use crate::document::{Document, PolicyError, Section};
@@ -112,6 +114,34 @@ impl Control {
             None => IncidentRule { after: 1, then: Response::Human { pool: pool.to_owned() } },
         };
         Ok(Control { pool: pool.to_owned(), breaker, incident })
+    }
+}
+
+impl fmt::Display for Control {
+    /// One line for the breaker (if any), one for the incident rule.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(breaker) = &self.breaker {
+            let limits: Vec<String> = [
+                breaker.in_a_row.map(|k| format!("{k} rejections in a row")),
+                breaker.per_sample.map(|m| format!("{m} in a sample")),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            writeln!(f, "  breaker: after {}, {}", limits.join(" or "), breaker.then)?;
+        }
+        let incident = &self.incident;
+        writeln!(f, "  incident: after {} in a run, {}", incident.after, incident.then)
+    }
+}
+
+impl fmt::Display for Response {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Response::Human { pool } => write!(f, "human (pool: {pool})"),
+            Response::Policy { name } => write!(f, "policy {name}"),
+            Response::Terminate => f.write_str("terminate"),
+        }
     }
 }
 
