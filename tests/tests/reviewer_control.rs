@@ -11,6 +11,7 @@ use airlock_control::log::stamp;
 use airlock_records::signed::verify_human_answer;
 use airlock_reviewer::Service;
 use airlock_reviewer::client::ApiClient;
+use airlock_reviewer::desk::control::COALESCE;
 use airlock_tests::{
     HANG_GUARD, InProcessWorker, REVIEWER_TOKEN, TestKeys, airlock_bin, approval, decision_name, pending,
     reviewer_config,
@@ -74,6 +75,9 @@ async fn a_terminate_switch_has_the_service_answer_its_pending_task_signed_on_th
     task(&transport, &topology, "s1", "c1", POLICY).await;
     let id = pending(&api, 1).await[0]["id"].as_str().unwrap().to_owned();
 
+    // Measured from an idle service: one that looked at the runs within the last COALESCE
+    // waits for the rest of it before it looks again.
+    tokio::time::sleep(COALESCE).await;
     let thrown = Instant::now();
     terminate(&transport, &topology, "run").await;
     let delivery = tokio::time::timeout(HANG_GUARD, results.next()).await.expect("an answer").unwrap();

@@ -35,6 +35,7 @@
 //!   each route takes as it needs; [`http::extract`] (bearer [`auth::Reviewer`], cookie session,
 //!   same origin, CSRF-checked forms as extractors), [`http::api`] (the JSON API, whose views
 //!   are `airlock_records::review`'s), [`http::ui`] (pages, login, decisions from forms),
+//!   [`http::control`] (incidents marked; runs listed and switched, for admins),
 //!   [`http::events`] (server-sent events), [`http::security`] (headers of every response).
 //! - [`auth`]: tokens file, token hashes, sessions, failed sign-ins, cookie and origin checks.
 //! - [`site`]: the public URL, and the cookies, `Host` and origin it fixes.

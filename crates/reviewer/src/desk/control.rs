@@ -202,7 +202,7 @@ impl Desk {
     ) -> Result<IncidentMarked, Refusal> {
         let note = checked("note", note)?;
         let control = self.followed()?;
-        let task = self.visible(reviewer, id).await?;
+        let task = self.markable(reviewer, id).await?;
         Ok(self.append_incident(control, reviewer, &task, note).await.map_err(Uncontrolled::NotAppended)?)
     }
 
@@ -218,8 +218,18 @@ impl Desk {
     ) -> Result<Task, Refusal> {
         let note = checked("note", note.or_else(|| answer.explanation.clone()))?;
         let control = self.followed()?;
+        self.markable(reviewer, id).await?;
         let task = self.decide(reviewer, id, answer).await?;
         self.append_incident(control, reviewer, &task, note).await.map_err(Uncontrolled::DecidedNotMarked)?;
+        Ok(task)
+    }
+
+    /// Task `id`, if `reviewer` may see it and its call names a run (an incident counts in one).
+    async fn markable(&self, reviewer: &Reviewer, id: &str) -> Result<Task, Refusal> {
+        let task = self.visible(reviewer, id).await?;
+        if task.request().and_then(|r| r.key.as_ref()).is_none_or(|key| key.run_id.is_empty()) {
+            return Err(Uncontrolled::NoRun.into());
+        }
         Ok(task)
     }
 

@@ -31,7 +31,7 @@ impl Desk {
 
     /// After `task` was stored, covered by the standing decision `covered_by` its insert read
     /// if one: wakes the deadline loop, then answers it `terminate` if the control log ends its
-    /// run ([`Desk::ended_by_control`]), or decides it by that standing decision, or else
+    /// run (see [`crate::desk::control`]), or decides it by that standing decision, or else
     /// tells the watcher. A task the standing decision did not decide after all (decided
     /// or withdrawn first, or the store failed) pages the endpoints of its pool now. Whether
     /// the task waits for a person.

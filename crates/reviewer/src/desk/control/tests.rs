@@ -313,6 +313,14 @@ async fn a_decision_marked_as_an_incident_is_recorded_then_marked_and_a_refused_
     let refusal = fleet.desk().decide_incident(&alice(), &refused, maybe, None).await.unwrap_err();
     assert!(matches!(refusal, Refusal::UnknownDecision { .. }), "{refusal}");
 
+    // An incident counts in a run: a call that names none is marked nowhere, nor decided.
+    let runless = fleet.pending(&calling("ops", "", "s3", "c3", "bash", "{}", 0)).await;
+    let refusal = fleet.desk().mark_incident(&alice(), &runless, None).await.unwrap_err();
+    assert!(matches!(refusal, Refusal::Control(Uncontrolled::NoRun)), "{refusal}");
+    let approve = Answer { decision: "approve".into(), explanation: None, arguments: None };
+    assert!(fleet.desk().decide_incident(&alice(), &runless, approve, None).await.is_err());
+    assert!(fleet.desk().store().task(&runless).await.unwrap().unwrap().is_pending());
+
     let reject = Answer { decision: "reject".into(), explanation: Some("reads ~/.ssh".into()), arguments: None };
     let task = fleet.desk().decide_incident(&alice(), &caught, reject, None).await.unwrap();
     assert_eq!(verdict(&task).decision, Decision::Reject);
