@@ -6,6 +6,8 @@
 //!   under load, poison messages, deadlines.
 //! - `demo`: `airlock demo` as a newcomer runs it.
 //! - `reviewer`: the reviewer service over RabbitMQ: API answers, deadlines, cancels, restarts.
+//! - `reviewer_control`: the reviewer service under the fleet's control, in process: a switch
+//!   answering its pending task, an incident ending a run through a worker, the console's mark.
 //! - `browser`: the reviewer UI in headless Chromium ([`webdriver`]) on a worker, a reviewer
 //!   service and a client ([`fleet`]).
 //! - `browser_triage`: the pending list's filters, pages, counts and live refresh in Chromium
@@ -46,7 +48,7 @@ use std::process::Stdio;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use airlock_client::ReplyTrust;
+use airlock_client::{Client, ClientConfig, Repeats, ReplyTrust};
 use airlock_contract::v1;
 use airlock_integrity::{FleetKey, KeyFile as _, PublicKeys, Signing, SigningKey};
 use airlock_reviewer::ReviewerConfig;
@@ -324,6 +326,19 @@ pub fn reviewer_config(prefix: &str, store: &str, instance: &str) -> ReviewerCon
         metrics: Default::default(),
         webhooks: Default::default(),
     }
+}
+
+/// The runner `runner` of fleet `prefix` on `transport`, taking the test fleet's replies, with
+/// a minute's deadline.
+pub async fn runner<T: Transport>(transport: &T, prefix: &str) -> Client<T> {
+    let config = ClientConfig {
+        prefix: prefix.into(),
+        runner_id: "runner".into(),
+        default_timeout: Duration::from_secs(60),
+        replies: TestKeys::get().replies(),
+        repeats: Repeats::default(),
+    };
+    Client::connect(transport.clone(), config).await.expect("the runner connects")
 }
 
 /// An approval request for `call` (Inspect ToolCall JSON) under an inline `policy`.

@@ -5,7 +5,6 @@
 
 use std::time::{Duration, Instant};
 
-use airlock_client::{Client, ClientConfig, Repeats};
 use airlock_contract::v1::{self, ControlResponse, control_event::Event};
 use airlock_control::log::stamp;
 use airlock_records::signed::verify_human_answer;
@@ -14,7 +13,7 @@ use airlock_reviewer::client::ApiClient;
 use airlock_reviewer::desk::control::COALESCE;
 use airlock_tests::{
     HANG_GUARD, InProcessWorker, REVIEWER_TOKEN, TestKeys, airlock_bin, approval, decision_name, pending,
-    reviewer_config,
+    reviewer_config, runner,
 };
 use airlock_transport::{MemoryTransport, Message, Topology, Transport};
 use prost::Message as _;
@@ -103,14 +102,7 @@ async fn one_incident_marked_ends_every_pending_and_later_call_of_its_run_throug
     transport.declare(&Topology::new(prefix).with_human_pool("ops").with_reply_queue("runner")).await.unwrap();
     let (service, api) = start(&transport, prefix).await;
     let worker = InProcessWorker::start(transport.clone(), prefix, "worker-ctl", 8);
-    let config = ClientConfig {
-        prefix: prefix.into(),
-        runner_id: "runner".into(),
-        default_timeout: Duration::from_secs(60),
-        replies: TestKeys::get().replies(),
-        repeats: Repeats::default(),
-    };
-    let client = Client::connect(transport.clone(), config).await.unwrap();
+    let client = runner(&transport, prefix).await;
     let ask = |sample: &str| {
         let (client, call) = (client.clone(), json!({"function": "bash", "arguments": {"cmd": "ls"}}));
         let request = approval(sample, "c1", call, POLICY);

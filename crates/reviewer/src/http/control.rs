@@ -7,17 +7,18 @@
 use std::sync::Arc;
 
 use airlock_records::review::control::{IncidentBody, IncidentMarked, RunList, RunSwitchBody, RunSwitched};
-use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::post;
+use axum::{Json, Router};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::extract::{Admin, CsrfForm, NOT_ADMIN, Session};
 use super::ui::{viewer, wants_json};
-use super::{ApiError, refused_status};
+use super::{ApiError, AppState, refused_status};
 use crate::auth::Reviewer;
 use crate::desk::control::RunAction;
 use crate::desk::refusal::Grounds;
@@ -51,35 +52,14 @@ pub async fn runs(State(desk): State<Arc<Desk>>, _: Admin) -> Result<Json<RunLis
     Ok(Json(desk.runs()?))
 }
 
-/// `POST /api/runs/{run}/pause`: every later call of the run goes to a person.
-pub async fn pause(
-    state: State<Arc<Desk>>,
-    admin: Admin,
-    run: Path<String>,
-    body: Bytes,
-) -> Result<Json<RunSwitched>, ApiError> {
-    switch(state, admin, run, body, RunAction::Pause).await
-}
-
-/// `POST /api/runs/{run}/resume`: the run's calls are decided by their policies again.
-pub async fn resume(
-    state: State<Arc<Desk>>,
-    admin: Admin,
-    run: Path<String>,
-    body: Bytes,
-) -> Result<Json<RunSwitched>, ApiError> {
-    switch(state, admin, run, body, RunAction::Resume).await
-}
-
-/// `POST /api/runs/{run}/terminate`: every later call of the run ends its sample, and its
-/// pending tasks are answered `terminate`.
-pub async fn terminate(
-    state: State<Arc<Desk>>,
-    admin: Admin,
-    run: Path<String>,
-    body: Bytes,
-) -> Result<Json<RunSwitched>, ApiError> {
-    switch(state, admin, run, body, RunAction::Terminate).await
+/// `POST /api/runs/{run}/pause|resume|terminate`, a route per switch: a pause sends every
+/// later call of the run to a person, a resume gives it back to its policies, a terminate ends
+/// every sample at its next call and answers the run's pending tasks `terminate`.
+pub fn switches() -> Router<AppState> {
+    RunAction::ALL.into_iter().fold(Router::new(), |router, action| {
+        let handler = move |desk, admin, run, body| switch(desk, admin, run, body, action);
+        router.route(&format!("/api/runs/{{run}}/{}", action.as_str()), post(handler))
+    })
 }
 
 /// Throws `action` on the run as the admin, with an optional [`RunSwitchBody`].
