@@ -12,6 +12,8 @@
 //!   service and a client ([`fleet`]).
 //! - `browser_triage`: the pending list's filters, pages, counts and live refresh in Chromium
 //!   with hundreds of tasks, and (ignored, run by name) its timings with 10,000.
+//! - `browser_control`: an incident marked from a card ending its run, and the admins' Runs
+//!   page, in Chromium.
 //! - `reviewer_webhooks`: the reviewer service paging people: webhooks per pool, retried,
 //!   signed ([`webhooks`]).
 //! - `gateway`: the HTTP gateway over RabbitMQ with a real worker: waits, polls, retries,
