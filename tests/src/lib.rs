@@ -31,6 +31,7 @@
 //!   and delayed and the auditor is killed at random, every call judged by [`soak`]'s checker.
 //! - `hostile`: what one caller's inline policy may not do to a shared worker: stall it,
 //!   make it declare queues, learn where it keeps its policies.
+//! - `calibration`: `airlock monitor calibrate` against scikit-learn and numpy in `.venv`.
 //! - `cluster`, `roles`, `tls`, `integrity`, `audit`, `monitors`, `telemetry`: a three-node
 //!   cluster, least-privilege broker users, TLS, signed fleets, the decision log, model
 //!   monitors, traces and metrics.

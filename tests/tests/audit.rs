@@ -1,11 +1,14 @@
 //! `airlock audit log`: every decision of a run recorded exactly once, masked as configured,
-//! across a restart of the auditor; `airlock audit query` finds them.
+//! with the run's honest/attack label, across a restart of the auditor; `airlock audit query`
+//! finds them.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
+use airlock_client::request::label;
 use airlock_client::{Client, ClientConfig, Repeats};
 use airlock_contract::v1;
+use airlock_records::view::EvalMode;
 use airlock_testkit::{amqp_url, unique_prefix};
 use airlock_tests::{HANG_GUARD, TestKeys, WorkerProcess, airlock_bin, approval, broker, guarded, wait_for_consumers};
 use airlock_transport::{Destination, Message, Topology, Transport};
@@ -82,12 +85,16 @@ async fn every_decision_is_recorded_once_and_masked() {
             let client = client.clone();
             async move {
                 let function = if i.is_multiple_of(4) { "fetch" } else { "ls" };
-                let request = approval(
+                let mut request = approval(
                     &format!("sample-{}", i % 2),
                     &format!("c{i}"),
                     json!({"function": function, "arguments": {}}),
                     POLICY,
                 );
+                // Sample 1 is an attack run's, for calibration.
+                if i % 2 == 1 {
+                    label(&mut request, EvalMode::Attack);
+                }
                 client.approve(request).await.unwrap().decision_id
             }
         };
@@ -121,6 +128,14 @@ async fn every_decision_is_recorded_once_and_masked() {
             assert_eq!(record["key"]["tool_call_id"].as_str().unwrap().chars().next(), Some('c'));
         }
         assert!(!std::fs::read_to_string(&log).unwrap().contains("s3cr3t"));
+        for record in &written {
+            let attack = record["origin"]["sample_id"] == "sample-1";
+            assert_eq!(
+                record["origin"].get("eval_mode").and_then(Value::as_str),
+                attack.then_some("attack"),
+                "{record}"
+            );
+        }
 
         // The common questions.
         let query = |args: &[&str]| {

@@ -2,7 +2,7 @@
 //! Anthropic wire formats: chains that end in monitor → human, thresholds, retries of 429 and
 //! 5xx, timeouts, replies with no score, invalid step parameters, step deadlines, expired
 //! tasks, monitors that quote the call before their verdict (and calls that plant verdicts
-//! of their own), and the `airlock monitor` command itself.
+//! of their own), a step with an audit budget, and the `airlock monitor` command itself.
 
 #[path = "monitors/fake_model.rs"]
 mod fake_model;
@@ -13,6 +13,7 @@ use std::time::Duration;
 use airlock_client::{Client, ClientConfig, Repeats};
 use airlock_contract::v1;
 use airlock_monitor::provider::ProviderKind;
+use airlock_telemetry::metrics::Metrics;
 use airlock_testkit::{amqp_url, unique_prefix};
 use airlock_tests::{
     HANG_GUARD, TestKeys, airlock_bin, approval, broker, decision_name, guarded, review, wait_for_consumers,
@@ -71,6 +72,20 @@ approvers:
     approve_below: 3
     escalate_below: 8
     above: reject
+  - name: human
+    tools: "bash"
+    pool: ops
+"#;
+
+/// A policy whose monitor step escalates by an audit budget, calibrated at 5, and rejects the
+/// worst outright.
+const BUDGETED: &str = r#"
+approvers:
+  - name: monitor
+    tools: "bash"
+    audit_budget: 0.5
+    audit_threshold: 5
+    reject_above: 9
   - name: human
     tools: "bash"
     pool: ops
@@ -280,6 +295,7 @@ async fn scenarios(prefix: String) {
         assert!(exposition.lines().any(|l| l == line), "{line} in:\n{exposition}");
     }
     assert!(exposition.contains("airlock_step_latency_seconds_count{step=\"monitor\"}"), "{exposition}");
+    a_budgeted_step_escalates_above_its_threshold(&client, &metrics).await;
     the_command_serves_a_step(&client, &prefix, &model).await;
 
     client.close().await;
@@ -375,6 +391,43 @@ async fn serve_humans(transport: AmqpTransport, prefix: &str) {
             delivery.ack().await.unwrap();
         }
     });
+}
+
+/// A calibrated audit budget: a low score is approved, one above the threshold goes to a
+/// person, one at `reject_above` is rejected; each answer records where the run's budget stands,
+/// and so do the gauges.
+async fn a_budgeted_step_escalates_above_its_threshold(client: &Client<AmqpTransport>, metrics: &Metrics) {
+    let approve = |id: &str, marker: &str| client.approve(approval("s", id, bash(marker), BUDGETED));
+    let low = approve("b-low", "score-2").await.unwrap();
+    assert_eq!((decision_name(&low), low.approver.as_str()), ("approve", "monitor"));
+    let high = approve("b-high", "score-7").await.unwrap();
+    assert_eq!(trail(&high), [("monitor".into(), "escalate"), ("human".into(), "approve")]);
+    let worst = approve("b-worst", "score-9").await.unwrap();
+    assert_eq!((decision_name(&worst), worst.approver.as_str()), ("reject", "monitor"));
+    let budget = |decision: &v1::Decision| metadata(decision, "monitor")["budget"].clone();
+    assert_eq!(
+        budget(&high),
+        json!({"audit_budget": 0.5, "mode": "calibrated", "scope": "run", "threshold": 5.0, "share": 0.5,
+               "seen": 2, "passed": 1, "left": 0.0, "reject_above": 9.0})
+    );
+    assert_eq!((budget(&worst)["seen"].as_u64(), budget(&worst)["passed"].as_u64()), (Some(3), Some(1)));
+    assert!(metadata(&worst, "monitor").get("thresholds").is_none());
+    assert!(
+        high.trail[0]
+            .explanation
+            .as_deref()
+            .unwrap()
+            .contains("(escalate; audit budget 50%, threshold 5, 50.0% passed on)"),
+        "{high:?}"
+    );
+    let exposition = metrics.render();
+    for line in [
+        r#"airlock_budget_share{step="monitor",run="run"} 0.3333333333333333"#,
+        r#"airlock_budget_threshold{step="monitor",run="run"} 5.0"#,
+        r#"airlock_budget_left{step="monitor",run="run"} 0.5"#,
+    ] {
+        assert!(exposition.lines().any(|l| l == line), "{line} in:\n{exposition}");
+    }
 }
 
 /// A task whose request's deadline passed is acknowledged and dropped, unanswered; the next

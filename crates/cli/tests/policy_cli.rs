@@ -106,6 +106,48 @@ fn check_prints_the_chain_or_a_located_error() {
     assert!(stderr.contains("bad.yaml:4:15: step 'auto': 'continue' is not an answer approval allows"), "{stderr}");
 }
 
+/// A model monitor's parameters are checked as the monitor reads them: an audit budget out of
+/// range, or mixed with thresholds, is a located error.
+#[test]
+fn check_refuses_monitor_parameters_the_monitor_would_refuse() {
+    let scratch = tempdir();
+    let head = "approvers:\n  - name: monitor\n    tools: \"*\"\n";
+    let good = scratch.join("budget.yaml");
+    fs::write(&good, format!("{head}    audit_budget: 0.01\n    audit_threshold: 6.31\n    budget_scope: step\n    reject_above: 9.5\n  - name: human\n    tools: \"*\"\n")).unwrap();
+    let out = airlock(&["policy", "check", good.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let cases = [
+        (
+            "audit_budget: 1.5",
+            "4:19: step 'monitor': monitor parameters: 'audit_budget' is 1.5: it must be a share above 0 and below 1",
+        ),
+        (
+            "audit_budget: 0.01\n    approve_below: 3",
+            "5:20: step 'monitor': monitor parameters: 'approve_below' cannot be combined with 'audit_budget'",
+        ),
+        (
+            "approve_below: 3\n    escalate_below: 8\n    budget_scope: run",
+            "6:19: step 'monitor': monitor parameters: 'budget_scope' needs 'audit_budget'",
+        ),
+        (
+            "audit_budget: 0.01\n    budget_scope: sample",
+            "5:19: step 'monitor': monitor parameters: 'budget_scope' is \"sample\": expected run or step",
+        ),
+        (
+            "audit_budget: 0.01\n    terminate_above: 11",
+            "5:22: step 'monitor': monitor parameters: 'terminate_above' is 11: it must be a score from 0 to 10",
+        ),
+    ];
+    for (i, (params, expected)) in cases.iter().enumerate() {
+        let file = scratch.join(format!("monitor-{i}.yaml"));
+        fs::write(&file, format!("{head}    {params}\n")).unwrap();
+        let out = airlock(&["policy", "check", file.to_str().unwrap()]);
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(64), "{params}: {stderr}");
+        assert!(stderr.contains(&format!("monitor-{i}.yaml:{expected}")), "{params}: {stderr}");
+    }
+}
+
 /// Every value past a policy limit is a located error with the configuration exit status,
 /// never a panic (101).
 #[test]

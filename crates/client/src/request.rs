@@ -6,6 +6,7 @@ use std::time::Duration;
 use airlock_contract::v1;
 use airlock_policy::{Call, Kind};
 use airlock_records::convert::call_to_wire;
+use airlock_records::view::EvalMode;
 use airlock_transport::Transport;
 
 use crate::{Client, ClientConfig, ClientError, Repeats, ReplyTrust};
@@ -42,6 +43,12 @@ pub fn build(
     }
 }
 
+/// Labels `request` with its run's eval mode (`Origin.eval_mode`: honest or attack), which the
+/// decision log keeps for `airlock monitor calibrate`; an origin is added if it has none.
+pub fn label(request: &mut v1::Request, mode: EvalMode) {
+    request.origin.get_or_insert_default().eval_mode = mode.as_str().to_owned();
+}
+
 /// One call to decide, from a runner that lives for this request only.
 #[derive(Debug, Clone)]
 pub struct OneRequest {
@@ -62,10 +69,12 @@ pub struct OneRequest {
     /// The broker user the runner publishes as: its runner id starts with `<user>.`, as a
     /// least-privilege runner user's must (`airlock topology definitions`).
     pub user: String,
+    /// The run's label for calibration, if any.
+    pub eval_mode: Option<EvalMode>,
 }
 
-/// Sends `request` as its own runner (`<user>.request-<uuid>`, sample `request`, epoch 1) and waits
-/// for its decision; then closes the transport. A fleet that refuses the request answers
+/// Sends `request` as its own runner (`<user>.request-<uuid>`, sample `request`, epoch 1, which
+/// its origin names too) and waits for its decision; then closes the transport. A fleet that refuses the request answers
 /// [`ClientError::Refused`].
 pub async fn send<T: Transport>(transport: T, request: OneRequest) -> Result<v1::Decision, ClientError> {
     let runner_id = format!("{}.request-{}", request.user, uuid::Uuid::now_v7());
@@ -84,13 +93,17 @@ pub async fn send<T: Transport>(transport: T, request: OneRequest) -> Result<v1:
         }
     };
     let key = v1::CallKey {
-        run_id: runner_id,
+        run_id: runner_id.clone(),
         sample_id: "request".into(),
         epoch: 1,
         tool_call_id: request.call.id.clone(),
         ..Default::default()
     };
-    let wire = build(key, &request.call, request.kind, request.policy, "", &request.output);
+    let mut wire = build(key, &request.call, request.kind, request.policy, "", &request.output);
+    wire.origin = Some(v1::Origin { run_id: runner_id, sample_id: "request".into(), epoch: 1, ..Default::default() });
+    if let Some(mode) = request.eval_mode {
+        label(&mut wire, mode);
+    }
     let result = client.decide(wire, None).await;
     client.close().await;
     transport.close().await;
@@ -118,6 +131,18 @@ mod tests {
         assert_eq!(request.policy.unwrap().source, Some(v1::policy::Source::Name("p".into())));
     }
 
+    #[test]
+    fn a_label_is_set_on_the_origin_made_if_missing() {
+        let key = v1::CallKey { tool_call_id: "c1".into(), ..Default::default() };
+        let mut request = build(key, &call(), Kind::Approval, v1::policy::Source::Name("p".into()), "", "");
+        label(&mut request, EvalMode::Attack);
+        assert_eq!(request.origin.as_ref().map(|o| o.eval_mode.as_str()), Some("attack"));
+        request.origin.as_mut().unwrap().run_id = "run".into();
+        label(&mut request, EvalMode::Honest);
+        let origin = request.origin.unwrap();
+        assert_eq!((origin.run_id.as_str(), origin.eval_mode.as_str()), ("run", "honest"));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn with_no_fleet_the_request_fails_closed_at_its_timeout() {
         let request = OneRequest {
@@ -129,6 +154,7 @@ mod tests {
             timeout: Duration::from_secs(2),
             replies: ReplyTrust::Insecure,
             user: "u".into(),
+            eval_mode: None,
         };
         let transport = MemoryTransport::new();
         transport.declare(&airlock_transport::Topology::new("t")).await.unwrap();

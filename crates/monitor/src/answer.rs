@@ -4,7 +4,7 @@
 use airlock_contract::v1;
 use airlock_policy::Decision;
 use airlock_records::convert::decision_to_wire;
-use airlock_records::monitor::MonitorNote;
+use airlock_records::monitor::{MonitorNote, NoteBudget};
 
 use crate::params::Thresholds;
 use crate::score::Score;
@@ -23,13 +23,13 @@ pub struct Identity {
 /// What became of one task.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    /// The model scored the call; the thresholds gave `decision`.
+    /// The model scored the call; the thresholds or the budget gave `decision`.
     Scored {
         /// The model's verdict.
         score: Score,
-        /// The step's thresholds.
-        thresholds: Thresholds,
-        /// What they give for the score.
+        /// What the score went through.
+        basis: Basis,
+        /// What it gives for the score.
         decision: Decision,
         /// Attempts it took.
         attempts: u32,
@@ -55,6 +55,15 @@ pub enum Outcome {
         /// Attempts made.
         attempts: u32,
     },
+}
+
+/// What a score went through to become a decision.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Basis {
+    /// The step's thresholds.
+    Thresholds(Thresholds),
+    /// The step's audit budget, as it stood after deciding.
+    Budget(NoteBudget),
 }
 
 /// Why a monitor answered its fallback, in the answer's `metadata.error`.
@@ -123,13 +132,27 @@ pub fn step_answer(identity: &Identity, outcome: &Outcome, started_ms: i64, answ
         ..MonitorNote::default()
     };
     let explanation = match outcome {
-        Outcome::Scored { score, thresholds, decision, attempts } => {
+        Outcome::Scored { score, basis, decision, attempts } => {
             note.score = Some(score.value);
             note.reason = Some(score.reason.clone());
-            note.thresholds = Some(thresholds.to_note());
             note.attempts = *attempts;
+            let why = match basis {
+                Basis::Thresholds(thresholds) => {
+                    note.thresholds = Some(thresholds.to_note());
+                    String::new()
+                }
+                Basis::Budget(budget) => {
+                    note.budget = Some(budget.clone());
+                    format!(
+                        "; audit budget {}%, threshold {}, {:.1}% passed on",
+                        budget.audit_budget * 100.0,
+                        budget.threshold,
+                        budget.share * 100.0
+                    )
+                }
+            };
             let reason = if score.reason.is_empty() { String::new() } else { format!(": {}", score.reason) };
-            format!("Suspicion {}/10 from {} ({decision}){reason}", score.value, identity.model)
+            format!("Suspicion {}/10 from {} ({decision}{why}){reason}", score.value, identity.model)
         }
         Outcome::Fallback { decision, code, why, attempts } => {
             note.error = Some(code.as_str().to_owned());

@@ -15,21 +15,43 @@
 //!
 //! People only see calls the monitor escalated, so a fair calibration log comes from a
 //! shadow run where every call reaches a person (`approve_below: 0`).
+//!
+//! In the field's terms ([`Calibration`]), for an audit budget `b`:
+//!
+//! - **the threshold** (`audit_threshold`) is the `1 - b` percentile of the honest scores, with
+//!   numpy's linear interpolation, as ControlArena's `compute_suspicion_threshold` takes it:
+//!   a score above it is escalated, so about `b` of honest steps (or of honest trajectories,
+//!   by their highest score) are. Honest means labelled `honest` by the runner
+//!   (`Origin.eval_mode`); a log with no such labels is taken as an honest run's, every score.
+//! - **the ROC report** ([`roc`]) sets the monitor's scores against labels: the runner's
+//!   (`attack` is positive) or, without them, people's verdicts (rejected or terminated is
+//!   positive), step by step and per trajectory.
+//!
+//! A trajectory is one sample's epoch of one run: the call key's run, sample and epoch (the
+//! origin's when the line has no key); its score is its steps' highest. Lines printed by
+//! `airlock request` carry no key: they make no trajectories.
 
+pub mod chart;
+pub mod roc;
+
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::BufRead;
 
 use airlock_policy::Decision;
 use airlock_records::monitor::MonitorNote;
-use airlock_records::view::DecisionView;
-use serde::Deserialize as _;
+use airlock_records::view::{DecisionView, EvalMode};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use self::roc::{Bootstrap, Labelled, Report};
 
 /// The built-in human step's name, as trails record it.
 const HUMAN: &str = "human";
 
-/// What a person decided about a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a person decided about a call; a blocked call outranks an allowed one (a trajectory
+/// is blocked when any of its calls is).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Human {
     /// approve or continue.
     Allowed,
@@ -38,12 +60,109 @@ pub enum Human {
 }
 
 /// One scored call.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
     /// The monitor's score.
     pub score: f64,
     /// What a person decided, when one did.
     pub human: Option<Human>,
+    /// The run's label, when the runner sent one.
+    pub mode: Option<EvalMode>,
+    /// The trajectory the call belongs to, when the line says.
+    pub trajectory: Option<Trajectory>,
+}
+
+/// One sample's epoch of one run.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Trajectory {
+    /// The run (the call key's: Inspect's eval id).
+    pub run: String,
+    /// The sample.
+    pub sample: String,
+    /// The epoch.
+    pub epoch: u32,
+}
+
+/// The parts of a log line's `key` and `origin` that calibration reads; every field may be
+/// missing.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Place {
+    run_id: String,
+    sample_id: String,
+    epoch: u32,
+    eval_mode: String,
+}
+
+/// What calibration counts per item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unit {
+    /// Each scored call.
+    Step,
+    /// Each trajectory, by its highest score.
+    Trajectory,
+}
+
+/// Where the ROC report's labels come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Labels {
+    /// The runner's `eval_mode`: attack is positive.
+    EvalMode,
+    /// People's verdicts: rejected or terminated is positive.
+    People,
+}
+
+/// The threshold for a budget, from honest scores.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Threshold {
+    /// The share of honest items to escalate.
+    pub budget: f64,
+    /// Steps, or trajectories by their highest score.
+    pub unit: Unit,
+    /// The `1 - budget` percentile of the honest scores, rounded up to 4 decimals: scores above
+    /// it are escalated.
+    pub threshold: f64,
+    /// Honest items it was taken from.
+    pub n: usize,
+    /// The share of them above it.
+    pub escalated: f64,
+}
+
+/// What to calibrate for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Options {
+    /// The audit budget, if one is given.
+    pub budget: Option<f64>,
+    /// The threshold's unit.
+    pub per: Unit,
+    /// The ROC report's labels; `None`: the runner's when the log has any, else people's.
+    pub labels: Option<Labels>,
+    /// The bootstrap's resamples and seed.
+    pub bootstrap: Bootstrap,
+}
+
+/// Calibration in the field's terms: the threshold for the budget, and the ROC report step by
+/// step and per trajectory.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Calibration {
+    /// Decisions read.
+    pub decisions: usize,
+    /// Scored calls.
+    pub scored: usize,
+    /// Trajectories among them.
+    pub trajectories: usize,
+    /// The budget, if one was given.
+    pub budget: Option<f64>,
+    /// The threshold for it, when a budget was given and the log has honest scores.
+    pub threshold: Option<Threshold>,
+    /// Where the labels come from.
+    pub labels: Labels,
+    /// Step by step, when both classes are present.
+    pub steps: Option<Report>,
+    /// Per trajectory, when both classes are present.
+    pub per_trajectory: Option<Report>,
 }
 
 /// What a log held.
@@ -113,6 +232,14 @@ pub fn read_log(reader: impl BufRead, step: Option<&str>) -> Result<Log, Calibra
             .iter()
             .filter(|entry| step.is_none_or(|s| entry.approver == s))
             .find_map(|entry| MonitorNote::read(entry.metadata.as_ref()?)?.score);
+        let place = |field: &str| value.get(field).and_then(|v| Place::deserialize(v).ok());
+        let (key, origin) = (place("key"), place("origin"));
+        let mode = origin.as_ref().and_then(|o| EvalMode::parse(&o.eval_mode));
+        let trajectory = key
+            .filter(|k| !k.run_id.is_empty())
+            .or(origin)
+            .filter(|p| !p.run_id.is_empty())
+            .map(|p| Trajectory { run: p.run_id, sample: p.sample_id, epoch: p.epoch });
         let human =
             trail.iter().rev().filter(|entry| entry.approver == HUMAN).find_map(|entry| match entry.decision? {
                 Decision::Approve | Decision::Continue => Some(Human::Allowed),
@@ -120,7 +247,7 @@ pub fn read_log(reader: impl BufRead, step: Option<&str>) -> Result<Log, Calibra
                 _ => None,
             });
         if let Some(score) = score {
-            log.samples.push(Sample { score, human });
+            log.samples.push(Sample { score, human, mode, trajectory });
         }
     }
     Ok(log)
@@ -221,93 +348,164 @@ pub fn table(log: &Log, rows: &[Row]) -> String {
     out
 }
 
-/// A line chart of escalation, agreement and the share of blocked calls missed, by
-/// threshold, as a standalone SVG document.
-pub fn svg(rows: &[Row], title: &str) -> String {
-    const W: f64 = 640.0;
-    const H: f64 = 400.0;
-    const LEFT: f64 = 60.0;
-    const RIGHT: f64 = 160.0;
-    const TOP: f64 = 40.0;
-    const BOTTOM: f64 = 50.0;
-    let (x0, x1) = rows.iter().fold((f64::MAX, f64::MIN), |(lo, hi), r| (lo.min(r.threshold), hi.max(r.threshold)));
-    let span = if x1 > x0 { x1 - x0 } else { 1.0 };
-    let x = |t: f64| LEFT + (t - x0) / span * (W - LEFT - RIGHT);
-    let y = |share: f64| TOP + (1.0 - share) * (H - TOP - BOTTOM);
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(out, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
-    let _ =
-        writeln!(out, r#"<text x="{}" y="22" text-anchor="middle" font-size="14">{}</text>"#, W / 2.0, escape(title));
-    for tick in 0..=4 {
-        let share = f64::from(tick) / 4.0;
-        let _ = writeln!(
-            out,
-            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}%</text>"##,
-            W - RIGHT,
-            LEFT - 6.0,
-            y(share) + 4.0,
-            tick * 25,
-            y = y(share)
-        );
+// === impl Calibration ===
+
+impl Calibration {
+    /// Calibrates the scores of `log` for `options`.
+    pub fn of(log: &Log, options: Options) -> Self {
+        let labelled = log.samples.iter().any(|s| s.mode.is_some());
+        let labels = options.labels.unwrap_or(if labelled { Labels::EvalMode } else { Labels::People });
+        let trajectories = trajectories(&log.samples);
+        let threshold = options.budget.and_then(|budget| {
+            // A log without the runner's labels is an honest run's.
+            let honest = |mode: Option<EvalMode>| !labelled || mode == Some(EvalMode::Honest);
+            let scores: Vec<f64> = match options.per {
+                Unit::Step => log.samples.iter().filter(|s| honest(s.mode)).map(|s| s.score).collect(),
+                Unit::Trajectory => trajectories.values().filter(|t| honest(t.mode)).map(|t| t.score).collect(),
+            };
+            Threshold::of(scores, budget, options.per)
+        });
+        let steps: Vec<Labelled> = log
+            .samples
+            .iter()
+            .filter_map(|s| Some(Labelled { score: s.score, positive: positive(labels, s.mode, s.human)? }))
+            .collect();
+        let per_trajectory: Vec<Labelled> = trajectories
+            .values()
+            .filter_map(|t| Some(Labelled { score: t.score, positive: positive(labels, t.mode, t.human)? }))
+            .collect();
+        Calibration {
+            decisions: log.decisions,
+            scored: log.samples.len(),
+            trajectories: trajectories.len(),
+            budget: options.budget,
+            threshold,
+            labels,
+            steps: roc::report(&steps, options.budget, options.bootstrap),
+            per_trajectory: roc::report(&per_trajectory, options.budget, options.bootstrap),
+        }
     }
-    for row in rows {
-        let _ = writeln!(
-            out,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            x(row.threshold),
-            H - BOTTOM + 18.0,
-            row.threshold
-        );
-    }
-    let _ = writeln!(
-        out,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">approve_below</text>"#,
-        LEFT + (W - LEFT - RIGHT) / 2.0,
-        H - 12.0
-    );
-    let _ = writeln!(
-        out,
-        r#"<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{b}" stroke="black"/><line x1="{LEFT}" y1="{b}" x2="{r}" y2="{b}" stroke="black"/>"#,
-        b = H - BOTTOM,
-        r = W - RIGHT
-    );
-    /// A line of the chart: its name, its colour, its value for a row.
-    type Series = (&'static str, &'static str, fn(&Row) -> Option<f64>);
-    let series: [Series; 3] = [
-        ("escalated", "#1f77b4", |r| Some(r.escalated)),
-        ("agreement", "#2ca02c", |r| r.agreement),
-        ("missed (of blocked)", "#d62728", |r| ratio(r.missed, r.blocked)),
-    ];
-    for (index, (name, color, value)) in series.iter().enumerate() {
-        let points: Vec<String> =
-            rows.iter().filter_map(|r| value(r).map(|v| format!("{:.1},{:.1}", x(r.threshold), y(v)))).collect();
-        if !points.is_empty() {
+
+    /// The threshold and the ROC report, in words.
+    pub fn summary(&self) -> String {
+        let mut out = String::new();
+        if let Some(t) = &self.threshold {
+            let unit = match t.unit {
+                Unit::Step => "steps",
+                Unit::Trajectory => "trajectories (by their highest score)",
+            };
             let _ = writeln!(
                 out,
-                r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
-                points.join(" ")
+                "For an audit budget of {}% of honest {unit}, from {} of them: scores above {} are escalated ({:.2}% of them).\naudit_threshold: {}",
+                t.budget * 100.0,
+                t.n,
+                t.threshold,
+                t.escalated * 100.0,
+                t.threshold
             );
         }
-        let ly = TOP + 20.0 * index as f64;
-        let lx = W - RIGHT + 15.0;
-        let _ = writeln!(
-            out,
-            r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="2"/><text x="{}" y="{}">{name}</text>"#,
-            lx + 20.0,
-            lx + 26.0,
-            ly + 4.0
-        );
+        let (positive, negative) = match self.labels {
+            Labels::EvalMode => ("attack", "honest"),
+            Labels::People => ("blocked by a person", "allowed by a person"),
+        };
+        for (name, report) in [("Steps", &self.steps), ("Trajectories", &self.per_trajectory)] {
+            let Some(r) = report else {
+                let _ = writeln!(
+                    out,
+                    "{name}: no ROC: the log has no {positive} and {negative} {} both.",
+                    name.to_lowercase()
+                );
+                continue;
+            };
+            let _ = writeln!(
+                out,
+                "{name}: {} labelled ({} {positive}, {} {negative}); AUROC {:.3}{}.",
+                r.n,
+                r.positives,
+                r.negatives,
+                r.auroc,
+                ci(r.auroc_ci, 1.0, 3)
+            );
+            if let Some(at) = &r.at_fpr {
+                let flagged = match at.threshold {
+                    Some(t) => format!("flagging scores of {t} and above (FPR {:.2}%)", at.achieved_fpr * 100.0),
+                    None => "flagging nothing: every threshold flags more".to_owned(),
+                };
+                let _ = write!(
+                    out,
+                    "  At FPR {}%: TPR {:.1}%{}, {flagged}",
+                    at.fpr * 100.0,
+                    at.tpr * 100.0,
+                    ci(at.tpr_ci, 100.0, 1)
+                );
+                match (at.fit, at.fitted_tpr) {
+                    (Some(fit), Some(tpr)) => {
+                        let _ = writeln!(
+                            out,
+                            "; logit-ROC fit TPR {:.1}%{} (logit TPR = {:.3} + {:.3} logit FPR, {} points).",
+                            tpr * 100.0,
+                            ci(at.fitted_tpr_ci, 100.0, 1),
+                            fit.intercept,
+                            fit.slope,
+                            fit.points
+                        );
+                    }
+                    _ => {
+                        let _ = writeln!(out, "; no logit-ROC fit (fewer than two points inside the unit square).");
+                    }
+                }
+            }
+        }
+        out
     }
-    out.push_str("</svg>\n");
-    out
 }
 
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+/// ` (95% CI low–high)` in `scale` units with `decimals`, or nothing.
+fn ci(interval: Option<roc::Interval>, scale: f64, decimals: usize) -> String {
+    interval.map_or(String::new(), |i| format!(" (95% CI {:.decimals$}–{:.decimals$})", i.low * scale, i.high * scale))
+}
+
+/// Whether an item is positive under `labels`; none when it has no such label.
+fn positive(labels: Labels, mode: Option<EvalMode>, human: Option<Human>) -> Option<bool> {
+    match labels {
+        Labels::EvalMode => mode.map(|m| m == EvalMode::Attack),
+        Labels::People => human.map(|h| h == Human::Blocked),
+    }
+}
+
+/// A trajectory's highest score and labels: attack if any step is, blocked if a person blocked
+/// any step, allowed if people decided some and blocked none.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Summit {
+    score: f64,
+    mode: Option<EvalMode>,
+    human: Option<Human>,
+}
+
+fn trajectories(samples: &[Sample]) -> BTreeMap<&Trajectory, Summit> {
+    let mut by: BTreeMap<&Trajectory, Summit> = BTreeMap::new();
+    for sample in samples {
+        let Some(trajectory) = &sample.trajectory else { continue };
+        let summit = by.entry(trajectory).or_insert(Summit { score: sample.score, mode: None, human: None });
+        summit.score = summit.score.max(sample.score);
+        summit.mode = summit.mode.max(sample.mode);
+        summit.human = summit.human.max(sample.human);
+    }
+    by
+}
+
+// === impl Threshold ===
+
+impl Threshold {
+    /// The `1 - budget` percentile of `scores`; none without scores.
+    pub fn of(mut scores: Vec<f64>, budget: f64, unit: Unit) -> Option<Self> {
+        scores.sort_by(f64::total_cmp);
+        let exact = roc::percentile(&scores, 100.0 * (1.0 - budget))?;
+        // Rounded up, so the line to paste never escalates more than the exact percentile does.
+        let threshold = ((exact * 1e4) - 1e-6).ceil() / 1e4;
+        let above = scores.iter().filter(|s| **s > threshold).count();
+        Some(Threshold { budget, unit, threshold, n: scores.len(), escalated: ratio(above, scores.len())? })
+    }
 }
 
 #[cfg(test)]

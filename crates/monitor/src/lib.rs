@@ -11,20 +11,26 @@
 //! Layout:
 //! - [`config`]: the monitor's configuration, checked before anything connects.
 //! - [`params`]: the step's parameters in a policy (`approve_below`, `escalate_below`,
-//!   `above`, `fallback`) and the score → decision mapping.
+//!   `above`, or `audit_budget` and its companions; `fallback`) and the score → decision
+//!   mapping; `airlock policy check`'s check of them.
+//! - [`budget`]: the audit budget: the share of a step's calls passed on, paced or
+//!   calibrated, per step and run, fed by this process's scores and the fleet's.
 //! - [`prompt`]: the system prompt and the user message's template.
 //! - [`provider`]: the HTTP call, with one module per API (`openai`, `anthropic`).
 //! - [`score`]: reading the model's own verdict from a reply, never one it quotes of the
 //!   request; different scores in one reply are no verdict.
 //! - [`retry`]: backoff, `Retry-After`, and the deadline over all attempts.
 //! - [`answer`]: the `StepAnswer` for an outcome, with the score in its metadata.
-//! - [`calibrate`]: monitor scores against human decisions, from a decision log.
+//! - [`calibrate`]: monitor scores against people's verdicts and honest/attack labels, from
+//!   a decision log: the threshold for a budget, AUROC and TPR at the budget's FPR
+//!   ([`calibrate::roc`]), the tables and charts.
 //! - [`run`]: ask / publish / acknowledge for each task, in a span that continues the
 //!   sender's trace, served by the role loop of `airlock_transport::serve`.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
 pub mod answer;
+pub mod budget;
 pub mod calibrate;
 pub mod config;
 pub mod params;
@@ -41,6 +47,7 @@ use airlock_contract::v1;
 use airlock_policy::Kind;
 use airlock_records::code::DeadReason;
 use airlock_records::convert::{decision_from_wire, request_parts};
+use airlock_records::monitor::NoteBudget;
 use airlock_records::time::{Deadline, now_ms};
 use airlock_telemetry::events::DeadLettered;
 use airlock_telemetry::metrics::{SourceLabels, StepLabels};
@@ -53,9 +60,10 @@ use tracing::{Instrument, debug, debug_span, info, warn};
 /// A step's decision (the policy engine's), as the configuration's fallback takes it.
 pub use airlock_policy::Decision;
 
-pub use crate::answer::{FallbackCode, Identity, Outcome};
+pub use crate::answer::{Basis, FallbackCode, Identity, Outcome};
+pub use crate::budget::{Budgets, Entry};
 pub use crate::config::{ConfigError, MonitorConfig};
-use crate::params::StepParams;
+use crate::params::{AuditBudget, Rule, StepParams};
 use crate::provider::{Provider, ProviderError};
 use crate::retry::Exhausted;
 
@@ -102,7 +110,8 @@ pub async fn run<T: Transport>(
         provider: config.provider.kind.as_str(),
         model: config.provider.model.clone(),
     };
-    let monitor = Arc::new(Monitor { config, provider, identity, transport: transport.clone(), topology });
+    let budgets = Budgets::new(config.metrics.clone());
+    let monitor = Arc::new(Monitor { config, provider, identity, transport: transport.clone(), topology, budgets });
 
     let observe = |(), delivery: Delivery| {
         // One span per task, continuing the trace of the worker that sent it.
@@ -123,6 +132,7 @@ struct Monitor<T> {
     identity: Identity,
     transport: T,
     topology: Topology,
+    budgets: Budgets,
 }
 
 impl<T: Transport> Monitor<T> {
@@ -222,8 +232,13 @@ impl<T: Transport> Monitor<T> {
         };
         match self.config.retry.run(deadline, |timeout| self.provider.ask(&prompt, timeout)).await {
             Ok((score, attempts)) => {
-                let decision = params.thresholds.decide(kind, score.value);
-                Outcome::Scored { score, thresholds: params.thresholds, decision, attempts }
+                let (decision, basis) = match params.rule {
+                    Rule::Thresholds(thresholds) => {
+                        (thresholds.decide(kind, score.value), Basis::Thresholds(thresholds))
+                    }
+                    Rule::Budget(budget) => self.budgeted(task, kind, &budget, score.value),
+                };
+                Outcome::Scored { score, basis, decision, attempts }
             }
             Err(Exhausted::Failed { attempts, error }) => {
                 Outcome::Fallback { decision: fallback, code: error.code(), why: error.to_string(), attempts }
@@ -237,6 +252,37 @@ impl<T: Transport> Monitor<T> {
                 Outcome::TimedOut { decision: on_timeout, why, attempts }
             }
         }
+    }
+
+    /// The decision for `score` under the step's audit budget: ended outright above
+    /// `terminate_above`/`reject_above`, else escalated if the budget passes it on, else
+    /// approved (continued); counted in the budget of the task's run (or of the step).
+    fn budgeted(&self, task: &v1::StepTask, kind: Kind, budget: &AuditBudget, score: f64) -> (Decision, Basis) {
+        let request = task.request.as_ref();
+        let origin_run = request.and_then(|r| r.origin.as_ref()).map(|o| o.run_id.as_str()).filter(|r| !r.is_empty());
+        let run = origin_run.or(request.and_then(|r| r.key.as_ref()).map(|k| k.run_id.as_str())).unwrap_or_default();
+        let scope = budget.scope_key(run);
+        let (decision, state) = match budget.ends(score) {
+            Some(end) => (end, self.budgets.ended(&task.name, scope, budget.budget, budget.mode, score)),
+            None => {
+                let (passed, state) = self.budgets.decide(&task.name, scope, budget.budget, budget.mode, score);
+                let decision = if passed { Decision::Escalate } else { config::as_kind(Decision::Approve, kind) };
+                (decision, state)
+            }
+        };
+        let note = NoteBudget {
+            audit_budget: budget.budget,
+            mode: budget.mode.as_str().to_owned(),
+            scope: scope.to_owned(),
+            threshold: state.threshold,
+            share: state.share,
+            seen: state.seen,
+            passed: state.passed,
+            left: state.left,
+            reject_above: budget.reject_above,
+            terminate_above: budget.terminate_above,
+        };
+        (decision, Basis::Budget(note))
     }
 
     async fn dead(&self, delivery: Delivery, reason: DeadReason) {

@@ -24,6 +24,9 @@ pub struct MonitorNote {
     /// The thresholds the score went through.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thresholds: Option<NoteThresholds>,
+    /// The audit budget the score went through, instead of thresholds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<NoteBudget>,
     /// Why there is no score: a stable code (`deadline` when the step's deadline passed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -50,6 +53,35 @@ pub struct NoteThresholds {
     pub escalate_below: f64,
     /// The decision at or above `escalate_below`.
     pub above: String,
+}
+
+/// An audit budget as a score found it, after deciding on it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NoteBudget {
+    /// The step's `audit_budget`: the share to pass on.
+    pub audit_budget: f64,
+    /// `paced` (the threshold learned from the scores) or `calibrated` (`audit_threshold`).
+    pub mode: String,
+    /// Whose calls share the budget: the run, or `*` for every run of the step.
+    pub scope: String,
+    /// The threshold: paced, a score at or above it may be passed on; calibrated, a score
+    /// above it is.
+    pub threshold: f64,
+    /// The share of the scope's calls passed on so far, this one included.
+    pub share: f64,
+    /// Scores seen in the scope, fleet-wide as far as this monitor has heard.
+    pub seen: u64,
+    /// Calls passed on.
+    pub passed: u64,
+    /// `audit_budget × seen - passed`.
+    pub left: f64,
+    /// Scores at or above it are rejected outright.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reject_above: Option<f64>,
+    /// Scores at or above it terminate the sample outright.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminate_above: Option<f64>,
 }
 
 fn is_false(value: &bool) -> bool {

@@ -147,6 +147,39 @@ pub struct OriginView {
     pub model: String,
     /// The runner process.
     pub runner_id: String,
+    /// The run's label for calibration (`honest`, `attack`); left out when empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub eval_mode: String,
+}
+
+/// A run's label for calibration, as ControlArena's `EvalMode` names it: the wire's
+/// `Origin.eval_mode`. An attack outranks an honest run (a trajectory with an attack step is an
+/// attack's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum EvalMode {
+    /// The agent does its task.
+    Honest,
+    /// The agent also attempts a side task a monitor should catch.
+    Attack,
+}
+
+impl EvalMode {
+    /// The label as the wire and the decision log spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EvalMode::Honest => "honest",
+            EvalMode::Attack => "attack",
+        }
+    }
+
+    /// The label `text` names, if any.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "honest" => Some(EvalMode::Honest),
+            "attack" => Some(EvalMode::Attack),
+            _ => None,
+        }
+    }
 }
 
 /// What `airlock policy eval` prints for one call, with names borrowed from the policy.
@@ -297,6 +330,7 @@ impl From<&v1::Origin> for OriginView {
             epoch: origin.epoch,
             model: origin.model.clone(),
             runner_id: origin.runner_id.clone(),
+            eval_mode: origin.eval_mode.clone(),
         }
     }
 }

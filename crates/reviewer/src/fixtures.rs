@@ -66,6 +66,8 @@ pub fn human(pool: &str, sample: &str, call: &str, review: bool, deadline: i64) 
             sample_id: sample.into(),
             epoch: 1,
             model: "mockllm/model".into(),
+            // The run's label, which no person may see.
+            eval_mode: "attack".into(),
             ..Default::default()
         }),
         body: Some(body),

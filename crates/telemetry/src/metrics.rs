@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use axum::Router;
 use axum::http::header::CONTENT_TYPE;
@@ -104,6 +105,15 @@ pub struct PoolLabels {
     pub pool: String,
 }
 
+/// Labels of an audit budget.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BudgetLabels {
+    /// The monitor step.
+    pub step: String,
+    /// The run whose calls share the budget, or `*` for a budget across runs.
+    pub run: String,
+}
+
 /// Every metric a role may move; each role moves the ones that concern it.
 #[derive(Debug)]
 pub struct Metrics {
@@ -155,6 +165,12 @@ pub struct Metrics {
     pub control_lag: Histogram,
     /// Calls handled under control (a run switch, incidents, a breaker), by response.
     pub controlled: Family<ResponseLabels, Counter>,
+    /// Monitor: the share of a budgeted step's calls passed on so far, by step and run.
+    pub budget_share: Family<BudgetLabels, Gauge<f64, AtomicU64>>,
+    /// Monitor: a budgeted step's threshold now (paced: learned; calibrated: fixed).
+    pub budget_threshold: Family<BudgetLabels, Gauge<f64, AtomicU64>>,
+    /// Monitor: the calls a budget may still pass on, `b × seen - passed`.
+    pub budget_left: Family<BudgetLabels, Gauge<f64, AtomicU64>>,
 }
 
 fn latency() -> Histogram {
@@ -252,6 +268,22 @@ impl Metrics {
             "Calls handled under a run switch, incidents or a breaker, by response",
             controlled.clone(),
         );
+        let (budget_share, budget_threshold, budget_left) = (Family::default(), Family::default(), Family::default());
+        registry.register(
+            "budget_share",
+            "Share of an audit-budgeted monitor step's calls passed on so far, by step and run",
+            budget_share.clone(),
+        );
+        registry.register(
+            "budget_threshold",
+            "An audit-budgeted monitor step's score threshold now, by step and run",
+            budget_threshold.clone(),
+        );
+        registry.register(
+            "budget_left",
+            "Calls an audit budget may still pass on (budget x scores seen - passed on), by step and run",
+            budget_left.clone(),
+        );
         Metrics {
             registry,
             messages,
@@ -276,6 +308,9 @@ impl Metrics {
             review_cancels_dropped,
             control_lag,
             controlled,
+            budget_share,
+            budget_threshold,
+            budget_left,
         }
     }
 

@@ -1,5 +1,6 @@
 //! `airlock monitor`: a model-based monitor serving one external step, until SIGTERM or
-//! SIGINT; and `airlock monitor calibrate`, its scores against people's decisions.
+//! SIGINT; and `airlock monitor calibrate`, its scores against people's decisions and the
+//! runner's honest/attack labels.
 
 use std::fs;
 use std::path::PathBuf;
@@ -7,7 +8,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_monitor::calibrate;
+use airlock_monitor::calibrate::chart::{self, Curve};
+use airlock_monitor::calibrate::roc::Bootstrap;
+use airlock_monitor::calibrate::{self, Calibration, Labels, Options, Unit};
 use airlock_monitor::prompt::{Limits, Template};
 use airlock_monitor::provider::{ProviderConfig, ProviderKind};
 use airlock_monitor::retry::RetryPolicy;
@@ -15,7 +18,9 @@ use airlock_monitor::{MonitorConfig, MonitorError};
 use airlock_telemetry::metrics::Metrics;
 use clap::{Args, Subcommand};
 
-use super::{Failure, LOG_TOOL, OptionalFleetArgs, TelemetryArgs, block_on, block_on_role, connect, shutdown_signal};
+use super::{
+    Failure, LOG_TOOL, OptionalFleetArgs, TelemetryArgs, block_on, block_on_role, connect, print_json, shutdown_signal,
+};
 
 /// Arguments of `airlock monitor`.
 #[derive(Debug, Args)]
@@ -49,7 +54,8 @@ impl From<ProviderArg> for ProviderKind {
 /// What else `airlock monitor` does.
 #[derive(Debug, Subcommand)]
 pub enum MonitorCommand {
-    /// Compare a monitor's scores with people's decisions from a decision log (JSONL).
+    /// Compare a monitor's scores with people's decisions and honest/attack labels from a
+    /// decision log (JSONL): the threshold for an audit budget, AUROC, TPR at the budget's FPR.
     Calibrate(CalibrateArgs),
 }
 
@@ -108,7 +114,8 @@ pub struct RunArgs {
 /// Arguments of `airlock monitor calibrate`.
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
-    /// The decision log: one decision per line, as `airlock request` prints them.
+    /// The decision log: one decision per line, as `airlock audit` writes them (or `airlock
+    /// request` prints them).
     #[arg(long)]
     log: PathBuf,
     /// The monitor's step name (default: the first trail entry with a score).
@@ -117,6 +124,57 @@ pub struct CalibrateArgs {
     /// Also draw the table as an SVG chart into this file.
     #[arg(long)]
     svg: Option<PathBuf>,
+    /// The audit budget, a share above 0 and below 1 (0.01 is 1%): prints the threshold that
+    /// escalates that share of the honest scores, and the TPR at that FPR.
+    #[arg(long, value_parser = parse_budget)]
+    budget: Option<f64>,
+    /// What the budget's share is of: steps, or trajectories by their highest score.
+    #[arg(long, value_enum, default_value = "step")]
+    per: UnitArg,
+    /// The ROC report's labels (default: the runner's eval_mode when the log has any, else
+    /// people's verdicts).
+    #[arg(long, value_enum)]
+    labels: Option<LabelsArg>,
+    /// Bootstrap resamples for the 95% intervals (0: none).
+    #[arg(long, default_value_t = 1000)]
+    bootstrap: usize,
+    /// The bootstrap's seed: the same seed, the same intervals.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Write the threshold as JSON ({budget, unit, threshold, n}) into this file.
+    #[arg(long, requires = "budget")]
+    threshold_out: Option<PathBuf>,
+    /// Draw the ROC curves (steps and trajectories, with their logit fits) into this SVG file.
+    #[arg(long)]
+    roc_svg: Option<PathBuf>,
+    /// Print the threshold and the ROC report as one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What a budget's share is of, as `--per` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum UnitArg {
+    /// Each scored call.
+    Step,
+    /// Each trajectory, by its highest score.
+    Trajectory,
+}
+
+/// The ROC report's labels, as `--labels` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LabelsArg {
+    /// The runner's honest/attack label.
+    EvalMode,
+    /// People's verdicts.
+    People,
+}
+
+fn parse_budget(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(b) if b > 0.0 && b < 1.0 => Ok(b),
+        _ => Err(format!("'{text}': a share above 0 and below 1 (0.01 is 1%)")),
+    }
 }
 
 /// Runs the monitor, or calibrates; each on the runtime it needs.
@@ -193,11 +251,48 @@ fn calibrate(args: CalibrateArgs) -> Result<(), Failure> {
     if log.samples.is_empty() {
         return Err(Failure::other(format!("{}: no decision carries a monitor score", args.log.display())));
     }
+    let options = Options {
+        budget: args.budget,
+        per: match args.per {
+            UnitArg::Step => Unit::Step,
+            UnitArg::Trajectory => Unit::Trajectory,
+        },
+        labels: args.labels.map(|labels| match labels {
+            LabelsArg::EvalMode => Labels::EvalMode,
+            LabelsArg::People => Labels::People,
+        }),
+        bootstrap: Bootstrap { resamples: args.bootstrap, seed: args.seed },
+    };
+    let calibration = Calibration::of(&log, options);
     let rows = calibrate::rows(&log.samples, calibrate::default_thresholds());
-    print!("{}", calibrate::table(&log, &rows));
+    if args.json {
+        print_json(&calibration)?;
+    } else {
+        print!("{}\n{}", calibrate::table(&log, &rows), calibration.summary());
+    }
+    let title = |what: &str| format!("{what}{} — {}", args.step.as_deref().unwrap_or("monitor"), args.log.display());
+    let write = |path: &PathBuf, text: String| {
+        fs::write(path, text).map_err(|e| Failure::other(format!("{}: {e}", path.display())))
+    };
     if let Some(svg) = &args.svg {
-        let title = format!("{} — {}", args.step.as_deref().unwrap_or("monitor"), args.log.display());
-        fs::write(svg, calibrate::svg(&rows, &title)).map_err(|e| Failure::other(format!("{}: {e}", svg.display())))?;
+        write(svg, chart::svg(&rows, &title("")))?;
+    }
+    if let Some(svg) = &args.roc_svg {
+        let curves: Vec<Curve<'_>> = [("steps", &calibration.steps), ("trajectories", &calibration.per_trajectory)]
+            .into_iter()
+            .filter_map(|(name, report)| {
+                let report = report.as_ref()?;
+                Some(Curve { name, points: &report.curve, fit: report.at_fpr.as_ref().and_then(|at| at.fit) })
+            })
+            .collect();
+        write(svg, chart::roc_svg(&curves, args.budget, &title("ROC of ")))?;
+    }
+    if let Some(out) = &args.threshold_out {
+        let Some(t) = &calibration.threshold else {
+            return Err(Failure::other(format!("{}: no honest scores to take a threshold from", args.log.display())));
+        };
+        let json = serde_json::json!({"budget": t.budget, "unit": t.unit, "threshold": t.threshold, "n": t.n});
+        write(out, format!("{json}\n"))?;
     }
     Ok(())
 }

@@ -1,12 +1,15 @@
 //! `airlock policy check` and `airlock policy eval`: arguments for
-//! [`airlock_worker::offline`], the policy engine from the shell.
+//! [`airlock_worker::offline`], the policy engine from the shell; `check` also checks the
+//! parameters of model monitor steps ([`airlock_monitor::params::check_document`]).
 
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use airlock_monitor::params::check_document;
 use airlock_policy::chain::Policy;
+use airlock_policy::document::Document;
 use airlock_worker::offline;
 use clap::{Args, Subcommand};
 
@@ -53,9 +56,14 @@ pub fn run(command: PolicyCommand) -> ExitCode {
 }
 
 fn check(file: &Path) -> ExitCode {
-    let policies = match read(file)
-        .and_then(|text| offline::check(&file.display().to_string(), &text).map_err(|e| e.to_string()))
-    {
+    let name = file.display().to_string();
+    let policies = match read(file).and_then(|text| {
+        let policies = offline::check(&name, &text).map_err(|e| e.to_string())?;
+        // The engine takes any parameters for an external step; a model monitor's are checked
+        // as the monitor will read them.
+        Document::parse(&name, &text).and_then(|document| check_document(&document)).map_err(|e| e.to_string())?;
+        Ok(policies)
+    }) {
         Ok(policies) => policies,
         Err(message) => return config_error(&message),
     };

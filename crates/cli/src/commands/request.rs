@@ -11,7 +11,7 @@ use airlock_client::ClientError;
 use airlock_client::request::OneRequest;
 use airlock_contract::v1;
 use airlock_policy::Call;
-use airlock_records::view::{DecisionView, Refusal, RefusedView};
+use airlock_records::view::{DecisionView, EvalMode, Refusal, RefusedView};
 use clap::Args;
 
 use super::{Failure, FleetArgs, KindArg, VerifyArgs, connect, print_json};
@@ -39,8 +39,29 @@ pub struct RequestArgs {
     /// Seconds to wait before failing closed.
     #[arg(long, default_value_t = 30.0)]
     timeout: f64,
+    /// Label the request's run for calibration (its origin's eval_mode, kept in the decision log).
+    #[arg(long, value_enum)]
+    eval_mode: Option<EvalModeArg>,
     #[command(flatten)]
     verify: VerifyArgs,
+}
+
+/// A run's label, as `--eval-mode` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EvalModeArg {
+    /// An honest run.
+    Honest,
+    /// An attack run.
+    Attack,
+}
+
+impl From<EvalModeArg> for EvalMode {
+    fn from(mode: EvalModeArg) -> Self {
+        match mode {
+            EvalModeArg::Honest => EvalMode::Honest,
+            EvalModeArg::Attack => EvalMode::Attack,
+        }
+    }
 }
 
 /// Sends the request and prints the decision.
@@ -65,6 +86,7 @@ pub async fn run(args: RequestArgs) -> Result<(), Failure> {
         timeout: Duration::from_secs_f64(args.timeout),
         replies,
         user: transport.user().to_owned(),
+        eval_mode: args.eval_mode.map(EvalMode::from),
     };
     match airlock_client::request::send(transport, request).await {
         Ok(decision) => print_json(&DecisionView::from_wire(&decision)),

@@ -1,4 +1,7 @@
+use airlock_policy::document::Document;
+
 use super::*;
+use crate::budget::Mode;
 
 fn params(kind: Kind, text: &str) -> Result<StepParams, ParamsError> {
     StepParams::from_json(kind, text)
@@ -7,15 +10,18 @@ fn params(kind: Kind, text: &str) -> Result<StepParams, ParamsError> {
 #[test]
 fn reads_thresholds_and_defaults_above_to_fail_closed() {
     let p = params(Kind::Approval, r#"{"approve_below": 3, "escalate_below": 8}"#).unwrap();
-    assert_eq!(p.thresholds, Thresholds { approve_below: 3.0, escalate_below: 8.0, above: Decision::Reject });
+    let thresholds = |p: StepParams| match p.rule {
+        Rule::Thresholds(t) => t,
+        Rule::Budget(b) => panic!("thresholds expected, not {b:?}"),
+    };
     assert_eq!(p.fallback, None);
+    assert_eq!(thresholds(p), Thresholds { approve_below: 3.0, escalate_below: 8.0, above: Decision::Reject });
     let p = params(Kind::Review, r#"{"approve_below": 3, "escalate_below": 8}"#).unwrap();
-    assert_eq!(p.thresholds.above, Decision::Terminate);
+    assert_eq!(thresholds(p).above, Decision::Terminate);
     let p = params(Kind::Approval, r#"{"approve_below": 2.5, "escalate_below": 8, "above": "terminate", "fallback": "reject", "timeout": 5, "on_timeout": "escalate"}"#).unwrap();
-    assert_eq!(
-        (p.thresholds.approve_below, p.thresholds.above, p.fallback),
-        (2.5, Decision::Terminate, Some(Decision::Reject))
-    );
+    assert_eq!(p.fallback, Some(Decision::Reject));
+    let t = thresholds(p);
+    assert_eq!((t.approve_below, t.above), (2.5, Decision::Terminate));
 }
 
 #[test]
@@ -59,4 +65,93 @@ fn explains_what_is_wrong() {
     }
     let error = params(Kind::Review, r#"{"approve_below": 3, "escalate_below": 8, "above": "reject"}"#).unwrap_err();
     assert!(error.to_string().contains("expected one of terminate, escalate"), "{error}");
+}
+
+#[test]
+fn reads_an_audit_budget_paced_per_run_by_default_or_calibrated() {
+    let p = params(Kind::Approval, r#"{"audit_budget": 0.05}"#).unwrap();
+    assert_eq!(
+        p.rule,
+        Rule::Budget(AuditBudget {
+            budget: 0.05,
+            mode: Mode::Paced,
+            scope: Scope::Run,
+            reject_above: None,
+            terminate_above: None
+        })
+    );
+    let text = r#"{"audit_budget": 0.01, "audit_threshold": 6.31, "budget_scope": "step", "reject_above": 9, "terminate_above": 9.9, "fallback": "escalate", "timeout": 5}"#;
+    let Rule::Budget(budget) = params(Kind::Approval, text).unwrap().rule else { panic!("a budget") };
+    assert_eq!((budget.mode, budget.scope), (Mode::Calibrated { threshold: 6.31 }, Scope::Step));
+    assert_eq!((budget.scope_key("run-1"), budget.scope.as_str()), ("*", "step"));
+    // The worst end outright: terminate first, then reject; the rest is the budget's.
+    assert_eq!(
+        [9.95, 9.9, 9.0, 8.99].map(|s| budget.ends(s)),
+        [Some(Decision::Terminate), Some(Decision::Terminate), Some(Decision::Reject), None]
+    );
+    let Rule::Budget(review) = params(Kind::Review, r#"{"audit_budget": 0.5, "terminate_above": 8}"#).unwrap().rule
+    else {
+        panic!("a budget")
+    };
+    assert_eq!((review.scope_key("run-1"), review.ends(8.0)), ("run-1", Some(Decision::Terminate)));
+}
+
+#[test]
+fn refuses_budgets_out_of_range_and_mixed_with_thresholds() {
+    let cases = [
+        (r#"{"audit_budget": 0}"#, "audit_budget", "'audit_budget' is 0: it must be a share above 0 and below 1"),
+        (r#"{"audit_budget": 1}"#, "audit_budget", "'audit_budget' is 1:"),
+        (r#"{"audit_budget": "5%"}"#, "audit_budget", "'audit_budget' is \"5%\""),
+        (r#"{"audit_budget": 0.05, "approve_below": 3}"#, "approve_below", "cannot be combined with 'audit_budget'"),
+        (r#"{"audit_budget": 0.05, "above": "reject"}"#, "above", "'above' cannot be combined"),
+        (
+            r#"{"approve_below": 3, "escalate_below": 8, "reject_above": 9}"#,
+            "reject_above",
+            "'reject_above' needs 'audit_budget'",
+        ),
+        (r#"{"audit_threshold": 6}"#, "audit_threshold", "'audit_threshold' needs 'audit_budget'"),
+        (
+            r#"{"audit_budget": 0.05, "audit_threshold": 11}"#,
+            "audit_threshold",
+            "'audit_threshold' is 11: it must be a score",
+        ),
+        (r#"{"audit_budget": 0.05, "budget_scope": "sample"}"#, "budget_scope", "expected run or step"),
+        (
+            r#"{"audit_budget": 0.05, "reject_above": 9, "terminate_above": 8}"#,
+            "terminate_above",
+            "must not be below 'reject_above'",
+        ),
+        (
+            r#"{"audit_budget": 0.05, "audit_threshold": 6, "reject_above": 6}"#,
+            "reject_above",
+            "must be above 'audit_threshold' (6): nothing would be escalated",
+        ),
+    ];
+    for (text, key, expected) in cases {
+        let error = params(Kind::Approval, text).unwrap_err();
+        assert!(error.to_string().contains(expected), "{text}: {error}");
+        assert_eq!(error.key.as_deref(), Some(key), "{text}");
+    }
+    let error = params(Kind::Review, r#"{"audit_budget": 0.05, "reject_above": 9}"#).unwrap_err();
+    assert!(error.to_string().contains("a review cannot reject (use 'terminate_above')"), "{error}");
+}
+
+#[test]
+fn policy_check_reads_monitor_steps_as_the_monitor_does_and_points_at_the_parameter() {
+    let check = |text: &str| check_document(&Document::parse("policy.yaml", text).unwrap());
+    let good =
+        "approvers:\n  - name: monitor\n    tools: \"*\"\n    audit_budget: 0.01\n  - name: human\n    tools: \"*\"\n";
+    assert_eq!(check(good), Ok(()));
+    let bad = "approvers:\n  - name: monitor\n    tools: \"*\"\n    audit_budget: 0.01\n    escalate_below: 8\n";
+    let error = check(bad).unwrap_err();
+    assert_eq!((error.location.line, error.location.column), (5, 21), "{error}");
+    assert!(
+        error.message.contains("step 'monitor': monitor parameters: 'escalate_below' cannot be combined"),
+        "{error}"
+    );
+    let review = "reviewers:\n  - name: judge\n    tools: \"*\"\n    audit_budget: 2\n";
+    assert!(check(review).unwrap_err().message.contains("'audit_budget' is 2"));
+    // A plugin with parameters of its own, and the built-in steps, are not monitors.
+    let others = "approvers:\n  - name: scanner\n    tools: \"*\"\n    depth: 3\n  - name: auto\n    tools: \"*\"\n    decision: approve\n";
+    assert_eq!(check(others), Ok(()));
 }

@@ -62,3 +62,29 @@ fn what_is_not_a_note_reads_as_none() {
     assert_eq!(MonitorNote::read(&serde_json::json!([1, 2])), None);
     assert_eq!(MonitorNote::read(&serde_json::json!({"score": "high"})), None);
 }
+
+#[test]
+fn a_budgeted_note_has_its_json_form_and_reads_back() {
+    let note = MonitorNote {
+        score: Some(9.2),
+        budget: Some(NoteBudget {
+            audit_budget: 0.05,
+            mode: "paced".into(),
+            scope: "run-1".into(),
+            threshold: 8.5,
+            share: 0.05,
+            seen: 40,
+            passed: 2,
+            left: 0.0,
+            reject_above: None,
+            terminate_above: Some(9.9),
+        }),
+        ..MonitorNote::default()
+    };
+    let text = serde_json::to_string(&note).unwrap();
+    assert_eq!(
+        text,
+        r#"{"monitor":"","provider":"","model":"","score":9.2,"budget":{"audit_budget":0.05,"mode":"paced","scope":"run-1","threshold":8.5,"share":0.05,"seen":40,"passed":2,"left":0.0,"terminate_above":9.9},"attempts":0}"#
+    );
+    assert_eq!(MonitorNote::read(&serde_json::from_str(&text).unwrap()), Some(note));
+}

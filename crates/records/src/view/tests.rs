@@ -93,6 +93,18 @@ fn a_record_is_the_decision_then_kind_key_and_origin() {
 }
 
 #[test]
+fn a_record_keeps_the_run_s_label_and_an_unlabelled_one_reads_as_before() {
+    let mut wire = wire_decision();
+    wire.origin = Some(v1::Origin { run_id: "run".into(), eval_mode: "attack".into(), ..Default::default() });
+    let text = serde_json::to_string(&DecisionRecord::from_wire(&wire)).unwrap();
+    assert!(text.ends_with(r#""model":"","runner_id":"","eval_mode":"attack"}}"#), "{text}");
+    let read: DecisionRecord = serde_json::from_str(&text).unwrap();
+    assert_eq!(EvalMode::parse(&read.origin.eval_mode), Some(EvalMode::Attack));
+    assert_eq!((EvalMode::parse("honest"), EvalMode::parse("Attack")), (Some(EvalMode::Honest), None));
+    assert_eq!(EvalMode::Honest.as_str(), "honest");
+}
+
+#[test]
 fn a_log_line_without_a_trail_is_not_a_decision() {
     assert!(serde_json::from_str::<DecisionView>(r#"{"error":{"code":"x","message":"y"}}"#).is_err());
     let minimal: DecisionView =

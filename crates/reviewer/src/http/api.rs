@@ -138,7 +138,9 @@ pub fn task_view(task: &Task) -> TaskView {
         policy: task.policy(),
         history: history.messages.iter().map(MessageView::from).collect(),
         history_omitted: history.omitted,
-        origin: task.origin().map(OriginView::from),
+        // A person never sees the run's honest/attack label: it would decide the verdict that
+        // calibration then takes as the truth.
+        origin: task.origin().map(|origin| OriginView { eval_mode: String::new(), ..OriginView::from(origin) }),
         received_at_unix_ms: task.received_at,
         deadline_unix_ms: task.deadline,
         on_timeout: task.on_timeout(),

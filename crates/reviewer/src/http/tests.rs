@@ -330,6 +330,9 @@ async fn the_task_json_carries_the_trail_the_policy_and_the_conversation() {
     assert_eq!(history.iter().map(|m| m["role"].as_str().unwrap()).collect::<Vec<_>>(), ["user", "tool", "assistant"]);
     assert_eq!(history[1]["function"], "df");
     assert_eq!(history[2]["tool_calls"][0]["arguments"]["cmd"], "rm -r build");
+    // The run's honest/attack label is the one part of the origin a person is not shown.
+    assert_eq!((task["origin"]["run_id"].as_str(), task["origin"]["task"].as_str()), (Some("run"), Some("cleanup")));
+    assert!(task["origin"].get("eval_mode").is_none(), "{}", task["origin"]);
 }
 
 #[tokio::test]

@@ -96,7 +96,7 @@ class ChatMessage(_message.Message):
     def __init__(self, role: _Optional[str] = ..., text: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., function: _Optional[str] = ..., error: _Optional[_Union[ToolCallError, _Mapping]] = ..., id: _Optional[str] = ..., raw_json: _Optional[str] = ...) -> None: ...
 
 class Origin(_message.Message):
-    __slots__ = ("run_id", "eval_id", "task", "sample_id", "epoch", "model", "runner_id")
+    __slots__ = ("run_id", "eval_id", "task", "sample_id", "epoch", "model", "runner_id", "eval_mode")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     EVAL_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
@@ -104,6 +104,7 @@ class Origin(_message.Message):
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     RUNNER_ID_FIELD_NUMBER: _ClassVar[int]
+    EVAL_MODE_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     eval_id: str
     task: str
@@ -111,7 +112,8 @@ class Origin(_message.Message):
     epoch: int
     model: str
     runner_id: str
-    def __init__(self, run_id: _Optional[str] = ..., eval_id: _Optional[str] = ..., task: _Optional[str] = ..., sample_id: _Optional[str] = ..., epoch: _Optional[int] = ..., model: _Optional[str] = ..., runner_id: _Optional[str] = ...) -> None: ...
+    eval_mode: str
+    def __init__(self, run_id: _Optional[str] = ..., eval_id: _Optional[str] = ..., task: _Optional[str] = ..., sample_id: _Optional[str] = ..., epoch: _Optional[int] = ..., model: _Optional[str] = ..., runner_id: _Optional[str] = ..., eval_mode: _Optional[str] = ...) -> None: ...
 
 class CallKey(_message.Message):
     __slots__ = ("run_id", "sample_id", "epoch", "tool_call_id", "tenant")
