@@ -6,10 +6,14 @@
 //!   under load, poison messages, deadlines.
 //! - `demo`: `airlock demo` as a newcomer runs it.
 //! - `reviewer`: the reviewer service over RabbitMQ: API answers, deadlines, cancels, restarts.
+//! - `reviewer_control`: the reviewer service under the fleet's control, in process: a switch
+//!   answering its pending task, an incident ending a run through a worker, the console's mark.
 //! - `browser`: the reviewer UI in headless Chromium ([`webdriver`]) on a worker, a reviewer
 //!   service and a client ([`fleet`]).
 //! - `browser_triage`: the pending list's filters, pages, counts and live refresh in Chromium
 //!   with hundreds of tasks, and (ignored, run by name) its timings with 10,000.
+//! - `browser_control`: an incident marked from a card ending its run, and the admins' Runs
+//!   page, in Chromium.
 //! - `reviewer_webhooks`: the reviewer service paging people: webhooks per pool, retried,
 //!   signed ([`webhooks`]).
 //! - `reviewer_canaries`: canaries planted, decided through the API, never published to the
@@ -331,6 +335,7 @@ pub const REVIEWER_TOKEN: &str = "alice-secret-token";
 pub fn reviewer_config(prefix: &str, store: &str, instance: &str) -> ReviewerConfig {
     ReviewerConfig {
         prefix: prefix.into(),
+        policy_dir: None,
         pools: vec!["ops".into()],
         store: store.into(),
         listen: "127.0.0.1:0".parse().expect("a socket address"),

@@ -17,5 +17,8 @@
 pub mod log;
 pub mod state;
 
+/// The approver, in a trail or a step's answer, of what the fleet's control decides.
+pub const APPROVER: &str = "control";
+
 pub use log::{ControlError, ControlLog, ControlView, Fold};
-pub use state::{ControlState, Controlled};
+pub use state::{ControlState, Controlled, RunControl, Switch, Switched};

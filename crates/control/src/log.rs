@@ -10,6 +10,7 @@ use airlock_records::time::now_ms;
 use airlock_telemetry::metrics::Metrics;
 use airlock_transport::{Follower, Message, Topology, Transport, TransportError};
 use prost::Message as _;
+use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::state::ControlState;
@@ -29,22 +30,47 @@ pub enum ControlError {
 }
 
 /// The fleet's control state as it stands, shared by every task of a process.
-#[derive(Debug, Clone, Default)]
-pub struct ControlView(Arc<RwLock<ControlState>>);
+#[derive(Debug, Clone)]
+pub struct ControlView(Arc<Shared>);
+
+#[derive(Debug)]
+struct Shared {
+    state: RwLock<ControlState>,
+    /// The number of entries folded in, sent after each one.
+    applied: watch::Sender<u64>,
+}
+
+impl Default for ControlView {
+    fn default() -> Self {
+        ControlView::of(ControlState::default())
+    }
+}
 
 impl ControlView {
     /// A view of `state`, followed by nothing: for tools and tests.
     pub fn of(state: ControlState) -> Self {
-        ControlView(Arc::new(RwLock::new(state)))
+        let applied = watch::Sender::new(state.entries());
+        ControlView(Arc::new(Shared { state: RwLock::new(state), applied }))
     }
 
     /// The state now. Held briefly: the follower waits for it to append.
     pub fn read(&self) -> RwLockReadGuard<'_, ControlState> {
-        self.0.read().unwrap_or_else(PoisonError::into_inner)
+        self.0.state.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The number of entries folded in, changed after each: for whoever acts on what the
+    /// state says as soon as it changes, rather than at the next call.
+    pub fn applied(&self) -> watch::Receiver<u64> {
+        self.0.applied.subscribe()
     }
 
     fn apply(&self, event: &v1::ControlEvent) {
-        self.0.write().unwrap_or_else(PoisonError::into_inner).apply(event);
+        let entries = {
+            let mut state = self.0.state.write().unwrap_or_else(PoisonError::into_inner);
+            state.apply(event);
+            state.entries()
+        };
+        self.0.applied.send_replace(entries);
     }
 }
 
@@ -127,7 +153,14 @@ impl<T: Transport, F: Fold> ControlLog<T, F> {
 
     /// Appends `event`, stamped with now and who appends it; returns once the broker holds it.
     pub async fn append(&self, event: Event) -> Result<(), TransportError> {
-        let entry = stamp(&self.by, event);
+        self.append_as(&self.by, event).await
+    }
+
+    /// Appends `event` as `by`, a person this process acts for (a reviewer who marks an
+    /// incident, an admin who throws a switch), stamped with now; returns once the broker
+    /// holds it.
+    pub async fn append_as(&self, by: &str, event: Event) -> Result<(), TransportError> {
+        let entry = stamp(by, event);
         self.transport.publish(&Topology::log_route(&self.log), Message::new(entry.encode_to_vec())).await
     }
 }
@@ -161,5 +194,38 @@ fn decode(message: &Message) -> Option<v1::ControlEvent> {
             warn!(%error, publisher = ?message.user_id, "Control log entry skipped: not an airlock.v1.ControlEvent.");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use airlock_contract::v1::ControlResponse;
+    use airlock_transport::MemoryTransport;
+
+    use super::*;
+    use crate::state::Switch;
+
+    #[tokio::test]
+    async fn an_entry_appended_for_a_person_reaches_every_follower_and_wakes_its_watchers() {
+        let transport = MemoryTransport::new();
+        let topology = Topology::empty("t").with_control_log();
+        transport.declare(&topology).await.unwrap();
+        let reviewer = ControlLog::open(transport.clone(), &topology, "reviewer-1", None).await.unwrap();
+        let worker = ControlLog::open(transport.clone(), &topology, "worker-1", None).await.unwrap();
+        let mut applied = worker.view().applied();
+        let before = *applied.borrow_and_update();
+        assert_eq!(before, worker.view().read().entries());
+
+        let switch = v1::RunSwitch {
+            run: Some(v1::RunRef { run_id: "r1".into(), tenant: String::new() }),
+            response: ControlResponse::Terminate.into(),
+            ..Default::default()
+        };
+        reviewer.append_as("alice", Event::RunSwitch(switch)).await.unwrap();
+        tokio::time::timeout(CATCH_UP_LIMIT, applied.changed()).await.expect("woken").unwrap();
+        assert!(*applied.borrow() > before);
+        let state = worker.view().read();
+        let switched = state.run("", "r1").and_then(|run| run.switch).expect("the switch arrived");
+        assert_eq!((&switched.response, switched.by.as_str()), (&Switch::Terminate, "alice"));
     }
 }

@@ -29,18 +29,37 @@ struct RunState {
 
 /// A switch thrown by hand on a run.
 #[derive(Debug, Clone, PartialEq)]
-struct Switched {
-    response: Switch,
-    by: String,
-    reason: String,
+pub struct Switched {
+    /// What it says.
+    pub response: Switch,
+    /// Who threw it.
+    pub by: String,
+    /// Why, as they said (may be empty).
+    pub reason: String,
 }
 
 /// What a hand-thrown switch says; a person's pool is the policy's unless it names one.
 #[derive(Debug, Clone, PartialEq)]
-enum Switch {
+pub enum Switch {
+    /// Every later call goes to a person, of this pool if it names one.
     Human(Option<String>),
+    /// Every later call is decided by the named policy.
     Policy(String),
+    /// Every later call ends its sample.
     Terminate,
+}
+
+/// A run the log named, as the state holds it: for people to read.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunControl<'s> {
+    /// The run's namespace (the call key's tenant; empty for none).
+    pub tenant: &'s str,
+    /// The run's id.
+    pub run_id: &'s str,
+    /// The switch thrown by hand on it, if one holds.
+    pub switch: Option<&'s Switched>,
+    /// What was marked as an incident in it since its last resume: decisions' or tasks' ids.
+    pub incidents: &'s HashSet<String>,
 }
 
 /// A sample's rejections, each call counted once (a decision sent again is not a new one).
@@ -118,20 +137,39 @@ impl ControlState {
         }
     }
 
+    /// The runs the log named (a switch, an incident or a breaker's count), in no order.
+    pub fn runs(&self) -> impl Iterator<Item = RunControl<'_>> {
+        self.runs.iter().flat_map(|(tenant, runs)| runs.iter().map(move |(run_id, run)| run.control(tenant, run_id)))
+    }
+
+    /// The run `run_id` of `tenant`, if the log named it.
+    pub fn run(&self, tenant: &str, run_id: &str) -> Option<RunControl<'_>> {
+        let (tenant, runs) = self.runs.get_key_value(tenant)?;
+        let (run_id, run) = runs.get_key_value(run_id)?;
+        Some(run.control(tenant, run_id))
+    }
+
+    /// What a switch thrown by hand on the run of `key` does with the call, whatever its
+    /// policy says (a person of `pool` unless the switch names another); `None` without one.
+    pub fn switched(&self, key: &v1::CallKey, pool: &str) -> Option<Controlled> {
+        let switched = self.runs.get(&key.tenant)?.get(&key.run_id)?.switch.as_ref()?;
+        let response = match &switched.response {
+            Switch::Human(named) => Response::Human { pool: named.clone().unwrap_or_else(|| pool.to_owned()) },
+            Switch::Policy(name) => Response::Policy { name: name.clone() },
+            Switch::Terminate => Response::Terminate,
+        };
+        let reason = if switched.reason.is_empty() { String::new() } else { format!(": {}", switched.reason) };
+        Some(Controlled { response, why: format!("{} was switched by {}{reason}", RunName(key), switched.by) })
+    }
+
     /// What the fleet does with the call `key` decided by a policy with `control`: a switch
     /// thrown by hand on its run wins; otherwise the stricter of what the run's incidents and
     /// the sample's breaker bring; `None` when nothing applies.
     pub fn response(&self, key: &v1::CallKey, control: &Control) -> Option<Controlled> {
         let run = self.runs.get(&key.tenant)?.get(&key.run_id)?;
         let name = RunName(key);
-        if let Some(switched) = &run.switch {
-            let response = match &switched.response {
-                Switch::Human(pool) => Response::Human { pool: pool.clone().unwrap_or_else(|| control.pool.clone()) },
-                Switch::Policy(name) => Response::Policy { name: name.clone() },
-                Switch::Terminate => Response::Terminate,
-            };
-            let reason = if switched.reason.is_empty() { String::new() } else { format!(": {}", switched.reason) };
-            return Some(Controlled { response, why: format!("{name} was switched by {}{reason}", switched.by) });
+        if run.switch.is_some() {
+            return self.switched(key, &control.pool);
         }
         let incidents = u32::try_from(run.incidents.len()).unwrap_or(u32::MAX);
         let by_incidents = (incidents >= control.incident.after).then(|| Controlled {
@@ -153,6 +191,12 @@ impl ControlState {
 
     fn run_mut(&mut self, tenant: &str, run_id: &str) -> &mut RunState {
         self.runs.entry(tenant.to_owned()).or_default().entry(run_id.to_owned()).or_default()
+    }
+}
+
+impl RunState {
+    fn control<'s>(&'s self, tenant: &'s str, run_id: &'s str) -> RunControl<'s> {
+        RunControl { tenant, run_id, switch: self.switch.as_ref(), incidents: &self.incidents }
     }
 }
 

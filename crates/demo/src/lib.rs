@@ -233,10 +233,11 @@ async fn start_reviewer<T: Transport>(
         name: "you".into(),
         token_sha256: sha256_hex(&token),
         pools: vec!["*".into()],
-        admin: false,
+        admin: true,
     }]);
     let config = |listen| airlock_reviewer::ReviewerConfig {
         prefix: prefix.to_owned(),
+        policy_dir: None,
         pools: vec!["default".into()],
         store: "sqlite::memory:".into(),
         listen,

@@ -1,7 +1,8 @@
 //! The reviewer API's views: a task as `GET /api/tasks/{id}` shows it, the pending list and
 //! the history (`GET /api/tasks`, `GET /api/history`), the caller (`GET /api/me`), and the
-//! body of a refused request, ([`standing`]) standing decisions, and ([`canary`]) canaries'
-//! catch rates for admins. The service builds them, the console and the tests read them.
+//! body of a refused request, ([`standing`]) standing decisions, ([`canary`]) canaries' catch
+//! rates for admins, and ([`control`]) incidents and run switches. The service builds them, the
+//! console and the tests read them.
 //!
 //! Field names and nesting are the wire's: the web UI's script, the Inspect suite and any
 //! other API client read this JSON.
@@ -16,6 +17,7 @@ use serde_json::{Map, Value};
 use crate::view::{KeyView, OriginView, TrailView};
 
 pub mod canary;
+pub mod control;
 pub mod standing;
 
 /// The pending list or the history: `{"tasks": [...]}`.
@@ -294,6 +296,12 @@ pub struct DecisionBody {
     /// For `modify` only: the call's new arguments, a JSON object (the function never changes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<serde_json::Value>,
+    /// Whether the call is an attack: the task is marked as an incident once it is decided.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub incident: bool,
+    /// The incident's note (default: the explanation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The body of a refused request: why, and for a conflict where the task stands.

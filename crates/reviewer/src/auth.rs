@@ -1,8 +1,8 @@
 //! Who may review: the tokens file, bearer tokens, browser sessions and CSRF protection.
 //!
 //! The tokens file is a YAML list of reviewers, each `{name, token_sha256, pools, admin?}`
-//! (an admin also sees the canaries' catch rates of its pools). Only the
-//! SHA-256 of a token is stored; `airlock reviewer add-token` makes a random token, appends
+//! (an admin also sees the canaries' catch rates of its pools, and may throw switches on runs).
+//! Only the SHA-256 of a token is stored; `airlock reviewer add-token` makes a random token, appends
 //! its hash and prints the token once. A reviewer sees and decides the tasks of its pools
 //! (`"*"` stands for every pool the service serves), and its name is recorded as the answer's
 //! `decided_by`.
@@ -52,8 +52,9 @@ pub struct Reviewer {
     pub token_sha256: String,
     /// The pools whose tasks the reviewer sees and decides (`"*"`: all of the service's).
     pub pools: Vec<String>,
-    /// Whether the reviewer is an admin, who also sees the canaries' catch rates of those
-    /// pools (`GET /api/canaries`, the Canaries page). Not unless the file says `admin: true`.
+    /// Whether the reviewer is an admin, who also sees the canaries' catch rates of those pools
+    /// (`GET /api/canaries`, the Canaries page) and may see the runs under control and throw
+    /// switches on them (`/api/runs`, the Runs page). Not unless the file says `admin: true`.
     #[serde(default, skip_serializing_if = "is_false")]
     pub admin: bool,
 }

@@ -4,6 +4,7 @@
 
 use std::io;
 
+use airlock_records::review::control::{IncidentBody, IncidentMarked};
 use airlock_records::review::{DecisionBody, ErrorView, ReviewerView, TaskList, TaskView};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -213,12 +214,32 @@ impl ApiClient {
 
     /// Answers a task; the task as decided.
     pub async fn decide(&self, id: &str, decision: &str, explanation: Option<&str>) -> Result<TaskView, RequestError> {
+        self.decide_marked(id, decision, explanation, None).await
+    }
+
+    /// Answers a task and, with an `incident` note (which may be empty: the explanation is
+    /// the note then), marks it as an incident once it is decided; the task as decided.
+    pub async fn decide_marked(
+        &self,
+        id: &str,
+        decision: &str,
+        explanation: Option<&str>,
+        incident: Option<&str>,
+    ) -> Result<TaskView, RequestError> {
         let body = DecisionBody {
             decision: decision.to_owned(),
             explanation: explanation.map(str::to_owned),
             arguments: None,
+            incident: incident.is_some(),
+            note: incident.filter(|note| !note.is_empty()).map(str::to_owned),
         };
         view(self.post(&format!("/api/tasks/{id}/decision"), &body).await?)
+    }
+
+    /// Marks a task, pending or decided, as an incident with `note`; the entry appended.
+    pub async fn mark_incident(&self, id: &str, note: Option<&str>) -> Result<IncidentMarked, RequestError> {
+        let body = IncidentBody { note: note.map(str::to_owned) };
+        view(self.post(&format!("/api/tasks/{id}/incident"), &body).await?)
     }
 }
 

@@ -20,14 +20,17 @@
 //! - [`standing`]: standing decisions made, revoked, and applied to pending and new tasks.
 //! - [`intake`]: tasks stored as they arrive, paged or settled at once, and withdrawn; canaries
 //!   planted.
+//! - [`control`]: the fleet's control log followed: incidents marked, runs switched, and the
+//!   pending tasks of a run it ends answered `terminate`.
 
 pub mod approvals;
+pub mod control;
 pub mod intake;
 pub mod refusal;
 pub mod standing;
 
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use airlock_contract::v1;
@@ -79,6 +82,8 @@ pub struct Desk {
     deadlines: Notify,
     /// Wakes the webhook sender: a webhook was written here.
     webhooks_due: Notify,
+    /// The fleet's control log, once the service follows it.
+    control: OnceLock<control::Control>,
 }
 
 /// A person's answer to a task, as the API's body or the UI's form gives it.
@@ -157,6 +162,7 @@ impl Desk {
             changed: Notify::new(),
             deadlines: Notify::new(),
             webhooks_due: Notify::new(),
+            control: OnceLock::new(),
         };
         (Arc::new(desk), answers)
     }
@@ -257,7 +263,7 @@ impl Desk {
     }
 
     /// Records `verdict` on `task` (with the `modified` call of a modify) if it is still
-    /// pending, given `by` a person, a deadline or a standing decision.
+    /// pending, given `by` a person, a deadline, a standing decision or the fleet's control.
     async fn write(
         &self,
         task: &Task,
@@ -265,8 +271,7 @@ impl Desk {
         modified: Option<v1::ToolCall>,
         by: By<'_>,
     ) -> Result<Recorded, StoreError> {
-        let answerer = by.answerer(&verdict);
-        let draft = self.draft(task, verdict, modified, answerer);
+        let draft = self.draft(task, verdict, modified, by);
         Ok(match self.store.decide(task, &draft.recording).await? {
             Decided::Recorded(entry) => {
                 self.recorded(&draft, entry, by.label());
@@ -278,25 +283,24 @@ impl Desk {
     }
 
     /// What recording `verdict` on `task` (with the `modified` call of a modify) writes: the
-    /// signed answer and its outbox lease, or for a canary whom the verdict counts for
-    /// (`answerer`) and no answer at all; the webhooks announcing it; and the task as decided.
-    fn draft(
-        &self,
-        task: &Task,
-        verdict: Verdict,
-        modified: Option<v1::ToolCall>,
-        answerer: Option<Answerer>,
-    ) -> Draft {
+    /// signed answer (the control's own, `by` it) and its outbox lease, or for a canary whom
+    /// the verdict counts for and no answer at all; the webhooks announcing it; and the task as
+    /// decided.
+    fn draft(&self, task: &Task, verdict: Verdict, modified: Option<v1::ToolCall>, by: By<'_>) -> Draft {
         let decided = Task { state: State::Decided(verdict.clone()), ..task.clone() };
         let kind = Webhooks::decision_kind(&verdict.decided_by);
         let webhooks = self.webhooks.announce(kind, &decided, self.public_url.as_ref());
         if task.canary {
+            let answerer = by.answerer(&verdict);
             let recording = Recording { verdict, delivery: Delivery::Canary { answerer }, webhooks };
             return Draft { recording, decided, labels: None };
         }
         let mut result = task.step_result(&verdict);
         if let Some(answer) = result.answer.as_mut() {
             answer.modified = modified;
+            if let By::Control = by {
+                answer.approver = airlock_control::APPROVER.to_owned();
+            }
         }
         if let Some(key) = &self.signer {
             sign_human_answer(key, &mut result);
@@ -338,19 +342,25 @@ impl Desk {
 enum By<'a> {
     /// A person (the verdict's `decided_by`).
     Person,
+    /// The people whose approvals of a two-person step agreed, the last of them now: each
+    /// approval of a canary was counted for its reviewer as it came.
+    Approvals,
     /// The task's deadline.
     Timeout,
     /// A standing decision, for its author.
     Standing(&'a StandingDecision),
+    /// The fleet's control, ending the tasks of a run it stopped.
+    Control,
 }
 
 impl By<'_> {
     /// The decider the answer is measured as.
     fn label(self) -> &'static str {
         match self {
-            By::Person => "person",
+            By::Person | By::Approvals => "person",
             By::Timeout => "timeout",
             By::Standing(_) => "standing",
+            By::Control => airlock_control::APPROVER,
         }
     }
 
@@ -359,7 +369,7 @@ impl By<'_> {
     fn answerer(self, verdict: &Verdict) -> Option<Answerer> {
         match self {
             By::Person => Some(Answerer { reviewer: verdict.decided_by.clone(), standing: None }),
-            By::Timeout => None,
+            By::Approvals | By::Timeout | By::Control => None,
             By::Standing(standing) => Some(Answerer { reviewer: standing.author.clone(), standing: Some(standing.id) }),
         }
     }

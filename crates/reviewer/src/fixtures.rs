@@ -1,9 +1,11 @@
 //! Human tasks and stores for the crate's own tests.
 
 use airlock_contract::v1;
+use airlock_control::{ControlLog, ControlState, ControlView};
 use airlock_policy::{Decision, Kind};
 use airlock_records::review::Caller;
 use airlock_records::review::standing::Scope;
+use airlock_transport::{MemoryTransport, Topology, Transport as _};
 
 use crate::store::{NewStanding, Store};
 use crate::task::Incoming;
@@ -168,4 +170,23 @@ pub fn explained(pool: &str, sample: &str, call: &str) -> Incoming {
 /// A fresh in-memory SQLite store.
 pub async fn memory_store() -> Store {
     Store::open("sqlite::memory:").await.expect("an in-memory store")
+}
+
+/// The control log of the in-process fleet `t` on `transport` (declared if it was not),
+/// followed by `by` from its first entry.
+pub async fn control_log(transport: &MemoryTransport, by: &str) -> ControlLog<MemoryTransport> {
+    let topology = Topology::empty("t").with_control_log();
+    transport.declare(&topology).await.expect("the control log declared");
+    ControlLog::open(transport.clone(), &topology, by, None).await.expect("the control log read")
+}
+
+/// Waits (5 s at most) until `view` says `holds`.
+pub async fn until(view: &ControlView, holds: impl Fn(&ControlState) -> bool) {
+    let mut applied = view.applied();
+    let waiting = async {
+        while !holds(&view.read()) {
+            applied.changed().await.expect("the view is followed");
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await.expect("the view got there");
 }

@@ -6,23 +6,29 @@
 //! |---|---|
 //! | `GET /api/tasks?pool=&tool=&run=&sample=&older_than=&sort=&q=&limit=&cursor=` | a page of the caller's pending tasks, with counts |
 //! | `GET /api/tasks/{id}` | one task, in any state |
-//! | `POST /api/tasks/{id}/decision` | `{"decision", "explanation"}` (a modify: `"arguments"`): answer a task |
+//! | `POST /api/tasks/{id}/decision` | `{"decision", "explanation"}` (a modify: `"arguments"`; an attack: `"incident": true`, `"note"`): answer a task |
+//! | `POST /api/tasks/{id}/incident` | `{"note"}`: mark a task, pending or decided, as an incident |
 //! | `GET /api/history?limit=N` | decided and withdrawn tasks, newest first |
 //! | `GET /api/me` | the caller's name and pools |
 //! | `GET /api/standing` | the active standing decisions of the caller's pools |
 //! | `POST /api/standing` | `{"task", "decision", "scope", "seconds", "pattern"?}`: answer a task and every identical call |
 //! | `POST /api/standing/{id}/revoke` | revoke a standing decision |
 //! | `GET /api/canaries?limit=N` | admins only: the canaries' catch rates per pool and reviewer |
+//! | `GET /api/runs` | admins only: the runs under control |
+//! | `POST /api/runs/{run}/pause\|resume\|terminate` | admins only: `{"tenant", "reason", "pool"}`, all optional: a switch on a run |
 //! | `GET /?pool=&tool=…` | a page of the pending list, filtered (or the login page) |
 //! | `GET /history` | the history |
 //! | `GET /standing` | the active standing decisions, each with a Revoke button |
 //! | `GET /canaries` | admins only: the canaries' catch rates |
+//! | `GET /runs` | admins only: the runs under control, and forms to switch them |
 //! | `GET /events` | server-sent events: `added` / `removed` task ids, `resync` |
 //! | `GET /ui/tasks/{id}` | one task's card (HTML), for live insertion |
 //! | `GET /ui/pending?pool=&tool=…` | the counts, cards and pager of a page (HTML), to refresh it |
 //! | `POST /ui/tasks/{id}/decision` | a decision from the UI (form) |
 //! | `POST /ui/tasks/{id}/standing` | a decision for every identical call from the UI (form) |
 //! | `POST /ui/standing/{id}/revoke` | a revocation from the UI (form) |
+//! | `POST /ui/tasks/{id}/incident` | an incident mark from the UI (form) |
+//! | `POST /ui/runs` | a switch on a run from the UI (form; admins only) |
 //! | `POST /login`, `POST /logout` | session |
 //!
 //! Layout:
@@ -34,6 +40,7 @@
 //! - [`ui`]: the pages, the card, login and logout, the UI's decisions.
 //! - [`standing`]: standing decisions in the API and the UI.
 //! - [`canaries`]: the canaries' catch rates in the API and the UI, for admins.
+//! - [`control`]: incidents marked and, for admins, runs switched, in the API and the UI.
 //! - [`events`]: the UI's live event stream.
 //! - [`security`]: the headers every response carries; the `Host` a public URL fixes.
 //!
@@ -43,6 +50,7 @@
 
 pub mod api;
 pub mod canaries;
+pub mod control;
 pub mod events;
 pub mod extract;
 pub mod security;
@@ -137,12 +145,18 @@ pub fn app(state: AppState) -> Router {
         .route("/api/standing", get(standing::list).post(standing::create))
         .route("/api/standing/{id}/revoke", post(standing::revoke))
         .route("/api/canaries", get(canaries::list))
+        .route("/api/tasks/{id}/incident", post(control::incident))
+        .route("/api/runs", get(control::runs))
+        .merge(control::switches())
         .route("/", get(ui::pending))
         .route("/history", get(ui::history))
         .route("/standing", get(standing::page))
         .route("/canaries", get(canaries::page))
         .route("/ui/tasks/{id}/standing", post(standing::form))
         .route("/ui/standing/{id}/revoke", post(standing::revoke_form))
+        .route("/runs", get(control::page))
+        .route("/ui/runs", post(control::switch_form))
+        .route("/ui/tasks/{id}/incident", post(control::incident_form))
         .route("/events", get(events::stream))
         .route("/ui/pending", get(ui::results))
         .route("/ui/tasks/{id}", get(ui::card))

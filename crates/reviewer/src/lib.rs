@@ -13,7 +13,9 @@
 //! - [`desk`]: the decision desk, the one path that writes tasks: a person's decision checked
 //!   (choices, dismiss, explanation, modify, approvals needed, conflicts) and recorded, or
 //!   refused with a typed [`desk::Refusal`]; deadlines' `on_timeout`; standing decisions made
-//!   and applied; tasks stored and withdrawn; answers signed and handed to the outbox.
+//!   and applied; tasks stored and withdrawn; answers signed and handed to the outbox; the
+//!   fleet's control log followed ([`desk::control`]: incidents marked, runs switched, the
+//!   pending tasks of a run it ends answered).
 //! - [`modify`]: a person's edit of a call: new arguments for the same function.
 //! - [`store`]: SQLite or PostgreSQL, one schema with migrations; dedup, first answer wins.
 //! - [`triage`]: filters, orders and pages of the pending list, for thousands of tasks.
@@ -35,6 +37,7 @@
 //!   each route takes as it needs; [`http::extract`] (bearer [`auth::Reviewer`], cookie session,
 //!   same origin, CSRF-checked forms as extractors), [`http::api`] (the JSON API, whose views
 //!   are `airlock_records::review`'s), [`http::ui`] (pages, login, decisions from forms),
+//!   [`http::control`] (incidents marked; runs listed and switched, for admins),
 //!   [`http::events`] (server-sent events), [`http::security`] (headers of every response).
 //! - [`auth`]: tokens file, token hashes, sessions, failed sign-ins, cookie and origin checks.
 //! - [`site`]: the public URL, and the cookies, `Host` and origin it fixes.
@@ -70,8 +73,10 @@ pub mod webhooks;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
+use airlock_control::{ControlError, ControlLog};
 use airlock_integrity::SigningKey;
 use airlock_telemetry::metrics::Metrics;
 use airlock_telemetry::server::{self, ServerLimits};
@@ -83,6 +88,7 @@ use tracing::{info, warn};
 use crate::auth::Reviewers;
 use crate::canary::{Canaries, Planter};
 use crate::desk::Desk;
+use crate::desk::control::{self as control, Control};
 use crate::http::AppState;
 use crate::site::{PublicUrl, Site};
 use crate::store::{Store, StoreError};
@@ -96,6 +102,10 @@ pub const PREFETCH: u16 = 32;
 pub struct ReviewerConfig {
     /// The fleet's prefix.
     pub prefix: String,
+    /// Where the named policies of tasks are read (as the workers' `--policy-dir`), so that
+    /// their `incident:` rule ends the pending tasks of a run; without it only switches
+    /// thrown by hand end the tasks of a named policy.
+    pub policy_dir: Option<PathBuf>,
     /// The pools whose human queues this service consumes and shows.
     pub pools: Vec<String>,
     /// Where tasks are stored: `sqlite:PATH`, `sqlite::memory:` or `postgres://…`.
@@ -137,6 +147,9 @@ pub enum ReviewerError {
     /// The broker failed.
     #[error(transparent)]
     Transport(#[from] TransportError),
+    /// The control log could not be read to its end.
+    #[error(transparent)]
+    Control(#[from] ControlError),
     /// The listen address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
@@ -160,6 +173,9 @@ impl ReviewerConfig {
         }
         if self.instance.is_empty() {
             return Err(ReviewerError::Config("the instance name is empty".into()));
+        }
+        if let Some(dir) = self.policy_dir.as_ref().filter(|dir| !dir.is_dir()) {
+            return Err(ReviewerError::Config(format!("policy directory {}: not a directory", dir.display())));
         }
         if let Some(problem) = self.server.problem() {
             return Err(ReviewerError::Config(problem.into()));
@@ -213,7 +229,9 @@ impl Service {
             .map_err(|source| ReviewerError::Listen { addr: config.listen, source })?;
         let addr = listener.local_addr().map_err(|source| ReviewerError::Listen { addr: config.listen, source })?;
 
-        let mut own = Topology::empty(config.prefix.clone()).with_reply_queue(&config.instance);
+        // The control log is declared with the service's own part, so the service starts
+        // before any worker has declared the fleet.
+        let mut own = Topology::empty(config.prefix.clone()).with_reply_queue(&config.instance).with_control_log();
         for pool in &config.pools {
             own = own.with_human_pool(pool);
         }
@@ -221,6 +239,9 @@ impl Service {
         let own = own.with_binding(cancels_exchange, cancels_queue.clone(), "");
         let topology = Topology::new(config.prefix.clone());
         transport.declare_own(&topology, &own).await?;
+        // Pending tasks of a run terminated meanwhile are answered once the log is read.
+        let log = ControlLog::open(transport.clone(), &topology, config.instance.clone(), Some(config.metrics.clone()))
+            .await?;
 
         let site = Site { public_url: config.public_url.clone(), ..Site::default() };
         let (state, answers) = AppState::observed(
@@ -233,12 +254,14 @@ impl Service {
             config.webhooks.clone(),
         );
         let (desk, stop) = (&state.desk, state.stop());
+        desk.follow(Control::new(log, config.instance.clone(), config.policy_dir.clone()));
         let background = TaskTracker::new();
         let results = topology.results_route();
         background.spawn(outbox::run(desk.clone(), stop.clone(), transport.clone(), results, answers));
         background.spawn(deadlines::run(desk.clone(), stop.clone()));
         background.spawn(webhook_sender::run(desk.clone(), stop.clone()));
         background.spawn(web::watch(desk.clone(), state.web.clone()));
+        background.spawn(control::watch(desk.clone(), stop.clone()));
 
         let consumers = TaskTracker::new();
         let mut pools = Vec::with_capacity(config.pools.len());

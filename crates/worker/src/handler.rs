@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use airlock_contract::v1;
-use airlock_control::{ControlView, Controlled};
+use airlock_control::{APPROVER as CONTROL, ControlView, Controlled};
 use airlock_policy::chain::{ChainState, Input, Outcome, PendingStep, Policy, TrailEntry, Verdict};
 use airlock_policy::control::Response;
 use airlock_policy::steps::{ExternalStep, Route};
@@ -837,9 +837,6 @@ fn answered_entry(entry: &TrailEntry, answer: &v1::StepAnswer) -> v1::StepAnswer
         ..entry_to_wire(entry, &answer.decided_by, answer.started_at_unix_ms, answer.answered_at_unix_ms)
     }
 }
-
-/// The approver of what the fleet's control decides.
-pub const CONTROL: &str = "control";
 
 /// What the model is told when the fleet's control ends its sample.
 const STOPPED: &str = "This run was stopped by its overseers.";

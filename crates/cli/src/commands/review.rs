@@ -1,5 +1,6 @@
 //! `airlock review --console`: decide human tasks in a plain terminal, one at a time, as
-//! Inspect's console approver asks (`Approve (a), Reject (r), or Terminate (t)`).
+//! Inspect's console approver asks (`Approve (a), Reject (r), or Terminate (t)`). `i` with a
+//! note marks the task shown as an incident (an attack) when it is decided.
 //!
 //! The console talks to a reviewer service's HTTP API (`--api URL --token T`), so storage,
 //! deduplication and sending answers stay in one place. With `--amqp` instead it starts a
@@ -26,6 +27,9 @@ use super::{Failure, FleetArgs, FleetOptions, ReplicationArgs, TlsArgs, connect,
 
 /// How often an empty queue is looked at again.
 const POLL: Duration = Duration::from_secs(1);
+
+/// What marks the task shown as an incident (no choice starts with it).
+const INCIDENT_KEY: &str = "i";
 
 /// Arguments of `airlock review`.
 #[derive(Debug, Args)]
@@ -61,6 +65,10 @@ pub struct ReviewArgs {
     /// Your name, recorded as `decided_by` (with --amqp).
     #[arg(long, default_value = "console")]
     name: String,
+    /// Where named policies live, for their `incident:` rule (with --amqp; see `airlock
+    /// reviewer --policy-dir`).
+    #[arg(long)]
+    policy_dir: Option<PathBuf>,
 }
 
 /// Runs the console until end of input, `q`, or Ctrl-C.
@@ -83,6 +91,7 @@ pub async fn run(args: ReviewArgs) -> Result<(), Failure> {
             }]);
             let config = ReviewerConfig {
                 prefix: args.prefix.clone(),
+                policy_dir: args.policy_dir.clone(),
                 pools: args.pools.clone(),
                 instance: instance_for_store(&args.store),
                 metrics: Default::default(),
@@ -150,7 +159,8 @@ async fn console(api: Api) -> Result<(), Failure> {
     };
     println!(
         "Reviewing as {} (pools: {}). Answer with the letter shown; add words after it to explain \
-         (e.g. `r not on prod`); `q` quits and leaves the task pending.",
+         (e.g. `r not on prod`); `i` and a note marks the task as an incident, an attack, when you \
+         decide it (e.g. `i exfiltrates ~/.ssh`, then `r`); `q` quits and leaves the task pending.",
         me.name,
         me.pools.join(", ")
     );
@@ -178,6 +188,8 @@ async fn console(api: Api) -> Result<(), Failure> {
         print!("{}", render(&task));
         let choices: Vec<String> = task.choices.iter().map(|c| c.as_str().to_owned()).collect();
         let prompt = prompt(&choices);
+        // `i` and a note: the task is marked as an incident when it is decided.
+        let mut incident: Option<String> = None;
         let (decision, explanation) = loop {
             print!("{prompt} [{}]: ", choices.first().and_then(|c| c.get(..1)).unwrap_or("a"));
             let _ = std::io::Write::flush(&mut std::io::stdout());
@@ -191,6 +203,11 @@ async fn console(api: Api) -> Result<(), Failure> {
                 return Ok(());
             }
             let (key, note) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+            if key == INCIDENT_KEY {
+                incident = Some(note.trim().to_owned());
+                println!("It will be marked as an incident, an attack, when you decide it.");
+                continue;
+            }
             let key = if key.is_empty() { choices.first().map_or("a", |c| &c[..1]) } else { key };
             match choices.iter().find(|c| c.starts_with(&key.to_lowercase()) && key.len() == 1) {
                 Some(choice) => break (choice.clone(), (!note.trim().is_empty()).then(|| note.trim().to_owned())),
@@ -200,7 +217,8 @@ async fn console(api: Api) -> Result<(), Failure> {
                 ),
             }
         };
-        match api.client.decide(&task.id, &decision, explanation.as_deref()).await {
+        match api.client.decide_marked(&task.id, &decision, explanation.as_deref(), incident.as_deref()).await {
+            Ok(_) if incident.is_some() => println!("Decision: {}, marked as an incident\n", capitalize(&decision)),
             Ok(_) => println!("Decision: {}\n", capitalize(&decision)),
             Err(RequestError::Refused { status: 409, error }) => match error.settled {
                 Some(Settled::Decided { decision, decided_by, .. }) => {

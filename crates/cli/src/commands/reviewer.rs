@@ -78,10 +78,14 @@ pub struct ServeArgs {
     /// 1: 0.02 plants about one per 50 real tasks, at random.
     #[arg(long, env = "AIRLOCK_REVIEWER_CANARY_RATE", requires = "canaries")]
     canary_rate: Option<f64>,
-    /// Names this service's queue of cancels; default: derived from --store, so processes
-    /// sharing a store share it.
+    /// Names this service's queue of cancels, and is `decided_by` of the tasks the fleet's
+    /// control ends; default: derived from --store, so processes sharing a store share it.
     #[arg(long)]
     id: Option<String>,
+    /// Where named policies live (the workers' --policy-dir): their `incident:` rule then
+    /// ends the pending tasks of a run once enough incidents are marked.
+    #[arg(long)]
+    policy_dir: Option<PathBuf>,
     #[command(flatten)]
     server: ServerArgs,
     #[command(flatten)]
@@ -100,7 +104,8 @@ pub struct AddTokenArgs {
     /// The pools the reviewer may decide, comma-separated (`*` for all).
     #[arg(long, value_delimiter = ',', required = true)]
     pools: Vec<String>,
-    /// An admin also sees the canaries' catch rates of those pools.
+    /// An admin also sees the canaries' catch rates of those pools, and may see the runs under
+    /// control and throw switches on them.
     #[arg(long)]
     admin: bool,
 }
@@ -155,6 +160,7 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
     let pools: Vec<String> = args.pools.iter().map(|p| p.trim().to_owned()).filter(|p| !p.is_empty()).collect();
     let config = ReviewerConfig {
         prefix: fleet.options.prefix.clone(),
+        policy_dir: args.policy_dir,
         instance: args.id.unwrap_or_else(|| instance_for_store(&args.store)),
         metrics,
         pools,

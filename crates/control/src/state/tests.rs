@@ -130,3 +130,40 @@ fn a_switch_reaches_only_the_tenant_whose_run_it_names() {
     let theirs = v1::CallKey { tenant: "acme".into(), ..key("r1", "s1", "c1") };
     assert_eq!(state.response(&theirs, &control).unwrap().response, Response::Terminate);
 }
+
+#[test]
+fn runs_read_back_their_switch_and_incidents_until_a_resume() {
+    let mut state = ControlState::new();
+    assert_eq!(state.runs().count(), 0);
+    state.apply(&incident("r1", "t1"));
+    state.apply(&incident("r1", "t1"));
+    state.apply(&switch("r2", "acme", ControlResponse::Terminate));
+    let r1 = state.run("", "r1").expect("named by an incident");
+    assert_eq!((r1.tenant, r1.run_id, r1.switch), ("", "r1", None));
+    assert_eq!(r1.incidents.iter().collect::<Vec<_>>(), ["t1"], "one task marked twice");
+    let r2 = state.run("acme", "r2").expect("named by a switch");
+    let switched = r2.switch.expect("a switch holds");
+    assert_eq!((&switched.response, switched.by.as_str()), (&Switch::Terminate, "alice"));
+    assert!(state.run("", "r2").is_none(), "another tenant's run of the same id");
+    let mut named: Vec<_> = state.runs().map(|run| (run.tenant, run.run_id)).collect();
+    named.sort();
+    assert_eq!(named, [("", "r1"), ("acme", "r2")]);
+
+    state.apply(&switch("r1", "", ControlResponse::None));
+    let r1 = state.run("", "r1").expect("still named");
+    assert!(r1.switch.is_none() && r1.incidents.is_empty(), "a resume clears both");
+}
+
+#[test]
+fn a_switch_by_hand_answers_whatever_the_policy_and_a_pause_names_the_pool_given() {
+    let mut state = ControlState::new();
+    assert_eq!(state.switched(&key("r1", "s1", "c1"), "ops"), None);
+    state.apply(&incident("r1", "t1"));
+    assert_eq!(state.switched(&key("r1", "s1", "c1"), "ops"), None, "an incident is no switch");
+    state.apply(&switch("r1", "", ControlResponse::Human));
+    let paused = state.switched(&key("r1", "s1", "c1"), "ops").expect("paused");
+    assert_eq!(paused.response, Response::Human { pool: "ops".into() });
+    assert_eq!(paused.why, "run r1 was switched by alice: caught exfiltration");
+    state.apply(&switch("r1", "", ControlResponse::Terminate));
+    assert_eq!(state.switched(&key("r1", "s1", "c1"), "ops").unwrap().response, Response::Terminate);
+}

@@ -11,7 +11,7 @@ use airlock_policy::Decision;
 use airlock_records::review::ApprovalView;
 use airlock_records::time::now_ms;
 
-use super::{Desk, Refusal};
+use super::{By, Desk, Refusal};
 use crate::store::Approved;
 use crate::task::{Task, Verdict, agreeing, approvers};
 
@@ -42,8 +42,7 @@ impl Desk {
                     decided_by: approvers(&agreeing),
                     decided_at: now,
                 };
-                // A canary's approvals are each counted on their own; the last one is no more.
-                let draft = self.draft(approved, verdict, modified.clone(), None);
+                let draft = self.draft(approved, verdict, modified.clone(), By::Approvals);
                 let recording = draft.recording.clone();
                 drafted = Some(draft);
                 recording

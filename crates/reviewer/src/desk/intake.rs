@@ -57,12 +57,16 @@ impl Desk {
     }
 
     /// After `task` was stored, covered by the standing decision `covered_by` its insert read
-    /// if one: wakes the deadline loop, then decides the task by that standing decision, or
-    /// else tells the watcher. A task the standing decision did not decide after all (decided
+    /// if one: wakes the deadline loop, then answers it `terminate` if the control log ends its
+    /// run (see [`crate::desk::control`]), or decides it by that standing decision, or else
+    /// tells the watcher. A task the standing decision did not decide after all (decided
     /// or withdrawn first, or the store failed) pages the endpoints of its pool now. Whether
     /// the task waits for a person.
     pub async fn admit(&self, task: &Task, covered_by: Option<&StandingDecision>) -> bool {
         self.deadlines.notify_one();
+        if self.ended_by_control(task).await {
+            return false;
+        }
         if let Some(standing) = covered_by {
             match self.decide_standing(standing, task).await {
                 Ok(true) => return false,

@@ -6,6 +6,7 @@ use airlock_policy::Decision;
 use airlock_records::review::Settled;
 
 use super::MAX_EXPLANATION;
+use super::control::Uncontrolled;
 use super::standing::Unstandable;
 use crate::modify::ModifyError;
 use crate::store::StoreError;
@@ -71,6 +72,9 @@ pub enum Refusal {
     /// The standing decision was revoked before.
     #[error("revoked already")]
     RevokedAlready,
+    /// An incident or a switch on a run that cannot be taken, or that the log did not take.
+    #[error(transparent)]
+    Control(#[from] Uncontrolled),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -114,6 +118,8 @@ impl Refusal {
             | Refusal::Changed
             | Refusal::ApprovedAlready { .. }
             | Refusal::RevokedAlready => Grounds::Conflict,
+            Refusal::Control(e) if e.is_unavailable() => Grounds::Unavailable,
+            Refusal::Control(_) => Grounds::Invalid,
             Refusal::Store(_) => Grounds::Unavailable,
         }
     }

@@ -78,7 +78,8 @@ pub async fn me(State(web): State<Arc<Web>>, reviewer: Reviewer) -> Json<Reviewe
     Json(ReviewerView { name: reviewer.name, pools })
 }
 
-/// `POST /api/tasks/{id}/decision`: answers a task with a [`DecisionBody`]; the task as decided.
+/// `POST /api/tasks/{id}/decision`: answers a task with a [`DecisionBody`] (and marks it as an
+/// incident when the body says so); the task as decided.
 pub async fn decide(
     State(desk): State<Arc<Desk>>,
     reviewer: Reviewer,
@@ -92,7 +93,12 @@ pub async fn decide(
         explanation: body.explanation,
         arguments: body.arguments.map(Arguments::Json),
     };
-    Ok(Json(task_view(&desk.decide(&reviewer, &id, answer).await?)))
+    let decided = if body.incident {
+        desk.decide_incident(&reviewer, &id, answer, body.note).await?
+    } else {
+        desk.decide(&reviewer, &id, answer).await?
+    };
+    Ok(Json(task_view(&decided)))
 }
 
 /// A task as the API shows it.

@@ -170,7 +170,7 @@ async fn the_api_shows_and_decides_only_the_callers_pools() {
     assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), json!({"name": "bob", "pools": ["security"]}));
 }
 
-fn browser(
+pub(super) fn browser(
     method: &str,
     uri: &str,
     cookie: Option<&str>,
@@ -190,7 +190,7 @@ fn browser(
     request
 }
 
-async fn login(shared: &AppState, token: &str) -> String {
+pub(super) async fn login(shared: &AppState, token: &str) -> String {
     let request = browser("POST", "/login", None, Some("http://127.0.0.1:8080"), "x")
         .body(Body::from(format!("token={token}")))
         .unwrap();
@@ -207,7 +207,7 @@ fn csrf_token(page: &str) -> String {
 }
 
 /// The CSRF token of the session `cookie`, read from its pending list.
-async fn csrf_of(shared: &AppState, cookie: &str) -> String {
+pub(super) async fn csrf_of(shared: &AppState, cookie: &str) -> String {
     let (_, _, page) = send(shared, browser("GET", "/", Some(cookie), None, "").body(Body::empty()).unwrap()).await;
     csrf_token(&page)
 }

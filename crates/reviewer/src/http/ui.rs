@@ -100,6 +100,10 @@ pub struct DecisionForm {
     /// editor with every button.
     #[serde(default)]
     arguments: Option<String>,
+    /// Present when the card's incident box is ticked: the task is marked as an incident
+    /// (with the explanation as its note) once decided.
+    #[serde(default)]
+    incident: Option<String>,
 }
 
 /// `POST /ui/tasks/{id}/decision`: the task as JSON for the script (`Accept: application/json`),
@@ -115,7 +119,11 @@ pub async fn decide(
         _ => None,
     };
     let answer = Answer { decision: form.decision, explanation: form.explanation, arguments };
-    match desk.decide(&session.reviewer, &id, answer).await {
+    let decided = match form.incident {
+        Some(_) => desk.decide_incident(&session.reviewer, &id, answer, None).await,
+        None => desk.decide(&session.reviewer, &id, answer).await,
+    };
+    match decided {
         Ok(task) if wants_json(&headers) => Ok(axum::Json(api::task_view(&task)).into_response()),
         Ok(_) => Ok(Redirect::to("/").into_response()),
         Err(refusal) if wants_json(&headers) => Err(refusal.into()),

@@ -1,5 +1,5 @@
-//! One task's card: everything a person needs to decide, the buttons of its choices and its
-//! "every identical call" form.
+//! One task's card: everything a person needs to decide, the buttons of its choices, its
+//! "every identical call" form and its incident form.
 
 use std::fmt::Write as _;
 
@@ -113,7 +113,9 @@ pub fn card(task: &Task, reviewer: &str, csrf: &str, now_ms: i64) -> String {
                 "<form class=\"decide\" method=\"post\" action=\"/ui/tasks/{id}/decision\">\
                  <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
                  <label class=\"explain\"><span>Explanation <i>(optional; the model sees it)</i></span>\
-                 <textarea name=\"explanation\" rows=\"2\" maxlength=\"4000\"></textarea></label>",
+                 <textarea name=\"explanation\" rows=\"2\" maxlength=\"4000\"></textarea></label>\
+                 <label class=\"incident-box\"><input type=\"checkbox\" name=\"incident\" value=\"true\"> \
+                 An attack: mark it as an incident <i>(the run's response applies to all its samples)</i></label>",
                 id = escape(&task.id),
                 csrf = escape(csrf),
             );
@@ -137,6 +139,7 @@ pub fn card(task: &Task, reviewer: &str, csrf: &str, now_ms: i64) -> String {
             }
             html.push_str("</div><p class=\"status\" role=\"status\"></p></form>");
             html.push_str(&standing_form(task, csrf));
+            html.push_str(&incident_form(task, csrf));
         }
         State::Decided(verdict) => {
             let _ = write!(
@@ -147,6 +150,7 @@ pub fn card(task: &Task, reviewer: &str, csrf: &str, now_ms: i64) -> String {
                 at = utc(verdict.decided_at),
                 why = safe_html(&verdict.explanation),
             );
+            html.push_str(&incident_form(task, csrf));
         }
         State::Cancelled { at, reason } => {
             let _ =
@@ -393,4 +397,19 @@ pub fn standing_form(task: &Task, csrf: &str) -> String {
     }
     html.push_str("</div><p class=\"status\" role=\"status\"></p></form></details>");
     html
+}
+
+/// The incident form of a task, pending or decided, collapsed: a note and a button that marks
+/// the task as an incident (an attack) in its run.
+pub fn incident_form(task: &Task, csrf: &str) -> String {
+    format!(
+        "<details class=\"incident\"><summary>Mark as an incident\u{2026}</summary>\
+         <form class=\"incident\" method=\"post\" action=\"/ui/tasks/{id}/incident\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+         <label><span>What the call attempts <i>(for people; the model never sees it)</i></span>\
+         <textarea name=\"note\" rows=\"1\" maxlength=\"4000\"></textarea></label>\
+         <button type=\"submit\" class=\"btn terminate small\">Mark as an incident</button></form></details>",
+        id = escape(&task.id),
+        csrf = escape(csrf),
+    )
 }

@@ -1,19 +1,22 @@
 //! The web UI's pages, rendered on the server: the pending list (its cards are
-//! [`super::card`]'s), the history, the standing decisions, the canaries' catch rates (for
+//! [`super::card`]'s), the history, the standing decisions, the canaries' catch rates and the
+//! runs under control (for
 //! admins) and the login page. Every value
 //! from a task goes through [`safe_html`] or [`super::Content::html`]; the only script is
 //! `app.js`, served from this process.
 
 use std::fmt::Write as _;
 
-use super::{escape, safe_html, triage, utc};
+use super::{card, escape, safe_html, triage, utc};
 use crate::task::{State, Task};
 use crate::triage::{Page, Triage};
 
 mod canaries;
+mod runs;
 mod standing;
 
 pub use canaries::canaries;
+pub use runs::runs;
 pub use standing::standing;
 
 /// The stylesheet, served at `/assets/app.css`.
@@ -30,7 +33,7 @@ pub struct Viewer<'a> {
     pub pools: &'a [String],
     /// The session's CSRF token.
     pub csrf: &'a str,
-    /// Whether the reviewer is an admin (the Canaries page is theirs).
+    /// Whether the reviewer is an admin (the Canaries and Runs pages are theirs).
     pub admin: bool,
 }
 
@@ -50,15 +53,14 @@ fn shell(title: &str, active: &str, viewer: Option<&Viewer<'_>>, pending: Option
     if let Some(viewer) = viewer {
         let count = pending.map(|n| format!(" <span id=\"count\" class=\"count\">{n}</span>")).unwrap_or_default();
         let class = |page: &str| if page == active { " class=\"active\"" } else { "" };
-        let canaries = if viewer.admin {
-            format!("<a href=\"/canaries\"{}>Canaries</a>", class("canaries"))
-        } else {
-            String::new()
+        let admin = |path: &str, name: &str| {
+            if viewer.admin { format!("<a href=\"/{path}\"{}>{name}</a>", class(path)) } else { String::new() }
         };
+        let (canaries, runs) = (admin("canaries", "Canaries"), admin("runs", "Runs"));
         let _ = write!(
             html,
             "<nav><a href=\"/\"{}>Pending{count}</a><a href=\"/history\"{}>History</a>\
-             <a href=\"/standing\"{}>Standing</a>{canaries}</nav>\
+             <a href=\"/standing\"{}>Standing</a>{canaries}{runs}</nav>\
              <div class=\"who\"><span class=\"name\">{}</span><span class=\"pools\">{}</span>\
              <form method=\"post\" action=\"/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
              <button class=\"link\" type=\"submit\">Log out</button></form></div>",
@@ -114,7 +116,7 @@ pub fn history(viewer: &Viewer<'_>, tasks: &[Task]) -> String {
     } else {
         body.push_str(
             "<table class=\"history\"><thead><tr><th>When</th><th>Kind</th><th>Pool</th><th>Call</th>\
-             <th>Sample</th><th>Decision</th><th>Decided by</th><th>Explanation</th></tr></thead><tbody>",
+             <th>Sample</th><th>Decision</th><th>Decided by</th><th>Explanation</th><th>Incident</th></tr></thead><tbody>",
         );
         for task in tasks {
             let call = task.call().map_or(String::new(), |c| c.function.clone());
@@ -134,12 +136,13 @@ pub fn history(viewer: &Viewer<'_>, tasks: &[Task]) -> String {
             let _ = write!(
                 body,
                 "<tr><td class=\"nowrap\">{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td>\
-                 <td>{decision}</td><td>{by}</td><td class=\"why\">{why}</td></tr>",
+                 <td>{decision}</td><td>{by}</td><td class=\"why\">{why}</td><td>{}</td></tr>",
                 utc(when),
                 task.kind(),
                 safe_html(&task.pool),
                 safe_html(&call),
                 safe_html(&sample),
+                card::incident_form(task, viewer.csrf),
             );
         }
         body.push_str("</tbody></table>");
