@@ -84,7 +84,22 @@ impl AmqpConsumer {
         log: Option<LogPosition>,
     ) -> Result<Self, TransportError> {
         let queue: Arc<str> = queue.into();
-        let subscription = inner.retrying("consume", || subscribe(inner.clone(), queue.clone(), prefetch, log)).await?;
+        let subscription = inner
+            .retrying("consume", || {
+                let subscribing = subscribe(inner.clone(), queue.clone(), prefetch, log);
+                async move {
+                    match subscribing.await {
+                        // A log with no replica on this node yet (one rejoining its cluster
+                        // after a restart) is refused as a precondition: tried again, as a
+                        // broker not ready is.
+                        Err(refused @ TransportError::Precondition { .. }) if log.is_some() => {
+                            Err(TransportError::Unavailable(Box::new(refused)))
+                        }
+                        subscribed => subscribed,
+                    }
+                }
+            })
+            .await?;
         Ok(Self {
             backoff: inner.backoff(),
             closed: inner.closed.subscribe(),
