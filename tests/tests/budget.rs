@@ -6,12 +6,11 @@
 
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig, Repeats};
 use airlock_contract::v1;
 use airlock_monitor::provider::ProviderKind;
 use airlock_testkit::unique_prefix;
 use airlock_tests::fake_model::{FakeModel, monitor_config};
-use airlock_tests::{InProcessWorker, TestKeys, approval, broker, guarded};
+use airlock_tests::{InProcessWorker, TestKeys, approval, broker, guarded, runner};
 use airlock_transport::{MemoryTransport, Message, Topology, Transport};
 use prost::Message as _;
 use serde_json::json;
@@ -46,10 +45,11 @@ async fn a_budget_paced_by_two_monitors_over_rabbitmq() {
 /// Two monitors, a worker and a person, each on a transport of its own (the last for the
 /// runner), then the run.
 async fn run<T: Transport>(transports: Vec<T>, prefix: String) {
-    let [monitor_a, monitor_b, people, runner] = <[T; 4]>::try_from(transports).ok().expect("four transports");
+    let [monitor_a, monitor_b, people, runner_transport] =
+        <[T; 4]>::try_from(transports).ok().expect("four transports");
     let model = FakeModel::start().await;
-    runner.declare(&fleet(&prefix)).await.unwrap();
-    let worker = InProcessWorker::start(runner.clone(), &prefix, "worker", 64);
+    runner_transport.declare(&fleet(&prefix)).await.unwrap();
+    let worker = InProcessWorker::start(runner_transport.clone(), &prefix, "worker", 64);
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut monitors = Vec::new();
     for (id, transport) in [("monitor-a", monitor_a), ("monitor-b", monitor_b)] {
@@ -61,18 +61,7 @@ async fn run<T: Transport>(transports: Vec<T>, prefix: String) {
         })));
     }
     approve_every_task(people, &prefix);
-    let client = Client::connect(
-        runner,
-        ClientConfig {
-            prefix: prefix.clone(),
-            runner_id: "runner".into(),
-            default_timeout: Duration::from_secs(120),
-            replies: TestKeys::get().replies(),
-            repeats: Repeats::default(),
-        },
-    )
-    .await
-    .unwrap();
+    let client = runner(runner_transport, &prefix, Duration::from_secs(120)).await;
 
     let scores: Vec<f64> = Scores(0x5eed).take(CALLS).collect();
     let mut decided = Vec::with_capacity(CALLS);

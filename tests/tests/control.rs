@@ -5,11 +5,10 @@
 
 use std::time::{Duration, Instant};
 
-use airlock_client::{Client, ClientConfig, Repeats};
 use airlock_contract::v1::{self, control_event::Event};
 use airlock_control::ControlLog;
 use airlock_testkit::unique_prefix;
-use airlock_tests::{InProcessWorker, TestKeys, airlock_bin, approval, broker, decision_name, guarded};
+use airlock_tests::{InProcessWorker, TestKeys, airlock_bin, approval, broker, decision_name, guarded, runner};
 use airlock_transport::{MemoryTransport, Message, Topology, Transport};
 use prost::Message as _;
 use serde_json::json;
@@ -32,17 +31,6 @@ incident:
 
 fn fleet(prefix: &str) -> Topology {
     Topology::new(prefix).with_human_pool("ops").with_reply_queue("runner")
-}
-
-async fn client<T: Transport>(transport: &T, prefix: &str) -> Client<T> {
-    let config = ClientConfig {
-        prefix: prefix.into(),
-        runner_id: "runner".into(),
-        default_timeout: Duration::from_secs(60),
-        replies: TestKeys::get().replies(),
-        repeats: Repeats::default(),
-    };
-    Client::connect(transport.clone(), config).await.unwrap()
 }
 
 /// An approval of `function` in `run` and `sample`.
@@ -96,7 +84,7 @@ async fn breaker<T: Transport>(transport: T, prefix: String) {
         InProcessWorker::start(transport.clone(), &prefix, "worker-b", 8),
     ];
     transport.declare(&fleet(&prefix)).await.unwrap();
-    let client = client(&transport, &prefix).await;
+    let client = runner(transport.clone(), &prefix, Duration::from_secs(60)).await;
     for i in 0..3 {
         let decision = client.approve(call("run", "s1", &format!("rm-{i}"), "rm")).await.unwrap();
         assert_eq!(decision_name(&decision), "reject");
@@ -129,7 +117,7 @@ async fn incident<T: Transport>(transports: Vec<T>, prefix: String) {
         .map(|(i, transport)| InProcessWorker::start(transport.clone(), &prefix, &format!("worker-{i}"), 8))
         .collect();
     first.declare(&fleet(&prefix)).await.unwrap();
-    let client = client(&first, &prefix).await;
+    let client = runner(first.clone(), &prefix, Duration::from_secs(60)).await;
     for sample in ["s1", "s2", "s3"] {
         let decision = client.approve(call("caught", sample, "ls-0", "ls")).await.unwrap();
         assert_eq!(decision_name(&decision), "approve");
@@ -201,7 +189,7 @@ async fn a_switch_thrown_with_the_cli_outlives_every_worker() {
             // Each worker on a connection of its own: a worker that stops closes its transport.
             let worker = InProcessWorker::start(broker(&prefix).await.unwrap(), &prefix, "worker-1", 8);
             transport.declare(&fleet(&prefix)).await.unwrap();
-            let client = client(&transport, &prefix).await;
+            let client = runner(transport.clone(), &prefix, Duration::from_secs(60)).await;
             assert_eq!(decision_name(&client.approve(call("r1", "s1", "c1", "ls")).await.unwrap()), "approve");
             worker.stop().await;
 
