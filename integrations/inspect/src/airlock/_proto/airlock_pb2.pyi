@@ -442,14 +442,18 @@ class CallOutcome(_message.Message):
     def __init__(self, key: _Optional[_Union[CallKey, _Mapping]] = ..., denied: _Optional[bool] = ...) -> None: ...
 
 class StepScore(_message.Message):
-    __slots__ = ("step", "scope", "score")
+    __slots__ = ("step", "scope", "score", "audit_budget", "passed")
     STEP_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    PASSED_FIELD_NUMBER: _ClassVar[int]
     step: str
     scope: str
     score: float
-    def __init__(self, step: _Optional[str] = ..., scope: _Optional[str] = ..., score: _Optional[float] = ...) -> None: ...
+    audit_budget: float
+    passed: bool
+    def __init__(self, step: _Optional[str] = ..., scope: _Optional[str] = ..., score: _Optional[float] = ..., audit_budget: _Optional[float] = ..., passed: _Optional[bool] = ...) -> None: ...
 
 class Joined(_message.Message):
     __slots__ = ("nonce",)
