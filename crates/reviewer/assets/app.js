@@ -88,6 +88,20 @@
       });
   }
 
+  // The linked task stays on the page while it is pending, even off this page's filter; once
+  // decided (its removal may have come before the page listened), it leaves too.
+  function dropIfDecided(card) {
+    fetch("/ui/tasks/" + encodeURIComponent(card.dataset.id), { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (!card.isConnected) { return; }
+        var template = document.createElement("template");
+        template.innerHTML = html || "";
+        var fresh = template.content.firstElementChild;
+        if (!fresh || !fresh.querySelector("form.decide")) { remove(card); }
+      });
+  }
+
   // Brings the page in line with the store: the same filter, order and cursor (the URL's)
   // fetched again, only this page (never the whole list). Cards still shown keep their node,
   // so a half-written explanation and the selection survive; counts and pager are replaced.
@@ -107,7 +121,8 @@
     var keep = {};
     wanted.forEach(function (card) { keep[card.dataset.id] = true; });
     cards().forEach(function (card) {
-      if (!keep[card.dataset.id] && card.dataset.id !== linked()) { remove(card); }
+      if (keep[card.dataset.id]) { return; }
+      if (card.dataset.id === linked()) { dropIfDecided(card); } else { remove(card); }
     });
     var previous = null;
     wanted.forEach(function (card) {
