@@ -59,7 +59,9 @@ pub struct Sessions(Arc<Mutex<HashMap<String, Arc<Open>>>>);
 /// One open session: where client messages go, and where the server's go.
 struct Open {
     to_session: mpsc::Sender<Message>,
-    routes: Mutex<Routes>,
+    /// Shared with the task that routes the session's messages, which must not hold the
+    /// session open: the session ends when the last `to_session` goes.
+    routes: Arc<Mutex<Routes>>,
 }
 
 /// Where each message for the client goes.
@@ -191,11 +193,11 @@ impl<T: Transport> Listener<T> {
         let (server, closing) = self.proxy.server.connect().map_err(|e| e.to_string())?;
         let (to_session, from_client) = mpsc::channel(BUFFER);
         let (to_client, outgoing) = mpsc::channel(BUFFER);
-        let open = Arc::new(Open { to_session, routes: Mutex::new(Routes::default()) });
+        let open = Arc::new(Open { to_session, routes: Arc::default() });
         let id = uuid::Uuid::now_v7().simple().to_string();
         self.sessions.lock().insert(id.clone(), open.clone());
         let client = Link { tx: to_client, rx: from_client };
-        tokio::spawn(route(open.clone(), outgoing));
+        tokio::spawn(route(open.routes.clone(), outgoing));
         let (proxy, sessions, session_id) = (self.proxy.clone(), self.sessions.clone(), id.clone());
         tokio::spawn(async move {
             let ended = session::run(proxy.gate.clone(), proxy.progress_every, client, server).await;
@@ -212,26 +214,27 @@ impl<T: Transport> Listener<T> {
 
 impl Open {
     fn routes(&self) -> MutexGuard<'_, Routes> {
-        self.routes.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.routes)
     }
+}
+
+fn lock(routes: &Mutex<Routes>) -> MutexGuard<'_, Routes> {
+    routes.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Routes what the session sends its client: a response to the POST stream of its request,
 /// a progress notification to the POST stream of its token's request, anything else to the
 /// standing stream, or an open POST stream, or the backlog. Ends (and with it every stream)
 /// when the session does.
-async fn route(open: Arc<Open>, mut outgoing: mpsc::Receiver<Message>) {
+async fn route(routes: Arc<Mutex<Routes>>, mut outgoing: mpsc::Receiver<Message>) {
     while let Some(message) = outgoing.recv().await {
-        let stream = {
-            let mut routes = open.routes();
-            routes.stream_for(&message)
-        };
+        let stream = lock(&routes).stream_for(&message);
         match stream {
             Some(stream) => {
                 let _ = stream.send(message).await;
             }
             None => {
-                let mut routes = open.routes();
+                let mut routes = lock(&routes);
                 if routes.backlog.len() < BACKLOG {
                     routes.backlog.push(message);
                 } else {
@@ -240,7 +243,7 @@ async fn route(open: Arc<Open>, mut outgoing: mpsc::Receiver<Message>) {
             }
         }
     }
-    let mut routes = open.routes();
+    let mut routes = lock(&routes);
     routes.requests.clear();
     routes.standing = None;
 }
