@@ -125,7 +125,13 @@ fn annotations_view(annotations: &Map<String, Value>) -> v1::ToolCallView {
 
 impl Asked {
     /// The call `call` of request `id` in the session `run`.
-    pub fn new(run: &str, sample: &str, id: &crate::message::Id, call: &ToolCall, annotations: Option<&Map<String, Value>>) -> Self {
+    pub fn new(
+        run: &str,
+        sample: &str,
+        id: &crate::message::Id,
+        call: &ToolCall,
+        annotations: Option<&Map<String, Value>>,
+    ) -> Self {
         let key = v1::CallKey {
             run_id: run.to_owned(),
             sample_id: sample.to_owned(),
@@ -148,7 +154,9 @@ impl Asked {
 pub fn approval_of(decision: Result<v1::Decision, ClientError>) -> Approval {
     let decision = match decision {
         Ok(decision) => decision,
-        Err(e) => return Approval::Refuse(format!("Airlock could not get a decision for this call ({e}); it was not run.")),
+        Err(e) => {
+            return Approval::Refuse(format!("Airlock could not get a decision for this call ({e}); it was not run."));
+        }
     };
     let explanation = decision.explanation.clone();
     match decision.decision() {

@@ -147,7 +147,9 @@ async fn on_post<T: Transport>(State(listener): State<Arc<Listener<T>>>, headers
     }
     let mut response = event_stream(stream_rx);
     if initialize {
-        response.headers_mut().insert(SESSION_HEADER, HeaderValue::from_str(&session_id).expect("a uuid is a header value"));
+        response
+            .headers_mut()
+            .insert(SESSION_HEADER, HeaderValue::from_str(&session_id).expect("a uuid is a header value"));
     }
     response
 }
@@ -281,7 +283,8 @@ fn session_of(sessions: &Sessions, headers: &HeaderMap) -> Result<(String, Arc<O
 fn foreign_origin(headers: &HeaderMap) -> Option<Response> {
     let origin = headers.get(header::ORIGIN)?.to_str().unwrap_or("");
     let host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
-    let host = host.rsplit_once(':').filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit())).map_or(host, |(h, _)| h);
+    let host =
+        host.rsplit_once(':').filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit())).map_or(host, |(h, _)| h);
     let loopback = matches!(host, "localhost" | "127.0.0.1" | "[::1]");
     (!loopback).then(|| plain(StatusCode::FORBIDDEN, "requests from another origin are refused"))
 }
@@ -339,7 +342,8 @@ mod tests {
         routes.stream_for(&progress).unwrap().try_send(progress).unwrap();
         let other = Message::Notification(message::Notification { method: "notifications/x".into(), params: None });
         routes.stream_for(&other).unwrap().try_send(other).unwrap();
-        let response = Message::Response(message::Response { id: Some(Id::number(1)), outcome: Ok(serde_json::json!({})) });
+        let response =
+            Message::Response(message::Response { id: Some(Id::number(1)), outcome: Ok(serde_json::json!({})) });
         routes.stream_for(&response).unwrap().try_send(response).unwrap();
         assert!(matches!(post_rx.try_recv(), Ok(Message::Notification(n)) if n.method == tools::PROGRESS));
         assert!(matches!(post_rx.try_recv(), Ok(Message::Response(_))));

@@ -265,7 +265,10 @@ struct Progress {
 impl<T: Transport> HeldCall<T> {
     async fn run(mut self) {
         let gate = self.gate.clone();
-        let approval = self.progress.waiting(gate.approve(&self.asked), "Waiting for the Airlock fleet to approve the call.").await;
+        let approval = self
+            .progress
+            .waiting(gate.approve(&self.asked), "Waiting for the Airlock fleet to approve the call.")
+            .await;
         let Request { id, method, params } = self.request.clone();
         let (asked, params) = match approval {
             Approval::Forward(None) => (self.asked.clone(), params),
@@ -273,7 +276,9 @@ impl<T: Transport> HeldCall<T> {
                 let params = params.as_ref().map(|params| ToolCall::with_arguments(params, arguments.clone()));
                 (self.asked.clone().modified(&arguments), params)
             }
-            Approval::Refuse(text) => return self.answer(Response { id: Some(id), outcome: Ok(tools::error_result(&text)) }).await,
+            Approval::Refuse(text) => {
+                return self.answer(Response { id: Some(id), outcome: Ok(tools::error_result(&text)) }).await;
+            }
             Approval::Terminate(text) => return self.terminate(id, text).await,
         };
         let (reply, response) = oneshot::channel();
@@ -283,10 +288,15 @@ impl<T: Transport> HeldCall<T> {
         let Ok(response) = response.await else { return };
         let Ok(result) = &response.outcome else { return self.answer(response).await };
         let output = tools::output_text(result);
-        let review = self.progress.waiting(gate.review(&asked, &output), "Waiting for the Airlock fleet to review the result.").await;
+        let review = self
+            .progress
+            .waiting(gate.review(&asked, &output), "Waiting for the Airlock fleet to review the result.")
+            .await;
         match review {
             Review::Pass => self.answer(response).await,
-            Review::Replace(text) => self.answer(Response { id: Some(id), outcome: Ok(tools::error_result(&text)) }).await,
+            Review::Replace(text) => {
+                self.answer(Response { id: Some(id), outcome: Ok(tools::error_result(&text)) }).await
+            }
             Review::Terminate(text) => self.terminate(id, text).await,
         }
     }

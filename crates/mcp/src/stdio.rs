@@ -33,11 +33,7 @@ where
     (Link { tx: to_side, rx: from_side }, writing)
 }
 
-async fn read_lines<R: AsyncRead + Unpin>(
-    reader: R,
-    tx: mpsc::Sender<Message>,
-    errors: Option<mpsc::Sender<Message>>,
-) {
+async fn read_lines<R: AsyncRead + Unpin>(reader: R, tx: mpsc::Sender<Message>, errors: Option<mpsc::Sender<Message>>) {
     let mut lines = BufReader::new(reader).lines();
     loop {
         let line = match lines.next_line().await {

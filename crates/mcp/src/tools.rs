@@ -171,7 +171,8 @@ mod tests {
 
     #[test]
     fn a_results_output_is_its_text_or_else_its_structured_content() {
-        let text = json!({"content": [{"type": "text", "text": "a"}, {"type": "image"}, {"type": "text", "text": "b"}]});
+        let text =
+            json!({"content": [{"type": "text", "text": "a"}, {"type": "image"}, {"type": "text", "text": "b"}]});
         assert_eq!(output_text(&text), "a\nb");
         assert_eq!(output_text(&json!({"content": [], "structuredContent": {"n": 1}})), r#"{"n":1}"#);
         assert_eq!(output_text(&json!({})), "");

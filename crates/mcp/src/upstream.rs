@@ -115,18 +115,28 @@ impl Upstream {
         request.send().await
     }
 
-    fn read_in_background(self: &Arc<Self>, outcome: Result<reqwest::Response, reqwest::Error>, to_session: &mpsc::Sender<Message>) {
+    fn read_in_background(
+        self: &Arc<Self>,
+        outcome: Result<reqwest::Response, reqwest::Error>,
+        to_session: &mpsc::Sender<Message>,
+    ) {
         let (upstream, to_session) = (self.clone(), to_session.clone());
         tokio::spawn(async move { upstream.read(outcome, None, &to_session).await });
     }
 
     /// Passes every message of a response to the session; a request (`id`) that got no
     /// answer is answered with an error, so its client does not wait for ever.
-    async fn read(&self, outcome: Result<reqwest::Response, reqwest::Error>, id: Option<&Id>, to_session: &mpsc::Sender<Message>) {
+    async fn read(
+        &self,
+        outcome: Result<reqwest::Response, reqwest::Error>,
+        id: Option<&Id>,
+        to_session: &mpsc::Sender<Message>,
+    ) {
         let fail = |why: String| async move {
             match id {
                 Some(id) => {
-                    let error = Response::error(id.clone(), UNREACHABLE, format!("the MCP server at {}: {why}", self.url));
+                    let error =
+                        Response::error(id.clone(), UNREACHABLE, format!("the MCP server at {}: {why}", self.url));
                     let _ = to_session.send(Message::Response(error)).await;
                 }
                 None => debug!(%why, "Nothing more from the MCP server on this stream."),

@@ -17,7 +17,10 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
 server = MCPServer("files")
-FILES = {"notes.txt": "remember the milk"}
+FILES = {
+    "notes.txt": "remember the milk",
+    "id_ed25519": "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIA...\n-----END PRIVATE KEY-----",
+}
 
 
 def record(tool: str, arguments: dict[str, str]) -> None:
