@@ -2,8 +2,8 @@
 //! (`examples/agents/mcp_proxy`: `client.py`, `server.py`, which records every call it runs),
 //! over a real worker, a plugin step and a reviewer service on the test broker: the client
 //! on stdio in front of the server's streamable HTTP endpoint, and the client over
-//! streamable HTTP in front of the server command. In each, an approved call gets the tool's
-//! result; a rejected one an error result with the policy's words, and the tool never runs;
+//! streamable HTTP in front of the server command. In each, a call approved for the tool's
+//! annotations gets the tool's result; a rejected one an error result with the policy's words, and the tool never runs;
 //! a modified one runs with the modified arguments; a person's approval, given through the
 //! reviewer API while the client hears progress, runs the call; a call nobody answers fails
 //! closed at its deadline; a result the review terminates never reaches the client.
@@ -28,8 +28,11 @@ use tokio::process::{Child, ChildStdout, Command};
 
 const POLICY: &str = r#"
 approvers:
-  - name: auto
-    tools: read_file
+  - name: pattern
+    tools: "*"
+    metadata: readOnlyHint
+    regex: "^true$"
+    decision: approve
   - name: human
     tools: "delete_file(path='shared/"
     pool: ops
@@ -90,7 +93,7 @@ async fn scenario(side: Side) {
         let calls = dir.join("calls.jsonl");
         let proxy = Proxy::start(side, &python, &prefix, &policy, &calls, "60").await;
 
-        // Approved: the tool's result.
+        // Approved for what the server says of the tool (`readOnlyHint`): the tool's result.
         let mut call = proxy.call("read_file", json!({"path": "notes.txt"})).await;
         assert_eq!(call.last_line().await, "result: remember the milk");
         assert_eq!(ran(&calls), [json!({"tool": "read_file", "arguments": {"path": "notes.txt"}})]);
