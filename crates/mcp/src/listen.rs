@@ -113,7 +113,7 @@ async fn on_post<T: Transport>(State(listener): State<Arc<Listener<T>>>, headers
     } else {
         match session_of(&listener.sessions, &headers) {
             Ok(found) => found,
-            Err(refused) => return refused,
+            Err((status, why)) => return plain(status, why),
         }
     };
     let (stream_tx, stream_rx) = mpsc::channel(BUFFER);
@@ -160,7 +160,7 @@ async fn on_get<T: Transport>(State(listener): State<Arc<Listener<T>>>, headers:
     }
     let (_, open) = match session_of(&listener.sessions, &headers) {
         Ok(found) => found,
-        Err(refused) => return refused,
+        Err((status, why)) => return plain(status, why),
     };
     let (tx, rx) = mpsc::channel(BUFFER.max(BACKLOG));
     {
@@ -270,12 +270,13 @@ impl Routes {
 
 // === helpers ===
 
-fn session_of(sessions: &Sessions, headers: &HeaderMap) -> Result<(String, Arc<Open>), Response> {
+/// The session a request names, or the status and words that refuse it.
+fn session_of(sessions: &Sessions, headers: &HeaderMap) -> Result<(String, Arc<Open>), (StatusCode, &'static str)> {
     let id = headers
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
-        .ok_or_else(|| plain(StatusCode::BAD_REQUEST, "no Mcp-Session-Id: initialize a session first"))?;
-    let open = sessions.get(id).ok_or_else(|| plain(StatusCode::NOT_FOUND, "no such session"))?;
+        .ok_or((StatusCode::BAD_REQUEST, "no Mcp-Session-Id: initialize a session first"))?;
+    let open = sessions.get(id).ok_or((StatusCode::NOT_FOUND, "no such session"))?;
     Ok((id.to_owned(), open))
 }
 

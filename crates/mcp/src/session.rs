@@ -114,11 +114,11 @@ pub async fn run<T: Transport>(
     let ended = loop {
         tokio::select! {
             message = from_client.recv() => match message {
-                Some(message) => session.from_client(message).await,
+                Some(message) => session.on_client(message).await,
                 None => break Ok(()),
             },
             message = from_server.recv() => match message {
-                Some(message) => session.from_server(message).await,
+                Some(message) => session.on_server(message).await,
                 None => break Err(Ended::ServerGone),
             },
             Some(event) = events_rx.recv() => match event {
@@ -135,7 +135,7 @@ pub async fn run<T: Transport>(
 // === impl Session ===
 
 impl<T: Transport> Session<T> {
-    async fn from_client(&mut self, message: Message) {
+    async fn on_client(&mut self, message: Message) {
         match message {
             Message::Request(request) if request.method == tools::CALL => self.hold(request),
             Message::Request(request) => {
@@ -156,7 +156,7 @@ impl<T: Transport> Session<T> {
         }
     }
 
-    async fn from_server(&mut self, message: Message) {
+    async fn on_server(&mut self, message: Message) {
         let Message::Response(response) = message else { return self.send_client(message).await };
         let Some(id) = response.id.clone() else { return self.send_client(Message::Response(response)).await };
         if let Some(reply) = self.held.get_mut(&id).and_then(|held| held.reply.take()) {

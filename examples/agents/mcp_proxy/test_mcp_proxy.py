@@ -79,5 +79,6 @@ def test_a_rejected_call_gets_the_policys_words_and_never_runs(target: tuple[str
 def test_a_result_with_a_private_key_ends_the_session(target: tuple[str, list[str]], calls: Path) -> None:
     error = ask(target, "read_file", {"path": "id_ed25519"})
     assert "The result held a private key." in str(error) and "BEGIN" not in str(error)
-    assert ran(calls) == [{"tool": "read_file", "arguments": {"path": "id_ed25519"}}], "it ran; its result was kept back"
+    # It ran; its result was kept back.
+    assert ran(calls) == [{"tool": "read_file", "arguments": {"path": "id_ed25519"}}]
 
