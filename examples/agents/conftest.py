@@ -97,6 +97,9 @@ class Fleet:
     """A token that may use the named policy `agents`."""
     webhook_secret: str
     """The gateway's `whsec_…` secret, for verifying its webhooks."""
+    runner_args: tuple[str, ...] = ()
+    """What a runner of this fleet is started with besides its own arguments (the MCP
+    proxy's): the binary, then the broker, the prefix and the fleet's public key."""
 
     def gateway(self, run: str | None = None) -> Gateway:
         """A client on a run of its own, so no two tests share a call key."""
@@ -170,7 +173,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         )
         roles.append(gateway)
         ready = json.loads(gateway.wait_for("Gateway ready."))
-        yield Fleet(url=ready["fields"]["url"], token=token, webhook_secret=secret)
+        runner_args = (str(binary), *common, "--verify-key", str(directory / "keys" / "fleet.pub"))
+        yield Fleet(url=ready["fields"]["url"], token=token, webhook_secret=secret, runner_args=runner_args)
     finally:
         for role in reversed(roles):
             role.stop()

@@ -20,6 +20,8 @@
 //!   fleet or told to a runner, and the catch rates an admin sees.
 //! - `gateway`: the HTTP gateway over RabbitMQ with a real worker: waits, polls, retries,
 //!   tokens, limits, webhooks, its delivery log across a restart.
+//! - `mcp`: `airlock mcp` between the MCP SDK's client and server over stdio and streamable
+//!   HTTP, with a plugin that modifies, a person deciding, a deadline and a terminating review.
 //! - `inspect`, `agent_examples`, `plugins`: the Python suites (the Inspect integration, the
 //!   agent frameworks' examples through the gateway, the example plugin) in `.venv`.
 //! - `cancels`: another broker user's cancel leaves a call's human task pending; the runner's

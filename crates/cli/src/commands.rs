@@ -29,6 +29,7 @@ pub mod bench;
 pub mod demo;
 pub mod gateway;
 pub mod keys;
+pub mod mcp;
 pub mod monitor;
 pub mod policy;
 pub mod request;

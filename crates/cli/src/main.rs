@@ -32,6 +32,9 @@ enum Command {
     Worker(commands::worker::WorkerArgs),
     /// Send one request through the fleet and print its decision as JSON.
     Request(commands::request::RequestArgs),
+    /// Proxy an MCP server: every tools/call asks the fleet before it runs, and its result is
+    /// reviewed before the client sees it.
+    Mcp(commands::mcp::McpArgs),
     /// Run a model-based monitor for an external step, or calibrate one.
     Monitor(commands::monitor::MonitorArgs),
     /// Run the reviewer service: human tasks in a web UI and an HTTP API (or add a reviewer).
@@ -73,6 +76,7 @@ fn main() -> ExitCode {
             commands::block_on_role("airlock-worker", &telemetry, |metrics| commands::worker::run(args, metrics))
         }
         Command::Request(args) => commands::block_on(commands::LOG_TOOL, commands::request::run(args)),
+        Command::Mcp(args) => commands::block_on(commands::LOG_ROLE, commands::mcp::run(args)),
         Command::Monitor(args) => commands::monitor::run(args),
         Command::Reviewer(args) => commands::reviewer::run(args),
         Command::Gateway(args) => commands::gateway::run(args),

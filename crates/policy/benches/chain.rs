@@ -31,7 +31,7 @@ fn chain(c: &mut Criterion) {
     group.bench_function("evaluate", |b| {
         b.iter(|| {
             for call in &calls {
-                let input = Input { call, message: "", output: None };
+                let input = Input { call, message: "", output: None, metadata: None };
                 black_box(policy.evaluate(black_box(&input), ChainState::default()));
             }
         })
@@ -74,7 +74,7 @@ fn hostile(c: &mut Criterion) {
     for (name, glob, call) in cases {
         let text = format!("approvers:\n  - name: auto\n    tools: \"{glob}\"\n    decision: approve\n");
         let policy = Policy::parse("hostile.yaml", &text, Kind::Approval).expect("a valid policy");
-        let input = Input { call: &call, message: "", output: None };
+        let input = Input { call: &call, message: "", output: None, metadata: None };
         group.bench_function(name, |b| b.iter(|| black_box(policy.evaluate(black_box(&input), ChainState::default()))));
     }
     group.finish();

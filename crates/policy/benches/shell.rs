@@ -72,7 +72,7 @@ fn corpus() -> Vec<Call> {
 }
 
 fn decide(step: &BashAllowlist, call: &Call) {
-    let subject = Subject { call, rendered: "", kind: Kind::Approval, message: "", output: None };
+    let subject = Subject { call, rendered: "", kind: Kind::Approval, message: "", output: None, metadata: None };
     black_box(step.decide(black_box(&subject)));
 }
 

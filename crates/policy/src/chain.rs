@@ -80,6 +80,8 @@ pub struct Input<'a> {
     pub message: &'a str,
     /// For a review, the tool's raw output.
     pub output: Option<&'a str>,
+    /// What the runner knows about the tool (an MCP server's tool annotations), if anything.
+    pub metadata: Option<&'a serde_json::Map<String, serde_json::Value>>,
 }
 
 /// Where a chain stands.
@@ -308,7 +310,14 @@ impl Policy {
     }
 
     fn subject<'a>(&self, input: &Input<'a>, rendered: &'a str) -> Subject<'a> {
-        Subject { call: input.call, rendered, kind: self.kind, message: input.message, output: input.output }
+        Subject {
+            call: input.call,
+            rendered,
+            kind: self.kind,
+            message: input.message,
+            output: input.output,
+            metadata: input.metadata,
+        }
     }
 
     /// Asks the matching steps from `state.next_step` on, in order, as Inspect's generator

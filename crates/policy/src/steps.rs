@@ -47,6 +47,9 @@ pub struct Subject<'a> {
     pub message: &'a str,
     /// For a review, the raw output of the tool.
     pub output: Option<&'a str>,
+    /// What the runner knows about the tool, such as an MCP server's tool annotations
+    /// (`readOnlyHint`, `destructiveHint`, …); the model does not set it.
+    pub metadata: Option<&'a Map<String, Value>>,
 }
 
 /// A step's parameters are wrong.

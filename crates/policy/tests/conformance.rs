@@ -78,8 +78,8 @@ fn decides_every_chain_like_inspect() {
             Policy::parse(&file, &text, kind_name.parse::<Kind>().unwrap()).unwrap_or_else(|e| panic!("{e}"))
         });
         let call = Call::from_json(&case["call"]).unwrap();
-        let Verdict::Decided(outcome) =
-            policy.evaluate(&Input { call: &call, message: "", output: Some("") }, ChainState::default())
+        let Verdict::Decided(outcome) = policy
+            .evaluate(&Input { call: &call, message: "", output: Some(""), metadata: None }, ChainState::default())
         else {
             panic!("{file}: only built-in steps in the vectors");
         };

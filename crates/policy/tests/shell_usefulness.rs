@@ -75,7 +75,8 @@ fn approves(step: &BashAllowlist, line: &str) -> bool {
         function: "bash".into(),
         arguments: json!({ "cmd": line }).as_object().unwrap().clone(),
     };
-    let subject = Subject { call: &call, rendered: "", kind: Kind::Approval, message: "", output: None };
+    let subject =
+        Subject { call: &call, rendered: "", kind: Kind::Approval, message: "", output: None, metadata: None };
     step.decide(&subject).decision == Decision::Approve
 }
 

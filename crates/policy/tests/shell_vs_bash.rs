@@ -215,7 +215,8 @@ fn decide(step: &BashAllowlist, line: &str) -> Decision {
         function: "bash".into(),
         arguments: json!({ "cmd": line }).as_object().unwrap().clone(),
     };
-    step.decide(&Subject { call: &call, rendered: "", kind: Kind::Approval, message: "", output: None }).decision
+    step.decide(&Subject { call: &call, rendered: "", kind: Kind::Approval, message: "", output: None, metadata: None })
+        .decision
 }
 
 fn bash_is_5_2() -> bool {

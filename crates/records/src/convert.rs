@@ -17,6 +17,9 @@ pub enum ConvertError {
     /// A step answer's `metadata_json` is not a JSON object.
     #[error("step metadata: {0}")]
     Metadata(ObjectError),
+    /// A tool call's `metadata_json` is not a JSON object.
+    #[error("tool metadata: {0}")]
+    ToolMetadata(ObjectError),
     /// A step answer without a decision (unspecified or unknown).
     #[error("the step answer has no decision")]
     NoDecision,
@@ -37,6 +40,14 @@ pub enum ObjectError {
 pub fn call_from_wire(call: &v1::ToolCall) -> Result<Call, ConvertError> {
     let arguments = parse_object(&call.arguments_json).map_err(ConvertError::Arguments)?;
     Ok(Call { id: call.id.clone(), function: call.function.clone(), arguments })
+}
+
+/// The tool's metadata a wire `ToolCall` carries: a JSON object, or `None` for empty text.
+pub fn call_metadata(call: &v1::ToolCall) -> Result<Option<Map<String, Value>>, ConvertError> {
+    if call.metadata_json.is_empty() {
+        return Ok(None);
+    }
+    parse_object(&call.metadata_json).map(Some).map_err(ConvertError::ToolMetadata)
 }
 
 /// A call as the wire carries it, arguments in their order.

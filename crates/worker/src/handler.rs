@@ -27,13 +27,14 @@ use airlock_policy::steps::{ExternalStep, Route};
 use airlock_policy::{Answer, Call, Decision, Kind};
 use airlock_transport::{Destination, Message, Topology};
 use prost::Message as _;
+use serde_json::{Map, Value};
 
 use crate::policies::PolicyStore;
 use crate::trust::Trust;
 use airlock_contract::v1::control_event::Event;
 use airlock_records::code::{DeadReason, ErrorCode};
 use airlock_records::convert::{
-    RequestParts, answer_from_wire, call_from_wire, call_to_wire, counts_as_denial, decision_from_wire,
+    RequestParts, answer_from_wire, call_from_wire, call_metadata, call_to_wire, counts_as_denial, decision_from_wire,
     decision_to_wire, entry_to_wire, first_with_nul, kind_to_wire, metadata_to_wire, request_parts, trail_from_wire,
 };
 use airlock_records::time::Deadline;
@@ -186,6 +187,8 @@ struct Resolved<'a> {
 struct Asked<'a> {
     resolved: &'a Resolved<'a>,
     call: Call,
+    /// The tool's metadata the runner sent (an MCP server's tool annotations).
+    metadata: Option<Map<String, Value>>,
     /// The trail as the wire carries it: its entries stay as they were recorded (with an
     /// answer that came in, when its chain starts again).
     recorded: Cow<'a, [v1::StepAnswer]>,
@@ -400,6 +403,7 @@ impl Handler {
             .transpose()
             .map_err(|text| Box::new(Self::refuse(ErrorCode::Refused, text)))?;
         let call = parts.call.ok_or_else(|| fail(ErrorCode::BadMessage, "the request has no call".into()))?;
+        let metadata = call_metadata(call).map_err(|e| fail(ErrorCode::BadMessage, e.to_string()))?;
         let call = call_from_wire(call).map_err(|e| fail(ErrorCode::BadMessage, e.to_string()))?;
         let chain = request.chain.as_ref();
         let mut recorded = Cow::Borrowed(chain.map_or(&[][..], |chain| &chain.trail[..]));
@@ -434,7 +438,7 @@ impl Handler {
         }
         let trail = trail_from_wire(&recorded).map_err(|e| fail(ErrorCode::BadMessage, format!("chain trail: {e}")))?;
         let state = ChainState { next_step, trail };
-        Ok(Asked { resolved, call, recorded, state, answer, requested_by })
+        Ok(Asked { resolved, call, metadata, recorded, state, answer, requested_by })
     }
 
     /// What follows from a chain's verdict: its decision for the runner, or the task of the
@@ -774,7 +778,8 @@ impl<'a> Asked<'a> {
     /// Runs the chain from where it stands, or on from the external answer that came in.
     fn run(&self) -> Verdict<'a> {
         let Resolved { policy, parts, .. } = self.resolved;
-        let input = Input { call: &self.call, message: parts.message, output: parts.output };
+        let input =
+            Input { call: &self.call, message: parts.message, output: parts.output, metadata: self.metadata.as_ref() };
         match &self.answer {
             None => policy.evaluate(&input, self.state.clone()),
             Some(answered) => policy.resume(&input, self.state.clone(), answered.step, answered.answer.clone()),

@@ -41,7 +41,7 @@ pub fn eval_line<'a>(policy: &'a Policy, line: &str, output: Option<&str>) -> Ev
         Err(e) => return EvalView::bad_call(e),
     };
     let rendered = render::format_function_call(&call);
-    let input = Input { call: &call, message: "", output };
+    let input = Input { call: &call, message: "", output, metadata: None };
     let verdict = policy.evaluate_rendered(&input, &rendered, ChainState::default());
     EvalView::from_verdict(policy, verdict, rendered)
 }

@@ -1,6 +1,7 @@
 """A stand-in for the Anthropic Messages API (`POST /v1/messages`, streamed as server-sent
 events when asked, as Claude Code asks): the user's first message becomes one `Bash` tool
-use (the message is the command); once a tool answered, the model replies with the answer."""
+use (the message is the command), or, for a message `mcp__SERVER__TOOL {JSON}`, a use of that
+MCP tool with those arguments; once a tool answered, the model replies with the answer."""
 
 from __future__ import annotations
 
@@ -39,8 +40,11 @@ def _reply(body: dict[str, Any]) -> list[dict[str, Any]]:
         if isinstance(body["messages"][0]["content"], list)
         else body["messages"][0]["content"]
     )
-    tool_input = {"command": prompt.strip(), "description": "Run the user's command"}
-    return [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:20]}", "name": "Bash", "input": tool_input}]
+    name, tool_input = "Bash", {"command": prompt.strip(), "description": "Run the user's command"}
+    if prompt.startswith("mcp__"):
+        name, _, arguments = prompt.strip().partition(" ")
+        tool_input = json.loads(arguments or "{}")
+    return [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:20]}", "name": name, "input": tool_input}]
 
 
 def _sse(blocks: list[dict[str, Any]], model: str) -> bytes:

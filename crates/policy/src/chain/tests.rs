@@ -7,7 +7,7 @@ fn call(function: &str, arguments: serde_json::Value) -> Call {
 }
 
 fn decide<'p>(policy: &'p Policy, call: &Call) -> Verdict<'p> {
-    policy.evaluate(&Input { call, message: "", output: Some("out") }, ChainState::default())
+    policy.evaluate(&Input { call, message: "", output: Some("out"), metadata: None }, ChainState::default())
 }
 
 fn decided(verdict: Verdict<'_>) -> Outcome {
@@ -64,7 +64,7 @@ fn modify_without_a_call_is_a_reject_recorded_as_modify() {
 fn external_steps_suspend_and_resume_the_chain() {
     let policy = Policy::parse("p.yaml", APPROVAL, Kind::Approval).unwrap();
     let c = call("computer", json!({"action": "key", "text": "x"}));
-    let input = Input { call: &c, message: "m", output: None };
+    let input = Input { call: &c, message: "m", output: None, metadata: None };
     let Verdict::Pending { step, state } = policy.evaluate(&input, ChainState::default()) else { panic!() };
     assert_eq!(step.index(), 1);
     assert_eq!(state.trail.len(), 1);
@@ -98,7 +98,7 @@ fn modify_to_another_function_fails_the_sample() {
     let text = "approvers:\n  - name: monitor\n    tools: bash\n";
     let policy = Policy::parse("p.yaml", text, Kind::Approval).unwrap();
     let c = call("bash", json!({"cmd": "rm -rf /"}));
-    let input = Input { call: &c, message: "", output: None };
+    let input = Input { call: &c, message: "", output: None, metadata: None };
     let Verdict::Pending { step, state } = policy.evaluate(&input, ChainState::default()) else { panic!() };
     let mut answer = Answer::new(Decision::Modify, "safer");
     answer.modified = Some(call("python", json!({"code": "pass"})));
@@ -122,7 +122,12 @@ fn review_defaults_are_inspects() {
     assert_eq!(escalated.explanation.as_deref(), Some("No reviewer took the escalation for tool bash"));
     assert_eq!(names(&escalated), [("auto", Decision::Escalate), ("policy", Decision::Continue)]);
     let caught = policy.evaluate(
-        &Input { call: &call("python", json!({"code": "x"})), message: "", output: Some("the secret is 42") },
+        &Input {
+            call: &call("python", json!({"code": "x"})),
+            message: "",
+            output: Some("the secret is 42"),
+            metadata: None,
+        },
         ChainState::default(),
     );
     assert_eq!(decided(caught).decision, Decision::Terminate);
@@ -216,7 +221,7 @@ fn a_human_modify_resumes_with_the_arguments_and_never_another_function() {
     let text = "approvers:\n  - name: human\n    tools: bash\n    choices: [approve, modify]\n";
     let policy = Policy::parse("p.yaml", text, Kind::Approval).unwrap();
     let original = call("bash", json!({"cmd": "rm -rf /"}));
-    let input = Input { call: &original, message: "", output: None };
+    let input = Input { call: &original, message: "", output: None, metadata: None };
     let Verdict::Pending { step, state } = policy.evaluate(&input, ChainState::default()) else { panic!() };
     let mut answer = Answer::new(Decision::Modify, "narrower");
     answer.modified = Some(call("bash", json!({"cmd": "rm -rf ./build"})));
@@ -314,7 +319,7 @@ fn a_model_explanation_is_what_the_model_is_shown_of_a_step_s_reject() {
 
     // A person's answer: a reject and a terminate are shown the fixed text, an approve its own.
     let c = call("bash", json!({"cmd": "make"}));
-    let input = Input { call: &c, message: "", output: None };
+    let input = Input { call: &c, message: "", output: None, metadata: None };
     let Verdict::Pending { step, state } = policy.evaluate(&input, ChainState::default()) else { panic!() };
     for (answer, shown) in [
         (Decision::Reject, "A person did not approve this."),
@@ -339,7 +344,8 @@ fn a_model_explanation_ends_a_review_silently_and_is_no_step_s_parameter() {
                 explanation: secret in output\n    model_explanation: Stopped.\n  - name: monitor\n    tools: python\n    \
                 model_explanation: Stopped.\n    approve_below: 3\n    escalate_below: 8\n    above: terminate\n";
     let policy = Policy::parse("p.yaml", text, Kind::Review).unwrap();
-    let input = Input { call: &call("bash", json!({"cmd": "env"})), message: "", output: Some("password=x") };
+    let input =
+        Input { call: &call("bash", json!({"cmd": "env"})), message: "", output: Some("password=x"), metadata: None };
     let outcome = decided(policy.evaluate(&input, ChainState::default()));
     assert_eq!((outcome.decision, outcome.explanation.as_deref()), (Decision::Terminate, Some("Stopped.")));
     assert_eq!(outcome.trail[0].answer.explanation.as_deref(), Some("secret in output"));
@@ -384,7 +390,7 @@ fn a_model_explanation_that_is_not_text_is_a_located_error() {
 fn a_decision_from_a_deadline_is_timed_out_and_a_refusal_is_not() {
     let policy = Policy::parse("p.yaml", SILENT, Kind::Approval).unwrap();
     let c = call("bash", json!({"cmd": "make"}));
-    let input = Input { call: &c, message: "", output: None };
+    let input = Input { call: &c, message: "", output: None, metadata: None };
     let Verdict::Pending { step, state } = policy.evaluate(&input, ChainState::default()) else { panic!() };
     let timed_out =
         Answer { timed_out: true, ..Answer::new(Decision::Reject, "No human decision before the deadline") };
@@ -398,7 +404,7 @@ fn a_decision_from_a_deadline_is_timed_out_and_a_refusal_is_not() {
     // A monitor whose timeout escalates leaves Inspect's default reject to say nobody answered.
     let monitored = Policy::parse("p.yaml", "approvers:\n  - name: monitor\n    tools: x\n", Kind::Approval).unwrap();
     let c = call("x", json!({}));
-    let input = Input { call: &c, message: "", output: None };
+    let input = Input { call: &c, message: "", output: None, metadata: None };
     let Verdict::Pending { step, state } = monitored.evaluate(&input, ChainState::default()) else { panic!() };
     let escalated = Answer { decision: Decision::Escalate, ..timed_out.clone() };
     let outcome = decided(monitored.resume(&input, state.clone(), step, escalated));
@@ -414,8 +420,36 @@ fn a_decision_from_a_deadline_is_timed_out_and_a_refusal_is_not() {
         Policy::parse("p.yaml", "approvers:\n  - name: human\n    tools: x\n    choices: [approve]\n", Kind::Approval)
             .unwrap();
     let c = call("x", json!({}));
-    let input = Input { call: &c, message: "", output: None };
+    let input = Input { call: &c, message: "", output: None, metadata: None };
     let Verdict::Pending { step, state } = offered.evaluate(&input, ChainState::default()) else { panic!() };
     let outcome = decided(offered.resume(&input, state, step, timed_out));
     assert_eq!((outcome.decision, outcome.timed_out), (Decision::Terminate, true));
+}
+
+#[test]
+fn a_pattern_matches_the_tools_metadata_and_escalates_without_it() {
+    let text = "approvers:\n  - name: pattern\n    tools: '*'\n    metadata: readOnlyHint\n    regex: '^true$'\n    \
+                decision: approve\n  - name: pattern\n    tools: '*'\n    metadata: destructiveHint\n    regex: '^true$'\n    \
+                decision: reject\n    explanation: destructive\n";
+    let policy = Policy::parse("p.yaml", text, Kind::Approval).unwrap();
+    let asked = |annotations: serde_json::Value| {
+        let call = call("tool", json!({"readOnlyHint": true}));
+        let metadata = annotations.as_object().cloned();
+        let input = Input { call: &call, message: "", output: None, metadata: metadata.as_ref() };
+        decided(policy.evaluate(&input, ChainState::default())).decision
+    };
+    assert_eq!(asked(json!({"readOnlyHint": true})), Decision::Approve);
+    assert_eq!(asked(json!({"readOnlyHint": false, "destructiveHint": true})), Decision::Reject);
+    // An argument named like an annotation is the model's, not the tool's: nothing matches.
+    assert_eq!(asked(serde_json::Value::Null), Decision::Reject);
+    assert_eq!(asked(json!({"readOnlyHint": "true"})), Decision::Approve, "a string is matched as its text");
+}
+
+#[test]
+fn a_pattern_takes_one_of_argument_metadata_and_output() {
+    for extra in ["argument: a\n    metadata: b", "metadata: b\n    output: true"] {
+        let text = format!("reviewers:\n  - name: pattern\n    tools: '*'\n    regex: x\n    {extra}\n");
+        let error = Policy::parse("p.yaml", &text, Kind::Review).unwrap_err().to_string();
+        assert!(error.contains("give one of 'argument', 'metadata' and 'output'"), "{error}");
+    }
 }

@@ -1,4 +1,5 @@
-//! `pattern`: a regular expression over the rendered call, one argument, or a review's output.
+//! `pattern`: a regular expression over the rendered call, one argument, one key of the tool's
+//! metadata (an MCP server's tool annotations), or a review's output.
 
 use std::fmt;
 
@@ -19,6 +20,9 @@ enum Target {
     Call,
     /// The value of one argument: a string as it is, anything else rendered as Inspect renders it.
     Argument(String),
+    /// The value of one key of the tool's metadata (an MCP tool annotation such as
+    /// `destructiveHint`), rendered as JSON unless a string.
+    Metadata(String),
     /// The raw output of the tool (review only).
     Output,
 }
@@ -33,25 +37,30 @@ pub struct Pattern {
 }
 
 impl Pattern {
-    /// Reads `regex` (required), `argument` or `output: true` (review only), `decision`
+    /// Reads `regex` (required), `argument`, `metadata` or `output: true` (review only), `decision`
     /// (default: reject for approval, terminate for review) and `explanation`.
     pub fn from_params(kind: Kind, params: &Params) -> Result<Self, ParamError> {
-        deny_unknown(NAME, params, &["regex", "argument", "output", "decision", "explanation"])?;
+        deny_unknown(NAME, params, &["regex", "argument", "metadata", "output", "decision", "explanation"])?;
         let source = opt_str(params, "regex")?.ok_or_else(|| ParamError::at("regex", "'pattern' needs a 'regex'"))?;
         let regex = Regex::new(source).map_err(|e| ParamError::at("regex", format!("bad regular expression: {e}")))?;
         let output = opt_bool(params, "output")?.unwrap_or(false);
         let argument = opt_str(params, "argument")?;
-        let target = match (argument, output) {
-            (Some(_), true) => return Err(ParamError::at("output", "give either 'argument' or 'output', not both")),
-            (Some(name), false) => Target::Argument(name.to_owned()),
-            (None, true) if kind == Kind::Approval => {
+        let metadata = opt_str(params, "metadata")?;
+        if usize::from(argument.is_some()) + usize::from(metadata.is_some()) + usize::from(output) > 1 {
+            let key = if output { "output" } else { "metadata" };
+            return Err(ParamError::at(key, "give one of 'argument', 'metadata' and 'output', not several"));
+        }
+        let target = match (argument, metadata, output) {
+            (Some(name), _, _) => Target::Argument(name.to_owned()),
+            (_, Some(key), _) => Target::Metadata(key.to_owned()),
+            (_, _, true) if kind == Kind::Approval => {
                 return Err(ParamError::at(
                     "output",
                     "'output' exists only for reviews: an approval runs before the tool",
                 ));
             }
-            (None, true) => Target::Output,
-            (None, false) => Target::Call,
+            (_, _, true) => Target::Output,
+            (None, None, false) => Target::Call,
         };
         let decision = opt_decision(params, "decision", kind)?.unwrap_or(kind.fail_closed());
         if decision == Decision::Escalate {
@@ -74,6 +83,14 @@ impl Pattern {
                 Some(Value::String(s)) => s.as_str(),
                 Some(other) => {
                     rendered_argument = render::format_value(other);
+                    rendered_argument.as_str()
+                }
+            },
+            Target::Metadata(key) => match subject.metadata.and_then(|metadata| metadata.get(key)) {
+                None => return Answer::escalate(format!("The tool's metadata has no '{key}'.")),
+                Some(Value::String(s)) => s.as_str(),
+                Some(other) => {
+                    rendered_argument = other.to_string();
                     rendered_argument.as_str()
                 }
             },
@@ -100,6 +117,7 @@ impl fmt::Display for Target {
         match self {
             Target::Call => f.write_str("call"),
             Target::Argument(name) => write!(f, "argument '{name}'"),
+            Target::Metadata(key) => write!(f, "tool's '{key}'"),
             Target::Output => f.write_str("output"),
         }
     }

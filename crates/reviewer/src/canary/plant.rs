@@ -45,6 +45,7 @@ pub fn modelled_on(canary: &Canary, template: &Task, now: i64, dice: &mut Dice) 
         parse_error: None,
         r#type: "function".into(),
         view: view.as_ref().and_then(|v| v.call.clone()),
+        metadata_json: String::new(),
     };
     if let Some(chain) = request.chain.as_mut() {
         for answer in &mut chain.trail {

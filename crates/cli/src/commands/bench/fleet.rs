@@ -196,7 +196,8 @@ mod tests {
         let (request, _) = template(1500, "p.reply.r", Duration::from_secs(30));
         let Some(v1::request::Body::Approval(approval)) = &request.body else { panic!() };
         let call = airlock_records::convert::call_from_wire(approval.call.as_ref().unwrap()).unwrap();
-        let input = airlock_policy::chain::Input { call: &call, message: &approval.message, output: None };
+        let input =
+            airlock_policy::chain::Input { call: &call, message: &approval.message, output: None, metadata: None };
         let airlock_policy::chain::Verdict::Decided(outcome) = policy.evaluate(&input, Default::default()) else {
             panic!("built-in steps decide")
         };

@@ -26,7 +26,7 @@ fn with_sudo() -> BashAllowlist {
 
 fn answer_for(step: &BashAllowlist, kind: Kind, arguments: Value) -> Answer {
     let call = Call { id: "1".into(), function: "bash".into(), arguments: params(arguments) };
-    let subject = Subject { call: &call, rendered: "", kind, message: "", output: None };
+    let subject = Subject { call: &call, rendered: "", kind, message: "", output: None, metadata: None };
     step.decide(&subject)
 }
 

@@ -45,20 +45,22 @@ CONTROL_RESPONSE_POLICY: ControlResponse
 CONTROL_RESPONSE_TERMINATE: ControlResponse
 
 class ToolCall(_message.Message):
-    __slots__ = ("id", "function", "arguments_json", "parse_error", "type", "view")
+    __slots__ = ("id", "function", "arguments_json", "parse_error", "type", "view", "metadata_json")
     ID_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_FIELD_NUMBER: _ClassVar[int]
     ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
     PARSE_ERROR_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     VIEW_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
     id: str
     function: str
     arguments_json: str
     parse_error: str
     type: str
     view: ToolCallContent
-    def __init__(self, id: _Optional[str] = ..., function: _Optional[str] = ..., arguments_json: _Optional[str] = ..., parse_error: _Optional[str] = ..., type: _Optional[str] = ..., view: _Optional[_Union[ToolCallContent, _Mapping]] = ...) -> None: ...
+    metadata_json: str
+    def __init__(self, id: _Optional[str] = ..., function: _Optional[str] = ..., arguments_json: _Optional[str] = ..., parse_error: _Optional[str] = ..., type: _Optional[str] = ..., view: _Optional[_Union[ToolCallContent, _Mapping]] = ..., metadata_json: _Optional[str] = ...) -> None: ...
 
 class ToolCallContent(_message.Message):
     __slots__ = ("title", "format", "content")
