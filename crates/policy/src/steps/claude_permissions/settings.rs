@@ -59,7 +59,7 @@ pub fn resolve(
             };
             let mut resolved = Vec::new();
             for path in paths {
-                match read(&path).and_then(|(absolute, text)| load(&absolute, &text, project.as_deref())) {
+                match read(&path).and_then(|(absolute, text)| load(&path, &absolute, &text, project.as_deref())) {
                     Ok(file) => resolved.push(file),
                     Err(message) => {
                         failures.push((location, format!("step '{NAME}': settings file '{path}': {message}")));
@@ -75,8 +75,9 @@ pub fn resolve(
     }
 }
 
-/// One settings file's rules, as the resolved parameter holds them.
-fn load(path: &str, text: &str, project: Option<&str>) -> Result<Value, String> {
+/// One settings file's rules, as the resolved parameter holds them: named as the policy names
+/// it (messages never show where the loader keeps it), rooted by where it is.
+fn load(written: &str, path: &str, text: &str, project: Option<&str>) -> Result<Value, String> {
     let settings: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
     if settings.get("allowManagedPermissionRulesOnly").is_some_and(|v| v == &Value::Bool(true)) {
         return Err("'allowManagedPermissionRulesOnly' is not supported: give only the managed settings".into());
@@ -92,7 +93,7 @@ fn load(path: &str, text: &str, project: Option<&str>) -> Result<Value, String> 
         Some(project) if in_project(project) => project.to_owned(),
         _ => dir,
     };
-    Ok(json!({ "path": path, "root": root, "permissions": permissions }))
+    Ok(json!({ "path": written, "root": root, "permissions": permissions }))
 }
 
 /// The resolved settings files of a step's parameters.
