@@ -283,9 +283,7 @@ impl ClaudePermissions {
             match &rule.content {
                 Content::Any => rule.tool == tool,
                 Content::Path(pattern) => {
-                    let governs = rule.tool == family
-                        || (editing && EDIT_TOOLS.contains(&rule.tool.as_str()) && rule.tool == tool)
-                        || (!editing && rule.behavior == Behavior::Allow && rule.tool == "Edit");
+                    let governs = rule.tool == family || rule.tool == tool;
                     governs && pattern.matches(&path, self.project.as_deref(), self.home.as_deref())
                 }
                 _ => false,

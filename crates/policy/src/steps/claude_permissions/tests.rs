@@ -193,7 +193,8 @@ fn a_line_the_reader_refuses_escalates_unless_something_in_it_is_denied() {
 fn whole_tool_rules() {
     let deny = step(json!({"deny": ["Bash"], "allow": ["Bash(git status:*)"]}));
     assert_eq!(bash(&deny, "git status"), Reject);
-    let allow = step(json!({"allow": ["Bash"], "deny": ["Bash(rm:*)"], "ask": ["Bash(git push:*)"], "project": PROJECT_DIR}));
+    let allow =
+        step(json!({"allow": ["Bash"], "deny": ["Bash(rm:*)"], "ask": ["Bash(git push:*)"], "project": PROJECT_DIR}));
     assert_eq!(bash(&allow, "ls -la"), Approve);
     assert_eq!(bash(&allow, "ls; rm x"), Reject);
     assert_eq!(bash(&allow, "git push"), Escalate);
@@ -253,7 +254,8 @@ fn traversal_and_case_do_not_escape_a_deny_rule() {
 fn edits_to_files_claude_code_protects_escalate_even_when_allowed() {
     let s = step(json!({"allow": ["Edit(./**)"], "project": PROJECT_DIR}));
     assert_eq!(edit(&s, "/work/app/src/main.py"), Approve);
-    for path in ["/work/app/.git/config", "/work/app/.claude/settings.json", "/work/app/src/.bashrc", "/work/app/.VSCODE/x"]
+    for path in
+        ["/work/app/.git/config", "/work/app/.claude/settings.json", "/work/app/src/.bashrc", "/work/app/.VSCODE/x"]
     {
         assert_eq!(edit(&s, path), Escalate, "{path}");
     }
@@ -362,7 +364,10 @@ fn settings_files_are_combined_and_rooted_where_claude_code_roots_them() {
     settings::resolve(&mut document, |path| {
         asked.push(path.to_owned());
         let (absolute, text) = match path {
-            "user.json" => ("/home/dev/.claude/settings.json", r#"{"permissions": {"deny": ["Bash(rm:*)"], "allow": ["Read(/notes/**)"]}}"#),
+            "user.json" => (
+                "/home/dev/.claude/settings.json",
+                r#"{"permissions": {"deny": ["Bash(rm:*)"], "allow": ["Read(/notes/**)"]}}"#,
+            ),
             _ => (path, r#"{"permissions": {"allow": ["Bash(rm:*)", "Read(/docs/**)"], "ask": ["Bash(git push:*)"]}}"#),
         };
         Ok((absolute.to_owned(), text.to_owned()))
