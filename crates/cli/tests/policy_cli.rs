@@ -194,3 +194,49 @@ fn shipped_policies_check() {
         assert!(out.stderr.is_empty(), "{}: warnings: {}", file.display(), String::from_utf8_lossy(&out.stderr));
     }
 }
+
+/// `settings` paths are read relative to the policy file, wherever the command runs from.
+#[test]
+fn claude_permissions_reads_settings_files_beside_the_policy() {
+    let scratch = tempdir();
+    fs::create_dir_all(scratch.join("claude")).unwrap();
+    fs::write(
+        scratch.join("claude/settings.json"),
+        r#"{"permissions": {"allow": ["Bash(git status:*)"], "deny": ["Bash(rm:*)"]}}"#,
+    )
+    .unwrap();
+    let policy = scratch.join("policy.yaml");
+    fs::write(
+        &policy,
+        "approvers:\n  - name: claude_permissions\n    tools: Bash\n    settings: claude/settings.json\n",
+    )
+    .unwrap();
+    let calls = scratch.join("calls.jsonl");
+    let lines = ["git status --short", "git status; rm -rf /"]
+        .map(|line| serde_json::json!({"function": "Bash", "arguments": {"command": line}}).to_string());
+    fs::write(&calls, lines.join("\n")).unwrap();
+    let check = airlock(&["policy", "check", policy.to_str().unwrap()]);
+    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
+    assert!(String::from_utf8_lossy(&check.stdout).contains("claude_permissions (1 deny, 0 ask, 1 allow)"));
+    let out = airlock(&[
+        "policy",
+        "eval",
+        "--policy",
+        policy.to_str().unwrap(),
+        "--kind",
+        "approval",
+        "--calls",
+        calls.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let decisions: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap()["decision"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(decisions, ["approve", "reject"]);
+    fs::remove_file(scratch.join("claude/settings.json")).unwrap();
+    let missing = airlock(&["policy", "check", policy.to_str().unwrap()]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("settings file 'claude/settings.json'"));
+}

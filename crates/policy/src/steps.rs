@@ -6,6 +6,7 @@
 //!
 //! - [`auto`]: a fixed decision, like Inspect's `auto` approver.
 //! - [`bash_allowlist`]: approves shell command lines built only from allowed commands.
+//! - [`claude_permissions`]: decides Claude Code tool calls as Claude Code's permission rules do.
 //! - [`pattern`]: a regular expression over the call, one argument or a review's output.
 //! - [`human`]: an external step bound for a human queue.
 //! - [`external`]: any other name, an external step bound for that name's queue.
@@ -15,6 +16,7 @@
 
 pub mod auto;
 pub mod bash_allowlist;
+pub mod claude_permissions;
 pub mod external;
 pub mod human;
 pub mod pattern;
@@ -78,6 +80,8 @@ pub enum BuiltIn {
     Auto(auto::Auto),
     /// Shell command allow-list.
     BashAllowlist(bash_allowlist::BashAllowlist),
+    /// Claude Code's permission rules.
+    ClaudePermissions(claude_permissions::ClaudePermissions),
     /// A regular expression.
     Pattern(pattern::Pattern),
 }
@@ -120,6 +124,9 @@ impl Step {
             bash_allowlist::NAME => {
                 Step::BuiltIn(BuiltIn::BashAllowlist(bash_allowlist::BashAllowlist::from_params(params)?))
             }
+            claude_permissions::NAME => {
+                Step::BuiltIn(BuiltIn::ClaudePermissions(claude_permissions::ClaudePermissions::from_params(params)?))
+            }
             pattern::NAME => Step::BuiltIn(BuiltIn::Pattern(pattern::Pattern::from_params(kind, params)?)),
             human::NAME => Step::External(ExternalStep::Human(human::Human::from_params(kind, params)?)),
             _ => Step::External(ExternalStep::Named(external::External::from_params(name, kind, params)?)),
@@ -144,6 +151,7 @@ impl BuiltIn {
         match self {
             BuiltIn::Auto(step) => step.decide(subject),
             BuiltIn::BashAllowlist(step) => step.decide(subject),
+            BuiltIn::ClaudePermissions(step) => step.decide(subject),
             BuiltIn::Pattern(step) => step.decide(subject),
         }
     }
@@ -154,6 +162,7 @@ impl fmt::Display for BuiltIn {
         match self {
             BuiltIn::Auto(step) => step.fmt(f),
             BuiltIn::BashAllowlist(step) => step.fmt(f),
+            BuiltIn::ClaudePermissions(step) => step.fmt(f),
             BuiltIn::Pattern(step) => step.fmt(f),
         }
     }

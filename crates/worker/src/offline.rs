@@ -1,6 +1,8 @@
 //! The worker's engine without a fleet: what `airlock policy check` and `airlock policy
 //! eval` do with a policy file and calls.
 
+use std::path::Path;
+
 use airlock_policy::chain::{ChainState, Input, Policy};
 use airlock_policy::document::{Document, PolicyError};
 use airlock_policy::{Call, Kind, render};
@@ -17,10 +19,11 @@ pub enum CheckError {
     Empty(String),
 }
 
-/// Parses the policy document `text` (named `source_name` in errors) and compiles each chain
+/// Parses the policy document `text` (named `source_name` in errors), reads the settings files
+/// it names relative to `dir` (see [`crate::policies::read_settings`]), and compiles each chain
 /// it has, approval first.
-pub fn check(source_name: &str, text: &str) -> Result<Vec<Policy>, CheckError> {
-    let document = Document::parse(source_name, text)?;
+pub fn check(source_name: &str, text: &str, dir: &Path) -> Result<Vec<Policy>, CheckError> {
+    let document = load(source_name, text, dir)?;
     let kinds = [(Kind::Approval, document.approvers.is_some()), (Kind::Review, document.reviewers.is_some())];
     let policies = kinds
         .into_iter()
@@ -31,6 +34,13 @@ pub fn check(source_name: &str, text: &str) -> Result<Vec<Policy>, CheckError> {
         return Err(CheckError::Empty(source_name.to_owned()));
     }
     Ok(policies)
+}
+
+/// Parses a policy document read from a file in `dir` and reads the settings files it names.
+pub fn load(source_name: &str, text: &str, dir: &Path) -> Result<Document, PolicyError> {
+    let mut document = Document::parse(source_name, text)?;
+    crate::policies::read_settings(&mut document, dir)?;
+    Ok(document)
 }
 
 /// What the built-in steps of `policy` make of one line of Inspect ToolCall JSON: a decision,
@@ -58,11 +68,11 @@ mod tests {
 
     #[test]
     fn check_compiles_each_chain_present_or_says_there_is_none() {
-        let policies = check("p.yaml", POLICY).unwrap();
+        let policies = check("p.yaml", POLICY, Path::new(".")).unwrap();
         assert_eq!(policies.iter().map(Policy::kind).collect::<Vec<_>>(), [Kind::Approval]);
-        let error = check("p.yaml", "{}").unwrap_err();
+        let error = check("p.yaml", "{}", Path::new(".")).unwrap_err();
         assert_eq!(error.to_string(), "p.yaml: the policy has neither an 'approvers:' nor a 'reviewers:' list");
-        assert!(matches!(check("p.yaml", "approvers: 3"), Err(CheckError::Policy(_))));
+        assert!(matches!(check("p.yaml", "approvers: 3", Path::new(".")), Err(CheckError::Policy(_))));
     }
 
     #[test]

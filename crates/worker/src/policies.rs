@@ -15,6 +15,7 @@ use airlock_contract::v1;
 use airlock_policy::Kind;
 use airlock_policy::chain::Policy;
 use airlock_policy::document::Document;
+use airlock_policy::steps::claude_permissions;
 use airlock_records::code::ErrorCode;
 
 /// How many inline documents (distinct texts) stay compiled; past it the cache starts over.
@@ -97,7 +98,8 @@ impl PolicyStore {
         if let Some(compiled) = lock(&self.inline).get_mut(text).and_then(|entry| entry.slot(kind).clone()) {
             return compiled;
         }
-        let compiled = compile("<inline>", text, kind);
+        // An inline policy names no files: `settings` paths stay unresolved and are refused.
+        let compiled = compile("<inline>", text, kind, None);
         let mut cache = lock(&self.inline);
         if cache.len() >= INLINE_CACHE_LIMIT && !cache.contains_key(text) {
             cache.clear();
@@ -121,7 +123,7 @@ impl PolicyStore {
         }
         // Callers are told the policy's name, never where the worker keeps it.
         let compiled = match fs::read_to_string(&stamp.path) {
-            Ok(text) => compile(name, &text, kind),
+            Ok(text) => compile(name, &text, kind, Some(dir)),
             Err(e) => Err(PolicyLookupError::Unknown(format!("policy '{name}' cannot be read: {}", e.kind()))),
         };
         lock(&self.named).insert(key, (stamp, compiled.clone()));
@@ -135,11 +137,28 @@ fn lock<T>(cache: &Mutex<T>) -> MutexGuard<'_, T> {
     cache.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn compile(source: &str, text: &str, kind: Kind) -> Compiled {
+fn compile(source: &str, text: &str, kind: Kind, dir: Option<&Path>) -> Compiled {
     Document::parse(source, text)
-        .and_then(|document| Policy::compile(&document, kind))
+        .and_then(|mut document| {
+            if let Some(dir) = dir {
+                read_settings(&mut document, dir)?;
+            }
+            Policy::compile(&document, kind)
+        })
         .map(Arc::new)
         .map_err(|e| PolicyLookupError::Invalid(e.to_string()))
+}
+
+/// Reads the Claude Code settings files a policy document names (`claude_permissions`'s
+/// `settings`), relative to `dir`, the directory of the policy file. Only documents read from
+/// disk get here; a worker never reads a file an inline policy names.
+pub fn read_settings(document: &mut Document, dir: &Path) -> Result<(), airlock_policy::document::PolicyError> {
+    claude_permissions::settings::resolve(document, |path| {
+        let path = dir.join(path);
+        let text = fs::read_to_string(&path).map_err(|e| e.to_string())?;
+        let absolute = std::path::absolute(&path).map_err(|e| e.to_string())?;
+        Ok((absolute.display().to_string(), text))
+    })
 }
 
 /// The file for policy `name` in `dir`: `name`, `name.yaml`, `name.yml` or `name.json`.

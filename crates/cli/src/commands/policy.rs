@@ -58,7 +58,7 @@ pub fn run(command: PolicyCommand) -> ExitCode {
 fn check(file: &Path) -> ExitCode {
     let name = file.display().to_string();
     let policies = match read(file).and_then(|text| {
-        let policies = offline::check(&name, &text).map_err(|e| e.to_string())?;
+        let policies = offline::check(&name, &text, dir_of(file)).map_err(|e| e.to_string())?;
         // The engine takes any parameters for an external step; a model monitor's are checked
         // as the monitor will read them.
         Document::parse(&name, &text).and_then(|document| check_document(&document)).map_err(|e| e.to_string())?;
@@ -78,7 +78,9 @@ fn check(file: &Path) -> ExitCode {
 
 fn eval(args: &EvalArgs) -> ExitCode {
     let policy = match read(&args.policy).and_then(|text| {
-        Policy::parse(&args.policy.display().to_string(), &text, args.kind.into()).map_err(|e| e.to_string())
+        offline::load(&args.policy.display().to_string(), &text, dir_of(&args.policy))
+            .and_then(|document| Policy::compile(&document, args.kind.into()))
+            .map_err(|e| e.to_string())
     }) {
         Ok(policy) => policy,
         Err(message) => return config_error(&message),
@@ -112,6 +114,11 @@ fn eval(args: &EvalArgs) -> ExitCode {
         return ExitCode::FAILURE;
     }
     if failures > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+}
+
+/// The directory a policy file's relative paths start from.
+fn dir_of(file: &Path) -> &Path {
+    file.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."))
 }
 
 fn read(path: &Path) -> Result<String, String> {

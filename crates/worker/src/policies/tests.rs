@@ -84,3 +84,31 @@ fn a_poisoned_cache_still_serves() {
     assert!(store.resolve(Some(&inline(text)), Kind::Approval).is_ok());
     assert!(store.resolve(Some(&inline(text)), Kind::Approval).is_ok(), "and again, from the cache");
 }
+
+#[test]
+fn a_policy_sent_inline_cannot_make_the_worker_read_a_file() {
+    let dir = std::env::temp_dir().join(format!("airlock-claude-settings-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let settings = dir.join("settings.json");
+    fs::write(&settings, r#"{"permissions": {"allow": ["Bash"]}}"#).unwrap();
+    let store = PolicyStore::new(Some(dir.clone()));
+    for path in [settings.display().to_string(), "settings.json".into(), "/etc/passwd".into()] {
+        let text = format!("approvers:\n  - name: claude_permissions\n    tools: '*'\n    settings: {path}\n");
+        let Err(PolicyLookupError::Invalid(message)) = store.resolve(Some(&inline(&text)), Kind::Approval) else {
+            panic!("an inline policy naming {path} compiled")
+        };
+        assert!(message.contains("a policy sent inline cannot name files"), "{message}");
+        assert!(!message.contains("root:") && !message.contains("Bash"), "{message}");
+    }
+    // The same document kept in the worker's policy directory reads the file beside it.
+    let named_text = "approvers:\n  - name: claude_permissions\n    tools: '*'\n    settings: settings.json\n";
+    fs::write(dir.join("claude.yaml"), named_text).unwrap();
+    let policy = store.resolve(Some(&named("claude")), Kind::Approval).unwrap();
+    assert_eq!(policy.steps()[0].step.to_string(), "claude_permissions (0 deny, 0 ask, 1 allow)");
+    fs::write(dir.join("missing.yaml"), named_text.replace("settings.json", "absent.json")).unwrap();
+    let Err(PolicyLookupError::Invalid(message)) = store.resolve(Some(&named("missing")), Kind::Approval) else {
+        panic!("a policy naming a missing settings file compiled")
+    };
+    assert!(!message.contains(&dir.display().to_string()), "the worker's directory shows: {message}");
+    fs::remove_dir_all(dir).unwrap();
+}
