@@ -302,6 +302,9 @@ async fn claude_code_hook(
     let outcome = watch.borrow().clone();
     let output = match outcome {
         Some(outcome) => claude_code::answer(input.event, &outcome, query.escalated),
+        None if shared.stop.is_cancelled() => {
+            claude_code::fail_closed(Some(input.event), "Airlock's gateway stopped before the decision came")
+        }
         None => claude_code::fail_closed(
             Some(input.event),
             &format!("Airlock had no decision on this call within {} s", wait.as_secs_f64()),
