@@ -392,14 +392,20 @@ where
 /// default TLS provider).
 pub fn http_client() -> Result<reqwest::Client, String> {
     use rustls_platform_verifier::BuilderVerifierExt as _;
-    let crypto = Arc::new(rustls::crypto::ring::default_provider());
-    let tls = rustls::ClientConfig::builder_with_provider(crypto)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_platform_verifier()
-        .map_err(|e| e.to_string())?
-        .with_no_client_auth();
+    let tls = rustls_builder()?.with_platform_verifier().map_err(|e| e.to_string())?.with_no_client_auth();
     reqwest::Client::builder().tls_backend_preconfigured(tls).build().map_err(|e| e.to_string())
+}
+
+/// An HTTP client for `http://` URLs only: it trusts no certificate, and loads none (the
+/// platform's roots cost more to load than a call to a local service takes).
+pub fn plain_http_client() -> Result<reqwest::Client, String> {
+    let tls = rustls_builder()?.with_root_certificates(rustls::RootCertStore::empty()).with_no_client_auth();
+    reqwest::Client::builder().tls_backend_preconfigured(tls).build().map_err(|e| e.to_string())
+}
+
+fn rustls_builder() -> Result<rustls::ConfigBuilder<rustls::ClientConfig, rustls::WantsVerifier>, String> {
+    let crypto = Arc::new(rustls::crypto::ring::default_provider());
+    rustls::ClientConfig::builder_with_provider(crypto).with_safe_default_protocol_versions().map_err(|e| e.to_string())
 }
 
 /// This machine's name (`host` when it cannot be read).

@@ -69,10 +69,13 @@ impl EscalatedArg {
 pub fn run(args: HookArgs) -> ExitCode {
     let mut input = Vec::new();
     let answer = match std::io::stdin().read_to_end(&mut input) {
-        Ok(_) => {
+        // A panic is an error too: it must not end the process with a status Claude Code lets
+        // the call run on.
+        Ok(_) => std::panic::catch_unwind(|| {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
             runtime.block_on(ask(&args, &input))
-        }
+        })
+        .unwrap_or_else(|_| Err("airlock hook failed (a panic, above)".into())),
         Err(e) => Err(format!("the hook's input could not be read: {e}")),
     };
     let mut stdout = std::io::stdout().lock();
@@ -101,7 +104,10 @@ async fn ask(args: &HookArgs, input: &[u8]) -> Result<serde_json::Value, String>
         .append_pair("policy", &args.policy)
         .append_pair("timeout", &timeout.as_secs_f64().to_string())
         .append_pair("escalated", args.escalated.name());
-    let http = super::http_client()?;
+    let http = match url.scheme() {
+        "https" => super::http_client()?,
+        _ => super::plain_http_client()?,
+    };
     let response = http
         .post(url)
         .bearer_auth(token)
