@@ -1,5 +1,5 @@
 """What the examples' tests share: a fleet on a unique prefix (one `airlock worker` holding
-`policies/agents.yaml`, one `airlock gateway` in front of it), started once per session from
+the policies of `policies/`, one `airlock gateway` in front of it), started once per session from
 this build's `airlock`, with its own keys, tokens file and webhook secret.
 
 Without a broker or the binary the tests skip, except under `CI`, where they fail. The
@@ -94,12 +94,21 @@ class Fleet:
     url: str
     """The gateway's base URL."""
     token: str
-    """A token that may use the named policy `agents`."""
+    """A token that may use the named policies `agents` and `claude_code`."""
     webhook_secret: str
     """The gateway's `whsec_…` secret, for verifying its webhooks."""
-    runner_args: tuple[str, ...] = ()
-    """What a runner of this fleet is started with besides its own arguments (the MCP
-    proxy's): the binary, then the broker, the prefix and the fleet's public key."""
+    binary: Path
+    """The `airlock` binary the fleet runs."""
+    prefix: str
+    """The fleet's prefix on the broker at `URL`."""
+    directory: Path
+    """The fleet's files: `keys/` (its signing keys), the tokens file, the roles' logs."""
+
+    @property
+    def runner_args(self) -> tuple[str, ...]:
+        """What a runner of this fleet is started with besides its own arguments (the MCP
+        proxy's): the binary, then the broker, the prefix and the fleet's public key."""
+        return (str(self.binary), "--amqp", URL, "--prefix", self.prefix, "--verify-key", str(self.directory / "keys" / "fleet.pub"))
 
     def gateway(self, run: str | None = None) -> Gateway:
         """A client on a run of its own, so no two tests share a call key."""
@@ -123,7 +132,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
 
     airlock("keys", "generate", "--out", str(directory / "keys"))
     tokens = directory / "gateway-tokens.yaml"
-    token = airlock("gateway", "add-token", "--tokens", str(tokens), "--name", "examples", "--policy", "agents")
+    policies = ["--policy", "agents", "--policy", "claude_code"]
+    token = airlock("gateway", "add-token", "--tokens", str(tokens), "--name", "examples", *policies)
     secret = airlock("gateway", "webhook-secret")
     prefix = f"examples-{uuid.uuid4().hex[:12]}"
     common = ["--amqp", URL, "--prefix", prefix]
@@ -173,8 +183,14 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         )
         roles.append(gateway)
         ready = json.loads(gateway.wait_for("Gateway ready."))
-        runner_args = (str(binary), *common, "--verify-key", str(directory / "keys" / "fleet.pub"))
-        yield Fleet(url=ready["fields"]["url"], token=token, webhook_secret=secret, runner_args=runner_args)
+        yield Fleet(
+            url=ready["fields"]["url"],
+            token=token,
+            webhook_secret=secret,
+            binary=binary,
+            prefix=prefix,
+            directory=directory,
+        )
     finally:
         for role in reversed(roles):
             role.stop()

@@ -22,6 +22,9 @@
 //!   tokens, limits, webhooks, its delivery log across a restart.
 //! - `mcp`: `airlock mcp` between the MCP SDK's client and server over stdio and streamable
 //!   HTTP, with a plugin that modifies, a person deciding, a deadline and a terminating review.
+//! - `claude_code_hook`, `claude_code_browser`: `airlock hook`'s failures against a stand-in
+//!   gateway; the Claude Code CLI the `claude-agent-sdk` wheel bundles, its HTTP hook answered
+//!   by a person in the reviewer UI in Chromium.
 //! - `inspect`, `agent_examples`, `plugins`: the Python suites (the Inspect integration, the
 //!   agent frameworks' examples through the gateway, the example plugin) in `.venv`.
 //! - `cancels`: another broker user's cancel leaves a call's human task pending; the runner's
@@ -240,12 +243,23 @@ pub struct InProcessWorker {
 impl InProcessWorker {
     /// Starts worker `id` of fleet `prefix` on `transport`, deciding `concurrency` calls at once.
     pub fn start<T: airlock_transport::Transport>(transport: T, prefix: &str, id: &str, concurrency: u16) -> Self {
+        InProcessWorker::with_policies(transport, prefix, id, concurrency, None)
+    }
+
+    /// [`InProcessWorker::start`], holding the named policies of `policy_dir`.
+    pub fn with_policies<T: airlock_transport::Transport>(
+        transport: T,
+        prefix: &str,
+        id: &str,
+        concurrency: u16,
+        policy_dir: Option<PathBuf>,
+    ) -> Self {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let metrics = std::sync::Arc::<airlock_telemetry::metrics::Metrics>::default();
         let config = airlock_worker::WorkerConfig {
             prefix: prefix.into(),
             concurrency,
-            policy_dir: None,
+            policy_dir,
             worker_id: id.into(),
             metrics: metrics.clone(),
             trust: TestKeys::get().trust(),

@@ -1036,7 +1036,7 @@ gateway_test!(schemathesis_with_every_check_finds_nothing_against_a_live_gateway
     eprintln!("{}", String::from_utf8_lossy(&output.stderr));
     assert!(output.status.success(), "schemathesis found failures ({})", output.status);
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(stdout.contains("4 selected / 4 total"), "every operation was tested");
+    assert!(stdout.contains("5 selected / 5 total"), "every operation was tested");
     // The requests reached the worker: decisions were made, not only refusals at the door.
     assert!(transport.message_count(&format!("{prefix}.audit")).await.unwrap() > 0, "nothing reached the worker");
     gateway.service.stop().await;

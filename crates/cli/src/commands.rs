@@ -28,6 +28,7 @@ pub mod audit;
 pub mod bench;
 pub mod demo;
 pub mod gateway;
+pub mod hook;
 pub mod keys;
 pub mod mcp;
 pub mod monitor;
@@ -385,6 +386,27 @@ where
             ExitCode::from(failure.code)
         }
     }
+}
+
+/// An HTTP client for the services a command asks (the management API, the gateway):
+/// `https://` verified against the platform's roots, with rustls on ring (the build has no
+/// default TLS provider).
+pub fn http_client() -> Result<reqwest::Client, String> {
+    use rustls_platform_verifier::BuilderVerifierExt as _;
+    let tls = rustls_builder()?.with_platform_verifier().map_err(|e| e.to_string())?.with_no_client_auth();
+    reqwest::Client::builder().tls_backend_preconfigured(tls).build().map_err(|e| e.to_string())
+}
+
+/// An HTTP client for `http://` URLs only: it trusts no certificate, and loads none (the
+/// platform's roots cost more to load than a call to a local service takes).
+pub fn plain_http_client() -> Result<reqwest::Client, String> {
+    let tls = rustls_builder()?.with_root_certificates(rustls::RootCertStore::empty()).with_no_client_auth();
+    reqwest::Client::builder().tls_backend_preconfigured(tls).build().map_err(|e| e.to_string())
+}
+
+fn rustls_builder() -> Result<rustls::ConfigBuilder<rustls::ClientConfig, rustls::WantsVerifier>, String> {
+    let crypto = Arc::new(rustls::crypto::ring::default_provider());
+    rustls::ClientConfig::builder_with_provider(crypto).with_safe_default_protocol_versions().map_err(|e| e.to_string())
 }
 
 /// This machine's name (`host` when it cannot be read).

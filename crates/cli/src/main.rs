@@ -42,6 +42,9 @@ enum Command {
     /// Run the HTTP gateway: agent frameworks ask the fleet over HTTP (or add a token, make a
     /// webhook secret, measure).
     Gateway(commands::gateway::GatewayArgs),
+    /// Answer a Claude Code hook (PreToolUse, PostToolUse) from the fleet, through the gateway:
+    /// the hook's JSON on stdin, its answer on stdout; fails closed (exit 2) on any error.
+    Hook(commands::hook::HookArgs),
     /// Decide human tasks in this terminal.
     Review(commands::review::ReviewArgs),
     /// Throw a switch on every later call of an eval run, fleet-wide.
@@ -80,6 +83,7 @@ fn main() -> ExitCode {
         Command::Monitor(args) => commands::monitor::run(args),
         Command::Reviewer(args) => commands::reviewer::run(args),
         Command::Gateway(args) => commands::gateway::run(args),
+        Command::Hook(args) => commands::hook::run(args),
         Command::Review(args) => commands::block_on(commands::LOG_TOOL, commands::review::run(args)),
         Command::Run(command) => commands::block_on(commands::LOG_TOOL, commands::run::run(command)),
         Command::Topology(command) => commands::block_on(commands::LOG_TOOL, commands::topology::run(command)),

@@ -5,6 +5,7 @@
 //! | `POST /v1/approvals` | ask for approval of a call |
 //! | `POST /v1/reviews` | ask for review of a call's result |
 //! | `GET /v1/decisions/{id}` | a decision: `200` once made, `202` while pending |
+//! | `POST /v1/hooks/claude-code` | a Claude Code `PreToolUse` or `PostToolUse` hook, answered in its own shape ([`crate::claude_code`]) |
 //! | `GET /openapi.json` | the OpenAPI 3.1 document ([`crate::openapi`]) |
 //! | `GET /healthz` | `ok` |
 //!
@@ -19,8 +20,8 @@ use airlock_policy::Kind;
 use airlock_telemetry::metrics::RouteLabels;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection};
-use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, State};
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query, State};
 use axum::handler::Handler;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -30,11 +31,14 @@ use serde::Serialize;
 
 use crate::answer::{ErrorBody, status_of};
 use crate::callback;
+use crate::claude_code::{self, HookQuery};
 use crate::decisions::{Full, Opened, Outcome, Watch};
 use crate::state::Shared;
-use crate::submission::{self, Bounds, Invalid, PolicyChoice};
+use crate::submission::{self, Bounds, Invalid, PolicyChoice, Submission};
 use crate::tokens::TokenEntry;
 
+/// The route of Claude Code's HTTP hooks.
+pub const CLAUDE_CODE_HOOKS: &str = "/v1/hooks/claude-code";
 /// The header that names a request's retries.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// RFC 7240's request header (`wait=N`).
@@ -99,6 +103,7 @@ fn routes() -> Routes {
         .post("/v1/approvals", approvals)
         .post("/v1/reviews", reviews)
         .get("/v1/decisions/{id}", decision)
+        .post(CLAUDE_CODE_HOOKS, claude_code_hook)
         .get("/openapi.json", openapi)
         .get("/healthz", health)
 }
@@ -175,6 +180,19 @@ fn is_json(headers: &HeaderMap) -> bool {
     essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
+/// The body of a JSON request, or why it is refused.
+fn json_body(shared: &Shared, headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    let body = body.map_err(|rejection| ApiError::body(rejection, shared.limits.max_body))?;
+    if !is_json(headers) {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "the body must be JSON (Content-Type: application/json)",
+        ));
+    }
+    Ok(body)
+}
+
 /// Checks a request and opens its record: its id, its state, and how long to wait for it.
 /// The body is read and dropped before anything is awaited, so no waiting request holds it.
 async fn submit(
@@ -184,35 +202,12 @@ async fn submit(
     body: Result<Bytes, BytesRejection>,
     kind: Kind,
 ) -> Result<(String, Watch, Option<Duration>), ApiError> {
-    let body = body.map_err(|rejection| ApiError::body(rejection, shared.limits.max_body))?;
-    if !is_json(&headers) {
-        return Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            "the body must be JSON (Content-Type: application/json)",
-        ));
-    }
+    let body = json_body(shared, &headers, body)?;
     let bounds = Bounds { max_timeout: shared.limits.max_timeout };
     let submission = submission::parse(kind, &body, bounds).map_err(ApiError::invalid)?;
     let size = body.len();
     drop(body);
-    match &submission.policy {
-        PolicyChoice::Named(name) if !caller.entry.may_use(name) => {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "policy_forbidden",
-                format!("this token may not use the policy '{name}'"),
-            ));
-        }
-        PolicyChoice::Inline(_) if !caller.entry.inline => {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "inline_forbidden",
-                "this token may not send inline policies (its entry lacks inline: true)",
-            ));
-        }
-        _ => {}
-    }
+    permitted(caller, &submission.policy)?;
     if let Some(url) = &submission.callback {
         let Some(webhooks) = &shared.webhooks else {
             return Err(ApiError::callback(
@@ -234,11 +229,40 @@ async fn submit(
         None => submission.default_idempotency_key(),
     };
     let wait = prefer_wait(&headers, shared.limits.max_wait);
-    let opened = shared.submit(&caller.name, key, &submission, size).await.map_err(|e| {
+    let (id, watch) = open(shared, caller, key, &submission, size).await?;
+    Ok((id, watch, wait))
+}
+
+/// Whether `caller` may use `policy`.
+fn permitted(caller: &Caller, policy: &PolicyChoice) -> Result<(), ApiError> {
+    match policy {
+        PolicyChoice::Named(name) if !caller.entry.may_use(name) => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "policy_forbidden",
+            format!("this token may not use the policy '{name}'"),
+        )),
+        PolicyChoice::Inline(_) if !caller.entry.inline => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "inline_forbidden",
+            "this token may not send inline policies (its entry lacks inline: true)",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Opens the record of `caller`'s `submission` under `key`, sending it to the fleet if new.
+async fn open(
+    shared: &Shared,
+    caller: &Caller,
+    key: String,
+    submission: &Submission,
+    size: usize,
+) -> Result<(String, Watch), ApiError> {
+    let opened = shared.submit(&caller.name, key, submission, size).await.map_err(|e| {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", format!("the request was not taken: {e}"))
     })?;
     match opened {
-        Opened::New { id, watch } | Opened::Existing { id, watch } => Ok((id, watch, wait)),
+        Opened::New { id, watch } | Opened::Existing { id, watch } => Ok((id, watch)),
         Opened::Mismatch => Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "idempotency_mismatch",
@@ -247,6 +271,46 @@ async fn submit(
         )),
         Opened::Full(full) => Err(ApiError::full(full)),
     }
+}
+
+/// A Claude Code hook (`PreToolUse` or `PostToolUse`, [`claude_code`]): its call is decided
+/// by the query's policy and the decision answered in the hook's own shape, `200` whatever
+/// the fleet decided or failed to; past the query's timeout (at most the longest wait) the
+/// answer fails closed.
+async fn claude_code_hook(
+    State(shared): State<Arc<Shared>>,
+    caller: Caller,
+    query: Result<Query<HookQuery>, QueryRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let Query(query) = query
+        .map_err(|rejection| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", rejection.body_text()))?;
+    let body = json_body(&shared, &headers, body)?;
+    drop(headers);
+    let input = claude_code::parse(&body).map_err(ApiError::invalid)?;
+    let wait = query.wait(shared.limits.default_timeout, shared.limits.max_wait).map_err(ApiError::invalid)?;
+    let submission = input.submission(PolicyChoice::Named(query.policy), wait);
+    let size = body.len();
+    drop(body);
+    permitted(&caller, &submission.policy)?;
+    let (_, mut watch) = open(&shared, &caller, submission.default_idempotency_key(), &submission, size).await?;
+    tokio::select! {
+        _ = tokio::time::timeout(wait, watch.wait_for(Option::is_some)) => {}
+        () = shared.stop.cancelled() => {}
+    }
+    let outcome = watch.borrow().clone();
+    let output = match outcome {
+        Some(outcome) => claude_code::answer(input.event, &outcome, query.escalated),
+        None if shared.stop.is_cancelled() => {
+            claude_code::fail_closed(Some(input.event), "Airlock's gateway stopped before the decision came")
+        }
+        None => claude_code::fail_closed(
+            Some(input.event),
+            &format!("Airlock had no decision on this call within {} s", wait.as_secs_f64()),
+        ),
+    };
+    Ok(axum::Json(output).into_response())
 }
 
 async fn decision(

@@ -8,6 +8,8 @@
 //! call key the gateway sends.
 //!
 //! Layout:
+//! - [`claude_code`]: Claude Code's `PreToolUse` and `PostToolUse` hooks as requests, and the
+//!   decisions as the hooks' output.
 //! - [`submission`]: the request body, checked field by field, and the wire request it becomes.
 //! - [`tokens`]: the tokens file, bearer tokens, which policies a caller may use.
 //! - [`limit`]: per-caller rate limits (token buckets).
@@ -29,6 +31,7 @@
 
 pub mod answer;
 pub mod callback;
+pub mod claude_code;
 pub mod decisions;
 pub mod http;
 pub mod limit;

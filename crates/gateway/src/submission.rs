@@ -37,6 +37,8 @@ pub struct Submission {
     pub timeout: Option<Duration>,
     /// Where the decision is also posted.
     pub callback: Option<reqwest::Url>,
+    /// What a person sees beside the call (the view's context), if anything.
+    pub context: Option<v1::ToolCallContent>,
 }
 
 /// The policy a submission is decided by.
@@ -72,11 +74,11 @@ pub struct Invalid {
 }
 
 impl Invalid {
-    fn body(message: impl Into<String>) -> Self {
+    pub(crate) fn body(message: impl Into<String>) -> Self {
         Invalid { unreadable: true, field: None, message: message.into() }
     }
 
-    fn field(field: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn field(field: impl Into<String>, message: impl Into<String>) -> Self {
         let field = field.into();
         let message = format!("{field} {}", message.into());
         Invalid { unreadable: false, field: Some(field), message }
@@ -130,7 +132,7 @@ pub fn parse(kind: Kind, body: &[u8], bounds: Bounds) -> Result<Submission, Inva
         Some(Value::String(url)) => Some(parse_callback(url)?),
         Some(_) => return Err(Invalid::field("callback_url", "must be a string")),
     };
-    Ok(Submission { kind, call, messages, output, policy, origin, timeout, callback })
+    Ok(Submission { kind, call, messages, output, policy, origin, timeout, callback, context: None })
 }
 
 /// Reads an `Idempotency-Key`: 1 to [`MAX_IDEMPOTENCY_KEY`] visible ASCII characters.
@@ -355,9 +357,16 @@ impl Submission {
         // The assistant message's text, when the conversation ends with it.
         let text = self.messages.last().filter(|m| m.role == "assistant").map_or("", |m| m.text.as_str());
         let mut request = build(self.call_key(), &self.call, self.kind, policy, text, &self.output);
+        let view = self.context.clone().map(|context| v1::ToolCallView { context: Some(context), call: None });
         match &mut request.body {
-            Some(v1::request::Body::Approval(approval)) => approval.history.clone_from(&self.messages),
-            Some(v1::request::Body::Review(review)) => review.history.clone_from(&self.messages),
+            Some(v1::request::Body::Approval(approval)) => {
+                approval.history.clone_from(&self.messages);
+                approval.view = view;
+            }
+            Some(v1::request::Body::Review(review)) => {
+                review.history.clone_from(&self.messages);
+                review.view = view;
+            }
             None => {}
         }
         request.origin = Some(v1::Origin {

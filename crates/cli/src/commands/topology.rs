@@ -112,7 +112,7 @@ async fn check_members(topology: &Topology, fleet: &FleetArgs, management_url: O
         Ok(apis) => apis,
         Err(e) => return unchecked(&e),
     };
-    let http = match members::http() {
+    let http = match super::http_client() {
         Ok(http) => http,
         Err(e) => return unchecked(&format!("no HTTP client: {e}")),
     };

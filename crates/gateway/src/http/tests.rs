@@ -17,7 +17,7 @@ use crate::tokens::{Tokens, sha256_hex};
 
 /// A fleet that records what it is sent and answers once its gate opens: `approve`, or what a
 /// request's call id asks for (`refuse`: a refusal, `pending`: already pending, `down`: not
-/// sent, `closed`: the client closed as the gateway stops).
+/// sent, `closed`: the client closed as the gateway stops, `reject`: a reject saying `No.`).
 struct FakeFleet {
     sent: Mutex<Vec<v1::Request>>,
     gate: watch::Sender<bool>,
@@ -52,10 +52,15 @@ impl Fleet for FakeFleet {
                 "closed" => return Err(ClientError::Closed),
                 _ => {}
             }
+            let (decision, explanation) = match key.tool_call_id.as_str() {
+                "reject" => (v1::DecisionKind::Reject, Some("No.".to_owned())),
+                _ => (v1::DecisionKind::Approve, None),
+            };
             Ok(v1::Decision {
                 decision_id: format!("d-{}", key.tool_call_id),
                 key: Some(key),
-                decision: v1::DecisionKind::Approve.into(),
+                decision: decision.into(),
+                explanation,
                 approver: "auto".into(),
                 ..Default::default()
             })
@@ -525,6 +530,19 @@ async fn every_status_and_code_the_handlers_send_is_in_the_document() {
     let big = with(&|b| b["call"]["arguments"]["cmd"] = json!("x".repeat(3000)));
     seen.push((approvals, post(&full, approvals, BETA, &big, &[]).await));
 
+    let hooks = CLAUDE_CODE_HOOKS;
+    let hook_path = format!("{hooks}?policy=a");
+    seen.push((hooks, post(&shared, &hook_path, ALPHA, &hook("PreToolUse", "h-1"), &[]).await));
+    seen.push((hooks, post(&shared, &format!("{hooks}?policy=b"), ALPHA, &hook("PreToolUse", "h-2"), &[]).await));
+    seen.push((hooks, post(&shared, hooks, ALPHA, &hook("PreToolUse", "h-3"), &[]).await));
+    seen.push((hooks, post(&shared, &hook_path, ALPHA, &hook("Stop", "h-4"), &[]).await));
+    seen.push((hooks, post(&shared, &hook_path, "wrong", &hook("PreToolUse", "h-5"), &[]).await));
+    let headers = [("authorization", auth.as_str())];
+    seen.push((hooks, call(&shared, Method::POST, &hook_path, &headers, Some(b"{nope".to_vec())).await));
+    let mut other = hook("PreToolUse", "h-1");
+    other["tool_input"] = json!({"command": "rm"});
+    seen.push((hooks, post(&shared, &hook_path, ALPHA, &other, &[]).await));
+
     let decision = "/v1/decisions/{id}";
     let mut stored = Vec::new();
     for id in ["c-wait", "refuse", "pending", "down", "closed"] {
@@ -543,6 +561,7 @@ async fn every_status_and_code_the_handlers_send_is_in_the_document() {
     let mut statuses: Vec<(&str, u16, String)> = Vec::new();
     for (path, answer) in &seen {
         let method = if *path == decision { "get" } else { "post" };
+        let path = if *path == hooks { hooks } else { path };
         let status = answer.status.as_str().to_owned();
         let mut listed = document["paths"][path][method]["responses"][&status].clone();
         if let Some(reference) = listed["$ref"].as_str() {
@@ -586,5 +605,105 @@ async fn every_status_and_code_the_handlers_send_is_in_the_document() {
         "not_found",
     ] {
         assert!(codes.contains(code), "{code} was not sent: {statuses:?}");
+    }
+}
+
+// === Claude Code's hooks ===
+
+fn hook(event: &str, tool_use_id: &str) -> Value {
+    json!({
+        "session_id": "sess-1",
+        "transcript_path": "/tmp/t.jsonl",
+        "cwd": "/work",
+        "permission_mode": "default",
+        "hook_event_name": event,
+        "tool_name": "Bash",
+        "tool_input": {"command": "ls"},
+        "tool_use_id": tool_use_id,
+        "tool_response": {"stdout": "a", "stderr": ""},
+    })
+}
+
+fn hook_path(query: &str) -> String {
+    format!("{CLAUDE_CODE_HOOKS}?{query}")
+}
+
+#[tokio::test]
+async fn a_pre_tool_use_hook_gets_the_fleet_s_decision_in_the_hook_s_own_shape() {
+    let fleet = FakeFleet::new(true);
+    let shared = shared(fleet.clone(), limits());
+    let allowed = post(&shared, &hook_path("policy=a"), ALPHA, &hook("PreToolUse", "toolu_1"), &[]).await;
+    assert_eq!(allowed.status, StatusCode::OK);
+    assert_eq!(
+        allowed.json,
+        json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}})
+    );
+    let denied = post(&shared, &hook_path("policy=a"), ALPHA, &hook("PreToolUse", "reject"), &[]).await;
+    assert_eq!(denied.json["hookSpecificOutput"]["permissionDecision"], "deny");
+    assert_eq!(denied.json["hookSpecificOutput"]["permissionDecisionReason"], "No.");
+    let sent = fleet.sent.lock().unwrap()[0].clone();
+    let key = sent.key.unwrap();
+    assert_eq!((key.run_id.as_str(), key.sample_id.as_str(), key.tool_call_id.as_str()), ("sess-1", "main", "toolu_1"));
+    assert_eq!(key.tenant, "alpha");
+    let Some(v1::request::Body::Approval(approval)) = sent.body else { panic!("an approval") };
+    assert_eq!(approval.call.unwrap().function, "Bash");
+}
+
+#[tokio::test]
+async fn a_post_tool_use_hook_is_a_review_that_continues_or_blocks_with_the_reason() {
+    let fleet = FakeFleet::new(true);
+    let shared = shared(fleet.clone(), limits());
+    let path = hook_path("policy=a");
+    assert_eq!(post(&shared, &path, ALPHA, &hook("PostToolUse", "toolu_1"), &[]).await.json, json!({}));
+    let blocked = post(&shared, &path, ALPHA, &hook("PostToolUse", "reject"), &[]).await;
+    assert_eq!(blocked.json, json!({"decision": "block", "reason": "No."}));
+    let sent = fleet.sent.lock().unwrap()[0].clone();
+    let Some(v1::request::Body::Review(review)) = sent.body else { panic!("a review") };
+    assert_eq!(serde_json::from_str::<Value>(&review.output).unwrap()["stdout"], "a");
+}
+
+#[tokio::test]
+async fn a_hook_needs_a_token_that_may_use_its_policy_and_then_reaches_the_fleet() {
+    let fleet = FakeFleet::new(true);
+    let shared = shared(fleet.clone(), limits());
+    let call_hook = |token: &'static str, query: &'static str| {
+        let shared = shared.clone();
+        async move { post(&shared, &hook_path(query), token, &hook("PreToolUse", "toolu_1"), &[]).await }
+    };
+    assert_eq!(call_hook("wrong", "policy=a").await.status, StatusCode::UNAUTHORIZED);
+    let forbidden = call_hook(ALPHA, "policy=b").await;
+    assert_eq!((forbidden.status, forbidden.code()), (StatusCode::FORBIDDEN, "policy_forbidden"));
+    for query in ["", "policy=a&timeout=0", "policy=a&escalated=maybe", "policy=a&other=1"] {
+        let refused = post(&shared, &hook_path(query), ALPHA, &hook("PreToolUse", "toolu_1"), &[]).await;
+        assert_eq!((refused.status, refused.code()), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_field"), "{query}");
+    }
+    assert_eq!(fleet.sent(), 0);
+    assert_eq!(call_hook(BETA, "policy=b").await.status, StatusCode::OK);
+    assert_eq!(fleet.sent(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hook_without_a_decision_within_its_timeout_is_denied() {
+    let fleet = FakeFleet::new(false);
+    let shared = shared(fleet.clone(), limits());
+    let denied = post(&shared, &hook_path("policy=a&timeout=2"), ALPHA, &hook("PreToolUse", "toolu_1"), &[]).await;
+    assert_eq!(denied.status, StatusCode::OK);
+    assert_eq!(denied.json["hookSpecificOutput"]["permissionDecision"], "deny");
+    let reason = denied.json["hookSpecificOutput"]["permissionDecisionReason"].as_str().unwrap();
+    assert_eq!(reason, "Airlock had no decision on this call within 2 s");
+    let blocked = post(&shared, &hook_path("policy=a&timeout=2"), ALPHA, &hook("PostToolUse", "toolu_1"), &[]).await;
+    assert_eq!(blocked.json["decision"], "block");
+    assert_eq!(fleet.sent(), 2);
+}
+
+#[tokio::test]
+async fn a_hook_the_fleet_could_not_decide_is_denied_with_why() {
+    let shared = shared(FakeFleet::new(true), limits());
+    for (id, code) in [("refuse", "unknown_policy"), ("down", "fleet_unavailable")] {
+        let denied = post(&shared, &hook_path("policy=a"), ALPHA, &hook("PreToolUse", id), &[]).await;
+        assert_eq!(denied.status, StatusCode::OK);
+        assert_eq!(denied.json["hookSpecificOutput"]["permissionDecision"], "deny");
+        let reason = denied.json["hookSpecificOutput"]["permissionDecisionReason"].as_str().unwrap();
+        assert!(reason.contains(code), "{reason}");
     }
 }

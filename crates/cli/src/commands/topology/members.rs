@@ -3,11 +3,9 @@
 //! (every node with a replica) and `online` (those running now).
 
 use std::num::NonZeroU32;
-use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::Url;
-use rustls_platform_verifier::BuilderVerifierExt;
 use serde::Deserialize;
 
 /// The management API's port when `--management-url` is not given.
@@ -129,19 +127,6 @@ impl Members {
         }
         found
     }
-}
-
-/// An HTTP client for the management API: `https://` verified against the platform's roots,
-/// with rustls on ring (the build has no default TLS provider).
-pub fn http() -> Result<reqwest::Client, String> {
-    let crypto = Arc::new(rustls::crypto::ring::default_provider());
-    let tls = rustls::ClientConfig::builder_with_provider(crypto)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_platform_verifier()
-        .map_err(|e| e.to_string())?
-        .with_no_client_auth();
-    reqwest::Client::builder().tls_backend_preconfigured(tls).build().map_err(|e| e.to_string())
 }
 
 /// Asks `apis` in turn for the members of `queue` until one answers; the error says why none
