@@ -108,7 +108,15 @@ class Fleet:
     def runner_args(self) -> tuple[str, ...]:
         """What a runner of this fleet is started with besides its own arguments (the MCP
         proxy's): the binary, then the broker, the prefix and the fleet's public key."""
-        return (str(self.binary), "--amqp", URL, "--prefix", self.prefix, "--verify-key", str(self.directory / "keys" / "fleet.pub"))
+        return (
+            str(self.binary),
+            "--amqp",
+            URL,
+            "--prefix",
+            self.prefix,
+            "--verify-key",
+            str(self.directory / "keys" / "fleet.pub"),
+        )
 
     def gateway(self, run: str | None = None) -> Gateway:
         """A client on a run of its own, so no two tests share a call key."""

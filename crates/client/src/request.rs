@@ -8,6 +8,7 @@ use airlock_policy::{Call, Kind};
 use airlock_records::convert::call_to_wire;
 use airlock_records::view::EvalMode;
 use airlock_transport::Transport;
+use serde_json::{Map, Value};
 
 use crate::{Client, ClientConfig, ClientError, Repeats, ReplyTrust};
 
@@ -41,6 +42,20 @@ pub fn build(
         policy: Some(v1::Policy { source: Some(policy), digest: String::new() }),
         ..Default::default()
     }
+}
+
+/// Adds what the runner knows beside the call to `request`: what a person sees with it (the
+/// view) and the tool's metadata, which `pattern`'s `metadata` parameter matches.
+pub fn describe(request: &mut v1::Request, view: Option<v1::ToolCallView>, metadata: Option<&Map<String, Value>>) {
+    let (call, shown) = match request.body.as_mut() {
+        Some(v1::request::Body::Approval(approval)) => (approval.call.as_mut(), &mut approval.view),
+        Some(v1::request::Body::Review(review)) => (review.call.as_mut(), &mut review.view),
+        None => return,
+    };
+    if let (Some(call), Some(metadata)) = (call, metadata) {
+        call.metadata_json = Value::Object(metadata.clone()).to_string();
+    }
+    *shown = view;
 }
 
 /// Labels `request` with its run's eval mode (`Origin.eval_mode`: honest or attack), which the

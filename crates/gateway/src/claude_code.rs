@@ -8,7 +8,8 @@
 //! `PostToolUse` `tool_response`); fields it adds later are ignored. The call is `tool_name`
 //! with `tool_input` as its arguments and `tool_use_id` as its id; the session is the run
 //! (a sub-agent's `agent_id` the sample, else `main`); the working directory and permission
-//! mode are the context a person sees beside the call.
+//! mode are the context a person sees beside the call, and its metadata (`pattern`'s
+//! `metadata: permission_mode`).
 //!
 //! | decision | `PreToolUse` | `PostToolUse` |
 //! |---|---|---|
@@ -196,7 +197,19 @@ impl HookInput {
             timeout: Some(timeout),
             callback: None,
             context: Some(v1::ToolCallContent { title: None, format: "text".into(), content: context }),
+            metadata: Some(self.metadata()),
         }
+    }
+
+    /// The session's facts a policy may match with `pattern`'s `metadata`: `cwd` and
+    /// `permission_mode` (when the hook gave one).
+    fn metadata(&self) -> Map<String, Value> {
+        let mut metadata = Map::new();
+        metadata.insert("cwd".into(), Value::String(self.cwd.clone()));
+        if let Some(mode) = &self.permission_mode {
+            metadata.insert("permission_mode".into(), Value::String(mode.clone()));
+        }
+        metadata
     }
 }
 

@@ -39,6 +39,8 @@ pub struct Submission {
     pub callback: Option<reqwest::Url>,
     /// What a person sees beside the call (the view's context), if anything.
     pub context: Option<v1::ToolCallContent>,
+    /// What the caller knows about the tool, for `pattern`'s `metadata` to match.
+    pub metadata: Option<Map<String, Value>>,
 }
 
 /// The policy a submission is decided by.
@@ -132,7 +134,7 @@ pub fn parse(kind: Kind, body: &[u8], bounds: Bounds) -> Result<Submission, Inva
         Some(Value::String(url)) => Some(parse_callback(url)?),
         Some(_) => return Err(Invalid::field("callback_url", "must be a string")),
     };
-    Ok(Submission { kind, call, messages, output, policy, origin, timeout, callback, context: None })
+    Ok(Submission { kind, call, messages, output, policy, origin, timeout, callback, context: None, metadata: None })
 }
 
 /// Reads an `Idempotency-Key`: 1 to [`MAX_IDEMPOTENCY_KEY`] visible ASCII characters.
@@ -358,15 +360,10 @@ impl Submission {
         let text = self.messages.last().filter(|m| m.role == "assistant").map_or("", |m| m.text.as_str());
         let mut request = build(self.call_key(), &self.call, self.kind, policy, text, &self.output);
         let view = self.context.clone().map(|context| v1::ToolCallView { context: Some(context), call: None });
+        airlock_client::request::describe(&mut request, view, self.metadata.as_ref());
         match &mut request.body {
-            Some(v1::request::Body::Approval(approval)) => {
-                approval.history.clone_from(&self.messages);
-                approval.view = view;
-            }
-            Some(v1::request::Body::Review(review)) => {
-                review.history.clone_from(&self.messages);
-                review.view = view;
-            }
+            Some(v1::request::Body::Approval(approval)) => approval.history.clone_from(&self.messages),
+            Some(v1::request::Body::Review(review)) => review.history.clone_from(&self.messages),
             None => {}
         }
         request.origin = Some(v1::Origin {

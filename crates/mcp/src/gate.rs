@@ -101,16 +101,7 @@ impl<T: Transport> Gate<T> {
         let mut request = airlock_client::request::build(key, &asked.call, kind, self.policy.clone(), "", output);
         request.origin = Some(origin);
         let view = asked.annotations.as_ref().map(annotations_view);
-        let metadata = asked.annotations.as_ref().map(|a| Value::Object(a.clone()).to_string()).unwrap_or_default();
-        let (call, shown) = match request.body.as_mut() {
-            Some(v1::request::Body::Approval(approval)) => (approval.call.as_mut(), &mut approval.view),
-            Some(v1::request::Body::Review(review)) => (review.call.as_mut(), &mut review.view),
-            None => return request,
-        };
-        if let Some(call) = call {
-            call.metadata_json = metadata;
-        }
-        *shown = view;
+        airlock_client::request::describe(&mut request, view, asked.annotations.as_ref());
         request
     }
 }

@@ -17,10 +17,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from mcp import ClientSession, StdioServerParameters
-from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types import CallToolResult
 
 
 @asynccontextmanager

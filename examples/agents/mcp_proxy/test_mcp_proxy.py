@@ -81,4 +81,3 @@ def test_a_result_with_a_private_key_ends_the_session(target: tuple[str, list[st
     assert "The result held a private key." in str(error) and "BEGIN" not in str(error)
     # It ran; its result was kept back.
     assert ran(calls) == [{"tool": "read_file", "arguments": {"path": "id_ed25519"}}]
-

@@ -64,6 +64,8 @@ fn a_pre_tool_use_input_is_an_approval_of_its_call_in_its_session() {
     assert_eq!(submission.timeout, Some(Duration::from_secs(7)));
     let request = submission.to_request();
     let Some(v1::request::Body::Approval(approval)) = request.body else { panic!("an approval") };
+    let metadata: Value = serde_json::from_str(&approval.call.unwrap().metadata_json).unwrap();
+    assert_eq!(metadata, json!({"cwd": "/work/project", "permission_mode": "default"}));
     let context = approval.view.and_then(|v| v.context).unwrap().content;
     assert!(context.contains("cwd: /work/project") && context.contains("permission mode: default"), "{context}");
 }

@@ -19,7 +19,7 @@ fn try_step(params: Value) -> Result<ClaudePermissions, ParamError> {
 fn answer(step: &ClaudePermissions, tool: &str, input: Value, kind: Kind) -> Answer {
     let Value::Object(arguments) = input else { panic!("input must be a mapping") };
     let call = Call { id: "toolu_1".into(), function: tool.into(), arguments };
-    step.decide(&Subject { call: &call, rendered: "", kind, message: "", output: None })
+    step.decide(&Subject { call: &call, rendered: "", kind, message: "", output: None, metadata: None })
 }
 
 fn decide(step: &ClaudePermissions, tool: &str, input: Value) -> Decision {
