@@ -39,6 +39,7 @@ fn approval() -> v1::StepTask {
         }),
         history: vec![message("system", "You are helpful."), message("user", "Tidy my home directory."), assistant],
         history_omitted: 0,
+        generation: None,
     }))
 }
 

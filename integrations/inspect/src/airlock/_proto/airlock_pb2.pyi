@@ -143,18 +143,40 @@ class CallKey(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., sample_id: _Optional[str] = ..., epoch: _Optional[int] = ..., tool_call_id: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class ApprovalRequest(_message.Message):
-    __slots__ = ("message", "call", "view", "history", "history_omitted")
+    __slots__ = ("message", "call", "view", "history", "history_omitted", "generation")
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     CALL_FIELD_NUMBER: _ClassVar[int]
     VIEW_FIELD_NUMBER: _ClassVar[int]
     HISTORY_FIELD_NUMBER: _ClassVar[int]
     HISTORY_OMITTED_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
     message: str
     call: ToolCall
     view: ToolCallView
     history: _containers.RepeatedCompositeFieldContainer[ChatMessage]
     history_omitted: int
-    def __init__(self, message: _Optional[str] = ..., call: _Optional[_Union[ToolCall, _Mapping]] = ..., view: _Optional[_Union[ToolCallView, _Mapping]] = ..., history: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., history_omitted: _Optional[int] = ...) -> None: ...
+    generation: Generation
+    def __init__(self, message: _Optional[str] = ..., call: _Optional[_Union[ToolCall, _Mapping]] = ..., view: _Optional[_Union[ToolCallView, _Mapping]] = ..., history: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., history_omitted: _Optional[int] = ..., generation: _Optional[_Union[Generation, _Mapping]] = ...) -> None: ...
+
+class Generation(_message.Message):
+    __slots__ = ("model", "config_json", "tools")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    config_json: str
+    tools: _containers.RepeatedCompositeFieldContainer[ToolDefinition]
+    def __init__(self, model: _Optional[str] = ..., config_json: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[ToolDefinition, _Mapping]]] = ...) -> None: ...
+
+class ToolDefinition(_message.Message):
+    __slots__ = ("name", "description", "parameters_json")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_JSON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    parameters_json: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters_json: _Optional[str] = ...) -> None: ...
 
 class ReviewRequest(_message.Message):
     __slots__ = ("message", "call", "view", "history", "history_omitted", "result", "output")
