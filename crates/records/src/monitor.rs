@@ -41,6 +41,80 @@ pub struct MonitorNote {
     pub on_timeout: bool,
     /// How many times the model was asked.
     pub attempts: u32,
+    /// What a control protocol did with the score: the call a trusted model wrote instead,
+    /// or the untrusted model's other samples.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<NoteProtocol>,
+}
+
+/// What a control protocol step (`trusted_edit`, `defer_to_trusted`, `resample`) did after
+/// the monitor scored the call.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NoteProtocol {
+    /// The protocol: `trusted_edit`, `defer_to_trusted` or `resample`.
+    pub name: String,
+    /// `resample`'s mode: `run` (the least suspicious sample runs) or `incriminate` (the
+    /// samples are evidence only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// The threshold the score was held against (`edit_threshold`, `defer_threshold`).
+    pub threshold: f64,
+    /// The model asked for a call (the trusted model, or the untrusted one resampled).
+    pub model: String,
+    /// The call as the untrusted model made it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub original: Option<NoteCall>,
+    /// The call that runs instead: the trusted model's edit or proposal, or the sample chosen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replacement: Option<NoteCall>,
+    /// `resample`: every sample drawn, in the order drawn.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub samples: Vec<NoteSample>,
+    /// `resample`: the samples' scores as evidence for an audit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<NoteEvidence>,
+}
+
+/// A tool call as a protocol's note shows it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NoteCall {
+    /// The tool.
+    pub function: String,
+    /// Its arguments, a JSON object.
+    pub arguments: serde_json::Map<String, serde_json::Value>,
+}
+
+/// One sample the untrusted model drew again, with the monitor's score of it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NoteSample {
+    /// The call it made; none when it made none (or the model failed: see `error`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call: Option<NoteCall>,
+    /// The monitor's score of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
+    /// Why, in the monitor's words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Why there is no call or no score.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// This sample is the one that runs.
+    #[serde(skip_serializing_if = "is_false")]
+    pub chosen: bool,
+}
+
+/// The samples' scores, summed up as evidence.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NoteEvidence {
+    /// The highest score, the original call's included.
+    pub max: f64,
+    /// The mean score, the original call's included.
+    pub mean: f64,
 }
 
 /// The thresholds a score went through, as the step's parameters name them.
