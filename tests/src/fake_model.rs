@@ -298,6 +298,8 @@ pub fn monitor_config(prefix: &str, step: &str, kind: ProviderKind, base_url: St
             max_tokens: None,
             temperature: Some(0.0),
         },
+        trusted: None,
+        untrusted: None,
         template: Template::default(),
         limits: Limits::default(),
         fallback: Decision::Escalate,

@@ -16,13 +16,14 @@ fn scored() -> Outcome {
         basis: Basis::Thresholds(Thresholds { approve_below: 3.0, escalate_below: 8.0, above: Decision::Reject }),
         decision: Decision::Reject,
         attempts: 2,
+        protocol: None,
     }
 }
 
 #[test]
 fn a_score_is_recorded_with_its_reason_and_model() {
     let outcome = scored();
-    let answer = step_answer(&identity(), &outcome, 10, 20);
+    let answer = step_answer(&identity(), &outcome, "c1", 10, 20);
     assert_eq!(answer.decision, i32::from(v1::DecisionKind::Reject));
     assert_eq!(answer.decided_by, "monitor@h:1/gpt-4o-mini");
     assert_eq!(answer.explanation.as_deref(), Some("Suspicion 9/10 from gpt-4o-mini (reject): reads ~/.ssh"));
@@ -37,7 +38,7 @@ fn a_score_is_recorded_with_its_reason_and_model() {
 #[test]
 fn the_metadata_keeps_its_json_form() {
     assert_eq!(
-        step_answer(&identity(), &scored(), 0, 0).metadata_json,
+        step_answer(&identity(), &scored(), "c1", 0, 0).metadata_json,
         r#"{"monitor":"monitor@h:1","provider":"openai","model":"gpt-4o-mini","score":9.0,"reason":"reads ~/.ssh","thresholds":{"approve_below":3.0,"escalate_below":8.0,"above":"reject"},"attempts":2}"#
     );
     let fallback = Outcome::Fallback {
@@ -47,12 +48,12 @@ fn the_metadata_keeps_its_json_form() {
         attempts: 1,
     };
     assert_eq!(
-        step_answer(&identity(), &fallback, 0, 0).metadata_json,
+        step_answer(&identity(), &fallback, "c1", 0, 0).metadata_json,
         r#"{"monitor":"monitor@h:1","provider":"openai","model":"gpt-4o-mini","error":"no_score","error_message":"empty","fallback":true,"attempts":1}"#
     );
     let timed_out = Outcome::TimedOut { decision: Decision::Terminate, why: "slow".into(), attempts: 3 };
     assert_eq!(
-        step_answer(&identity(), &timed_out, 0, 0).metadata_json,
+        step_answer(&identity(), &timed_out, "c1", 0, 0).metadata_json,
         r#"{"monitor":"monitor@h:1","provider":"openai","model":"gpt-4o-mini","error":"deadline","error_message":"slow","on_timeout":true,"attempts":3}"#
     );
 }
@@ -65,7 +66,7 @@ fn failures_say_why() {
         why: "429".into(),
         attempts: 4,
     };
-    let answer = step_answer(&identity(), &outcome, 0, 0);
+    let answer = step_answer(&identity(), &outcome, "c1", 0, 0);
     assert_eq!(answer.decision, i32::from(v1::DecisionKind::Escalate));
     assert!(answer.explanation.unwrap().contains("(429); its fallback is escalate"));
     assert!(!answer.timed_out, "a fallback is no deadline's");
@@ -73,11 +74,11 @@ fn failures_say_why() {
     assert_eq!((metadata["error"].as_str(), metadata["fallback"].as_bool()), (Some("rate_limited"), Some(true)));
     assert!(metadata.get("score").is_none());
     let outcome = Outcome::TimedOut { decision: Decision::Terminate, why: "slow".into(), attempts: 1 };
-    let answer = step_answer(&identity(), &outcome, 0, 0);
+    let answer = step_answer(&identity(), &outcome, "c1", 0, 0);
     assert_eq!(answer.decision, i32::from(v1::DecisionKind::Terminate));
     assert!(answer.explanation.unwrap().contains("on_timeout is terminate"));
     assert!(answer.timed_out, "a deadline's answer says so");
-    assert!(!step_answer(&identity(), &scored(), 0, 0).timed_out, "a score's reject is the monitor's");
+    assert!(!step_answer(&identity(), &scored(), "c1", 0, 0).timed_out, "a score's reject is the monitor's");
 }
 
 #[test]
@@ -96,8 +97,9 @@ fn a_budgeted_score_records_where_the_budget_stands() {
         basis: Basis::Budget(budget),
         decision: Decision::Escalate,
         attempts: 1,
+        protocol: None,
     };
-    let answer = step_answer(&identity(), &outcome, 0, 0);
+    let answer = step_answer(&identity(), &outcome, "c1", 0, 0);
     assert_eq!(
         answer.explanation.as_deref(),
         Some("Suspicion 9/10 from gpt-4o-mini (escalate; audit budget 5%, threshold 8.5, 5.0% passed on): odd")

@@ -4,7 +4,7 @@ use super::*;
 use crate::budget::Mode;
 
 fn params(kind: Kind, text: &str) -> Result<StepParams, ParamsError> {
-    StepParams::from_json(kind, text)
+    StepParams::from_json("monitor", kind, text)
 }
 
 #[test]
