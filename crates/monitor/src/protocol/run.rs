@@ -92,12 +92,20 @@ impl<T: Transport> Monitor<T> {
         acted: &mut Acted,
     ) -> Step<Decision> {
         let request = requests::edit(cx.task, self.config.limits, &self.models.trusted.config().model).map_err(bad)?;
-        let edit = self.call(cx, &self.models.trusted, &request).await?;
-        if edit.function != original.function {
-            let why = format!("the edit calls {}, not {}", edit.function, original.function);
-            acted.note.replacement = Some(edit);
-            return Err(Failure::Fallback { code: FallbackCode::NoCall, why });
-        }
+        // An edit of another tool is no edit: asked again, like a reply without a call.
+        let request = &request;
+        let edit = self
+            .retried(cx, |timeout| async move {
+                let edit = self.models.trusted.call(&request, timeout).await?;
+                match edit.function == original.function {
+                    true => Ok(edit),
+                    false => Err(AttemptError::NoCall(format!(
+                        "the edit calls {}, not {}",
+                        edit.function, original.function
+                    ))),
+                }
+            })
+            .await?;
         acted.note.replacement = Some(edit.clone());
         Ok(match plan {
             Plan::Act => {
