@@ -7,6 +7,7 @@ use airlock_records::convert::decision_to_wire;
 use airlock_records::monitor::{MonitorNote, NoteBudget, NoteCall, NoteProtocol};
 
 use crate::params::Thresholds;
+use crate::protocol::requests::to_wire;
 use crate::score::Score;
 
 /// Who answers: recorded in every answer's metadata and `decided_by`.
@@ -34,7 +35,7 @@ pub enum Outcome {
         /// Attempts it took.
         attempts: u32,
         /// What the step's control protocol did, if it runs one.
-        protocol: Option<Acted>,
+        protocol: Option<Box<Acted>>,
     },
     /// The model could not answer, or the step is misconfigured: the fallback decision.
     Fallback {
@@ -151,6 +152,14 @@ impl std::fmt::Display for FallbackCode {
 }
 
 impl Outcome {
+    /// What the step's control protocol did, when it ran one.
+    pub fn acted(&self) -> Option<&Acted> {
+        match self {
+            Outcome::Scored { protocol, .. } => protocol.as_deref(),
+            _ => None,
+        }
+    }
+
     /// The decision answered.
     pub fn decision(&self) -> Decision {
         match self {
@@ -240,23 +249,15 @@ pub fn step_answer(
         step: None,
         approver: String::new(),
         decision: decision_to_wire(outcome.decision()).into(),
-        modified: match outcome {
-            Outcome::Scored { protocol: Some(Acted { modified: Some(call), .. }), .. } => {
-                Some(crate::protocol::requests::to_wire(call_id, call))
-            }
-            _ => None,
-        },
+        modified: outcome.acted().and_then(|acted| acted.modified.as_ref()).map(|call| to_wire(call_id, call)),
         explanation: Some(explanation),
         metadata_json: serde_json::to_string(&note).expect("a note serialises"),
         decided_by: format!("{}/{}", identity.monitor_id, identity.model),
         started_at_unix_ms: started_ms,
         answered_at_unix_ms: answered_ms,
         published_by: String::new(),
-        timed_out: matches!(
-            outcome,
-            Outcome::TimedOut { .. }
-                | Outcome::Scored { protocol: Some(Acted { failure: Some(Failure::TimedOut { .. }), .. }), .. }
-        ),
+        timed_out: matches!(outcome, Outcome::TimedOut { .. })
+            || outcome.acted().is_some_and(|acted| matches!(acted.failure, Some(Failure::TimedOut { .. }))),
     }
 }
 

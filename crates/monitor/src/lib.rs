@@ -264,7 +264,7 @@ impl<T: Transport> Monitor<T> {
                         let context =
                             protocol::run::Context { task, kind, params: &params, fallback, on_timeout, deadline };
                         let (decision, basis, acted) = self.protocol(&context, protocol, score.value).await;
-                        (decision, basis, Some(acted))
+                        (decision, basis, Some(Box::new(acted)))
                     }
                 };
                 Outcome::Scored { score, basis, decision, attempts, protocol }

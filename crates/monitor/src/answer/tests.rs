@@ -108,3 +108,47 @@ fn a_budgeted_score_records_where_the_budget_stands() {
     assert_eq!((metadata["budget"]["mode"].as_str(), metadata["budget"]["seen"].as_u64()), (Some("paced"), Some(40)));
     assert!(metadata.get("thresholds").is_none());
 }
+
+fn edited(failure: Option<Failure>, decision: Decision) -> Outcome {
+    let call = |cmd: &str| NoteCall {
+        function: "bash".into(),
+        arguments: serde_json::json!({"cmd": cmd}).as_object().unwrap().clone(),
+    };
+    let note = NoteProtocol {
+        name: "trusted_edit".into(),
+        threshold: 4.0,
+        model: "trusted".into(),
+        original: Some(call("rm -rf /")),
+        replacement: Some(call("rm -ri ./build")),
+        ..NoteProtocol::default()
+    };
+    let modified = failure.is_none().then(|| call("rm -ri ./build"));
+    Outcome::Scored {
+        score: Score { value: 5.0, reason: "odd".into() },
+        basis: Basis::Thresholds(Thresholds { approve_below: 7.0, escalate_below: 9.0, above: Decision::Reject }),
+        decision,
+        attempts: 1,
+        protocol: Some(Box::new(Acted { note, modified, summary: "the edit runs".into(), failure })),
+    }
+}
+
+#[test]
+fn a_protocols_call_is_the_modify_and_its_trail_the_note() {
+    let answer = step_answer(&identity(), &edited(None, Decision::Modify), "c1", 0, 0);
+    let modified = answer.modified.expect("a modify carries its call");
+    assert_eq!((modified.id.as_str(), modified.function.as_str()), ("c1", "bash"));
+    assert_eq!(modified.arguments_json, r#"{"cmd":"rm -ri ./build"}"#);
+    let note: MonitorNote = serde_json::from_str(&answer.metadata_json).unwrap();
+    let protocol = note.protocol.expect("the protocol's note");
+    assert_eq!(protocol.original.unwrap().arguments["cmd"], "rm -rf /");
+    assert_eq!((note.score, note.fallback), (Some(5.0), false));
+    assert!(answer.explanation.unwrap().ends_with(". the edit runs"));
+
+    let failed = Some(Failure::Fallback { code: FallbackCode::NoCall, why: "no tool call".into() });
+    let answer = step_answer(&identity(), &edited(failed, Decision::Escalate), "c1", 0, 0);
+    assert!(answer.modified.is_none(), "a failed protocol modifies nothing");
+    let note: MonitorNote = serde_json::from_str(&answer.metadata_json).unwrap();
+    assert_eq!((note.error.as_deref(), note.fallback, note.score), (Some("no_call"), true, Some(5.0)));
+    let timed_out = Some(Failure::TimedOut { why: "slow".into() });
+    assert!(step_answer(&identity(), &edited(timed_out, Decision::Reject), "c1", 0, 0).timed_out);
+}

@@ -96,7 +96,7 @@ impl<T: Transport> Monitor<T> {
         let request = &request;
         let edit = self
             .retried(cx, |timeout| async move {
-                let edit = self.models.trusted.call(&request, timeout).await?;
+                let edit = self.models.trusted.call(request, timeout).await?;
                 match edit.function == original.function {
                     true => Ok(edit),
                     false => Err(AttemptError::NoCall(format!(
