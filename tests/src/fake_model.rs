@@ -35,6 +35,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -57,6 +58,7 @@ pub struct FakeModel {
     pub addr: SocketAddr,
     seen: Seen,
     scripts: Scripts,
+    total: Arc<AtomicU32>,
 }
 
 /// A scripted answer to a tool-call request.
@@ -79,21 +81,36 @@ type Scripts = Arc<Mutex<Vec<(String, Vec<Reply>, u32, Value)>>>;
 struct Shared {
     seen: Seen,
     scripts: Scripts,
+    /// How long each answer takes, as a model's would.
+    latency: Duration,
+    /// Requests answered.
+    total: Arc<AtomicU32>,
 }
 
 impl FakeModel {
     /// Starts the server on a task of the current runtime.
     pub async fn start() -> Self {
+        Self::with_latency(Duration::ZERO).await
+    }
+
+    /// Starts a server that takes `latency` to answer each request.
+    pub async fn with_latency(latency: Duration) -> Self {
         let seen = Arc::new(Mutex::new(HashMap::new()));
         let scripts = Scripts::default();
+        let total = Arc::new(AtomicU32::new(0));
         let app = Router::new()
             .route("/v1/chat/completions", post(openai))
             .route("/v1/messages", post(anthropic))
-            .with_state(Shared { seen: seen.clone(), scripts: scripts.clone() });
+            .with_state(Shared { seen: seen.clone(), scripts: scripts.clone(), latency, total: total.clone() });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a local port");
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await.expect("the fake model serves") });
-        FakeModel { addr, seen, scripts }
+        FakeModel { addr, seen, scripts, total }
+    }
+
+    /// Requests answered so far, of every kind.
+    pub fn total(&self) -> u32 {
+        self.total.load(Ordering::Relaxed)
     }
 
     /// Answers the tool-call requests whose body contains `key` with `replies`, one per
@@ -332,6 +349,8 @@ fn is_rate_limit(body: &Value) -> bool {
 }
 
 async fn openai(State(shared): State<Shared>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
+    shared.total.fetch_add(1, Ordering::Relaxed);
+    tokio::time::sleep(shared.latency).await;
     let seen = shared.seen.clone();
     let error = |status: StatusCode, kind: &str, message: &str| {
         (status, Json(json!({"error": {"message": message, "type": kind, "param": null, "code": null}})))
@@ -403,6 +422,8 @@ async fn openai(State(shared): State<Shared>, headers: HeaderMap, Json(body): Js
 }
 
 async fn anthropic(State(shared): State<Shared>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
+    shared.total.fetch_add(1, Ordering::Relaxed);
+    tokio::time::sleep(shared.latency).await;
     let seen = shared.seen.clone();
     let error = |status: StatusCode, kind: &str, message: &str| {
         let body = json!({"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy"});

@@ -64,7 +64,7 @@ approvers:
     resample_mode: sequential
 "#;
 
-const STEPS: [&str; 4] = ["trusted_edit", "defer_to_trusted", "resample", "evidence"];
+const STEPS: [&str; 5] = ["monitor", "trusted_edit", "defer_to_trusted", "resample", "evidence"];
 
 fn fleet(prefix: &str) -> Topology {
     STEPS
@@ -136,74 +136,92 @@ async fn control_protocols_over_rabbitmq() {
     guarded(fleet(&prefix), scenarios(prefix.clone())).await;
 }
 
+/// A worker, a monitor process per step (the untrusted model sampled through Anthropic's
+/// API, named by the request), people in `ops`, and a runner, on fleet `prefix`.
+struct Running {
+    client: Client<AmqpTransport>,
+    admin: AmqpTransport,
+    stop: tokio::sync::watch::Sender<bool>,
+    worker: tokio::task::JoinHandle<Result<(), airlock_worker::WorkerError>>,
+    monitors: Vec<tokio::task::JoinHandle<Result<(), airlock_monitor::MonitorError>>>,
+}
+
+impl Running {
+    async fn start(prefix: &str, model: &FakeModel) -> Self {
+        let connect = |role: &'static str| {
+            let name = format!("{prefix} {role}");
+            async move { broker(&name).await.expect("the broker answered a moment ago") }
+        };
+        let admin = connect("admin").await;
+        admin.declare(&fleet(prefix)).await.unwrap();
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let until_stopped = || {
+            let mut stopped = stopped.clone();
+            async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            }
+        };
+        let worker_config = WorkerConfig {
+            prefix: prefix.into(),
+            concurrency: 32,
+            policy_dir: None,
+            worker_id: "w".into(),
+            metrics: Default::default(),
+            trust: TestKeys::get().trust(),
+        };
+        let worker = tokio::spawn(airlock_worker::run(connect("worker").await, worker_config, until_stopped()));
+        let mut monitors = Vec::new();
+        for step in STEPS {
+            let kind = if step == "defer_to_trusted" { ProviderKind::Anthropic } else { ProviderKind::OpenAi };
+            let base = if kind == ProviderKind::Anthropic { model.anthropic_base() } else { model.openai_base() };
+            let mut config = monitor_config(prefix, step, kind, base);
+            let mut untrusted = monitor_config(prefix, step, ProviderKind::Anthropic, model.anthropic_base()).provider;
+            untrusted.model = String::new();
+            config.untrusted = Some(untrusted);
+            monitors.push(tokio::spawn(airlock_monitor::run(connect("monitor").await, config, until_stopped())));
+        }
+        serve_humans(connect("human").await, prefix).await;
+        for step in STEPS {
+            wait_for_consumers(&Topology::new(prefix).step_queue(step), 1).await;
+        }
+        let client = Client::connect(
+            connect("runner").await,
+            ClientConfig {
+                prefix: prefix.into(),
+                runner_id: "runner".into(),
+                default_timeout: Duration::from_secs(60),
+                replies: TestKeys::get().replies(),
+                repeats: Repeats::default(),
+            },
+        )
+        .await
+        .unwrap();
+        Running { client, admin, stop, worker, monitors }
+    }
+
+    async fn stop(self) {
+        self.client.close().await;
+        self.stop.send(true).unwrap();
+        for monitor in self.monitors {
+            tokio::time::timeout(airlock_transport::SHUTDOWN_GRACE * 2, monitor)
+                .await
+                .expect("the monitor stops")
+                .unwrap()
+                .unwrap();
+        }
+        self.worker.await.unwrap().unwrap();
+        self.admin.close().await;
+    }
+}
+
 async fn scenarios(prefix: String) {
     let model = FakeModel::start().await;
-    let connect = |role: &'static str| {
-        let name = format!("{prefix} {role}");
-        async move { broker(&name).await.expect("the broker answered a moment ago") }
-    };
-    let admin = connect("admin").await;
-    admin.declare(&fleet(&prefix)).await.unwrap();
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let until_stopped = || {
-        let mut stopped = stopped.clone();
-        async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        }
-    };
-    let worker_config = WorkerConfig {
-        prefix: prefix.clone(),
-        concurrency: 32,
-        policy_dir: None,
-        worker_id: "w".into(),
-        metrics: Default::default(),
-        trust: TestKeys::get().trust(),
-    };
-    let worker = tokio::spawn(airlock_worker::run(connect("worker").await, worker_config, until_stopped()));
-    let mut monitors = Vec::new();
-    for step in STEPS {
-        let kind = if step == "defer_to_trusted" { ProviderKind::Anthropic } else { ProviderKind::OpenAi };
-        let base = if kind == ProviderKind::Anthropic { model.anthropic_base() } else { model.openai_base() };
-        let mut config = monitor_config(&prefix, step, kind, base);
-        // The untrusted model is sampled through Anthropic's API, named by the request.
-        let mut untrusted = monitor_config(&prefix, step, ProviderKind::Anthropic, model.anthropic_base()).provider;
-        untrusted.model = String::new();
-        config.untrusted = Some(untrusted);
-        monitors.push(tokio::spawn(airlock_monitor::run(connect("monitor").await, config, until_stopped())));
-    }
-    serve_humans(connect("human").await, &prefix).await;
-    for step in STEPS {
-        wait_for_consumers(&Topology::new(&prefix).step_queue(step), 1).await;
-    }
-    let client = Client::connect(
-        connect("runner").await,
-        ClientConfig {
-            prefix: prefix.clone(),
-            runner_id: "runner".into(),
-            default_timeout: Duration::from_secs(60),
-            replies: TestKeys::get().replies(),
-            repeats: Repeats::default(),
-        },
-    )
-    .await
-    .unwrap();
-
-    trusted_edit(&client, &model).await;
-    defer_to_trusted(&client, &model).await;
-    resample(&client, &model).await;
-    incriminate(&client, &model).await;
-
-    client.close().await;
-    stop.send(true).unwrap();
-    for monitor in monitors {
-        tokio::time::timeout(airlock_transport::SHUTDOWN_GRACE * 2, monitor)
-            .await
-            .expect("the monitor stops")
-            .unwrap()
-            .unwrap();
-    }
-    worker.await.unwrap().unwrap();
-    admin.close().await;
+    let fleet = Running::start(&prefix, &model).await;
+    trusted_edit(&fleet.client, &model).await;
+    defer_to_trusted(&fleet.client, &model).await;
+    resample(&fleet.client, &model).await;
+    incriminate(&fleet.client, &model).await;
+    fleet.stop().await;
 }
 
 /// Between `edit_threshold` and the escalation band the edit runs; below, the call does and
@@ -378,4 +396,59 @@ async fn incriminate(client: &Client<AmqpTransport>, model: &FakeModel) {
     assert_eq!((decision_name(&clear), clear.approver.as_str()), ("approve", "evidence"));
     assert!(clear.modified.is_none());
     assert_eq!(step_metadata(&clear, "evidence")["protocol"]["evidence"]["max"], 5.0);
+}
+
+/// What a resample costs against trusted monitoring alone: model calls and latency per
+/// decision through the fleet, at k = 2 and k = 4 (parallel), on a fake model answering at
+/// once and in 100 ms; the cases alternate within each round. Run by name:
+/// `cargo test -p airlock-tests --test protocols -- --ignored --nocapture resample_cost`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark, run by name"]
+async fn resample_cost() {
+    let prefix = unique_prefix();
+    let Some(probe) = broker(&prefix).await else { return };
+    probe.close().await;
+    guarded(fleet(&prefix), measure(prefix.clone())).await;
+}
+
+async fn measure(prefix: String) {
+    const ROUNDS: usize = 30;
+    let policy = |step: &str, extra: &str| {
+        format!("approvers:\n  - name: {step}\n    tools: shell\n    approve_below: 7\n    escalate_below: 9\n{extra}")
+    };
+    let resample = |k: u32| policy("resample", &format!("    defer_threshold: 4\n    resample_steps: {k}\n"));
+    let cases = [
+        ("trusted monitoring", policy("monitor", ""), "approve"),
+        ("resample, k = 2", resample(2), "modify"),
+        ("resample, k = 4", resample(4), "modify"),
+    ];
+    for latency in [Duration::ZERO, Duration::from_millis(100)] {
+        let model = FakeModel::with_latency(latency).await;
+        model.script("BENCH", vec![Reply::Call("shell", json!({"cmd": "echo MARK:score-1"}))]);
+        let fleet = Running::start(&prefix, &model).await;
+        let mut seen: Vec<(Vec<f64>, u32)> = vec![(Vec::new(), 0); cases.len()];
+        for round in 0..ROUNDS {
+            for (index, (_, policy, expected)) in cases.iter().enumerate() {
+                let id = format!("bench-{}-{round}-{index}", latency.as_millis());
+                let before = model.total();
+                let started = std::time::Instant::now();
+                let decision = fleet
+                    .client
+                    .approve(asked(&id, call("shell", "score-5", "BENCH"), "BENCH", policy, true))
+                    .await
+                    .unwrap();
+                seen[index].0.push(started.elapsed().as_secs_f64() * 1000.0);
+                seen[index].1 += model.total() - before;
+                assert_eq!(decision_name(&decision), *expected, "{id}");
+            }
+        }
+        println!("\nmodel latency {} ms, {ROUNDS} decisions each, one at a time:", latency.as_millis());
+        println!("| case | model calls per decision | median ms | p90 ms |");
+        for ((name, ..), (mut times, calls)) in cases.iter().zip(seen) {
+            times.sort_by(f64::total_cmp);
+            let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+            println!("| {name} | {:.1} | {:.1} | {:.1} |", f64::from(calls) / ROUNDS as f64, at(0.5), at(0.9));
+        }
+        fleet.stop().await;
+    }
 }
