@@ -9,14 +9,18 @@ use std::time::Duration;
 use airlock_client::{Client, ClientConfig, Repeats};
 use airlock_contract::v1;
 use airlock_monitor::provider::ProviderKind;
-use airlock_testkit::unique_prefix;
-use airlock_tests::fake_model::{FakeModel, Reply, monitor_config};
+use std::process::Stdio;
+
+use airlock_testkit::{amqp_url, unique_prefix};
+use airlock_tests::fake_model::{FakeModel, KEY, Reply, monitor_config};
 use airlock_tests::{
-    TestKeys, approval, broker, decision_name, guarded, serve_humans, step_metadata, trail, wait_for_consumers,
+    HANG_GUARD, TestKeys, airlock_bin, approval, broker, decision_name, guarded, serve_humans, step_metadata, trail,
+    wait_for_consumers,
 };
 use airlock_transport::{AmqpTransport, Topology, Transport};
 use airlock_worker::WorkerConfig;
 use serde_json::{Value, json};
+use tokio::process::Command;
 
 const POLICY: &str = r#"
 approvers:
@@ -221,6 +225,7 @@ async fn scenarios(prefix: String) {
     defer_to_trusted(&fleet.client, &model).await;
     resample(&fleet.client, &model).await;
     incriminate(&fleet.client, &model).await;
+    the_command_takes_its_trusted_model(&fleet.client, &prefix, &model).await;
     fleet.stop().await;
 }
 
@@ -396,6 +401,40 @@ async fn incriminate(client: &Client<AmqpTransport>, model: &FakeModel) {
     assert_eq!((decision_name(&clear), clear.approver.as_str()), ("approve", "evidence"));
     assert!(clear.modified.is_none());
     assert_eq!(step_metadata(&clear, "evidence")["protocol"]["evidence"]["max"], 5.0);
+}
+
+/// `airlock monitor` with a trusted model of another provider: the step named by its
+/// `protocol` parameter, the edit asked of the trusted model through Anthropic's API.
+async fn the_command_takes_its_trusted_model(client: &Client<AmqpTransport>, prefix: &str, model: &FakeModel) {
+    let mut child = Command::new(airlock_bin())
+        .args(["monitor", "--amqp", &amqp_url(), "--prefix", prefix, "--step", "cli", "--id", "cli"])
+        .args(["--provider", "openai", "--base-url", &model.openai_base(), "--model", "fake-cli"])
+        .args(["--api-key-env", "FAKE_MODEL_KEY", "--trusted-provider", "anthropic"])
+        .args(["--trusted-base-url", &model.anthropic_base(), "--trusted-model", "fake-trusted"])
+        .args(["--trusted-api-key-env", "FAKE_MODEL_KEY"])
+        .env("FAKE_MODEL_KEY", KEY)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("airlock monitor starts");
+    wait_for_consumers(&Topology::new(prefix).step_queue("cli"), 1).await;
+    model.script("CLI-edit", vec![Reply::Call("bash", json!({"cmd": "ls"}))]);
+    let policy = "approvers:\n  - name: cli\n    tools: bash\n    protocol: trusted_edit\n    approve_below: 7\n    escalate_below: 9\n    edit_threshold: 4\n";
+    let request = asked("cli-edit", call("bash", "score-5", "CLI-edit"), "CLI-edit", policy, true);
+    let decision = client.approve(request).await.unwrap();
+    assert_eq!((decision_name(&decision), decision.decided_by.as_str()), ("modify", "cli/fake-cli"), "{decision:?}");
+    assert_eq!(modified_cmd(&decision), "ls");
+    let (_, edit) = model.scripted("CLI-edit");
+    assert_eq!(
+        (edit["model"].as_str(), edit["tool_choice"].clone()),
+        (Some("fake-trusted"), json!({"type": "tool", "name": "bash"}))
+    );
+    assert_eq!(step_metadata(&decision, "cli")["protocol"]["model"], "fake-trusted");
+    let pid = child.id().expect("running").to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().await.unwrap().success());
+    let status = tokio::time::timeout(HANG_GUARD, child.wait()).await.expect("the monitor stops").unwrap();
+    assert!(status.success(), "{status}");
 }
 
 /// What a resample costs against trusted monitoring alone: model calls and latency per

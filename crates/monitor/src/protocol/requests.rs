@@ -78,12 +78,9 @@ pub fn defer(task: &v1::StepTask, model: &str) -> Result<CallRequest, TaskError>
 /// request does not say how its model was asked.
 pub fn resample(task: &v1::StepTask, model: Option<&str>, index: usize) -> Result<Option<CallRequest>, TaskError> {
     let approval = approval(task)?;
-    let Some(generation) = &approval.generation else { return Ok(None) };
     let call_id = original(approval)?.id.as_str();
-    let model = match model {
-        Some(model) => model.to_owned(),
-        None if generation.model.trim().is_empty() => return Ok(None),
-        None => model_name(&generation.model).to_owned(),
+    let (Some(generation), Some(model)) = (&approval.generation, untrusted_model(task, model)) else {
+        return Ok(None);
     };
     Ok(Some(CallRequest {
         model,
@@ -93,6 +90,16 @@ pub fn resample(task: &v1::StepTask, model: Option<&str>, index: usize) -> Resul
         settings: settings(&generation.config_json),
         tag: Some(format!("airlock-resample-{call_id}-{index}")),
     }))
+}
+
+/// The untrusted model sampled for `task`: `configured` when given, else the model its
+/// request names (`generation.model`, see [`model_name`]); `None` when neither says.
+pub fn untrusted_model(task: &v1::StepTask, configured: Option<&str>) -> Option<String> {
+    if let Some(model) = configured {
+        return Some(model.to_owned());
+    }
+    let generation = approval(task).ok()?.generation.as_ref()?;
+    Some(model_name(&generation.model).to_owned()).filter(|m| !m.trim().is_empty())
 }
 
 /// `task` as it would be had the model made `call` instead: the call, and the history's last

@@ -64,7 +64,10 @@ impl<T: Transport> Monitor<T> {
         let mut acted = Acted { note, modified: None, summary: String::new(), failure: None };
         let result = match (plan, original) {
             (Plan::Keep, _) => {
-                acted.summary = format!("{} not needed: below {}", protocol.name(), protocol.threshold());
+                acted.summary = match score < protocol.threshold() {
+                    true => format!("{} not needed: below {}", protocol.name(), protocol.threshold()),
+                    false => format!("{} not needed: the rule ends the call", protocol.name()),
+                };
                 Ok(decision)
             }
             (_, Err(e)) => Err(Failure::Fallback { code: FallbackCode::BadTask, why: e.0 }),
@@ -233,9 +236,7 @@ impl<T: Transport> Monitor<T> {
                 }
             }
         }
-        if let Some(request) = requests::resample(cx.task, self.untrusted_model(), 0).ok().flatten() {
-            acted.note.model = request.model;
-        }
+        acted.note.model = requests::untrusted_model(cx.task, self.untrusted_model()).unwrap_or_default();
         failure.map_or(Ok(()), Err)
     }
 
