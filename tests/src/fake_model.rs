@@ -70,6 +70,8 @@ pub enum Reply {
     Text(&'static str),
     /// The API's overloaded error (500 or 529), every time.
     Overloaded,
+    /// No answer for a minute.
+    Slow,
 }
 
 /// The scripts by key, in the order given: the replies, how many requests matched, the last
@@ -290,7 +292,7 @@ fn anthropic_tools_error(body: &Value) -> Option<String> {
 }
 
 /// An OpenAI answer to a tool-call request.
-fn openai_tool_reply(shared: &Shared, body: &Value) -> Response {
+async fn openai_tool_reply(shared: &Shared, body: &Value) -> Response {
     let error = |status: StatusCode, kind: &str, message: &str| {
         (status, Json(json!({"error": {"message": message, "type": kind, "param": null, "code": null}})))
             .into_response()
@@ -302,6 +304,10 @@ fn openai_tool_reply(shared: &Shared, body: &Value) -> Response {
         None => return error(StatusCode::BAD_REQUEST, "invalid_request_error", "the test scripted no reply"),
         Some(Reply::Overloaded) => {
             return error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", "The server had an error.");
+        }
+        Some(Reply::Slow) => {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            return error(StatusCode::GATEWAY_TIMEOUT, "server_error", "too slow");
         }
         Some(Reply::Text(text)) => (json!({"role": "assistant", "content": text, "refusal": null}), "stop"),
         Some(Reply::Call(function, arguments)) => (
@@ -321,7 +327,7 @@ fn openai_tool_reply(shared: &Shared, body: &Value) -> Response {
 }
 
 /// An Anthropic answer to a tool-call request.
-fn anthropic_tool_reply(shared: &Shared, body: &Value) -> Response {
+async fn anthropic_tool_reply(shared: &Shared, body: &Value) -> Response {
     let error = |status: StatusCode, kind: &str, message: &str| {
         (status, Json(json!({"type": "error", "error": {"type": kind, "message": message}}))).into_response()
     };
@@ -331,6 +337,10 @@ fn anthropic_tool_reply(shared: &Shared, body: &Value) -> Response {
     let (content, stop) = match scripted(&shared.scripts, body) {
         None => return error(StatusCode::BAD_REQUEST, "invalid_request_error", "the test scripted no reply"),
         Some(Reply::Overloaded) => return error(StatusCode::from_u16(529).unwrap(), "overloaded_error", "Overloaded"),
+        Some(Reply::Slow) => {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            return error(StatusCode::GATEWAY_TIMEOUT, "api_error", "too slow");
+        }
         Some(Reply::Text(text)) => (json!([{"type": "text", "text": text}]), "end_turn"),
         Some(Reply::Call(function, arguments)) => (
             json!([{"type": "tool_use", "id": "toolu_01T1x1fJ34qAmk2tNTrN7Up6", "name": function, "input": arguments}]),
@@ -360,7 +370,7 @@ async fn openai(State(shared): State<Shared>, headers: HeaderMap, Json(body): Js
         return error(StatusCode::UNAUTHORIZED, "invalid_request_error", "Incorrect API key provided.");
     }
     if body.get("tools").is_some() {
-        return openai_tool_reply(&shared, &body);
+        return openai_tool_reply(&shared, &body).await;
     }
     let structured = body.get("response_format").is_some();
     if (structured && body["response_format"]["json_schema"]["strict"] != json!(true))
@@ -440,7 +450,7 @@ async fn anthropic(State(shared): State<Shared>, headers: HeaderMap, Json(body):
         );
     }
     if body.get("tools").is_some() && body["tools"][0]["name"] != json!(airlock_monitor::provider::anthropic::TOOL) {
-        return anthropic_tool_reply(&shared, &body);
+        return anthropic_tool_reply(&shared, &body).await;
     }
     let tool = body["tool_choice"]["name"].as_str().unwrap_or_default().to_owned();
     if body.get("tool_choice").is_some() && body["tools"][0]["name"] != json!(tool) {

@@ -45,6 +45,10 @@ impl<T: Transport> Monitor<T> {
         let mut note = NoteProtocol {
             name: protocol.name().to_owned(),
             threshold: protocol.threshold(),
+            mode: match protocol {
+                Protocol::Resample(resample) => Some(resample.mode_name().to_owned()),
+                _ => None,
+            },
             model: match protocol {
                 Protocol::Resample(_) => String::new(),
                 _ => self.models.trusted.config().model.clone(),
@@ -56,7 +60,6 @@ impl<T: Transport> Monitor<T> {
             note.original = Some(call.clone());
         }
         if let Protocol::Resample(resample @ Resample { mode: ResampleMode::Incriminate, .. }) = protocol {
-            note.mode = Some(resample.mode_name().to_owned());
             return self.incriminate(cx, resample, score, note).await;
         }
         let (decision, basis) = self.rule(cx.task, cx.kind, &cx.params.rule, score);
@@ -70,14 +73,13 @@ impl<T: Transport> Monitor<T> {
                 };
                 Ok(decision)
             }
-            (_, Err(e)) => Err(Failure::Fallback { code: FallbackCode::BadTask, why: e.0 }),
+            (_, Err(e)) => Err(bad(e)),
             (_, Ok(original)) => match protocol {
                 Protocol::TrustedEdit { .. } => self.edit(cx, plan, decision, &original, &mut acted).await,
                 Protocol::DeferToTrusted { different_tool, .. } => {
                     self.defer(cx, plan, decision, &original, *different_tool, &mut acted).await
                 }
                 Protocol::Resample(resample) => {
-                    acted.note.mode = Some(resample.mode_name().to_owned());
                     self.resample(cx, plan, decision, &original, resample, &mut acted).await
                 }
             },
@@ -94,9 +96,8 @@ impl<T: Transport> Monitor<T> {
         original: &NoteCall,
         acted: &mut Acted,
     ) -> Step<Decision> {
-        let request = requests::edit(cx.task, self.config.limits, &self.models.trusted.config().model).map_err(bad)?;
+        let request = &requests::edit(cx.task, self.config.limits, &self.models.trusted.config().model).map_err(bad)?;
         // An edit of another tool is no edit: asked again, like a reply without a call.
-        let request = &request;
         let edit = self
             .retried(cx, |timeout| async move {
                 let edit = self.models.trusted.call(request, timeout).await?;
