@@ -56,18 +56,6 @@ approvers:
     pool: ops
 "#;
 
-/// `trusted_edit` with a deadline of its own.
-const EDIT_IN_TIME: &str = r#"
-approvers:
-  - name: trusted_edit
-    tools: "bash"
-    approve_below: 7
-    escalate_below: 9
-    edit_threshold: 4
-    timeout: 3
-    on_timeout: reject
-"#;
-
 /// `resample` one sample at a time.
 const SEQUENTIAL: &str = r#"
 approvers:
@@ -254,7 +242,10 @@ async fn trusted_edit(client: &Client<AmqpTransport>, model: &FakeModel) {
     model.script("EDIT-slow", vec![Reply::Slow]);
     let approve =
         |id: &str, marker: &str, key: &str| client.approve(asked(id, call("bash", marker, key), key, POLICY, true));
-    let slow = client.approve(asked("te-slow", call("bash", "score-5", "EDIT-slow"), "EDIT-slow", EDIT_IN_TIME, true));
+    // With a deadline of its own.
+    let in_time =
+        POLICY.replace("    edit_threshold: 4\n", "    edit_threshold: 4\n    timeout: 3\n    on_timeout: reject\n");
+    let slow = client.approve(asked("te-slow", call("bash", "score-5", "EDIT-slow"), "EDIT-slow", &in_time, true));
     let (ok, low, high, down, text, other, slow) = tokio::join!(
         approve("te-ok", "score-5", "EDIT-ok"),
         approve("te-low", "score-2", "EDIT-low"),
