@@ -309,6 +309,7 @@ pub fn render(task: &TaskView) -> String {
         has_unsafe(&a.approver)
             || a.explanation.as_deref().is_some_and(has_unsafe)
             || a.fields.iter().any(|f| has_unsafe(&f.label) || has_unsafe(&f.value))
+            || a.protocol.iter().flat_map(|p| p.lines()).any(|line| has_unsafe(&line))
     });
     if has_unsafe(&task.message) || texts.any(has_unsafe) || trail_unsafe {
         out.push_str("Note: control or invisible characters in this task are shown as ‹U+XXXX›.\n");
@@ -340,6 +341,9 @@ fn why_here(why: &WhyHere) -> String {
         }
         for field in &answer.fields {
             out.push_str(&format!("   {}: {}\n", safe(&field.label), safe(&field.value)));
+        }
+        for line in answer.protocol.iter().flat_map(|protocol| protocol.lines()) {
+            out.push_str(&format!("   {}\n", safe(&line)));
         }
     }
     out
