@@ -1,7 +1,7 @@
 //! What a control protocol step did, shown beside the call: the untrusted model's call and the
 //! trusted model's side by side (`trusted_edit`, `defer_to_trusted`), or every sample the
 //! untrusted model drew again (`resample`), each with the monitor's score and reason or why it
-//! has none, the one that runs marked, and the evidence their scores make.
+//! has none, the one the step chose marked, and the evidence their scores make.
 
 use std::fmt::Write as _;
 
@@ -19,7 +19,7 @@ pub struct Protocol {
 }
 
 /// One call of the comparison: a title, the call (none when the model made none), what the
-/// monitor said of it, and whether it is the one that runs.
+/// monitor said of it, and whether the step chose it (the least suspicious sample).
 struct Column<'a> {
     title: String,
     call: Option<&'a NoteCall>,
@@ -105,7 +105,7 @@ impl Protocol {
                 "<li class=\"column{}\"><h4>{}{}</h4>",
                 if column.chosen { " chosen" } else { "" },
                 safe_html(&column.title),
-                if column.chosen { " <span class=\"badge chosen\">runs</span>" } else { "" },
+                if column.chosen { " <span class=\"badge chosen\">chosen</span>" } else { "" },
             );
             let call = match column.call {
                 Some(call) => {
@@ -135,12 +135,12 @@ impl Protocol {
     }
 
     /// As lines of text (not yet display-safe): the title and summary, then each call on one
-    /// line with its score and reason or error, the one that runs marked.
+    /// line with its score and reason or error, the one the step chose marked.
     pub fn lines(&self) -> Vec<String> {
         let mut lines = vec![format!("{}: {}", self.title(), self.summary())];
         for column in self.columns() {
             let call = column.call.map_or_else(|| "(no call)".into(), |c| rendered_call(&c.function, &c.arguments));
-            let mut line = format!("{}{}: {call}", column.title, if column.chosen { " [runs]" } else { "" });
+            let mut line = format!("{}{}: {call}", column.title, if column.chosen { " [chosen]" } else { "" });
             if let Some(score) = column.score {
                 let _ = write!(line, " · score {score}");
             }

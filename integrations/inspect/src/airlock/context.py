@@ -11,9 +11,9 @@ from inspect_ai.event import ModelEvent
 from inspect_ai.log._samples import sample_active
 from inspect_ai.log._transcript import TranscriptHistoryUnavailableError, transcript
 
-log = logging.getLogger(__name__)
-
 from ._proto import airlock_pb2 as pb
+
+log = logging.getLogger(__name__)
 
 _OUTSIDE_EVAL_RUN = f"python-{uuid.uuid4()}"
 """The run id of calls made outside any eval (e.g. an approver called directly)."""

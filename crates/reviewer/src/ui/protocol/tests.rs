@@ -34,7 +34,7 @@ fn a_resample_shows_every_sample_beside_the_call_with_the_chosen_one_marked() {
         }
         assert!(column.contains(said), "{said}: {column}");
         assert_eq!(column.starts_with(" chosen\""), chosen, "{column}");
-        assert_eq!(column.contains("<span class=\"badge chosen\">runs</span>"), chosen, "{column}");
+        assert_eq!(column.contains("<span class=\"badge chosen\">chosen</span>"), chosen, "{column}");
     }
     // The note is shown once, as calls, not as JSON among the monitor's fields.
     let trail = between(&card, "<section class=\"trail\">", "</section>");
@@ -92,6 +92,6 @@ fn the_api_carries_the_note_and_the_console_reads_it_as_the_card_does() {
     assert_eq!(of_view, of_task);
     let lines = of_view.expect("a protocol").lines();
     assert_eq!(lines[0], "Resampled: model openai/untrusted · score 8 · threshold 6 · evidence: max 9, mean 6");
-    assert_eq!(lines[3], "Sample 2 [runs]: bash(cmd='ls -la') · score 1 · lists files");
+    assert_eq!(lines[3], "Sample 2 [chosen]: bash(cmd='ls -la') · score 1 · lists files");
     assert_eq!(lines[4], "Sample 3: (no call) · the model made no call");
 }
