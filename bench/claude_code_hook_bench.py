@@ -5,8 +5,9 @@ one of each, in one run. Every call is approved by the `claude_code` policy's `a
 
     python bench/claude_code_hook_bench.py AIRLOCK_BIN GATEWAY_URL TOKEN [CALLS]
 
-needs a gateway at GATEWAY_URL whose TOKEN may use the policy `claude_code`, and a worker of its
-prefix holding examples/agents/policies (`--policy-dir`).
+needs a gateway at GATEWAY_URL whose TOKEN may use the policy `claude_code` (started with
+`--rate 1000 --burst 1000`: the run asks faster than the default 50 a second), and a worker of
+its prefix holding examples/agents/policies (`--policy-dir`).
 """
 
 from __future__ import annotations
@@ -50,11 +51,11 @@ def main(binary: str, gateway: str, token: str, calls: int) -> None:
             "origin": {"run": run, "sample": "main", "epoch": 1},
         }
         answer = http.post("/v1/approvals", json=body, headers={"Prefer": "wait=10"})
-        assert answer.json()["decision"] == "approve", answer.text
+        assert answer.json().get("decision") == "approve", answer.text
 
     def http_hook(call: str) -> None:
         answer = http.post("/v1/hooks/claude-code", params={"policy": "claude_code"}, json=hook_input(run, call))
-        assert answer.json()["hookSpecificOutput"]["permissionDecision"] == "allow", answer.text
+        assert '"permissionDecision":"allow"' in answer.text, answer.text
 
     def command_hook(call: str) -> None:
         command = [binary, "hook", "--gateway", gateway, "--policy", "claude_code"]
@@ -64,9 +65,9 @@ def main(binary: str, gateway: str, token: str, calls: int) -> None:
             capture_output=True,
             text=True,
             env={"AIRLOCK_GATEWAY_TOKEN": token},
-            check=True,
         )
-        assert json.loads(done.stdout)["hookSpecificOutput"]["permissionDecision"] == "allow", done.stdout
+        assert done.returncode == 0, done.stderr
+        assert '"permissionDecision":"allow"' in done.stdout, done.stdout
 
     ways: dict[str, Callable[[str], None]] = {
         "POST /v1/approvals": approval,
@@ -75,9 +76,9 @@ def main(binary: str, gateway: str, token: str, calls: int) -> None:
     }
     times: dict[str, list[float]] = {name: [] for name in ways}
     for round in range(calls + 20):  # the first 20 warm up
-        for name, way in ways.items():
+        for number, (name, way) in enumerate(ways.items()):
             start = time.perf_counter()
-            way(f"{name}-{round}")
+            way(f"call-{round}-{number}")
             if round >= 20:
                 times[name].append((time.perf_counter() - start) * 1000)
     print(f"{calls} calls each, alternating")

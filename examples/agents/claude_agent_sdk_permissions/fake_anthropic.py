@@ -7,12 +7,28 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 from local_http import Request, Response
 
 SEEN: list[tuple[str, str]] = []
 """Every request's method and path, for the tests' record of what the CLI asked."""
+
+
+def sealed_env(url: str, home: Path) -> dict[str, str]:
+    """The environment of a Claude Code CLI that asks this stand-in at `url` for its model, with
+    `home` for its home: nothing of the user's, and no traffic but the model's."""
+    return {
+        "ANTHROPIC_BASE_URL": url,
+        "ANTHROPIC_API_KEY": "not-a-key",
+        "HOME": str(home),
+        "CLAUDE_CONFIG_DIR": str(home / ".claude"),
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+    }
 
 
 def _text_of(content: Any) -> str:

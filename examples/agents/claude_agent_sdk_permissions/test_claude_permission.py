@@ -16,7 +16,7 @@ from claude_agent_sdk import ClaudeAgentOptions, PermissionResultAllow, Permissi
 
 from claude_permission import airlock_permissions, run
 from conftest import Fleet
-from fake_anthropic import SEEN, messages
+from fake_anthropic import SEEN, messages, sealed_env
 from local_http import serve
 
 TURN_DEADLINE = 60.0
@@ -43,17 +43,7 @@ def options(tmp_path: Path) -> Iterator[ClaudeAgentOptions]:
     (work / "notes.txt").write_text("keep me\n")
     SEEN.clear()
     with serve(messages) as url:
-        env = {
-            "ANTHROPIC_BASE_URL": url,
-            "ANTHROPIC_API_KEY": "not-a-key",
-            # Nothing of the user's, and no traffic but the model's.
-            "HOME": str(home),
-            "CLAUDE_CONFIG_DIR": str(home / ".claude"),
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "DISABLE_ERROR_REPORTING": "1",
-        }
+        env = sealed_env(url, home)
         yield ClaudeAgentOptions(env=env, cwd=str(work), model="claude-sonnet-4-5", setting_sources=[])
 
 

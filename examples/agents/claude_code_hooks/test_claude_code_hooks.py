@@ -27,7 +27,7 @@ from local_http import Request, Response, serve
 
 # The Messages API stand-in of the Agent SDK example (each folder's modules are its tests').
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "claude_agent_sdk_permissions"))
-from fake_anthropic import SEEN, messages  # noqa: E402
+from fake_anthropic import SEEN, messages, sealed_env  # noqa: E402
 
 TURN_DEADLINE = 90.0
 """The longest one turn may take (a person's decision included) before the test fails."""
@@ -110,18 +110,7 @@ def reviewer(fleet: Fleet) -> Iterator[Reviewer]:
 
 
 def claude_options(work: Path, home: Path, url: str, token: str, hooks: dict[str, Any] | None) -> ClaudeAgentOptions:
-    env = {
-        "ANTHROPIC_BASE_URL": url,
-        "ANTHROPIC_API_KEY": "not-a-key",
-        "AIRLOCK_GATEWAY_TOKEN": token,
-        # Nothing of the user's, and no traffic but the model's.
-        "HOME": str(home),
-        "CLAUDE_CONFIG_DIR": str(home / ".claude"),
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_TELEMETRY": "1",
-        "DISABLE_AUTOUPDATER": "1",
-        "DISABLE_ERROR_REPORTING": "1",
-    }
+    env = {**sealed_env(url, home), "AIRLOCK_GATEWAY_TOKEN": token}
     return ClaudeAgentOptions(
         env=env,
         cwd=str(work),

@@ -20,7 +20,7 @@ from local_http import serve
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "claude_agent_sdk_permissions"))
-from fake_anthropic import SEEN, messages  # noqa: E402
+from fake_anthropic import SEEN, messages, sealed_env  # noqa: E402
 
 TURN_DEADLINE = 90.0
 
@@ -44,16 +44,7 @@ def options(tmp_path: Path, fleet: Fleet, calls: Path) -> Iterator[ClaudeAgentOp
     }
     SEEN.clear()
     with serve(messages) as url:
-        env = {
-            "ANTHROPIC_BASE_URL": url,
-            "ANTHROPIC_API_KEY": "not-a-key",
-            "HOME": str(home),
-            "CLAUDE_CONFIG_DIR": str(home / ".claude"),
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "DISABLE_ERROR_REPORTING": "1",
-        }
+        env = sealed_env(url, home)
         yield ClaudeAgentOptions(
             env=env,
             cwd=str(work),

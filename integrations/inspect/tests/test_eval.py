@@ -8,6 +8,7 @@ read back with `read_eval_log`."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from inspect_ai import eval as inspect_eval
 from inspect_ai.approval import ApprovalPolicy
 from inspect_ai.event import ApprovalEvent, ModelEvent, ReviewEvent, ToolEvent
 from inspect_ai.log import EvalLog, EvalSample, read_eval_log
+from inspect_ai.model import GenerateConfig
 from inspect_ai.review import ReviewPolicy
 
 from airlock import fleet_approver, fleet_reviewer
@@ -198,6 +200,41 @@ def test_an_eval_decided_and_reviewed_by_the_fleet(served: Fleet, policy: Path, 
         ("call-b", "continue"),
         ("call-c", "continue"),
     ]
+
+
+def test_an_approval_carries_how_the_model_was_asked(fleet: Fleet, tmp_path: Path) -> None:
+    """With `generation`, a step sees the model's name, the generate config the task and the
+    eval set, the tools with their JSON Schemas, and the whole history (a bound too small for
+    it is not applied); without it, none of that."""
+    fleet.serve("capture", lambda task: pb.StepAnswer(decision=pb.DECISION_KIND_APPROVE, explanation="seen"))
+    [capture] = fleet.servers
+    policy = tmp_path / "capture.yaml"
+    policy.write_text('approvers:\n  - name: capture\n    tools: "*"\n')
+    task = airlock_script(scripts="approve")
+    task.config = GenerateConfig(temperature=0.25, max_tokens=321)
+    approver = fleet_approver(**fleet.settings(), policy=str(policy), timeout=60, generation=True)
+    log = run_eval(tmp_path, tasks=task, approval=[ApprovalPolicy(approver, "*")], seed=7)
+    assert log.status == "success", log.error
+
+    [asked] = [task.request.approval for task in capture.tasks]
+    generation = asked.generation
+    assert generation.model == "mockllm/model"
+    config = json.loads(generation.config_json)
+    assert (config["temperature"], config["max_tokens"], config["seed"]) == (0.25, 321, 7)
+    [shell] = generation.tools
+    assert (shell.name, shell.description) == ("shell", "Run a shell command.")
+    parameters = json.loads(shell.parameters_json)
+    assert parameters["properties"]["cmd"] == {"type": "string", "description": "The command to run."}
+    assert parameters["required"] == ["cmd"]
+    assert [m.role for m in asked.history] == ["user", "assistant"] and asked.history_omitted == 0
+    assert asked.history[-1].tool_calls[0].id == "call-ls"
+
+    without = fleet_approver(**fleet.settings(), policy=str(policy), timeout=60, history_bytes=1)
+    log = run_eval(tmp_path, tasks=airlock_script(scripts="approve"), approval=[ApprovalPolicy(without, "*")])
+    assert log.status == "success", log.error
+    asked = capture.tasks[-1].request.approval
+    assert not asked.HasField("generation")
+    assert (len(asked.history), asked.history_omitted) == (1, 1)
 
 
 NOT_APPROVED = "This action was not approved."

@@ -9,6 +9,7 @@ import hashlib
 import importlib.util
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from inspect_ai._util.content import ContentImage, ContentText
@@ -19,7 +20,7 @@ from inspect_ai.tool import ToolCall, ToolCallContent, ToolCallView
 from airlock import INSECURE, FleetClient, FleetError, FleetUnanswered, _native, fleet_approver, fleet_reviewer
 from airlock._proto import airlock_pb2 as pb
 from airlock.client import _Pending
-from airlock.config import load_policy
+from airlock.config import FleetSettings, load_policy
 from airlock.decisions import approval_from_decision, fallback, review_from_decision
 from airlock.errors import FleetRefused
 from airlock.nodes import Nodes, redact
@@ -153,6 +154,23 @@ def test_history_keeps_the_latest_messages_within_its_bound() -> None:
     kept, omitted = history_to_wire(history, 10)
     assert (len(kept), omitted) == (1, 10), "the message carrying the call is always kept"
     assert history_to_wire(history, 1 << 20)[1] == 0
+    kept, omitted = history_to_wire(history, None)
+    assert (len(kept), omitted) == (11, 0), "no bound: all of it"
+
+
+def test_generation_sends_the_whole_history_unless_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    def settings(**kwargs: Any) -> FleetSettings:
+        return FleetSettings.resolve("amqp://h", None, "p", None, insecure=True, **kwargs)
+
+    monkeypatch.delenv("AIRLOCK_GENERATION", raising=False)
+    assert (settings(history_bytes=None).generation, settings(history_bytes=None).history_bytes) == (False, 256 * 1024)
+    assert settings(history_bytes=None, generation=True).history_bytes is None
+    assert settings(history_bytes=4096, generation=True).history_bytes == 4096
+    monkeypatch.setenv("AIRLOCK_GENERATION", "1")
+    assert settings(history_bytes=None).generation is True
+    monkeypatch.setenv("AIRLOCK_GENERATION", "yes")
+    with pytest.raises(ValueError, match="AIRLOCK_GENERATION must be 0 or 1"):
+        settings(history_bytes=None)
 
 
 def test_messages_carry_what_their_fields_cannot_as_json() -> None:

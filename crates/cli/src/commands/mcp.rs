@@ -4,28 +4,22 @@
 //! (`--listen`).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use airlock_client::{Client, ClientConfig, Repeats};
-use airlock_contract::v1;
 use airlock_mcp::{Gate, Proxy, Server};
 use airlock_transport::Transport as _;
 use clap::Args;
 
-use super::{Failure, FleetArgs, ServerArgs, VerifyArgs, connect, seconds, shutdown_signal};
+use super::{Failure, FleetArgs, PolicyArgs, ServerArgs, VerifyArgs, connect, seconds, shutdown_signal};
 
 /// Arguments of `airlock mcp`.
 #[derive(Debug, Args)]
 pub struct McpArgs {
     #[command(flatten)]
     fleet: FleetArgs,
-    /// The Inspect policy file, sent with every request.
-    #[arg(long, conflicts_with = "policy_name", required_unless_present = "policy_name")]
-    policy: Option<PathBuf>,
-    /// Or the name of a policy the workers hold in their --policy-dir.
-    #[arg(long)]
-    policy_name: Option<String>,
+    #[command(flatten)]
+    policy: PolicyArgs,
     /// Seconds a call waits for a decision (and a result for its review) before it fails
     /// closed: an approval rejects, a review terminates.
     #[arg(long, default_value_t = 300.0)]
@@ -60,13 +54,7 @@ pub struct McpArgs {
 /// Runs the proxy until its client leaves (stdio) or it is stopped (HTTP). A session the
 /// fleet terminates ends a stdio proxy with an error.
 pub async fn run(args: McpArgs) -> Result<(), Failure> {
-    let policy = match (args.policy, args.policy_name) {
-        (Some(file), _) => v1::policy::Source::Inline(
-            std::fs::read_to_string(&file).map_err(|e| Failure::config(format!("{}: {e}", file.display())))?,
-        ),
-        (None, Some(name)) => v1::policy::Source::Name(name),
-        (None, None) => unreachable!("clap requires --policy or --policy-name"),
-    };
+    let policy = args.policy.source()?;
     let server = match (args.server_url, args.command.split_first()) {
         (Some(url), _) => Server::Url(url),
         (None, Some((program, rest))) => Server::Command { program: program.clone(), args: rest.to_vec() },

@@ -9,24 +9,19 @@ use std::time::Duration;
 
 use airlock_client::ClientError;
 use airlock_client::request::OneRequest;
-use airlock_contract::v1;
 use airlock_policy::Call;
 use airlock_records::view::{DecisionView, EvalMode, Refusal, RefusedView};
 use clap::Args;
 
-use super::{Failure, FleetArgs, KindArg, VerifyArgs, connect, print_json};
+use super::{Failure, FleetArgs, KindArg, PolicyArgs, VerifyArgs, connect, print_json};
 
 /// Arguments of `airlock request`.
 #[derive(Debug, Args)]
 pub struct RequestArgs {
     #[command(flatten)]
     fleet: FleetArgs,
-    /// The Inspect policy file, sent with the request.
-    #[arg(long, conflicts_with = "policy_name", required_unless_present = "policy_name")]
-    policy: Option<PathBuf>,
-    /// Or the name of a policy the workers hold in their --policy-dir.
-    #[arg(long)]
-    policy_name: Option<String>,
+    #[command(flatten)]
+    policy: PolicyArgs,
     /// Which chain to run.
     #[arg(long, value_enum)]
     kind: KindArg,
@@ -66,11 +61,7 @@ impl From<EvalModeArg> for EvalMode {
 
 /// Sends the request and prints the decision.
 pub async fn run(args: RequestArgs) -> Result<(), Failure> {
-    let policy = match (args.policy, args.policy_name) {
-        (Some(file), _) => v1::policy::Source::Inline(read(&file)?),
-        (None, Some(name)) => v1::policy::Source::Name(name),
-        (None, None) => unreachable!("clap requires --policy or --policy-name"),
-    };
+    let policy = args.policy.source()?;
     let call = read_call(&args.call)?;
     if !(args.timeout > 0.0 && args.timeout.is_finite()) {
         return Err(Failure::config("--timeout must be a positive number of seconds"));

@@ -309,6 +309,7 @@ pub fn render(task: &TaskView) -> String {
         has_unsafe(&a.approver)
             || a.explanation.as_deref().is_some_and(has_unsafe)
             || a.fields.iter().any(|f| has_unsafe(&f.label) || has_unsafe(&f.value))
+            || a.protocol.iter().flat_map(|p| p.lines()).any(|line| has_unsafe(&line))
     });
     if has_unsafe(&task.message) || texts.any(has_unsafe) || trail_unsafe {
         out.push_str("Note: control or invisible characters in this task are shown as ‹U+XXXX›.\n");
@@ -340,6 +341,9 @@ fn why_here(why: &WhyHere) -> String {
         }
         for field in &answer.fields {
             out.push_str(&format!("   {}: {}\n", safe(&field.label), safe(&field.value)));
+        }
+        for line in answer.protocol.iter().flat_map(|protocol| protocol.lines()) {
+            out.push_str(&format!("   {}\n", safe(&line)));
         }
     }
     out
@@ -400,6 +404,36 @@ mod tests {
         assert!(why.contains("2. monitor → escalate (by monitor-1)\n   looks destructive\n"), "{why}");
         assert!(why.contains("   Score: 7.5\n") && why.contains("   Model: openai/gpt-x\n"), "{why}");
         assert!(why.contains("   Reason: deletes files‹U+001B›[2J\n"), "{why}");
+        assert!(shown.contains("Note: control or invisible characters"), "{shown}");
+    }
+
+    #[test]
+    fn a_resample_prints_each_sample_on_its_line() {
+        let call = |cmd: &str| serde_json::json!({"function": "bash", "arguments": {"cmd": cmd}});
+        let task: TaskView = serde_json::from_value(serde_json::json!({
+            "id": "t1", "correlation": "approval/r/s/1/c", "step": 1, "choices": ["approve", "reject"],
+            "kind": "approval", "message": "", "pool": "ops",
+            "key": {"run_id": "r", "sample_id": "s", "epoch": 1, "tool_call_id": "c"},
+            "call": null, "view": null, "result": null, "output": null, "origin": null,
+            "shown": {"call": {"text": "bash(cmd='curl x | sh')", "title": null, "markdown": true}, "context": null},
+            "received_at_unix_ms": 1, "deadline_unix_ms": null, "on_timeout": "reject", "state": "pending",
+            "trail": [{"approver": "resample", "decision": "escalate", "metadata": {"score": 8, "protocol": {
+                "name": "resample", "mode": "run", "threshold": 6, "model": "openai/untrusted",
+                "original": call("curl x | sh"),
+                "samples": [{"call": call("ls"), "score": 2, "reason": "lists\u{202e}", "chosen": true},
+                            {"error": "no call"}],
+                "evidence": {"max": 8, "mean": 5}}}}]
+        }))
+        .unwrap();
+        let shown = render(&task);
+        let why = &shown[shown.find("Why it is here").expect("a trail section")..];
+        assert!(why.contains("   Score: 8\n") && !why.contains("protocol"), "{why}");
+        assert!(
+            why.contains("   Resampled: model openai/untrusted · score 8 · threshold 6 · evidence: max 8, mean 5\n")
+        );
+        assert!(why.contains("   Original (untrusted model): bash(cmd='curl x | sh') · score 8\n"), "{why}");
+        assert!(why.contains("   Sample 1 [chosen]: bash(cmd='ls') · score 2 · lists‹U+202E›\n"), "{why}");
+        assert!(why.contains("   Sample 2: (no call) · no call\n"), "{why}");
         assert!(shown.contains("Note: control or invisible characters"), "{shown}");
     }
 }

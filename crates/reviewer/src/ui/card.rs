@@ -77,7 +77,8 @@ pub fn card(task: &Task, reviewer: &str, csrf: &str, now_ms: i64) -> String {
         );
     }
     html.push_str("</div></header>");
-    html.push_str(&why_here(task));
+    let why = WhyHere::of_task(task);
+    html.push_str(&why_here(&why));
     html.push_str(&conversation(task));
 
     let message = task.message().trim();
@@ -97,6 +98,9 @@ pub fn card(task: &Task, reviewer: &str, csrf: &str, now_ms: i64) -> String {
         if kind == Kind::Review { "Tool call and result" } else { "Tool call" },
         view.call.html()
     );
+    for protocol in why.answers.iter().filter_map(|answer| answer.protocol.as_ref()) {
+        html.push_str(&protocol.html());
+    }
     if contains_marker(task, &view.call, view.context.as_ref()) {
         html.push_str(
             "<p class=\"warn\">This task contains control, invisible or direction-changing characters; each is \
@@ -247,8 +251,7 @@ fn approvals(task: &Task, reviewer: &str, csrf: &str) -> String {
 
 /// Why the task is here: who asked and the policy, then every answer before this step with
 /// its explanation and metadata (a monitor's score, reason and model by name).
-fn why_here(task: &Task) -> String {
-    let why = WhyHere::of_task(task);
+fn why_here(why: &WhyHere) -> String {
     let mut html = String::from("<section class=\"trail\"><h3>Why it is here</h3>");
     if let Some(asked) = &why.asked {
         let _ = write!(html, "<p class=\"caller\">Asked by <span class=\"name\">{}</span>", safe_html(&asked.by));

@@ -94,10 +94,10 @@ fn the_trail_shows_a_monitors_score_reason_and_model_by_name() {
 
 #[test]
 fn metadata_that_is_not_an_object_is_one_field() {
-    assert_eq!(metadata_fields(""), []);
-    let fields = metadata_fields("[1, 2]");
+    assert_eq!(read_metadata(""), Metadata::default());
+    let fields = read_metadata("[1, 2]").fields;
     assert_eq!(fields, [Field { label: "Metadata".into(), value: "[1, 2]".into(), monitor: false }]);
-    let fields = metadata_fields(r#"{"thresholds": {"approve_below": 3}, "reason": "r"}"#);
+    let fields = read_metadata(r#"{"thresholds": {"approve_below": 3}, "reason": "r"}"#).fields;
     assert_eq!(fields[0], Field { label: "Reason".into(), value: "r".into(), monitor: true });
     assert_eq!(fields[1], Field { label: "thresholds".into(), value: r#"{"approve_below":3}"#.into(), monitor: false });
 }

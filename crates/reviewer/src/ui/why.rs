@@ -4,14 +4,15 @@
 
 use airlock_records::review::{Caller, PolicyView, TaskView};
 
-use super::{Field, metadata_fields};
+use super::protocol::Protocol;
+use super::{Field, Metadata, read_metadata};
 use crate::task::{Task, decision_from_wire};
 
 /// What an answer without a decision is shown as.
 const UNSPECIFIED: &str = "unspecified";
 
 /// Why a task is here.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct WhyHere {
     /// Who asked, when the request names anyone.
     pub asked: Option<Asked>,
@@ -40,7 +41,7 @@ pub struct Policy {
 }
 
 /// One answer of the chain before this step.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
     /// The step's position in the chain, when the answer names it.
     pub step: Option<u32>,
@@ -54,31 +55,42 @@ pub struct Answer {
     pub explanation: Option<String>,
     /// Its metadata as labelled values: a monitor's score, reason and model first.
     pub fields: Vec<Field>,
+    /// What a control protocol step did, when its note says.
+    pub protocol: Option<Protocol>,
 }
 
 impl WhyHere {
     /// Why a task is here, from the API's view of it (whose answers name no step).
     pub fn of_view(task: &TaskView) -> Self {
-        let answers = task.trail.iter().map(|answer| Answer {
-            step: None,
-            approver: answer.approver.to_string(),
-            decision: answer.decision.map_or(UNSPECIFIED, |d| d.as_str()),
-            decided_by: answer.decided_by.clone(),
-            explanation: answer.explanation.as_deref().map(str::to_owned),
-            fields: metadata_fields(&answer.metadata.as_ref().map(ToString::to_string).unwrap_or_default()),
+        let answers = task.trail.iter().map(|answer| {
+            let Metadata { fields, protocol } =
+                read_metadata(&answer.metadata.as_ref().map(ToString::to_string).unwrap_or_default());
+            Answer {
+                step: None,
+                approver: answer.approver.to_string(),
+                decision: answer.decision.map_or(UNSPECIFIED, |d| d.as_str()),
+                decided_by: answer.decided_by.clone(),
+                explanation: answer.explanation.as_deref().map(str::to_owned),
+                fields,
+                protocol,
+            }
         });
         Self::new(&task.caller, task.policy.as_ref(), answers)
     }
 
     /// Why a stored task is here, from the request it holds.
     pub fn of_task(task: &Task) -> Self {
-        let answers = task.trail().iter().map(|answer| Answer {
-            step: answer.step,
-            approver: answer.approver.clone(),
-            decision: decision_from_wire(answer.decision).map_or(UNSPECIFIED, |d| d.as_str()),
-            decided_by: Some(answer.decided_by.clone()),
-            explanation: answer.explanation.clone(),
-            fields: metadata_fields(&answer.metadata_json),
+        let answers = task.trail().iter().map(|answer| {
+            let Metadata { fields, protocol } = read_metadata(&answer.metadata_json);
+            Answer {
+                step: answer.step,
+                approver: answer.approver.clone(),
+                decision: decision_from_wire(answer.decision).map_or(UNSPECIFIED, |d| d.as_str()),
+                decided_by: Some(answer.decided_by.clone()),
+                explanation: answer.explanation.clone(),
+                fields,
+                protocol,
+            }
         });
         Self::new(&task.caller(), task.policy().as_ref(), answers)
     }

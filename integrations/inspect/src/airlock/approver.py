@@ -7,7 +7,7 @@ from inspect_ai.model import ChatMessage
 from inspect_ai.tool import ToolCall, ToolCallView
 
 from ._proto import airlock_pb2 as pb
-from .config import DEFAULT_HISTORY_BYTES, FLEET, FleetSettings
+from .config import FLEET, FleetSettings
 from .decisions import Fallback, approval_from_decision
 from .request import decide, new_request
 
@@ -23,11 +23,12 @@ def fleet_approver(
     policy: str | None = None,
     timeout: float | None = None,
     on_timeout: str = "reject",
-    history_bytes: int = DEFAULT_HISTORY_BYTES,
+    history_bytes: int | None = None,
     ca_file: str | None = None,
     verify_key: str | None = None,
     reviewer_url: str | None = None,
     insecure: bool | None = None,
+    generation: bool | None = None,
 ) -> Approver:
     """Approver whose decisions come from an Airlock fleet.
 
@@ -41,7 +42,8 @@ def fleet_approver(
         on_timeout: The decision when none arrived in time (or the broker could not be
             reached): `reject` (default), `approve`, `terminate` or `escalate`.
         history_bytes: The most conversation history a request carries (encoded size); older
-            messages are left out and their number is sent.
+            messages are left out and their number is sent (default: 256 KiB, or the whole
+            history with `generation`).
         ca_file: CA certificates (PEM) an `amqps://` broker's certificate is verified
             against, besides the system's (default: `AIRLOCK_CA_FILE`).
         verify_key: The fleet's public key file (`fleet.pub` of `airlock keys generate`;
@@ -53,6 +55,11 @@ def fleet_approver(
         insecure: Take replies unproved, with no `verify_key` (default: `AIRLOCK_INSECURE=1`),
             from a fleet that runs `--insecure-unsigned`: anyone who can publish on the broker
             can then forge a decision, and it is taken. The client warns at every start.
+        generation: Send, with every call, how the model was asked for it: the model's name,
+            the generate config as set for the sample, the tools it was offered with their
+            JSON Schemas, and the whole history (default: `AIRLOCK_GENERATION=1`, else off).
+            Control steps that ask a model for a call of their own (`resample`,
+            `defer_to_trusted`) need it; tool schemas can make each request many KB larger.
 
     Returns:
         Approver: an approver to list in a policy, e.g. with `tools: "*"`.
@@ -62,7 +69,7 @@ def fleet_approver(
             f"airlock/fleet: on_timeout must be one of {', '.join(APPROVAL_ON_TIMEOUT)}, got '{on_timeout}'"
         )
     settings = FleetSettings.resolve(
-        url, prefix, policy, timeout, history_bytes, ca_file, verify_key, reviewer_url, insecure
+        url, prefix, policy, timeout, history_bytes, ca_file, verify_key, reviewer_url, insecure, generation
     )
 
     async def approve(message: str, call: ToolCall, view: ToolCallView, history: list[ChatMessage]) -> Approval:

@@ -31,6 +31,9 @@ ENV_VERIFY_KEY = "AIRLOCK_VERIFY_KEY"
 """The fleet's public key file (`fleet.pub`): replies are taken only with its proof."""
 ENV_INSECURE = "AIRLOCK_INSECURE"
 """`1`: take replies unproved, with no fleet public key (`0` or unset: a key is required)."""
+ENV_GENERATION = "AIRLOCK_GENERATION"
+"""`1`: approval requests carry how the model was asked and the whole history (`0` or unset:
+they do not)."""
 ENV_REVIEWER_URL = "AIRLOCK_REVIEWER_URL"
 """The reviewer UI's address: pages about a call waiting for a person link to its task there."""
 
@@ -70,8 +73,8 @@ class FleetSettings:
     """The policy sent with every request (inline document or name)."""
     timeout: float
     """Seconds a request may wait for its decision."""
-    history_bytes: int
-    """The most conversation history a request carries, in encoded bytes."""
+    history_bytes: int | None
+    """The most conversation history a request carries, in encoded bytes; `None`: all of it."""
     verify_key: Proof
     """The fleet keys every reply must be proved by, or `INSECURE` (chosen with `insecure`):
     replies are taken unchecked."""
@@ -81,6 +84,9 @@ class FleetSettings:
     reviewer_url: str | None = None
     """The reviewer UI's address (no trailing `/`), which the link in a page about a call
     waiting for a person starts with; `None`: the page names the pool and the call only."""
+    generation: bool = False
+    """Approval requests carry how the model was asked for the call (its name, generate
+    config and tools), for steps that ask a model for a call of their own."""
 
     @classmethod
     def resolve(
@@ -89,13 +95,16 @@ class FleetSettings:
         prefix: str | None,
         policy: str | None,
         timeout: float | None,
-        history_bytes: int,
+        history_bytes: int | None,
         ca_file: str | None = None,
         verify_key: str | None = None,
         reviewer_url: str | None = None,
         insecure: bool | None = None,
+        generation: bool | None = None,
     ) -> FleetSettings:
-        """Fills what was not given from the environment and checks everything.
+        """Fills what was not given from the environment and checks everything. The history
+        is bounded by `DEFAULT_HISTORY_BYTES` unless `history_bytes` is given, or `generation`
+        is on: a model asked again needs the whole conversation.
 
         Raises:
             ValueError: a parameter is missing or out of range, the URL (or a node of its
@@ -103,7 +112,7 @@ class FleetSettings:
                 `verify_key` is not a readable fleet public key file, neither `verify_key`
                 nor `insecure` is given (or both are), `AIRLOCK_INSECURE` is neither `0`
                 nor `1`, or `reviewer_url` is not an `http(s)://` address without query or
-                fragment.
+                fragment, or `AIRLOCK_GENERATION` is neither `0` nor `1`.
             FileNotFoundError: `policy` names a file (it has a `/`) that does not exist, or
                 `ca_file` or `verify_key` does not exist.
         """
@@ -121,7 +130,11 @@ class FleetSettings:
             timeout = float(os.environ.get(ENV_TIMEOUT, DEFAULT_TIMEOUT))
         if not timeout > 0:
             raise ValueError(f"airlock/fleet: timeout must be positive, got {timeout}")
-        if history_bytes < 0:
+        if generation is None:
+            generation = flag_from_env(ENV_GENERATION)
+        if history_bytes is None and not generation:
+            history_bytes = DEFAULT_HISTORY_BYTES
+        if history_bytes is not None and history_bytes < 0:
             raise ValueError(f"airlock/fleet: history_bytes must not be negative, got {history_bytes}")
         ca_file = ca_file or os.environ.get(ENV_CA_FILE) or None
         if ca_file is not None:
@@ -130,7 +143,7 @@ class FleetSettings:
             if not Path(ca_file).is_file():
                 raise FileNotFoundError(f"airlock/fleet: CA file {ca_file} does not exist")
         verify_key = verify_key or os.environ.get(ENV_VERIFY_KEY) or None
-        proof = resolve_proof(verify_key, insecure_from_env() if insecure is None else insecure)
+        proof = resolve_proof(verify_key, flag_from_env(ENV_INSECURE) if insecure is None else insecure)
         return cls(
             url=url,
             prefix=prefix or os.environ.get(ENV_PREFIX) or DEFAULT_PREFIX,
@@ -140,6 +153,7 @@ class FleetSettings:
             ca_file=ca_file,
             verify_key=proof,
             reviewer_url=check_reviewer_url(reviewer_url or os.environ.get(ENV_REVIEWER_URL) or None),
+            generation=generation,
         )
 
 
@@ -166,15 +180,15 @@ NO_VERIFY_KEY = (
 """What a runner given neither a fleet public key nor `insecure` is told."""
 
 
-def insecure_from_env() -> bool:
-    """Whether `AIRLOCK_INSECURE` says to run insecure (`1`; `0` or unset: no).
+def flag_from_env(name: str) -> bool:
+    """Whether the environment variable `name` is on (`1`; `0` or unset: off).
 
     Raises:
         ValueError: it is set to anything else.
     """
-    value = os.environ.get(ENV_INSECURE, "").strip()
+    value = os.environ.get(name, "").strip()
     if value not in ("", "0", "1"):
-        raise ValueError(f"airlock/fleet: {ENV_INSECURE} must be 0 or 1, got '{value}'")
+        raise ValueError(f"airlock/fleet: {name} must be 0 or 1, got '{value}'")
     return value == "1"
 
 

@@ -12,11 +12,11 @@ from inspect_ai.tool import ToolCall, ToolCallView
 from ._proto import airlock_pb2 as pb
 from .client import client_for
 from .config import FleetSettings
-from .context import call_key_and_origin
+from .context import call_key_and_origin, model_event_of
 from .decisions import STEP_FAILED, Fallback, fallback
 from .errors import FleetError, FleetRefused, StepFailed
 from .waiting import pager
-from .wire import call_to_wire, history_to_wire, view_to_wire
+from .wire import call_to_wire, generation_to_wire, history_to_wire, view_to_wire
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,9 @@ def new_request(
 ) -> pb.Request:
     """A request about `call` of the active sample, with `body` (an empty approval or review
     body) filled with the message, the call, its view and the history (its most recent
-    messages within `settings.history_bytes`; how many were left out is stated)."""
+    messages within `settings.history_bytes`; how many were left out is stated), and for an
+    approval with `settings.generation`, how the model was asked for the call (when the
+    sample's transcript holds that model call)."""
     body.message = message
     body.call.CopyFrom(call_to_wire(call))
     body.view.CopyFrom(view_to_wire(view))
@@ -41,6 +43,9 @@ def new_request(
     key, origin = call_key_and_origin(call.id)
     request = pb.Request(key=key, origin=origin, policy=settings.policy)
     if isinstance(body, pb.ApprovalRequest):
+        event = model_event_of(call.id) if settings.generation else None
+        if event is not None:
+            body.generation.CopyFrom(generation_to_wire(event))
         request.approval.CopyFrom(body)
     else:
         request.review.CopyFrom(body)

@@ -61,7 +61,7 @@ def fleet_reviewer(
     if on_timeout not in REVIEW_ON_TIMEOUT:
         raise ValueError(f"airlock/fleet: on_timeout must be one of {', '.join(REVIEW_ON_TIMEOUT)}, got '{on_timeout}'")
     settings = FleetSettings.resolve(
-        url, prefix, policy, timeout, history_bytes, ca_file, verify_key, reviewer_url, insecure
+        url, prefix, policy, timeout, history_bytes, ca_file, verify_key, reviewer_url, insecure, generation=False
     )
 
     async def review(

@@ -1,5 +1,6 @@
 """From Inspect's types to the wire contract: calls, views, conversation history (bounded in
-size), tool output, and the correlation id that ties a request to its reply."""
+size), how the model was asked (its generation), tool output, and the correlation id that ties
+a request to its reply."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from inspect_ai._util.content import ContentText
+from inspect_ai.event import ModelEvent
 from inspect_ai.model import ChatMessage, ChatMessageAssistant, ChatMessageTool
-from inspect_ai.tool import ToolCall, ToolCallContent, ToolCallView
+from inspect_ai.tool import ToolCall, ToolCallContent, ToolCallView, ToolInfo
 
 from ._proto import airlock_pb2 as pb
 
@@ -110,20 +112,39 @@ def message_to_wire(message: ChatMessage) -> pb.ChatMessage:
     return wire
 
 
-def history_to_wire(history: Sequence[ChatMessage], limit_bytes: int) -> tuple[list[pb.ChatMessage], int]:
-    """The most recent messages of `history` that fit in `limit_bytes` (encoded), and how
-    many were left out from its start. The last message (the assistant message carrying the
-    call) is always kept."""
+def history_to_wire(history: Sequence[ChatMessage], limit_bytes: int | None) -> tuple[list[pb.ChatMessage], int]:
+    """The most recent messages of `history` that fit in `limit_bytes` (encoded; `None`: all
+    of them), and how many were left out from its start. The last message (the assistant
+    message carrying the call) is always kept."""
     kept: list[pb.ChatMessage] = []
     size = 0
     for message in reversed(history):
         wire = message_to_wire(message)
         size += wire.ByteSize()
-        if kept and size > limit_bytes:
+        if kept and limit_bytes is not None and size > limit_bytes:
             break
         kept.append(wire)
     kept.reverse()
     return kept, len(history) - len(kept)
+
+
+def generation_to_wire(event: ModelEvent) -> pb.Generation:
+    """How the model of `event` was asked: its name as Inspect gives it (`provider/model`),
+    the fields of its generate config that are set, and the tools it was offered, in order."""
+    config = event.config.model_dump(mode="json", exclude_none=True)
+    return pb.Generation(
+        model=event.model,
+        config_json=json.dumps(config, ensure_ascii=False) if config else "",
+        tools=[tool_to_wire(tool) for tool in event.tools],
+    )
+
+
+def tool_to_wire(tool: ToolInfo) -> pb.ToolDefinition:
+    """A tool as the model was offered it, its parameters as JSON Schema."""
+    parameters = tool.parameters.model_dump(mode="json", exclude_none=True)
+    return pb.ToolDefinition(
+        name=tool.name, description=tool.description, parameters_json=json.dumps(parameters, ensure_ascii=False)
+    )
 
 
 def output_text(output: Any) -> str:
