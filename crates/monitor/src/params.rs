@@ -46,7 +46,7 @@ const THRESHOLDS: &[&str] = &["approve_below", "escalate_below", "above"];
 /// The parameters of a step that decides by an audit budget.
 const BUDGET: &[&str] = &["audit_budget", "audit_threshold", "budget_scope", "reject_above", "terminate_above"];
 /// The parameters of every monitor step, and the ones the policy engine reserves.
-const COMMON: &[&str] = &["fallback", "timeout", "on_timeout"];
+const COMMON: &[&str] = &["fallback", "timeout", "on_timeout", airlock_policy::steps::MODEL_EXPLANATION];
 
 /// How scores map to decisions, for one step of one chain.
 #[derive(Debug, Clone, PartialEq)]

@@ -156,6 +156,9 @@ fn policy_check_reads_monitor_steps_as_the_monitor_does_and_points_at_the_parame
     let error = check(protocol).unwrap_err();
     assert_eq!(error.location.line, 6, "{error}");
     assert!(error.message.contains("'edit_threshold' (6) must be below 'approve_below' (5)"), "{error}");
+    // The text a model sees of a reject is the policy engine's parameter, not an unknown one.
+    let shown = "approvers:\n  - name: defer_to_trusted\n    tools: \"*\"\n    approve_below: 7\n    escalate_below: 9\n    defer_threshold: 4\n    different_tool: reject\n    model_explanation: \"Not run.\"\n";
+    assert_eq!(check(shown), Ok(()));
     let missing = "approvers:\n  - name: resample\n    tools: \"*\"\n    audit_budget: 0.01\n";
     assert!(check(missing).unwrap_err().message.contains("'defer_threshold' is required by resample"));
     // A plugin with parameters of its own, and the built-in steps, are not monitors.
