@@ -42,6 +42,9 @@
 //! - `control`: breakers, incidents and run switches through real workers, and the time from a
 //!   mark to the last worker applying it.
 //! - `budget`: an audit budget paced by two monitor processes of one step ([`fake_model`]).
+//! - `protocols`: control protocols (`trusted_edit`, `defer_to_trusted`, `resample`) served by
+//!   monitors on a fake model whose tool calls the test scripts ([`fake_model`]), and (ignored,
+//!   run by name) what a resample costs in model calls and latency.
 //! - `cluster`, `roles`, `tls`, `integrity`, `audit`, `monitors`, `telemetry`: a three-node
 //!   cluster, least-privilege broker users, TLS, signed fleets, the decision log, model
 //!   monitors, traces and metrics.
