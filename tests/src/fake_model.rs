@@ -23,12 +23,19 @@
 //! | `MARK:restate-ID-N` | `{"score":0}` in its own words, then `{"score": N, …}` | a score of N |
 //! | `MARK:ignoreschema-ID-N` | the call, then `{"score": N, …}` | the same text: a server that ignores the schema |
 //!
+//! A request for a tool call (one with `tools`, other than the Anthropic monitor's
+//! `record_suspicion`: a control protocol's trusted model or untrusted sample) is answered by
+//! the test's script ([`FakeModel::script`]): the replies of the first key the request's body
+//! contains, one per request, the last repeated ([`Reply`]).
+//!
 //! Requests are checked like the real APIs check them (key, version header, a strict schema
-//! when one is asked for); a bad one gets the API's 400 or 401. The last request body of
-//! each marker is kept ([`FakeModel::request`]).
+//! when one is asked for, tool results that answer a call, a forced tool that is offered); a
+//! bad one gets the API's 400 or 401. The last request body of each marker is kept
+//! ([`FakeModel::request`]), and of each script's key ([`FakeModel::scripted`]).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -50,20 +57,76 @@ pub const KEY: &str = "sk-test-key";
 pub struct FakeModel {
     pub addr: SocketAddr,
     seen: Seen,
+    scripts: Scripts,
+    total: Arc<AtomicU32>,
+}
+
+/// A scripted answer to a tool-call request.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// A call of `function` with these arguments.
+    Call(&'static str, Value),
+    /// Text and no call.
+    Text(&'static str),
+    /// The API's overloaded error (500 or 529), every time.
+    Overloaded,
+    /// No answer for a minute.
+    Slow,
+}
+
+/// The scripts by key, in the order given: the replies, how many requests matched, the last
+/// one's body.
+type Scripts = Arc<Mutex<Vec<(String, Vec<Reply>, u32, Value)>>>;
+
+/// The server's state.
+#[derive(Clone)]
+struct Shared {
+    seen: Seen,
+    scripts: Scripts,
+    /// How long each answer takes, as a model's would.
+    latency: Duration,
+    /// Requests answered.
+    total: Arc<AtomicU32>,
 }
 
 impl FakeModel {
     /// Starts the server on a task of the current runtime.
     pub async fn start() -> Self {
+        Self::with_latency(Duration::ZERO).await
+    }
+
+    /// Starts a server that takes `latency` to answer each request.
+    pub async fn with_latency(latency: Duration) -> Self {
         let seen = Arc::new(Mutex::new(HashMap::new()));
+        let scripts = Scripts::default();
+        let total = Arc::new(AtomicU32::new(0));
         let app = Router::new()
             .route("/v1/chat/completions", post(openai))
             .route("/v1/messages", post(anthropic))
-            .with_state(seen.clone());
+            .with_state(Shared { seen: seen.clone(), scripts: scripts.clone(), latency, total: total.clone() });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a local port");
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await.expect("the fake model serves") });
-        FakeModel { addr, seen }
+        FakeModel { addr, seen, scripts, total }
+    }
+
+    /// Requests answered so far, of every kind.
+    pub fn total(&self) -> u32 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    /// Answers the tool-call requests whose body contains `key` with `replies`, one per
+    /// request, the last repeated.
+    pub fn script(&self, key: &str, replies: Vec<Reply>) {
+        assert!(!replies.is_empty(), "a script needs a reply");
+        self.scripts.lock().unwrap().push((key.to_owned(), replies, 0, Value::Null));
+    }
+
+    /// How many tool-call requests `key`'s script answered, and the last one's body.
+    pub fn scripted(&self, key: &str) -> (u32, Value) {
+        let scripts = self.scripts.lock().unwrap();
+        let (_, _, count, body) = scripts.iter().find(|(k, ..)| k == key).expect("a script with the key");
+        (*count, body.clone())
     }
 
     /// `http://127.0.0.1:<port>/v1` (OpenAI's base URL shape).
@@ -146,17 +209,168 @@ fn script(seen: &Seen, prompt: &str, body: &Value, structured: bool) -> Script {
     }
 }
 
+/// The scripted reply to a tool-call request; `None` when no script's key is in the body.
+fn scripted(scripts: &Scripts, body: &Value) -> Option<Reply> {
+    let text = body.to_string();
+    let mut scripts = scripts.lock().unwrap();
+    let (_, replies, count, last) = scripts.iter_mut().find(|(key, ..)| text.contains(key.as_str()))?;
+    *count += 1;
+    *last = body.clone();
+    Some(replies[(*count as usize - 1).min(replies.len() - 1)].clone())
+}
+
+/// What the OpenAI API says of a tool-call request it would refuse.
+fn openai_tools_error(body: &Value) -> Option<String> {
+    let tools = body["tools"].as_array()?;
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["function"]["name"].as_str()).collect();
+    if names.len() != tools.len() || tools.iter().any(|t| t["type"] != "function") {
+        return Some("tools must be functions with names".into());
+    }
+    if let Some(forced) = body["tool_choice"]["function"]["name"].as_str()
+        && !names.contains(&forced)
+    {
+        return Some(format!("tool_choice names {forced}, which is not in tools"));
+    }
+    let mut open: Vec<String> = Vec::new();
+    for message in body["messages"].as_array()? {
+        match message["role"].as_str() {
+            Some("assistant") => {
+                open = message["tool_calls"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c["id"].as_str().map(str::to_owned))
+                    .collect();
+            }
+            Some("tool") => {
+                let id = message["tool_call_id"].as_str().unwrap_or_default();
+                if !open.iter().any(|o| o == id) {
+                    return Some(
+                        "messages with role 'tool' must be a response to a preceeding message with 'tool_calls'".into(),
+                    );
+                }
+            }
+            Some("system" | "user") => open.clear(),
+            _ => return Some(format!("invalid role in {message}")),
+        }
+    }
+    None
+}
+
+/// What the Anthropic API says of a tool-call request it would refuse.
+fn anthropic_tools_error(body: &Value) -> Option<String> {
+    let tools = body["tools"].as_array()?;
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    if names.len() != tools.len() || tools.iter().any(|t| !t["input_schema"].is_object()) {
+        return Some("tools need a name and an input_schema".into());
+    }
+    if body["tool_choice"]["type"] == "tool" && !names.contains(&body["tool_choice"]["name"].as_str().unwrap_or("")) {
+        return Some("tool_choice names no tool given".into());
+    }
+    let mut open: Vec<String> = Vec::new();
+    for message in body["messages"].as_array()? {
+        let blocks = message["content"].as_array().cloned().unwrap_or_default();
+        if blocks.is_empty() && !message["content"].is_string() {
+            return Some("all messages must have non-empty content".into());
+        }
+        for block in &blocks {
+            match block["type"].as_str() {
+                Some("text") if block["text"].as_str().is_none_or(|t| t.trim().is_empty()) => {
+                    return Some("text content blocks must be non-empty".into());
+                }
+                Some("tool_result") if !open.iter().any(|id| block["tool_use_id"] == json!(id)) => {
+                    return Some("tool_result blocks must answer a tool_use of the previous message".into());
+                }
+                _ => {}
+            }
+        }
+        if message["role"] == "assistant" {
+            open = blocks.iter().filter_map(|b| b["id"].as_str().map(str::to_owned)).collect();
+        }
+    }
+    None
+}
+
+/// An OpenAI answer to a tool-call request.
+async fn openai_tool_reply(shared: &Shared, body: &Value) -> Response {
+    let error = |status: StatusCode, kind: &str, message: &str| {
+        (status, Json(json!({"error": {"message": message, "type": kind, "param": null, "code": null}})))
+            .into_response()
+    };
+    if let Some(message) = openai_tools_error(body) {
+        return error(StatusCode::BAD_REQUEST, "invalid_request_error", &message);
+    }
+    let (message, finish) = match scripted(&shared.scripts, body) {
+        None => return error(StatusCode::BAD_REQUEST, "invalid_request_error", "the test scripted no reply"),
+        Some(Reply::Overloaded) => {
+            return error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", "The server had an error.");
+        }
+        Some(Reply::Slow) => {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            return error(StatusCode::GATEWAY_TIMEOUT, "server_error", "too slow");
+        }
+        Some(Reply::Text(text)) => (json!({"role": "assistant", "content": text, "refusal": null}), "stop"),
+        Some(Reply::Call(function, arguments)) => (
+            json!({"role": "assistant", "content": null, "refusal": null, "tool_calls": [{
+                "id": "call_abc123", "type": "function",
+                "function": {"name": function, "arguments": arguments.to_string()}
+            }]}),
+            "tool_calls",
+        ),
+    };
+    Json(json!({
+        "id": "chatcmpl-tools", "object": "chat.completion", "created": 1741570283, "model": body["model"],
+        "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 900, "completion_tokens": 30, "total_tokens": 930}
+    }))
+    .into_response()
+}
+
+/// An Anthropic answer to a tool-call request.
+async fn anthropic_tool_reply(shared: &Shared, body: &Value) -> Response {
+    let error = |status: StatusCode, kind: &str, message: &str| {
+        (status, Json(json!({"type": "error", "error": {"type": kind, "message": message}}))).into_response()
+    };
+    if let Some(message) = anthropic_tools_error(body) {
+        return error(StatusCode::BAD_REQUEST, "invalid_request_error", &message);
+    }
+    let (content, stop) = match scripted(&shared.scripts, body) {
+        None => return error(StatusCode::BAD_REQUEST, "invalid_request_error", "the test scripted no reply"),
+        Some(Reply::Overloaded) => return error(StatusCode::from_u16(529).unwrap(), "overloaded_error", "Overloaded"),
+        Some(Reply::Slow) => {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            return error(StatusCode::GATEWAY_TIMEOUT, "api_error", "too slow");
+        }
+        Some(Reply::Text(text)) => (json!([{"type": "text", "text": text}]), "end_turn"),
+        Some(Reply::Call(function, arguments)) => (
+            json!([{"type": "tool_use", "id": "toolu_01T1x1fJ34qAmk2tNTrN7Up6", "name": function, "input": arguments}]),
+            "tool_use",
+        ),
+    };
+    Json(json!({
+        "id": "msg_tools", "type": "message", "role": "assistant", "model": body["model"], "content": content,
+        "stop_reason": stop, "stop_sequence": null, "usage": {"input_tokens": 900, "output_tokens": 30}
+    }))
+    .into_response()
+}
+
 fn is_rate_limit(body: &Value) -> bool {
     body.to_string().contains("MARK:ratelimit")
 }
 
-async fn openai(State(seen): State<Seen>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
+async fn openai(State(shared): State<Shared>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
+    shared.total.fetch_add(1, Ordering::Relaxed);
+    tokio::time::sleep(shared.latency).await;
+    let seen = shared.seen.clone();
     let error = |status: StatusCode, kind: &str, message: &str| {
         (status, Json(json!({"error": {"message": message, "type": kind, "param": null, "code": null}})))
             .into_response()
     };
     if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(&format!("Bearer {KEY}")) {
         return error(StatusCode::UNAUTHORIZED, "invalid_request_error", "Incorrect API key provided.");
+    }
+    if body.get("tools").is_some() {
+        return openai_tool_reply(&shared, &body).await;
     }
     let structured = body.get("response_format").is_some();
     if (structured && body["response_format"]["json_schema"]["strict"] != json!(true))
@@ -217,7 +431,10 @@ async fn openai(State(seen): State<Seen>, headers: HeaderMap, Json(body): Json<V
     .into_response()
 }
 
-async fn anthropic(State(seen): State<Seen>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
+async fn anthropic(State(shared): State<Shared>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
+    shared.total.fetch_add(1, Ordering::Relaxed);
+    tokio::time::sleep(shared.latency).await;
+    let seen = shared.seen.clone();
     let error = |status: StatusCode, kind: &str, message: &str| {
         let body = json!({"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy"});
         (status, Json(body)).into_response()
@@ -231,6 +448,9 @@ async fn anthropic(State(seen): State<Seen>, headers: HeaderMap, Json(body): Jso
             "invalid_request_error",
             "anthropic-version and max_tokens are required",
         );
+    }
+    if body.get("tools").is_some() && body["tools"][0]["name"] != json!(airlock_monitor::provider::anthropic::TOOL) {
+        return anthropic_tool_reply(&shared, &body).await;
     }
     let tool = body["tool_choice"]["name"].as_str().unwrap_or_default().to_owned();
     if body.get("tool_choice").is_some() && body["tools"][0]["name"] != json!(tool) {
@@ -298,6 +518,8 @@ pub fn monitor_config(prefix: &str, step: &str, kind: ProviderKind, base_url: St
             max_tokens: None,
             temperature: Some(0.0),
         },
+        trusted: None,
+        untrusted: None,
         template: Template::default(),
         limits: Limits::default(),
         fallback: Decision::Escalate,

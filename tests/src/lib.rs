@@ -42,6 +42,9 @@
 //! - `control`: breakers, incidents and run switches through real workers, and the time from a
 //!   mark to the last worker applying it.
 //! - `budget`: an audit budget paced by two monitor processes of one step ([`fake_model`]).
+//! - `protocols`: control protocols (`trusted_edit`, `defer_to_trusted`, `resample`) served by
+//!   monitors on a fake model whose tool calls the test scripts ([`fake_model`]), and (ignored,
+//!   run by name) what a resample costs in model calls and latency.
 //! - `cluster`, `roles`, `tls`, `integrity`, `audit`, `monitors`, `telemetry`: a three-node
 //!   cluster, least-privilege broker users, TLS, signed fleets, the decision log, model
 //!   monitors, traces and metrics.
@@ -410,6 +413,51 @@ fn request(sample: &str, call_id: &str, call: serde_json::Value, policy: &str, o
         policy: Some(v1::Policy { source: Some(v1::policy::Source::Inline(policy.into())), digest: String::new() }),
         ..Default::default()
     }
+}
+
+/// The metadata of step `step`'s entry in the decision's trail.
+pub fn step_metadata(decision: &v1::Decision, step: &str) -> serde_json::Value {
+    let entry =
+        decision.trail.iter().find(|t| t.approver == step).unwrap_or_else(|| panic!("no {step} entry: {decision:?}"));
+    serde_json::from_str(&entry.metadata_json).expect("metadata is a JSON object")
+}
+
+/// The decision's trail: each step and what it answered.
+pub fn trail(decision: &v1::Decision) -> Vec<(String, &'static str)> {
+    decision
+        .trail
+        .iter()
+        .map(|t| {
+            (t.approver.clone(), airlock_records::convert::decision_from_wire(t.decision).map_or("?", |d| d.as_str()))
+        })
+        .collect()
+}
+
+/// People in the `ops` pool of fleet `prefix`: the first choice (approve, continue) unless the
+/// call says `human-rejects`, then the second (reject, terminate).
+pub async fn serve_humans(transport: AmqpTransport, prefix: &str) {
+    use prost::Message as _;
+    let topology = Topology::new(prefix);
+    let results = airlock_transport::Destination::queue(topology.results_queue());
+    let mut ops = transport.consume(&topology.human_queue("ops"), 8).await.unwrap();
+    tokio::spawn(async move {
+        while let Some(delivery) = ops.next().await {
+            let human = v1::HumanTask::decode(delivery.message.body.as_ref()).unwrap();
+            let task = human.task.clone().unwrap();
+            let call = match task.request.as_ref().and_then(|r| r.body.clone()) {
+                Some(v1::request::Body::Approval(a)) => a.call.unwrap(),
+                Some(v1::request::Body::Review(r)) => r.call.unwrap(),
+                None => panic!("a request body"),
+            };
+            let choice = if call.arguments_json.contains("human-rejects") { 1 } else { 0 };
+            let answer =
+                v1::StepAnswer { decision: human.choices[choice], decided_by: "alice".into(), ..Default::default() };
+            let mut result = v1::StepResult { task: Some(task), answer: Some(answer), ..Default::default() };
+            airlock_records::signed::sign_human_answer(&TestKeys::get().reviewer_key(), &mut result);
+            transport.publish(&results, airlock_transport::Message::new(result.encode_to_vec())).await.unwrap();
+            delivery.ack().await.unwrap();
+        }
+    });
 }
 
 /// The decision's name, e.g. `approve`.

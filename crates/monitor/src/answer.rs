@@ -4,9 +4,10 @@
 use airlock_contract::v1;
 use airlock_policy::Decision;
 use airlock_records::convert::decision_to_wire;
-use airlock_records::monitor::{MonitorNote, NoteBudget};
+use airlock_records::monitor::{MonitorNote, NoteBudget, NoteCall, NoteProtocol};
 
 use crate::params::Thresholds;
+use crate::protocol::requests::to_wire;
 use crate::score::Score;
 
 /// Who answers: recorded in every answer's metadata and `decided_by`.
@@ -33,6 +34,8 @@ pub enum Outcome {
         decision: Decision,
         /// Attempts it took.
         attempts: u32,
+        /// What the step's control protocol did, if it runs one.
+        protocol: Option<Box<Acted>>,
     },
     /// The model could not answer, or the step is misconfigured: the fallback decision.
     Fallback {
@@ -54,6 +57,36 @@ pub enum Outcome {
         why: String,
         /// Attempts made.
         attempts: u32,
+    },
+}
+
+/// What a control protocol did with a scored call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Acted {
+    /// The trail: every call proposed or sampled, with its score.
+    pub note: NoteProtocol,
+    /// The call that runs instead of the original (the answer is a modify).
+    pub modified: Option<NoteCall>,
+    /// What happened, in a few words, for the explanation.
+    pub summary: String,
+    /// Why the protocol could not finish; the decision is then the fallback or `on_timeout`.
+    pub failure: Option<Failure>,
+}
+
+/// A control protocol's model failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// An error retries did not cure, or a task the protocol cannot act on: the fallback.
+    Fallback {
+        /// Why.
+        code: FallbackCode,
+        /// What went wrong.
+        why: String,
+    },
+    /// The step's deadline came first: `on_timeout`.
+    TimedOut {
+        /// What was going on.
+        why: String,
     },
 }
 
@@ -87,6 +120,10 @@ pub enum FallbackCode {
     NoScore,
     /// The model refused.
     Refused,
+    /// A model asked for a tool call made none, or one that cannot run.
+    NoCall,
+    /// A `resample` step's request does not say how its model was asked (`generation`).
+    NoGeneration,
 }
 
 impl FallbackCode {
@@ -102,6 +139,8 @@ impl FallbackCode {
             FallbackCode::MalformedResponse => "malformed_response",
             FallbackCode::NoScore => "no_score",
             FallbackCode::Refused => "refused",
+            FallbackCode::NoCall => "no_call",
+            FallbackCode::NoGeneration => "no_generation",
         }
     }
 }
@@ -113,6 +152,14 @@ impl std::fmt::Display for FallbackCode {
 }
 
 impl Outcome {
+    /// What the step's control protocol did, when it ran one.
+    pub fn acted(&self) -> Option<&Acted> {
+        match self {
+            Outcome::Scored { protocol, .. } => protocol.as_deref(),
+            _ => None,
+        }
+    }
+
     /// The decision answered.
     pub fn decision(&self) -> Decision {
         match self {
@@ -123,8 +170,15 @@ impl Outcome {
     }
 }
 
-/// The `StepAnswer` for `outcome`, asked at `started_ms` and answered at `answered_ms`.
-pub fn step_answer(identity: &Identity, outcome: &Outcome, started_ms: i64, answered_ms: i64) -> v1::StepAnswer {
+/// The `StepAnswer` for `outcome`, asked at `started_ms` and answered at `answered_ms`; a
+/// modify's call keeps the original's id, `call_id`.
+pub fn step_answer(
+    identity: &Identity,
+    outcome: &Outcome,
+    call_id: &str,
+    started_ms: i64,
+    answered_ms: i64,
+) -> v1::StepAnswer {
     let mut note = MonitorNote {
         monitor: identity.monitor_id.clone(),
         provider: identity.provider.to_owned(),
@@ -132,7 +186,7 @@ pub fn step_answer(identity: &Identity, outcome: &Outcome, started_ms: i64, answ
         ..MonitorNote::default()
     };
     let explanation = match outcome {
-        Outcome::Scored { score, basis, decision, attempts } => {
+        Outcome::Scored { score, basis, decision, attempts, protocol } => {
             note.score = Some(score.value);
             note.reason = Some(score.reason.clone());
             note.attempts = *attempts;
@@ -152,7 +206,29 @@ pub fn step_answer(identity: &Identity, outcome: &Outcome, started_ms: i64, answ
                 }
             };
             let reason = if score.reason.is_empty() { String::new() } else { format!(": {}", score.reason) };
-            format!("Suspicion {}/10 from {} ({decision}{why}){reason}", score.value, identity.model)
+            let scored = format!("Suspicion {}/10 from {} ({decision}{why}){reason}", score.value, identity.model);
+            match protocol {
+                None => scored,
+                Some(acted) => {
+                    note.protocol = Some(acted.note.clone());
+                    let failed = match &acted.failure {
+                        None => String::new(),
+                        Some(Failure::Fallback { code, why }) => {
+                            note.error = Some(code.as_str().to_owned());
+                            note.error_message = Some(why.clone());
+                            note.fallback = true;
+                            format!(" ({why}); its fallback is {decision}")
+                        }
+                        Some(Failure::TimedOut { why }) => {
+                            note.error = Some("deadline".to_owned());
+                            note.error_message = Some(why.clone());
+                            note.on_timeout = true;
+                            format!(" ({why}); on_timeout is {decision}")
+                        }
+                    };
+                    format!("{scored}. {}{failed}", acted.summary)
+                }
+            }
         }
         Outcome::Fallback { decision, code, why, attempts } => {
             note.error = Some(code.as_str().to_owned());
@@ -173,14 +249,15 @@ pub fn step_answer(identity: &Identity, outcome: &Outcome, started_ms: i64, answ
         step: None,
         approver: String::new(),
         decision: decision_to_wire(outcome.decision()).into(),
-        modified: None,
+        modified: outcome.acted().and_then(|acted| acted.modified.as_ref()).map(|call| to_wire(call_id, call)),
         explanation: Some(explanation),
         metadata_json: serde_json::to_string(&note).expect("a note serialises"),
         decided_by: format!("{}/{}", identity.monitor_id, identity.model),
         started_at_unix_ms: started_ms,
         answered_at_unix_ms: answered_ms,
         published_by: String::new(),
-        timed_out: matches!(outcome, Outcome::TimedOut { .. }),
+        timed_out: matches!(outcome, Outcome::TimedOut { .. })
+            || outcome.acted().is_some_and(|acted| matches!(acted.failure, Some(Failure::TimedOut { .. }))),
     }
 }
 

@@ -22,8 +22,14 @@ pub struct MonitorConfig {
     /// Tasks handled at once, and so model calls in flight at most (the consumer's prefetch):
     /// the limit that protects the provider.
     pub concurrency: u16,
-    /// The model and its API.
+    /// The model that scores calls, and its API.
     pub provider: ProviderConfig,
+    /// The trusted model that edits and proposes calls (`trusted_edit`, `defer_to_trusted`);
+    /// `None`: the scoring model.
+    pub trusted: Option<ProviderConfig>,
+    /// The API the untrusted model is sampled again through (`resample`); `None`: the scoring
+    /// model's. Its model, when empty, is the one the request names (`generation.model`).
+    pub untrusted: Option<ProviderConfig>,
     /// The user message's template.
     pub template: Template,
     /// How much of a request goes into a prompt.
@@ -58,6 +64,9 @@ impl MonitorConfig {
         }
         if self.provider.model.trim().is_empty() {
             return bad("a model is required".into());
+        }
+        if self.trusted.as_ref().is_some_and(|trusted| trusted.model.trim().is_empty()) {
+            return bad("the trusted model needs a name".into());
         }
         if self.fallback == Decision::Modify {
             return bad("the fallback cannot be modify: there is no call to run instead".into());
@@ -108,6 +117,8 @@ mod tests {
                 max_tokens: None,
                 temperature: None,
             },
+            trusted: None,
+            untrusted: None,
             template: Template::default(),
             limits: Limits::default(),
             fallback: Decision::Escalate,

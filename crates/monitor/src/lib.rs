@@ -22,7 +22,11 @@
 //! - [`scores`]: a budgeted step's scores shared by every process serving it, through the
 //!   step's log of scores.
 //! - [`retry`]: backoff, `Retry-After`, and the deadline over all attempts.
-//! - [`answer`]: the `StepAnswer` for an outcome, with the score in its metadata.
+//! - [`protocol`]: control protocols (`trusted_edit`, `defer_to_trusted`, `resample`): their
+//!   parameters and rule, the model requests they make ([`protocol::requests`]), and how a
+//!   task runs one ([`protocol::run`]).
+//! - [`answer`]: the `StepAnswer` for an outcome, with the score (and what a protocol did) in
+//!   its metadata.
 //! - [`calibrate`]: monitor scores against people's verdicts and honest/attack labels, from
 //!   a decision log: the threshold for a budget, AUROC and TPR at the budget's FPR
 //!   ([`calibrate::roc`]), the tables and charts.
@@ -37,6 +41,7 @@ pub mod calibrate;
 pub mod config;
 pub mod params;
 pub mod prompt;
+pub mod protocol;
 pub mod provider;
 pub mod retry;
 pub mod score;
@@ -102,6 +107,14 @@ pub async fn run<T: Transport>(
 ) -> Result<(), MonitorError> {
     config.validate()?;
     let provider = Provider::new(config.provider.clone())?;
+    let trusted = match &config.trusted {
+        Some(trusted) => Provider::new(trusted.clone())?,
+        None => provider.clone(),
+    };
+    let untrusted = match &config.untrusted {
+        Some(untrusted) => Provider::new(untrusted.clone())?,
+        None => provider.clone(),
+    };
     let topology = Topology::new(config.prefix.clone()).with_step(&config.step).with_scores_log(&config.step);
     let own = Topology::empty(config.prefix.clone()).with_step(&config.step).with_scores_log(&config.step);
     transport.declare_own(&topology, &own).await?;
@@ -119,7 +132,8 @@ pub async fn run<T: Transport>(
     };
     let budgets = Budgets::new(config.metrics.clone());
     let budgets = scores::shared(transport.clone(), &topology, &config.step, &config.monitor_id, budgets).await?;
-    let monitor = Arc::new(Monitor { config, provider, identity, transport: transport.clone(), topology, budgets });
+    let models = Models { scorer: provider, trusted, untrusted };
+    let monitor = Arc::new(Monitor { config, models, identity, transport: transport.clone(), topology, budgets });
 
     let observe = |(), delivery: Delivery| {
         // One span per task, continuing the trace of the worker that sent it.
@@ -136,7 +150,7 @@ pub async fn run<T: Transport>(
 
 struct Monitor<T> {
     config: MonitorConfig,
-    provider: Provider,
+    models: Models,
     identity: Identity,
     transport: T,
     topology: Topology,
@@ -193,7 +207,8 @@ impl<T: Transport> Monitor<T> {
         if outcome.decision() == Decision::Escalate {
             self.config.metrics.escalations.get_or_create(&step).inc();
         }
-        let answer = answer::step_answer(&self.identity, &outcome, started, answered);
+        let call_id = request_parts(request).and_then(|parts| parts.call).map_or("", |call| call.id.as_str());
+        let answer = answer::step_answer(&self.identity, &outcome, call_id, started, answered);
         let result = v1::StepResult { task: Some(task), answer: Some(answer), ..Default::default() };
         let destination = self.topology.results_route();
         let mut message = Message::new(result.encode_to_vec());
@@ -219,7 +234,7 @@ impl<T: Transport> Monitor<T> {
             let why = "the deadline had passed when the monitor took the task".to_owned();
             return Outcome::TimedOut { decision: on_timeout, why, attempts: 0 };
         }
-        let params = match StepParams::from_json(kind, &task.params_json) {
+        let params = match StepParams::from_json(&task.name, kind, &task.params_json) {
             Ok(params) => params,
             Err(e) => {
                 let decision = self.config.fallback_for(kind);
@@ -238,15 +253,21 @@ impl<T: Transport> Monitor<T> {
                 return Outcome::Fallback { decision: fallback, code: FallbackCode::BadTask, why: e.0, attempts: 0 };
             }
         };
-        match self.config.retry.run(deadline, |timeout| self.provider.ask(&prompt, timeout)).await {
+        match self.config.retry.run(deadline, |timeout| self.models.scorer.ask(&prompt, timeout)).await {
             Ok((score, attempts)) => {
-                let (decision, basis) = match params.rule {
-                    Rule::Thresholds(thresholds) => {
-                        (thresholds.decide(kind, score.value), Basis::Thresholds(thresholds))
+                let (decision, basis, protocol) = match &params.protocol {
+                    None => {
+                        let (decision, basis) = self.rule(task, kind, &params.rule, score.value);
+                        (decision, basis, None)
                     }
-                    Rule::Budget(budget) => self.budgeted(task, kind, &budget, score.value),
+                    Some(protocol) => {
+                        let context =
+                            protocol::run::Context { task, kind, params: &params, fallback, on_timeout, deadline };
+                        let (decision, basis, acted) = self.protocol(&context, protocol, score.value).await;
+                        (decision, basis, Some(Box::new(acted)))
+                    }
                 };
-                Outcome::Scored { score, basis, decision, attempts }
+                Outcome::Scored { score, basis, decision, attempts, protocol }
             }
             Err(Exhausted::Failed { attempts, error }) => {
                 Outcome::Fallback { decision: fallback, code: error.code(), why: error.to_string(), attempts }
@@ -259,6 +280,14 @@ impl<T: Transport> Monitor<T> {
                 };
                 Outcome::TimedOut { decision: on_timeout, why, attempts }
             }
+        }
+    }
+
+    /// The decision for `score` under the step's rule: its thresholds or its audit budget.
+    fn rule(&self, task: &v1::StepTask, kind: Kind, rule: &Rule, score: f64) -> (Decision, Basis) {
+        match rule {
+            Rule::Thresholds(thresholds) => (thresholds.decide(kind, score), Basis::Thresholds(thresholds.clone())),
+            Rule::Budget(budget) => self.budgeted(task, kind, budget, score),
         }
     }
 
@@ -298,6 +327,16 @@ impl<T: Transport> Monitor<T> {
             .emit(&self.transport, &self.topology, delivery, Some(self.config.metrics.as_ref()))
             .await;
     }
+}
+
+/// The models a monitor asks.
+struct Models {
+    /// Scores calls.
+    scorer: Provider,
+    /// Edits and proposes calls.
+    trusted: Provider,
+    /// Draws samples again (the model's name comes from the request unless configured).
+    untrusted: Provider,
 }
 
 fn settle(result: Result<(), TransportError>) {

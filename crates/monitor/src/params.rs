@@ -36,6 +36,7 @@ use airlock_records::monitor::NoteThresholds;
 use serde_json::{Map, Value};
 
 use crate::budget::{Mode, STEP_SCOPE};
+use crate::protocol::{self, Protocol};
 
 /// The highest suspicion score; the lowest is 0.
 pub const MAX_SCORE: f64 = 10.0;
@@ -45,7 +46,7 @@ const THRESHOLDS: &[&str] = &["approve_below", "escalate_below", "above"];
 /// The parameters of a step that decides by an audit budget.
 const BUDGET: &[&str] = &["audit_budget", "audit_threshold", "budget_scope", "reject_above", "terminate_above"];
 /// The parameters of every monitor step, and the ones the policy engine reserves.
-const COMMON: &[&str] = &["fallback", "timeout", "on_timeout"];
+const COMMON: &[&str] = &["fallback", "timeout", "on_timeout", airlock_policy::steps::MODEL_EXPLANATION];
 
 /// How scores map to decisions, for one step of one chain.
 #[derive(Debug, Clone, PartialEq)]
@@ -98,6 +99,8 @@ pub struct StepParams {
     pub rule: Rule,
     /// What to answer when the model cannot; `None` leaves it to the monitor's configuration.
     pub fallback: Option<Decision>,
+    /// The control protocol the step runs, if any.
+    pub protocol: Option<Protocol>,
 }
 
 /// What is wrong with a monitor step's parameters.
@@ -111,30 +114,35 @@ pub struct ParamsError {
 }
 
 impl ParamsError {
-    fn at(key: &str, message: String) -> Self {
+    pub(crate) fn at(key: &str, message: String) -> Self {
         ParamsError { key: Some(key.to_owned()), message }
     }
 
-    fn whole(message: String) -> Self {
+    pub(crate) fn whole(message: String) -> Self {
         ParamsError { key: None, message }
     }
 }
 
 /// Checks the parameters of every external step of `document` that names a parameter only a
-/// monitor takes (`approve_below`, `escalate_below`, `audit_budget`, …), as the monitor will
-/// read them: the first error, at its file:line:column.
+/// monitor takes (`approve_below`, `escalate_below`, `audit_budget`, a protocol's, …) or is
+/// named after a control protocol, as the monitor will read them: the first error, at its
+/// file:line:column.
 pub fn check_document(document: &Document) -> Result<(), PolicyError> {
     for (kind, entries) in [(Kind::Approval, &document.approvers), (Kind::Review, &document.reviewers)] {
         for entry in entries.iter().flatten() {
-            let monitor_only = |key: &String| THRESHOLDS[..2].contains(&key.as_str()) || BUDGET.contains(&key.as_str());
+            let monitor_only = |key: &String| {
+                THRESHOLDS[..2].contains(&key.as_str())
+                    || BUDGET.contains(&key.as_str())
+                    || protocol::KEYS.contains(&key.as_str())
+            };
             let external = matches!(
                 Step::from_params(&entry.name, kind, &entry.params),
                 Ok(Step::External(ExternalStep::Named(_)))
             );
-            if !external || !entry.params.keys().any(monitor_only) {
+            if !external || !(entry.params.keys().any(monitor_only) || protocol::NAMES.contains(&entry.name.as_str())) {
                 continue;
             }
-            if let Err(e) = StepParams::from_params(kind, &entry.params) {
+            if let Err(e) = StepParams::from_params(&entry.name, kind, &entry.params) {
                 let location = e
                     .key
                     .as_ref()
@@ -150,19 +158,19 @@ pub fn check_document(document: &Document) -> Result<(), PolicyError> {
 // === impl StepParams ===
 
 impl StepParams {
-    /// Reads the parameters of a step in a chain of `kind` from their JSON text.
-    pub fn from_json(kind: Kind, text: &str) -> Result<Self, ParamsError> {
+    /// Reads the parameters of step `step` in a chain of `kind` from their JSON text.
+    pub fn from_json(step: &str, kind: Kind, text: &str) -> Result<Self, ParamsError> {
         let params = match serde_json::from_str::<Value>(if text.trim().is_empty() { "{}" } else { text }) {
             Ok(Value::Object(map)) => map,
             Ok(other) => return Err(ParamsError::whole(format!("expected an object, got {other}"))),
             Err(e) => return Err(ParamsError::whole(format!("not JSON: {e}"))),
         };
-        Self::from_params(kind, &params)
+        Self::from_params(step, kind, &params)
     }
 
-    /// Reads the parameters of a step in a chain of `kind`.
-    pub fn from_params(kind: Kind, params: &Map<String, Value>) -> Result<Self, ParamsError> {
-        let known = || THRESHOLDS.iter().chain(BUDGET).chain(COMMON).copied();
+    /// Reads the parameters of step `step` in a chain of `kind`.
+    pub fn from_params(step: &str, kind: Kind, params: &Map<String, Value>) -> Result<Self, ParamsError> {
+        let known = || THRESHOLDS.iter().chain(BUDGET).chain(COMMON).chain(protocol::KEYS).copied();
         if let Some(unknown) = params.keys().find(|key| !known().any(|k| k == key.as_str())) {
             let names = known().collect::<Vec<_>>().join(", ");
             return Err(ParamsError::at(unknown, format!("unknown parameter '{unknown}' (known: {names})")));
@@ -186,7 +194,8 @@ impl StepParams {
         };
         let answers: Vec<Decision> = kind.decisions().iter().copied().filter(|d| *d != Decision::Modify).collect();
         let fallback = decision(params, "fallback", &answers)?;
-        Ok(StepParams { rule, fallback })
+        let protocol = Protocol::from_params(step, kind, params, &rule)?;
+        Ok(StepParams { rule, fallback, protocol })
     }
 }
 
@@ -279,7 +288,7 @@ impl Scope {
     }
 }
 
-fn score(params: &Map<String, Value>, key: &str) -> Result<Option<f64>, ParamsError> {
+pub(crate) fn score(params: &Map<String, Value>, key: &str) -> Result<Option<f64>, ParamsError> {
     let Some(value) = params.get(key) else { return Ok(None) };
     match value.as_f64() {
         Some(x) if (0.0..=MAX_SCORE).contains(&x) => Ok(Some(x)),

@@ -14,6 +14,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use airlock_contract::v1;
+use airlock_records::monitor::NoteCall;
 use reqwest::StatusCode;
 use rustls_platform_verifier::BuilderVerifierExt;
 
@@ -65,6 +67,60 @@ pub struct Provider {
     http: reqwest::Client,
 }
 
+/// A request for a tool call: the conversation so far, the tools offered, and how the
+/// model must choose among them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallRequest {
+    /// The model asked (the trusted model's name, or the untrusted model's from the request).
+    pub model: String,
+    /// The conversation, oldest first, as the runner recorded it (system messages included).
+    pub messages: Vec<v1::ChatMessage>,
+    /// The tools offered.
+    pub tools: Vec<Tool>,
+    /// Whether the model must call a tool, and which.
+    pub choice: ToolChoice,
+    /// How to sample.
+    pub settings: Settings,
+    /// Tells apart requests whose input is otherwise the same (the samples of one call, each
+    /// drawn once): sent as the API's end-user field (`user`, `metadata.user_id`).
+    pub tag: Option<String>,
+}
+
+/// A tool as a model is offered it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tool {
+    /// The tool's name.
+    pub name: String,
+    /// What the model is told it does.
+    pub description: String,
+    /// The JSON Schema of its parameters.
+    pub parameters: serde_json::Value,
+}
+
+/// Which tool the model must call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// Any, or none (the model's choice, as the runner asked it).
+    Auto,
+    /// One of the tools offered.
+    Any,
+    /// This one.
+    Function(String),
+}
+
+/// Sampling settings of a tool-call request; `None` leaves the API's default.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Settings {
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Nucleus sampling.
+    pub top_p: Option<f64>,
+    /// The longest reply, in tokens.
+    pub max_tokens: Option<u32>,
+    /// Stop sequences.
+    pub stop: Vec<String>,
+}
+
 /// One attempt at a model call failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum AttemptError {
@@ -93,6 +149,9 @@ pub enum AttemptError {
     /// The model refused to answer.
     #[error("the model refused: {0}")]
     Refused(String),
+    /// The model was asked for a tool call and made none (or one that cannot run).
+    #[error("no tool call: {0}")]
+    NoCall(String),
 }
 
 /// The provider cannot be set up.
@@ -207,28 +266,55 @@ impl Provider {
         &self.endpoint
     }
 
-    /// Asks the model once, within `timeout`.
+    /// Asks the model once, within `timeout`, how suspicious the prompt's call is.
     pub async fn ask(&self, prompt: &Prompt, timeout: Duration) -> Result<Score, AttemptError> {
         let config = &*self.config;
-        let (body, request) = match config.kind {
+        let body = match config.kind {
+            ProviderKind::OpenAi => openai::request_body(config, prompt),
+            ProviderKind::Anthropic => anthropic::request_body(config, prompt),
+        };
+        let bytes = self.post(&body, timeout).await?;
+        match config.kind {
+            ProviderKind::OpenAi => openai::read_response(config, prompt, &bytes),
+            ProviderKind::Anthropic => anthropic::read_response(config, prompt, &bytes),
+        }
+    }
+
+    /// Asks the model once, within `timeout`, for a tool call (a control protocol's edit,
+    /// proposal or sample), through the API's tool calling.
+    pub async fn call(&self, request: &CallRequest, timeout: Duration) -> Result<NoteCall, AttemptError> {
+        let config = &*self.config;
+        let body = match config.kind {
+            ProviderKind::OpenAi => openai::call_body(config, request),
+            ProviderKind::Anthropic => anthropic::call_body(config, request),
+        };
+        let bytes = self.post(&body, timeout).await?;
+        match config.kind {
+            ProviderKind::OpenAi => openai::read_call(&bytes),
+            ProviderKind::Anthropic => anthropic::read_call(&bytes),
+        }
+    }
+
+    /// Posts `body` to the API, within `timeout`: the response body of a success status.
+    async fn post(&self, body: &serde_json::Value, timeout: Duration) -> Result<bytes::Bytes, AttemptError> {
+        let config = &*self.config;
+        let request = match config.kind {
             ProviderKind::OpenAi => {
                 let request = self.http.post(&self.endpoint);
-                let request = match &config.api_key {
+                match &config.api_key {
                     Some(key) => request.bearer_auth(key),
                     None => request,
-                };
-                (openai::request_body(config, prompt), request)
+                }
             }
             ProviderKind::Anthropic => {
                 let request = self.http.post(&self.endpoint).header(anthropic::VERSION_HEADER, anthropic::VERSION);
-                let request = match &config.api_key {
+                match &config.api_key {
                     Some(key) => request.header(anthropic::KEY_HEADER, key),
                     None => request,
-                };
-                (anthropic::request_body(config, prompt), request)
+                }
             }
         };
-        let response = request.json(&body).timeout(timeout).send().await.map_err(|e| transport_error(&e, timeout))?;
+        let response = request.json(body).timeout(timeout).send().await.map_err(|e| transport_error(&e, timeout))?;
         let status = response.status();
         let retry_after = retry::retry_after(response.headers());
         let bytes = response.bytes().await.map_err(|e| transport_error(&e, timeout))?;
@@ -239,10 +325,7 @@ impl Provider {
             };
             return Err(AttemptError::Status { status: status.as_u16(), retry_after, message });
         }
-        match config.kind {
-            ProviderKind::OpenAi => openai::read_response(config, prompt, &bytes),
-            ProviderKind::Anthropic => anthropic::read_response(config, prompt, &bytes),
-        }
+        Ok(bytes)
     }
 }
 
@@ -278,6 +361,14 @@ pub(crate) fn body_message(body: &[u8]) -> String {
     excerpt(String::from_utf8_lossy(body).trim())
 }
 
+/// A call read from a reply: it must name a tool.
+fn named_call(name: &str, arguments: serde_json::Map<String, serde_json::Value>) -> Result<NoteCall, AttemptError> {
+    if name.trim().is_empty() {
+        return Err(AttemptError::NoCall("the call names no tool".into()));
+    }
+    Ok(NoteCall { function: name.to_owned(), arguments })
+}
+
 // === impl AttemptError ===
 
 impl AttemptError {
@@ -291,6 +382,7 @@ impl AttemptError {
             AttemptError::Malformed(_) => FallbackCode::MalformedResponse,
             AttemptError::NoScore(_) => FallbackCode::NoScore,
             AttemptError::Refused(_) => FallbackCode::Refused,
+            AttemptError::NoCall(_) => FallbackCode::NoCall,
         }
     }
 }
@@ -307,7 +399,7 @@ impl Retryable for AttemptError {
             }
             // A model sampled again may well produce a score the second time.
             AttemptError::Timeout(_) | AttemptError::Unreachable(_) | AttemptError::Malformed(_) => true,
-            AttemptError::NoScore(_) => true,
+            AttemptError::NoScore(_) | AttemptError::NoCall(_) => true,
             AttemptError::Refused(_) => false,
         }
     }

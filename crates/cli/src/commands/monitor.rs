@@ -80,6 +80,34 @@ pub struct RunArgs {
     /// ANTHROPIC_API_KEY). Unset, no key is sent.
     #[arg(long)]
     api_key_env: Option<String>,
+    /// The trusted model's API, for `trusted_edit` and `defer_to_trusted` (default: the
+    /// scoring model's, which then also edits and proposes).
+    #[arg(long, value_enum)]
+    trusted_provider: Option<ProviderArg>,
+    /// The trusted model's base URL (default: --base-url when the provider is the same, else
+    /// the official one).
+    #[arg(long)]
+    trusted_base_url: Option<String>,
+    /// The trusted model's name (default: --model).
+    #[arg(long)]
+    trusted_model: Option<String>,
+    /// The environment variable holding the trusted model's API key.
+    #[arg(long)]
+    trusted_api_key_env: Option<String>,
+    /// The untrusted model's API, for `resample` (default: the scoring model's).
+    #[arg(long, value_enum)]
+    untrusted_provider: Option<ProviderArg>,
+    /// The untrusted model's base URL (default: --base-url when the provider is the same,
+    /// else the official one).
+    #[arg(long)]
+    untrusted_base_url: Option<String>,
+    /// The untrusted model's name (default: the request's `generation.model`, without
+    /// Inspect's provider prefix).
+    #[arg(long)]
+    untrusted_model: Option<String>,
+    /// The environment variable holding the untrusted model's API key.
+    #[arg(long)]
+    untrusted_api_key_env: Option<String>,
     /// Tasks, and so model calls, in flight at once.
     #[arg(long, default_value_t = 8)]
     concurrency: u16,
@@ -206,25 +234,58 @@ async fn serve(args: RunArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
     if !(args.request_timeout > 0.0 && args.request_timeout.is_finite()) {
         return Err(Failure::config("--request-timeout must be a positive number of seconds"));
     }
-    let key_env = args.api_key_env.unwrap_or_else(|| kind.default_key_env().to_owned());
-    let api_key = std::env::var(&key_env).ok().filter(|key| !key.is_empty());
-    if api_key.is_none() {
-        tracing::warn!(variable = %key_env, "No API key in the environment; requests carry none.");
+    let provider = ProviderConfig {
+        kind,
+        base_url: args.base_url.unwrap_or_else(|| kind.default_base_url().to_owned()),
+        model,
+        api_key: api_key(args.api_key_env, kind),
+        structured: !args.no_structured_output,
+        max_tokens: args.max_tokens,
+        temperature: args.temperature,
+    };
+    let other = |flags: Other| -> Option<ProviderConfig> {
+        if flags.provider.is_none() && flags.base_url.is_none() && flags.model.is_none() && flags.key_env.is_none() {
+            return None;
+        }
+        let kind = flags.provider.map_or(provider.kind, ProviderKind::from);
+        let same = kind == provider.kind;
+        Some(ProviderConfig {
+            kind,
+            base_url: flags
+                .base_url
+                .unwrap_or_else(|| if same { provider.base_url.clone() } else { kind.default_base_url().to_owned() }),
+            model: flags.model.unwrap_or_default(),
+            api_key: match (flags.key_env, same) {
+                (None, true) => provider.api_key.clone(),
+                (key_env, _) => api_key(key_env, kind),
+            },
+            temperature: None,
+            ..provider.clone()
+        })
+    };
+    let mut trusted = other(Other {
+        provider: args.trusted_provider,
+        base_url: args.trusted_base_url,
+        model: args.trusted_model,
+        key_env: args.trusted_api_key_env,
+    });
+    if let Some(trusted) = trusted.as_mut().filter(|t| t.model.is_empty()) {
+        trusted.model = provider.model.clone();
     }
+    let untrusted = other(Other {
+        provider: args.untrusted_provider,
+        base_url: args.untrusted_base_url,
+        model: args.untrusted_model,
+        key_env: args.untrusted_api_key_env,
+    });
     let config = MonitorConfig {
         prefix: fleet.options.prefix.clone(),
         step: step.clone(),
         monitor_id: args.id.unwrap_or_else(|| default_id(&step)),
         concurrency: args.concurrency,
-        provider: ProviderConfig {
-            kind,
-            base_url: args.base_url.unwrap_or_else(|| kind.default_base_url().to_owned()),
-            model,
-            api_key,
-            structured: !args.no_structured_output,
-            max_tokens: args.max_tokens,
-            temperature: args.temperature,
-        },
+        provider,
+        trusted,
+        untrusted,
         template,
         limits: Limits::default(),
         fallback: args.fallback,
@@ -295,6 +356,24 @@ fn calibrate(args: CalibrateArgs) -> Result<(), Failure> {
         write(out, format!("{json}\n"))?;
     }
     Ok(())
+}
+
+/// The flags of the trusted or the untrusted model.
+struct Other {
+    provider: Option<ProviderArg>,
+    base_url: Option<String>,
+    model: Option<String>,
+    key_env: Option<String>,
+}
+
+/// The API key in `key_env` (default: the provider's usual variable); none when unset.
+fn api_key(key_env: Option<String>, kind: ProviderKind) -> Option<String> {
+    let key_env = key_env.unwrap_or_else(|| kind.default_key_env().to_owned());
+    let key = std::env::var(&key_env).ok().filter(|key| !key.is_empty());
+    if key.is_none() {
+        tracing::warn!(variable = %key_env, "No API key in the environment; requests carry none.");
+    }
+    key
 }
 
 /// `monitor-<step>@host:pid`.

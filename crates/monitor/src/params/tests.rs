@@ -4,7 +4,7 @@ use super::*;
 use crate::budget::Mode;
 
 fn params(kind: Kind, text: &str) -> Result<StepParams, ParamsError> {
-    StepParams::from_json(kind, text)
+    StepParams::from_json("monitor", kind, text)
 }
 
 #[test]
@@ -151,6 +151,16 @@ fn policy_check_reads_monitor_steps_as_the_monitor_does_and_points_at_the_parame
     );
     let review = "reviewers:\n  - name: judge\n    tools: \"*\"\n    audit_budget: 2\n";
     assert!(check(review).unwrap_err().message.contains("'audit_budget' is 2"));
+    // A step named after a protocol is checked as one, at the parameter at fault.
+    let protocol = "approvers:\n  - name: trusted_edit\n    tools: \"*\"\n    approve_below: 5\n    escalate_below: 8\n    edit_threshold: 6\n";
+    let error = check(protocol).unwrap_err();
+    assert_eq!(error.location.line, 6, "{error}");
+    assert!(error.message.contains("'edit_threshold' (6) must be below 'approve_below' (5)"), "{error}");
+    // The text a model sees of a reject is the policy engine's parameter, not an unknown one.
+    let shown = "approvers:\n  - name: defer_to_trusted\n    tools: \"*\"\n    approve_below: 7\n    escalate_below: 9\n    defer_threshold: 4\n    different_tool: reject\n    model_explanation: \"Not run.\"\n";
+    assert_eq!(check(shown), Ok(()));
+    let missing = "approvers:\n  - name: resample\n    tools: \"*\"\n    audit_budget: 0.01\n";
+    assert!(check(missing).unwrap_err().message.contains("'defer_threshold' is required by resample"));
     // A plugin with parameters of its own, and the built-in steps, are not monitors.
     let others = "approvers:\n  - name: scanner\n    tools: \"*\"\n    depth: 3\n  - name: auto\n    tools: \"*\"\n    decision: approve\n";
     assert_eq!(check(others), Ok(()));

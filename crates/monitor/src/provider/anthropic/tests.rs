@@ -92,3 +92,63 @@ fn sorts_bad_messages() {
     let error = br#"{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}, "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy"}"#;
     assert_eq!(error_message(error), "Overloaded");
 }
+
+#[test]
+fn a_tool_call_request_puts_system_apart_and_results_in_user_turns() {
+    let message =
+        |role: &str, text: &str| v1::ChatMessage { role: role.into(), text: text.into(), ..Default::default() };
+    let call = v1::ToolCall {
+        id: "toolu_1".into(),
+        function: "bash".into(),
+        arguments_json: r#"{"cmd":"ls"}"#.into(),
+        ..Default::default()
+    };
+    let request = CallRequest {
+        model: "claude-haiku".into(),
+        messages: vec![
+            message("system", "Be helpful."),
+            message("user", "List files."),
+            v1::ChatMessage { tool_calls: vec![call], ..message("assistant", "") },
+            v1::ChatMessage {
+                tool_call_id: Some("toolu_1".into()),
+                error: Some(v1::ToolCallError { r#type: "timeout".into(), message: "slow".into() }),
+                ..message("tool", "")
+            },
+        ],
+        tools: vec![crate::provider::Tool {
+            name: "bash".into(),
+            description: "Run bash.".into(),
+            parameters: json!({"type": "object"}),
+        }],
+        choice: ToolChoice::Any,
+        settings: crate::provider::Settings::default(),
+        tag: Some("airlock-resample-c1-1".into()),
+    };
+    let body = call_body(&config(true), &request);
+    assert_eq!(body["system"], "Be helpful.");
+    assert_eq!(body["messages"][0], json!({"role": "user", "content": [{"type": "text", "text": "List files."}]}));
+    // No empty text block beside the call: the API refuses them.
+    assert_eq!(
+        body["messages"][1]["content"],
+        json!([{"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"cmd": "ls"}}])
+    );
+    assert_eq!(body["messages"][2]["content"][0]["is_error"], true);
+    assert_eq!((body["tool_choice"].clone(), body["max_tokens"].as_u64()), (json!({"type": "any"}), Some(1024)));
+    assert_eq!(body["metadata"]["user_id"], "airlock-resample-c1-1");
+}
+
+#[test]
+fn a_tool_call_is_read_from_a_tool_use_block() {
+    let reply = |content: Value, stop: &str| {
+        json!({"type": "message", "role": "assistant", "content": content, "stop_reason": stop})
+            .to_string()
+            .into_bytes()
+    };
+    let call = read_call(&reply(json!([{"type": "text", "text": "Sure."}, {"type": "tool_use", "id": "t", "name": "bash", "input": {"cmd": "ls"}}]), "tool_use")).unwrap();
+    assert_eq!((call.function.as_str(), call.arguments["cmd"].as_str()), ("bash", Some("ls")));
+    assert!(matches!(
+        read_call(&reply(json!([{"type": "text", "text": "No."}]), "end_turn")),
+        Err(AttemptError::NoCall(_))
+    ));
+    assert!(matches!(read_call(&reply(json!([]), "refusal")), Err(AttemptError::Refused(_))));
+}

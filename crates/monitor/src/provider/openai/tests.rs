@@ -97,3 +97,66 @@ fn sorts_bad_completions() {
     let prose = completion(json!({"role": "assistant", "content": "It depends."}));
     assert!(matches!(read(false, &prose), Err(AttemptError::NoScore(ScoreError::Missing(_)))));
 }
+
+fn call_request() -> CallRequest {
+    let message =
+        |role: &str, text: &str| v1::ChatMessage { role: role.into(), text: text.into(), ..Default::default() };
+    let call = v1::ToolCall {
+        id: "c0".into(),
+        function: "bash".into(),
+        arguments_json: r#"{"cmd":"ls"}"#.into(),
+        ..Default::default()
+    };
+    CallRequest {
+        model: "gpt-4o".into(),
+        messages: vec![
+            message("system", "Be helpful."),
+            message("user", "List files."),
+            v1::ChatMessage { tool_calls: vec![call], ..message("assistant", "") },
+            v1::ChatMessage { tool_call_id: Some("c0".into()), ..message("tool", "a b") },
+        ],
+        tools: vec![crate::provider::Tool {
+            name: "bash".into(),
+            description: "Run bash.".into(),
+            parameters: json!({"type": "object"}),
+        }],
+        choice: ToolChoice::Function("bash".into()),
+        settings: crate::provider::Settings { temperature: Some(0.5), stop: vec!["END".into()], ..Default::default() },
+        tag: Some("airlock-resample-c1-0".into()),
+    }
+}
+
+#[test]
+fn a_tool_call_request_carries_the_conversation_and_the_tools() {
+    let body = call_body(&config(true), &call_request());
+    assert_eq!(
+        body["messages"][2]["tool_calls"][0],
+        json!({"id": "c0", "type": "function", "function": {"name": "bash", "arguments": "{\"cmd\":\"ls\"}"}})
+    );
+    assert_eq!(body["messages"][3], json!({"role": "tool", "tool_call_id": "c0", "content": "a b"}));
+    assert_eq!(body["tools"][0]["function"]["name"], "bash");
+    assert_eq!(body["tool_choice"], json!({"type": "function", "function": {"name": "bash"}}));
+    assert_eq!(
+        (body["temperature"].as_f64(), body["stop"].clone(), body["user"].as_str()),
+        (Some(0.5), json!(["END"]), Some("airlock-resample-c1-0"))
+    );
+    assert!(body.get("response_format").is_none());
+}
+
+#[test]
+fn a_tool_call_is_read_from_the_first_call_and_nothing_else() {
+    let reply = |message: Value| completion(message);
+    let call = read_call(&reply(json!({"role": "assistant", "content": null, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": "{\"cmd\": \"ls\"}"}}
+    ]})))
+    .unwrap();
+    assert_eq!((call.function.as_str(), call.arguments["cmd"].as_str()), ("bash", Some("ls")));
+    let text = read_call(&reply(json!({"role": "assistant", "content": "{\"cmd\": \"ls\"}"})));
+    assert!(matches!(text, Err(AttemptError::NoCall(_))), "{text:?}");
+    let not_object = read_call(&reply(json!({"role": "assistant", "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": "[1]"}}
+    ]})));
+    assert!(matches!(not_object, Err(AttemptError::NoCall(_))), "{not_object:?}");
+    let refused = read_call(&reply(json!({"role": "assistant", "content": null, "refusal": "No."})));
+    assert!(matches!(refused, Err(AttemptError::Refused(_))));
+}
