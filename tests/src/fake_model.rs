@@ -308,6 +308,7 @@ pub fn monitor_config(prefix: &str, step: &str, kind: ProviderKind, base_url: St
             max_retry_after: Duration::from_secs(5),
             attempt_timeout: Duration::from_secs(3),
         },
+        sampling: Default::default(),
         metrics: Default::default(),
     }
 }

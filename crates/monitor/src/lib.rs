@@ -21,6 +21,9 @@
 //!   request; different scores in one reply are no verdict.
 //! - [`scores`]: a budgeted step's scores shared by every process serving it, through the
 //!   step's log of scores.
+//! - [`sampling`]: identical model calls answered once across the fleet (a cache keyed by the
+//!   exact input, shared through the step's log of answers), and a provider's rate limit
+//!   shared by every process of a named limiter.
 //! - [`retry`]: backoff, `Retry-After`, and the deadline over all attempts.
 //! - [`answer`]: the `StepAnswer` for an outcome, with the score in its metadata.
 //! - [`calibrate`]: monitor scores against people's verdicts and honest/attack labels, from
@@ -39,6 +42,7 @@ pub mod params;
 pub mod prompt;
 pub mod provider;
 pub mod retry;
+pub mod sampling;
 pub mod score;
 pub mod scores;
 
@@ -69,6 +73,8 @@ pub use crate::config::{ConfigError, MonitorConfig};
 use crate::params::{AuditBudget, Rule, StepParams};
 use crate::provider::{Provider, ProviderError};
 use crate::retry::Exhausted;
+use crate::sampling::{Cache, Draw, Limiter};
+pub use crate::sampling::{RateLimit, SamplingConfig};
 
 /// Kept free before a step's deadline, for the answer to travel to a worker.
 pub const ANSWER_MARGIN: Duration = Duration::from_millis(200);
@@ -101,10 +107,19 @@ pub async fn run<T: Transport>(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), MonitorError> {
     config.validate()?;
-    let provider = Provider::new(config.provider.clone())?;
-    let topology = Topology::new(config.prefix.clone()).with_step(&config.step).with_scores_log(&config.step);
-    let own = Topology::empty(config.prefix.clone()).with_step(&config.step).with_scores_log(&config.step);
+    let mut topology = Topology::new(config.prefix.clone()).with_step(&config.step).with_scores_log(&config.step);
+    let mut own = Topology::empty(config.prefix.clone()).with_step(&config.step).with_scores_log(&config.step);
+    let sampling = &config.sampling;
+    if sampling.cache_entries > 0 {
+        topology = topology.with_samples_log(&config.step, sampling.cache_retention);
+        own = own.with_samples_log(&config.step, sampling.cache_retention);
+    }
+    if let Some(limit) = &sampling.rate_limit {
+        topology = topology.with_limiter_log(&limit.limiter);
+        own = own.with_limiter_log(&limit.limiter);
+    }
     transport.declare_own(&topology, &own).await?;
+    let provider = shared_provider(&transport, &topology, &config).await?;
     tokio::spawn(airlock_telemetry::metrics::count_reconnects(transport.reconnects(), config.metrics.clone()));
     let queue = topology.step_queue(&config.step);
     let tasks = transport.consume(&queue, config.concurrency).await?;
@@ -238,7 +253,10 @@ impl<T: Transport> Monitor<T> {
                 return Outcome::Fallback { decision: fallback, code: FallbackCode::BadTask, why: e.0, attempts: 0 };
             }
         };
-        match self.config.retry.run(deadline, |timeout| self.provider.ask(&prompt, timeout)).await {
+        // Redelivered and hedged tasks ask for the same draw, and take its answer.
+        let epoch = task.request.as_ref().and_then(|r| r.key.as_ref()).map_or(0, |key| key.epoch);
+        let draw = Draw { epoch: (!params.share_across_epochs).then_some(epoch), index: 0 };
+        match self.config.retry.run(deadline, |timeout| self.provider.ask(&prompt, draw, timeout)).await {
             Ok((score, attempts)) => {
                 let (decision, basis) = match params.rule {
                     Rule::Thresholds(thresholds) => {
@@ -298,6 +316,30 @@ impl<T: Transport> Monitor<T> {
             .emit(&self.transport, &self.topology, delivery, Some(self.config.metrics.as_ref()))
             .await;
     }
+}
+
+/// The provider of `config`, its calls going through the step's cache of answers and the
+/// fleet's rate limiter when they are configured, joined as a process of its own (two
+/// processes may share a monitor id, never this).
+async fn shared_provider<T: Transport>(
+    transport: &T,
+    topology: &Topology,
+    config: &MonitorConfig,
+) -> Result<Provider, MonitorError> {
+    let mut provider = Provider::new(config.provider.clone())?;
+    let process = format!("{}/{}", config.monitor_id, uuid::Uuid::now_v7());
+    let sampling = &config.sampling;
+    if sampling.cache_entries > 0 {
+        let cache = Cache::new(sampling.cache_entries, config.metrics.clone());
+        let log = topology.samples_log(&config.step);
+        provider = provider.with_cache(sampling::cache::shared(transport.clone(), log, &process, cache).await?);
+    }
+    if let Some(limit) = &sampling.rate_limit {
+        let limiter = Limiter::new(limit.per_minute, &process, config.metrics.clone());
+        let log = topology.limiter_log(&limit.limiter);
+        provider = provider.with_limiter(sampling::limiter::shared(transport.clone(), log, &process, limiter).await?);
+    }
+    Ok(provider)
 }
 
 fn settle(result: Result<(), TransportError>) {
