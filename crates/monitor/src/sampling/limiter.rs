@@ -68,7 +68,7 @@ impl Limiter {
                 tokio::time::sleep(pause).await;
                 continue;
             }
-            let live = lock(&self.peers).live(&self.own, now_ms());
+            let live = self.processes();
             self.metrics.limiter_processes.set(live as i64);
             let slot = {
                 let mut next = lock(&self.next);
@@ -84,6 +84,11 @@ impl Limiter {
         }
     }
 
+    /// The processes of the limiter alive now, this one included: each takes that share.
+    pub fn processes(&self) -> usize {
+        lock(&self.peers).live(&self.own, now_ms())
+    }
+
     /// The provider asked to wait `wait`: no process of the limiter sends until then.
     pub fn pause(&self, wait: Duration) {
         let until = now_ms() + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 2);
@@ -93,7 +98,8 @@ impl Limiter {
         }
     }
 
-    fn paused_for(&self) -> Option<Duration> {
+    /// How long the processes of the limiter still wait, if the provider asked them to.
+    pub fn paused_for(&self) -> Option<Duration> {
         let left = lock(&self.peers).paused_until - now_ms();
         (left > 0).then(|| Duration::from_millis(left.unsigned_abs()))
     }
@@ -149,8 +155,7 @@ pub async fn shared<T: Transport>(
     let limiter = Arc::new(Limiter { outbox: Some(outbox), ..limiter });
     let name = log.clone();
     let log = ControlLog::follow(transport, log, id, Beats(limiter.peers.clone()), None).await?;
-    let live = lock(&limiter.peers).live(id, now_ms());
-    info!(log = %name, live, per_minute = limiter.per_minute, "Rate limiter joined.");
+    info!(log = %name, live = limiter.processes(), per_minute = limiter.per_minute, "Rate limiter joined.");
     tokio::spawn(async move {
         let mut beat = tokio::time::interval(BEAT);
         loop {
