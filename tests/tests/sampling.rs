@@ -2,7 +2,8 @@
 //! requests: identical contexts reach the model once (a task delivered again, the same
 //! context on two monitor processes), `k` draws of one context reach it `k` times, two
 //! processes under one `--rate-limit` stay under it together, and a 429's `Retry-After`
-//! pauses both.
+//! pauses both. A repeated workload on two monitor processes prints its hit rate (see
+//! BENCHMARKS.md).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,7 +15,7 @@ use airlock_telemetry::metrics::{Metrics, OutcomeLabels};
 use airlock_testkit::unique_prefix;
 use airlock_tests::fake_model::{FakeModel, monitor_config};
 use airlock_tests::{HANG_GUARD, approval, broker, guarded, wait_for_consumers};
-use airlock_transport::{Destination, Message, Topology, Transport};
+use airlock_transport::{AmqpTransport, Consumer, Destination, Message, Topology, Transport};
 use prost::Message as _;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
@@ -205,6 +206,69 @@ fn busiest(arrivals: &[Instant], window: Duration) -> usize {
         .unwrap_or(0)
 }
 
+/// Monitor processes serving the step `monitor` on the fake model, and a probe that takes a
+/// copy of every answer.
+struct Monitors {
+    admin: AmqpTransport,
+    answers: Consumer,
+    metrics: Vec<Arc<Metrics>>,
+    stops: Vec<tokio::sync::oneshot::Sender<()>>,
+    running: Vec<tokio::task::JoinHandle<Result<(), airlock_monitor::MonitorError>>>,
+}
+
+impl Monitors {
+    async fn start(admin: AmqpTransport, prefix: &str, fleet: &Topology, model: &FakeModel, ids: &[&str]) -> Self {
+        admin.declare(fleet).await.unwrap();
+        let probe = fleet.reply_queue("probe");
+        let watching = Topology::empty(prefix).with_binding(fleet.answer_exchange(), probe.clone(), "");
+        admin.declare(&watching).await.unwrap();
+        let (mut metrics, mut stops, mut running) = (Vec::new(), Vec::new(), Vec::new());
+        for id in ids {
+            let mut config = monitor_config(prefix, "monitor", ProviderKind::OpenAi, model.openai_base());
+            config.monitor_id = format!("monitor-{id}");
+            metrics.push(config.metrics.clone());
+            let transport = broker(&format!("{prefix} monitor {id}")).await.unwrap();
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            stops.push(stop);
+            running.push(tokio::spawn(airlock_monitor::run(transport, config, async move {
+                let _ = stopped.await;
+            })));
+        }
+        wait_for_consumers(&fleet.step_queue("monitor"), ids.len()).await;
+        let answers = admin.consume(&probe, 64).await.unwrap();
+        Monitors { admin, answers, metrics, stops, running }
+    }
+
+    /// Asks about `marker` as call `call` in `epoch`, under `params`, without waiting.
+    async fn ask(&mut self, prefix: &str, call: &str, marker: &str, epoch: u32, params: &Value) {
+        let step = Destination::queue(Topology::empty(prefix).step_queue("monitor"));
+        self.admin.publish(&step, task(call, marker, epoch, params)).await.unwrap();
+    }
+
+    /// The next answer's decision.
+    async fn answer(&mut self) -> i32 {
+        let delivery = tokio::time::timeout(HANG_GUARD, self.answers.next()).await.expect("an answer").unwrap();
+        let result = v1::StepResult::decode(delivery.message.body.as_ref()).unwrap();
+        delivery.ack().await.unwrap();
+        result.answer.unwrap().decision
+    }
+
+    /// Calls counted `outcome` by the cache, over every process.
+    fn counted(&self, outcome: &str) -> u64 {
+        let labels = OutcomeLabels { outcome: outcome.into() };
+        self.metrics.iter().map(|m| m.sample_cache.get_or_create(&labels).get()).sum()
+    }
+
+    async fn stop(self) {
+        for stop in self.stops {
+            let _ = stop.send(());
+        }
+        for running in self.running {
+            running.await.unwrap().unwrap();
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_task_delivered_again_is_answered_without_asking_again() {
     let prefix = unique_prefix();
@@ -212,40 +276,7 @@ async fn a_task_delivered_again_is_answered_without_asking_again() {
     let fleet = Topology::new(&prefix).with_step("monitor").with_reply_queue("probe");
     guarded(fleet.clone(), async move {
         let model = FakeModel::start().await;
-        admin.declare(&fleet).await.unwrap();
-        let probe = fleet.reply_queue("probe");
-        let watching = Topology::empty(&prefix).with_binding(fleet.answer_exchange(), probe.clone(), "");
-        admin.declare(&watching).await.unwrap();
-        let config = monitor_config(&prefix, "monitor", ProviderKind::OpenAi, model.openai_base());
-        let metrics = config.metrics.clone();
-        let monitor = broker(&format!("{prefix} monitor")).await.unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let running = tokio::spawn(airlock_monitor::run(monitor, config, async move {
-            let _ = stopped.await;
-        }));
-        wait_for_consumers(&fleet.step_queue("monitor"), 1).await;
-
-        let task = |epoch: u32, params: Value| {
-            let mut request =
-                approval("s", "call-1", json!({"function": "bash", "arguments": {"cmd": "echo MARK:score-1"}}), POLICY);
-            request.key.as_mut().unwrap().epoch = epoch;
-            let task = v1::StepTask {
-                request: Some(request),
-                name: "monitor".into(),
-                params_json: params.to_string(),
-                on_timeout: v1::DecisionKind::Reject.into(),
-                ..Default::default()
-            };
-            Message::new(task.encode_to_vec())
-        };
-        let mut answers = admin.consume(&probe, 8).await.unwrap();
-        let mut answer = async || {
-            let delivery = tokio::time::timeout(HANG_GUARD, answers.next()).await.expect("an answer").unwrap();
-            let result = v1::StepResult::decode(delivery.message.body.as_ref()).unwrap();
-            delivery.ack().await.unwrap();
-            result.answer.unwrap().decision
-        };
-        let step = Destination::queue(fleet.step_queue("monitor"));
+        let mut monitors = Monitors::start(admin, &prefix, &fleet, &model, &["a"]).await;
         let own = json!({"approve_below": 3, "escalate_below": 8});
         let shared = json!({"approve_below": 3, "escalate_below": 8, "share_across_epochs": true});
         let approve = i32::from(v1::DecisionKind::Approve);
@@ -253,20 +284,71 @@ async fn a_task_delivered_again_is_answered_without_asking_again() {
         // step that shares across epochs, do not; in another epoch of a step that does not,
         // the call is another draw.
         for (epoch, params, calls) in [(1, &own, 1), (1, &own, 1), (1, &own, 1), (2, &own, 2)] {
-            admin.publish(&step, task(epoch, params.clone())).await.unwrap();
-            assert_eq!(answer().await, approve);
+            monitors.ask(&prefix, "call-1", "score-1", epoch, params).await;
+            assert_eq!(monitors.answer().await, approve);
             assert_eq!(model.calls("score-1"), calls, "epoch {epoch}");
         }
         for epoch in [1, 2, 3] {
-            admin.publish(&step, task(epoch, shared.clone())).await.unwrap();
-            assert_eq!(answer().await, approve);
+            monitors.ask(&prefix, "call-1", "score-1", epoch, &shared).await;
+            assert_eq!(monitors.answer().await, approve);
         }
         assert_eq!(model.calls("score-1"), 3, "one more: the shared answer, for every epoch");
-        let counted =
-            |outcome: &str| metrics.sample_cache.get_or_create(&OutcomeLabels { outcome: outcome.into() }).get();
-        assert_eq!((counted("hit"), counted("miss")), (4, 3));
-        let _ = stop.send(());
-        running.await.unwrap().unwrap();
+        assert_eq!((monitors.counted("hit"), monitors.counted("miss")), (4, 3));
+        monitors.stop().await;
+    })
+    .await;
+}
+
+/// A step task asking about `marker` in `epoch`, under `params`.
+fn task(call: &str, marker: &str, epoch: u32, params: &Value) -> Message {
+    let bash = json!({"function": "bash", "arguments": {"cmd": format!("echo MARK:{marker}")}});
+    let mut request = approval("s", call, bash, POLICY);
+    request.key.as_mut().unwrap().epoch = epoch;
+    let task = v1::StepTask {
+        request: Some(request),
+        name: "monitor".into(),
+        params_json: params.to_string(),
+        on_timeout: v1::DecisionKind::Reject.into(),
+        ..Default::default()
+    };
+    Message::new(task.encode_to_vec())
+}
+
+#[tokio::test]
+async fn a_repeated_workload_on_two_processes_pays_at_most_once_per_context_and_process() {
+    let prefix = unique_prefix();
+    let Some(admin) = broker(&prefix).await else { return };
+    let fleet = Topology::new(&prefix).with_step("monitor").with_reply_queue("probe");
+    guarded(fleet.clone(), async move {
+        let model = FakeModel::start().await;
+        let mut monitors = Monitors::start(admin, &prefix, &fleet, &model, &["a", "b"]).await;
+        let params = json!({"approve_below": 3, "escalate_below": 8});
+        let (contexts, copies) = (50u32, 3u32);
+        for pass in 1..=2 {
+            // Each context delivered three times at once, as a redelivery or hedged requests
+            // would be, over both processes.
+            for i in 0..contexts {
+                for _ in 0..copies {
+                    monitors.ask(&prefix, &format!("call-{i}"), &format!("score-1.{i:03}"), 1, &params).await;
+                }
+            }
+            for _ in 0..contexts * copies {
+                assert_eq!(monitors.answer().await, i32::from(v1::DecisionKind::Approve));
+            }
+            let (hits, misses) = (monitors.counted("hit"), monitors.counted("miss"));
+            let asked = model.arrivals("score-1.").len() as u64;
+            let tasks = u64::from(pass * contexts * copies);
+            println!(
+                "pass {pass}: {tasks} tasks so far, {hits} answered from the cache ({:.1}%), {asked} model calls \
+                 for {contexts} contexts",
+                100.0 * hits as f64 / tasks as f64
+            );
+            assert_eq!(hits + misses, tasks, "every task counted once");
+            assert_eq!(misses, asked, "every miss, and only a miss, asks the model");
+            assert!(asked >= u64::from(contexts), "every context was asked");
+            assert!(asked <= 2 * u64::from(contexts), "each process asks once per context at most: {asked}");
+        }
+        monitors.stop().await;
     })
     .await;
 }
