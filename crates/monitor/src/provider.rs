@@ -245,8 +245,9 @@ impl Provider {
     /// Sends one model request with `body` as draw `draw` of its context, within `timeout`,
     /// and returns what `read` makes of the response body. Every model request goes through
     /// here: an identical one (same body, same draw; see [`Key`]) the fleet has answered is
-    /// answered from the cache without asking the model, identical ones in flight share one
-    /// request, and the rest wait for the rate limiter. Only answers `read` accepts are kept.
+    /// answered from the cache without asking the model, identical ones in flight (on any
+    /// process of the step) share one request, and the rest wait for the rate limiter. Only
+    /// answers `read` accepts are kept.
     pub async fn send<T>(
         &self,
         body: &Value,
@@ -255,7 +256,7 @@ impl Provider {
         read: impl Fn(&[u8]) -> Result<T, AttemptError>,
     ) -> Result<T, AttemptError> {
         match &self.cache {
-            Some(cache) => cache.get_or_ask(self.key(body, draw), self.post(body, timeout), read).await,
+            Some(cache) => cache.get_or_ask(self.key(body, draw), timeout, self.post(body, timeout), read).await,
             None => read(&self.post(body, timeout).await?),
         }
     }
