@@ -31,13 +31,14 @@
 //! Requests are checked like the real APIs check them (key, version header, a strict schema
 //! when one is asked for, tool results that answer a call, a forced tool that is offered); a
 //! bad one gets the API's 400 or 401. The last request body of each marker is kept
-//! ([`FakeModel::request`]), and of each script's key ([`FakeModel::scripted`]).
+//! ([`FakeModel::request`]), and of each script's key ([`FakeModel::scripted`]), and when each
+//! request arrived ([`FakeModel::arrivals`]).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use airlock_monitor::prompt::{Limits, Template};
 use airlock_monitor::provider::{ProviderConfig, ProviderKind};
@@ -141,17 +142,38 @@ impl FakeModel {
 
     /// How many requests carried `marker`.
     pub fn calls(&self, marker: &str) -> u32 {
-        self.seen.lock().unwrap().get(marker).map_or(0, |(count, _)| *count)
+        self.seen.lock().unwrap().get(marker).map_or(0, |mark| mark.arrivals.len() as u32)
     }
 
     /// The body of the last request that carried `marker`.
     pub fn request(&self, marker: &str) -> Value {
-        self.seen.lock().unwrap().get(marker).map(|(_, body)| body.clone()).expect("a request with the marker")
+        self.seen.lock().unwrap().get(marker).map(|mark| mark.last.clone()).expect("a request with the marker")
+    }
+
+    /// When each request whose marker starts with `prefix` arrived, in order.
+    pub fn arrivals(&self, prefix: &str) -> Vec<Instant> {
+        let seen = self.seen.lock().unwrap();
+        let mut arrivals: Vec<Instant> = seen
+            .iter()
+            .filter(|(marker, _)| marker.starts_with(prefix))
+            .flat_map(|(_, m)| m.arrivals.clone())
+            .collect();
+        arrivals.sort();
+        arrivals
     }
 }
 
-/// By marker: how many requests carried it, and the last one's body.
-type Seen = Arc<Mutex<HashMap<String, (u32, Value)>>>;
+/// The requests that carried one marker.
+#[derive(Default)]
+struct Mark {
+    /// When each arrived.
+    arrivals: Vec<Instant>,
+    /// The last one's body.
+    last: Value,
+}
+
+/// Requests by marker.
+type Seen = Arc<Mutex<HashMap<String, Mark>>>;
 
 /// What to answer.
 enum Script {
@@ -181,9 +203,10 @@ fn script(seen: &Seen, prompt: &str, body: &Value, structured: bool) -> Script {
         prompt[start + 5..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.').collect();
     let count = {
         let mut seen = seen.lock().unwrap();
-        let entry = seen.entry(marker.clone()).or_insert_with(|| (0, Value::Null));
-        *entry = (entry.0 + 1, body.clone());
-        entry.0
+        let mark = seen.entry(marker.clone()).or_default();
+        mark.arrivals.push(Instant::now());
+        mark.last = body.clone();
+        mark.arrivals.len()
     };
     let parts: Vec<&str> = marker.split('-').collect();
     let score = |s: &str| s.parse::<f64>().expect("a score in the marker");
@@ -530,6 +553,7 @@ pub fn monitor_config(prefix: &str, step: &str, kind: ProviderKind, base_url: St
             max_retry_after: Duration::from_secs(5),
             attempt_timeout: Duration::from_secs(3),
         },
+        sampling: Default::default(),
         metrics: Default::default(),
     }
 }

@@ -3,6 +3,8 @@
 //! routing keys smuggled in a `BCC` header (which RabbitMQ before 4.0.3 does not check against
 //! topic permissions), routes the message nowhere else.
 
+use std::time::Duration;
+
 use airlock_testkit::unique_prefix;
 use airlock_tests::roles::Loaded;
 use airlock_tests::{TestKeys, airlock_bin, broker};
@@ -164,6 +166,17 @@ async fn each_role_user_is_refused_what_its_role_must_not_do() {
         "step appends to another step's scores",
         as_scan.publish(&Topology::log_route(&topology.scores_log("judge")), Message::new("0")).await,
     );
+    // Its model answers likewise; the rate limiters are shared by every step.
+    let samples = |step: &str| Topology::empty(prefix).with_samples_log(step, Duration::from_secs(600));
+    as_scan.declare(&samples("scan")).await.expect("a step declares the log of its answers");
+    as_scan.publish(&Topology::log_route(&topology.samples_log("scan")), Message::new("a")).await.unwrap();
+    as_worker.declare(&samples("judge")).await.unwrap();
+    refused(
+        "step appends to another step's answers",
+        as_scan.publish(&Topology::log_route(&topology.samples_log("judge")), Message::new("forged")).await,
+    );
+    as_scan.declare(&Topology::empty(prefix).with_limiter_log("account")).await.expect("a step joins a limiter");
+    drop(as_scan.follow(&topology.limiter_log("account")).await.expect("a step follows its limiter"));
 
     // What each queue holds: the smuggled keys reached nothing but the queue of the exchange.
     let count = |queue: String| {

@@ -100,7 +100,11 @@ fn calibrate_gives_the_threshold_for_a_budget_and_the_roc_report() {
 
 #[test]
 fn bad_monitor_configuration_exits_64_before_connecting() {
-    let cases: [(&[&str], &str); 4] = [
+    let base = ["monitor", "--amqp", "amqp://127.0.0.1:1", "--step", "m", "--provider", "openai", "--model", "x"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> { base.iter().chain(extra).copied().collect() };
+    let zero_limit = with(&["--rate-limit", "0"]);
+    let spaced = with(&["--rate-limit", "60", "--limiter", "my key"]);
+    let cases: [(&[&str], &str); 6] = [
         (&["monitor", "--step", "m", "--provider", "openai", "--model", "x"], "--amqp is required"),
         (&["monitor", "--amqp", "amqp://127.0.0.1:1", "--provider", "openai", "--model", "x"], "--step is required"),
         (&["monitor", "--amqp", "amqp://127.0.0.1:1", "--step", "m", "--provider", "openai"], "--model is required"),
@@ -120,6 +124,8 @@ fn bad_monitor_configuration_exits_64_before_connecting() {
             ],
             "/nonexistent",
         ),
+        (&zero_limit, "at least 1 request per minute"),
+        (&spaced, "limiter name"),
     ];
     for (args, expected) in cases {
         let output = airlock(args);
@@ -129,4 +135,6 @@ fn bad_monitor_configuration_exits_64_before_connecting() {
     }
     let output = airlock(&["monitor", "--amqp", "x", "--step", "m", "--provider", "mistral", "--model", "x"]);
     assert_eq!(output.status.code(), Some(2), "clap refuses an unknown provider");
+    let output = airlock(&with(&["--limiter", "openai-main"]));
+    assert_eq!(output.status.code(), Some(2), "a limiter needs --rate-limit");
 }

@@ -133,7 +133,7 @@ impl ControlState {
                     }
                 }
             }
-            Some(Event::Score(_)) | Some(Event::Joined(_)) | None => {}
+            Some(Event::Score(_) | Event::Joined(_) | Event::Sampled(_) | Event::Beat(_) | Event::Claim(_)) | None => {}
         }
     }
 

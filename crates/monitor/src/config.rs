@@ -9,6 +9,7 @@ use airlock_transport::message::MAX_SHORT_STRING;
 use crate::prompt::{Limits, Template};
 use crate::provider::ProviderConfig;
 use crate::retry::RetryPolicy;
+use crate::sampling::SamplingConfig;
 
 /// A monitor's configuration.
 #[derive(Debug, Clone)]
@@ -40,6 +41,8 @@ pub struct MonitorConfig {
     pub fallback: Decision,
     /// Retries and time limits of model calls.
     pub retry: RetryPolicy,
+    /// The cache of model answers and the rate limiter shared with the fleet.
+    pub sampling: SamplingConfig,
     /// Where the monitor counts what it does (shared with whoever serves the metrics).
     pub metrics: Arc<Metrics>,
 }
@@ -77,6 +80,21 @@ impl MonitorConfig {
         if self.retry.attempt_timeout.is_zero() {
             return bad("the request timeout must be positive".into());
         }
+        if self.sampling.cache_retention.as_secs() == 0 {
+            return bad("the cache retention must be at least a second".into());
+        }
+        if let Some(limit) = &self.sampling.rate_limit {
+            let limiter = &limit.limiter;
+            if limiter.is_empty() || limiter.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return bad(format!("limiter name {limiter:?}: it must be non-empty, without spaces"));
+            }
+            if self.prefix.len() + limiter.len() + ".limiter.".len() > MAX_SHORT_STRING {
+                return bad(format!("the limiter's log name would be longer than {MAX_SHORT_STRING} bytes"));
+            }
+            if limit.per_minute == 0 {
+                return bad("the rate limit must be at least 1 request per minute".into());
+            }
+        }
         Ok(())
     }
 
@@ -101,6 +119,7 @@ pub fn as_kind(decision: Decision, kind: Kind) -> Decision {
 mod tests {
     use super::*;
     use crate::provider::ProviderKind;
+    use crate::sampling::RateLimit;
 
     fn config() -> MonitorConfig {
         MonitorConfig {
@@ -123,6 +142,7 @@ mod tests {
             limits: Limits::default(),
             fallback: Decision::Escalate,
             retry: RetryPolicy::default(),
+            sampling: SamplingConfig::default(),
             metrics: Arc::default(),
         }
     }
@@ -131,12 +151,14 @@ mod tests {
     fn checks_the_configuration() {
         assert_eq!(config().validate(), Ok(()));
         type Change = fn(&mut MonitorConfig);
-        let cases: [(Change, &str); 5] = [
+        let cases: [(Change, &str); 7] = [
             (|c| c.step = "my step".into(), "without spaces"),
             (|c| c.concurrency = 0, "concurrency"),
             (|c| c.provider.model = " ".into(), "model"),
             (|c| c.fallback = Decision::Modify, "cannot be modify"),
             (|c| c.prefix = "p".repeat(300), "longer than 255"),
+            (|c| c.sampling.rate_limit = Some(RateLimit { limiter: "my key".into(), per_minute: 60 }), "limiter name"),
+            (|c| c.sampling.rate_limit = Some(RateLimit { limiter: "k".into(), per_minute: 0 }), "at least 1 request"),
         ];
         for (change, expected) in cases {
             let mut c = config();

@@ -21,6 +21,9 @@
 //!   request; different scores in one reply are no verdict.
 //! - [`scores`]: a budgeted step's scores shared by every process serving it, through the
 //!   step's log of scores.
+//! - [`sampling`]: identical model calls answered once across the fleet (a cache keyed by the
+//!   exact input, shared through the step's log of answers), and a provider's rate limit
+//!   shared by every process of a named limiter.
 //! - [`retry`]: backoff, `Retry-After`, and the deadline over all attempts.
 //! - [`protocol`]: control protocols (`trusted_edit`, `defer_to_trusted`, `resample`): their
 //!   parameters and rule, the model requests they make ([`protocol::requests`]), and how a
@@ -44,6 +47,7 @@ pub mod prompt;
 pub mod protocol;
 pub mod provider;
 pub mod retry;
+pub mod sampling;
 pub mod score;
 pub mod scores;
 
@@ -72,8 +76,10 @@ pub use crate::answer::{Basis, FallbackCode, Identity, Outcome};
 pub use crate::budget::{Budgets, Entry};
 pub use crate::config::{ConfigError, MonitorConfig};
 use crate::params::{AuditBudget, Rule, StepParams};
-use crate::provider::{Provider, ProviderError};
+use crate::provider::{Provider, ProviderConfig, ProviderError};
 use crate::retry::Exhausted;
+use crate::sampling::{Cache, Draw, Limiter};
+pub use crate::sampling::{RateLimit, SamplingConfig};
 
 /// Kept free before a step's deadline, for the answer to travel to a worker.
 pub const ANSWER_MARGIN: Duration = Duration::from_millis(200);
@@ -106,23 +112,24 @@ pub async fn run<T: Transport>(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), MonitorError> {
     config.validate()?;
-    let provider = Provider::new(config.provider.clone())?;
-    let trusted = match &config.trusted {
-        Some(trusted) => Provider::new(trusted.clone())?,
-        None => provider.clone(),
-    };
-    let untrusted = match &config.untrusted {
-        Some(untrusted) => Provider::new(untrusted.clone())?,
-        None => provider.clone(),
-    };
-    let topology = Topology::new(config.prefix.clone()).with_step(&config.step).with_scores_log(&config.step);
-    let own = Topology::empty(config.prefix.clone()).with_step(&config.step).with_scores_log(&config.step);
+    let mut topology = Topology::new(config.prefix.clone()).with_step(&config.step).with_scores_log(&config.step);
+    let mut own = Topology::empty(config.prefix.clone()).with_step(&config.step).with_scores_log(&config.step);
+    let sampling = &config.sampling;
+    if sampling.cache_entries > 0 {
+        topology = topology.with_samples_log(&config.step, sampling.cache_retention);
+        own = own.with_samples_log(&config.step, sampling.cache_retention);
+    }
+    if let Some(limit) = &sampling.rate_limit {
+        topology = topology.with_limiter_log(&limit.limiter);
+        own = own.with_limiter_log(&limit.limiter);
+    }
     transport.declare_own(&topology, &own).await?;
+    let models = models(&transport, &topology, &config).await?;
     tokio::spawn(airlock_telemetry::metrics::count_reconnects(transport.reconnects(), config.metrics.clone()));
     let queue = topology.step_queue(&config.step);
     let tasks = transport.consume(&queue, config.concurrency).await?;
     info!(
-        %queue, provider = %config.provider.kind, model = %config.provider.model, endpoint = %provider.endpoint(),
+        %queue, provider = %config.provider.kind, model = %config.provider.model, endpoint = %models.scorer.endpoint(),
         concurrency = config.concurrency, "Monitor consuming."
     );
     let identity = Identity {
@@ -132,7 +139,6 @@ pub async fn run<T: Transport>(
     };
     let budgets = Budgets::new(config.metrics.clone());
     let budgets = scores::shared(transport.clone(), &topology, &config.step, &config.monitor_id, budgets).await?;
-    let models = Models { scorer: provider, trusted, untrusted };
     let monitor = Arc::new(Monitor { config, models, identity, transport: transport.clone(), topology, budgets });
 
     let observe = |(), delivery: Delivery| {
@@ -253,7 +259,10 @@ impl<T: Transport> Monitor<T> {
                 return Outcome::Fallback { decision: fallback, code: FallbackCode::BadTask, why: e.0, attempts: 0 };
             }
         };
-        match self.config.retry.run(deadline, |timeout| self.models.scorer.ask(&prompt, timeout)).await {
+        // Redelivered and hedged tasks ask for the same draw, and take its answer.
+        let epoch = task.request.as_ref().and_then(|r| r.key.as_ref()).map_or(0, |key| key.epoch);
+        let draw = Draw { epoch: (!params.share_across_epochs).then_some(epoch), index: 0 };
+        match self.config.retry.run(deadline, |timeout| self.models.scorer.ask(&prompt, draw, timeout)).await {
             Ok((score, attempts)) => {
                 let (decision, basis, protocol) = match &params.protocol {
                     None => {
@@ -261,8 +270,15 @@ impl<T: Transport> Monitor<T> {
                         (decision, basis, None)
                     }
                     Some(protocol) => {
-                        let context =
-                            protocol::run::Context { task, kind, params: &params, fallback, on_timeout, deadline };
+                        let context = protocol::run::Context {
+                            task,
+                            kind,
+                            params: &params,
+                            fallback,
+                            on_timeout,
+                            deadline,
+                            draw,
+                        };
                         let (decision, basis, acted) = self.protocol(&context, protocol, score.value).await;
                         (decision, basis, Some(Box::new(acted)))
                     }
@@ -337,6 +353,48 @@ struct Models {
     trusted: Provider,
     /// Draws samples again (the model's name comes from the request unless configured).
     untrusted: Provider,
+}
+
+/// The models of `config`, their calls going through the step's cache of answers and the
+/// fleet's rate limiter when they are configured, joined as a process of its own (two
+/// processes may share a monitor id, never this).
+async fn models<T: Transport>(
+    transport: &T,
+    topology: &Topology,
+    config: &MonitorConfig,
+) -> Result<Models, MonitorError> {
+    let process = format!("{}/{}", config.monitor_id, uuid::Uuid::now_v7());
+    let sampling = &config.sampling;
+    let cache = match sampling.cache_entries {
+        0 => None,
+        entries => {
+            let cache = Cache::new(entries, config.metrics.clone());
+            let log = topology.samples_log(&config.step);
+            Some(sampling::cache::shared(transport.clone(), log, &process, cache).await?)
+        }
+    };
+    let limiter = match &sampling.rate_limit {
+        None => None,
+        Some(limit) => {
+            let limiter = Limiter::new(limit.per_minute, &process, config.metrics.clone());
+            let log = topology.limiter_log(&limit.limiter);
+            Some(sampling::limiter::shared(transport.clone(), log, &process, limiter).await?)
+        }
+    };
+    let shared = |provider: &ProviderConfig| -> Result<Provider, MonitorError> {
+        let mut provider = Provider::new(provider.clone())?;
+        if let Some(cache) = &cache {
+            provider = provider.with_cache(cache.clone());
+        }
+        if let Some(limiter) = &limiter {
+            provider = provider.with_limiter(limiter.clone());
+        }
+        Ok(provider)
+    };
+    let scorer = shared(&config.provider)?;
+    let trusted = config.trusted.as_ref().map_or_else(|| Ok(scorer.clone()), &shared)?;
+    let untrusted = config.untrusted.as_ref().map_or_else(|| Ok(scorer.clone()), &shared)?;
+    Ok(Models { scorer, trusted, untrusted })
 }
 
 fn settle(result: Result<(), TransportError>) {

@@ -23,6 +23,12 @@
 //!   terminate_above: 9.9    # … or end the sample
 //! ```
 //!
+//! Identical model calls are answered once across the fleet ([`crate::sampling`]); the epoch
+//! of a call's sample keeps its calls apart from those of other epochs, since the model's
+//! answer to a repeated context is what epochs sample. `share_across_epochs: true` lets every
+//! epoch take one answer for one context (at temperature 0, say, where epochs would pay twice
+//! for the same answer).
+//!
 //! The policy engine does not know which external steps are monitors, so the parameters are
 //! checked here, when a task arrives, and by `airlock policy check` ([`check_document`]) for
 //! any step that names a parameter only a monitor takes. Invalid parameters never crash the
@@ -46,7 +52,8 @@ const THRESHOLDS: &[&str] = &["approve_below", "escalate_below", "above"];
 /// The parameters of a step that decides by an audit budget.
 const BUDGET: &[&str] = &["audit_budget", "audit_threshold", "budget_scope", "reject_above", "terminate_above"];
 /// The parameters of every monitor step, and the ones the policy engine reserves.
-const COMMON: &[&str] = &["fallback", "timeout", "on_timeout", airlock_policy::steps::MODEL_EXPLANATION];
+const COMMON: &[&str] =
+    &["fallback", "share_across_epochs", "timeout", "on_timeout", airlock_policy::steps::MODEL_EXPLANATION];
 
 /// How scores map to decisions, for one step of one chain.
 #[derive(Debug, Clone, PartialEq)]
@@ -101,6 +108,8 @@ pub struct StepParams {
     pub fallback: Option<Decision>,
     /// The control protocol the step runs, if any.
     pub protocol: Option<Protocol>,
+    /// Whether calls of different epochs with one context take one answer.
+    pub share_across_epochs: bool,
 }
 
 /// What is wrong with a monitor step's parameters.
@@ -194,8 +203,18 @@ impl StepParams {
         };
         let answers: Vec<Decision> = kind.decisions().iter().copied().filter(|d| *d != Decision::Modify).collect();
         let fallback = decision(params, "fallback", &answers)?;
+        let share_across_epochs = match params.get("share_across_epochs") {
+            None => false,
+            Some(Value::Bool(share)) => *share,
+            Some(other) => {
+                return Err(ParamsError::at(
+                    "share_across_epochs",
+                    format!("'share_across_epochs' is {other}: expected true or false"),
+                ));
+            }
+        };
         let protocol = Protocol::from_params(step, kind, params, &rule)?;
-        Ok(StepParams { rule, fallback, protocol })
+        Ok(StepParams { rule, fallback, protocol, share_across_epochs })
     }
 }
 

@@ -2,9 +2,10 @@
 //! (OpenAI, vLLM, Ollama, llama.cpp's server, …) and Anthropic Messages.
 //!
 //! Each provider module is pure: it builds the request body and reads the response body.
-//! This module does the HTTP, and sorts failures into [`AttemptError`]s the retry loop
-//! understands: 429, 408 and 5xx (Anthropic's 529 included) are retried; other statuses,
-//! refusals and bad configuration are not.
+//! This module does the HTTP, in [`Provider::send`], the one place a model request is sent
+//! (through the fleet's cache of answers and its rate limiter, [`crate::sampling`]), and sorts
+//! failures into [`AttemptError`]s the retry loop understands: 429, 408 and 5xx (Anthropic's
+//! 529 included) are retried; other statuses, refusals and bad configuration are not.
 
 pub mod anthropic;
 pub mod openai;
@@ -16,12 +17,16 @@ use std::time::Duration;
 
 use airlock_contract::v1;
 use airlock_records::monitor::NoteCall;
+use bytes::Bytes;
 use reqwest::StatusCode;
 use rustls_platform_verifier::BuilderVerifierExt;
+use serde_json::Value;
+use tokio::time::Instant;
 
 use crate::answer::FallbackCode;
 use crate::prompt::Prompt;
 use crate::retry::{self, Retryable};
+use crate::sampling::{Cache, Draw, Key, Limiter};
 use crate::score::{Score, ScoreError, excerpt};
 
 /// How long connecting to the provider may take.
@@ -59,12 +64,15 @@ pub struct ProviderConfig {
     pub temperature: Option<f64>,
 }
 
-/// A configured provider with its HTTP client. Cheap to clone.
+/// A configured provider with its HTTP client, and the cache and rate limiter its requests go
+/// through. Cheap to clone.
 #[derive(Clone)]
 pub struct Provider {
     config: Arc<ProviderConfig>,
     endpoint: String,
     http: reqwest::Client,
+    cache: Option<Arc<Cache>>,
+    limiter: Option<Arc<Limiter>>,
 }
 
 /// A request for a tool call: the conversation so far, the tools offered, and how the
@@ -253,7 +261,19 @@ impl Provider {
             .connect_timeout(CONNECT_TIMEOUT)
             .user_agent(concat!("airlock-monitor/", env!("CARGO_PKG_VERSION")))
             .build()?;
-        Ok(Provider { config: Arc::new(config), endpoint, http })
+        Ok(Provider { config: Arc::new(config), endpoint, http, cache: None, limiter: None })
+    }
+
+    /// The provider with answers taken from and kept in `cache`.
+    #[must_use]
+    pub fn with_cache(self, cache: Arc<Cache>) -> Self {
+        Provider { cache: Some(cache), ..self }
+    }
+
+    /// The provider with its requests paced by `limiter`.
+    #[must_use]
+    pub fn with_limiter(self, limiter: Arc<Limiter>) -> Self {
+        Provider { limiter: Some(limiter), ..self }
     }
 
     /// The configuration.
@@ -266,38 +286,68 @@ impl Provider {
         &self.endpoint
     }
 
-    /// Asks the model once, within `timeout`, how suspicious the prompt's call is.
-    pub async fn ask(&self, prompt: &Prompt, timeout: Duration) -> Result<Score, AttemptError> {
+    /// Asks the model once, within `timeout`, how suspicious the call of `prompt` is, as draw
+    /// `draw` of that context.
+    pub async fn ask(&self, prompt: &Prompt, draw: Draw, timeout: Duration) -> Result<Score, AttemptError> {
         let config = &*self.config;
         let body = match config.kind {
             ProviderKind::OpenAi => openai::request_body(config, prompt),
             ProviderKind::Anthropic => anthropic::request_body(config, prompt),
         };
-        let bytes = self.post(&body, timeout).await?;
-        match config.kind {
-            ProviderKind::OpenAi => openai::read_response(config, prompt, &bytes),
-            ProviderKind::Anthropic => anthropic::read_response(config, prompt, &bytes),
-        }
+        self.send(&body, draw, timeout, |bytes| match config.kind {
+            ProviderKind::OpenAi => openai::read_response(config, prompt, bytes),
+            ProviderKind::Anthropic => anthropic::read_response(config, prompt, bytes),
+        })
+        .await
     }
 
     /// Asks the model once, within `timeout`, for a tool call (a control protocol's edit,
-    /// proposal or sample), through the API's tool calling.
-    pub async fn call(&self, request: &CallRequest, timeout: Duration) -> Result<NoteCall, AttemptError> {
+    /// proposal or sample), through the API's tool calling, as draw `draw` of its context.
+    pub async fn call(&self, request: &CallRequest, draw: Draw, timeout: Duration) -> Result<NoteCall, AttemptError> {
         let config = &*self.config;
         let body = match config.kind {
             ProviderKind::OpenAi => openai::call_body(config, request),
             ProviderKind::Anthropic => anthropic::call_body(config, request),
         };
-        let bytes = self.post(&body, timeout).await?;
-        match config.kind {
-            ProviderKind::OpenAi => openai::read_call(&bytes),
-            ProviderKind::Anthropic => anthropic::read_call(&bytes),
+        self.send(&body, draw, timeout, |bytes| match config.kind {
+            ProviderKind::OpenAi => openai::read_call(bytes),
+            ProviderKind::Anthropic => anthropic::read_call(bytes),
+        })
+        .await
+    }
+
+    /// Sends one model request with `body` as draw `draw` of its context, within `timeout`,
+    /// and returns what `read` makes of the response body. Every model request goes through
+    /// here: an identical one (same body, same draw; see [`Key`]) the fleet has answered is
+    /// answered from the cache without asking the model, identical ones in flight (on any
+    /// process of the step) share one request, and the rest wait for the rate limiter. Only
+    /// answers `read` accepts are kept.
+    pub async fn send<T>(
+        &self,
+        body: &Value,
+        draw: Draw,
+        timeout: Duration,
+        read: impl Fn(&[u8]) -> Result<T, AttemptError>,
+    ) -> Result<T, AttemptError> {
+        match &self.cache {
+            Some(cache) => cache.get_or_ask(self.key(body, draw), timeout, self.post(body, timeout), read).await,
+            None => read(&self.post(body, timeout).await?),
         }
     }
 
-    /// Posts `body` to the API, within `timeout`: the response body of a success status.
-    async fn post(&self, body: &serde_json::Value, timeout: Duration) -> Result<bytes::Bytes, AttemptError> {
+    /// The key of a request with `body` as draw `draw`: the provider's kind, endpoint and
+    /// model with them, never its API key.
+    pub fn key(&self, body: &Value, draw: Draw) -> Key {
+        Key::of(self.config.kind.as_str(), &self.endpoint, &self.config.model, body, draw)
+    }
+
+    /// POSTs `body` once the rate limiter allows it, within `timeout` in all.
+    async fn post(&self, body: &Value, timeout: Duration) -> Result<Bytes, AttemptError> {
         let config = &*self.config;
+        let started = Instant::now();
+        if let Some(limiter) = &self.limiter {
+            tokio::time::timeout(timeout, limiter.acquire()).await.map_err(|_| AttemptError::Timeout(timeout))?;
+        }
         let request = match config.kind {
             ProviderKind::OpenAi => {
                 let request = self.http.post(&self.endpoint);
@@ -314,11 +364,17 @@ impl Provider {
                 }
             }
         };
-        let response = request.json(body).timeout(timeout).send().await.map_err(|e| transport_error(&e, timeout))?;
+        let left = timeout.saturating_sub(started.elapsed());
+        let response = request.json(body).timeout(left).send().await.map_err(|e| transport_error(&e, timeout))?;
         let status = response.status();
         let retry_after = retry::retry_after(response.headers());
         let bytes = response.bytes().await.map_err(|e| transport_error(&e, timeout))?;
         if !status.is_success() {
+            if status == StatusCode::TOO_MANY_REQUESTS
+                && let (Some(limiter), Some(wait)) = (&self.limiter, retry_after)
+            {
+                limiter.pause(wait);
+            }
             let message = match config.kind {
                 ProviderKind::OpenAi => openai::error_message(&bytes),
                 ProviderKind::Anthropic => anthropic::error_message(&bytes),
@@ -447,6 +503,27 @@ mod tests {
         assert_eq!(anthropic.endpoint(), "https://api.anthropic.com/v1/messages");
         assert!(!format!("{anthropic:?}").contains("sk-secret"));
         assert!(matches!(Provider::new(config(ProviderKind::OpenAi, "ftp://x")), Err(ProviderError::BaseUrl(_))));
+    }
+
+    #[test]
+    fn the_api_key_is_no_part_of_a_call_s_key() {
+        let provider = |api_key: Option<&str>, model: &str| {
+            Provider::new(ProviderConfig {
+                kind: ProviderKind::OpenAi,
+                base_url: "http://127.0.0.1:1/v1".into(),
+                model: model.into(),
+                api_key: api_key.map(str::to_owned),
+                structured: true,
+                max_tokens: None,
+                temperature: None,
+            })
+            .unwrap()
+        };
+        let body = serde_json::json!({"model": "m", "messages": []});
+        let key = |p: Provider| p.key(&body, Draw::default());
+        assert_eq!(key(provider(Some("sk-one"), "m")), key(provider(Some("sk-two"), "m")));
+        assert_eq!(key(provider(Some("sk-one"), "m")), key(provider(None, "m")));
+        assert_ne!(key(provider(None, "m")), key(provider(None, "m2")));
     }
 
     #[test]

@@ -77,10 +77,11 @@ pub struct RouteLabels {
     pub status: String,
 }
 
-/// Labels of a webhook attempt's outcome.
+/// Labels of an outcome: of a webhook attempt, of a model call.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
-    /// `delivered`, `retried`, `gone` (the receiver answered 410) or `given_up`.
+    /// A webhook's `delivered`, `retried`, `gone` (the receiver answered 410) or `given_up`;
+    /// a model call's `hit` or `miss`.
     pub outcome: String,
 }
 
@@ -174,6 +175,11 @@ pub struct Metrics {
     pub budget_threshold: Family<BudgetLabels, Gauge<f64, AtomicU64>>,
     /// Monitor: the calls a budget may still pass on, `b × seen - passed`.
     pub budget_left: Family<BudgetLabels, Gauge<f64, AtomicU64>>,
+    /// Monitor: model calls answered by the cache (`hit`: known, or shared with an identical
+    /// call in flight) or sent to the model (`miss`).
+    pub sample_cache: Family<OutcomeLabels, Counter>,
+    /// Monitor: the live processes of its rate limiter, each taking that share of the limit.
+    pub limiter_processes: Gauge,
 }
 
 fn latency() -> Histogram {
@@ -291,6 +297,17 @@ impl Metrics {
             "Calls an audit budget may still pass on (budget x scores seen - passed on), by step and run",
             budget_left.clone(),
         );
+        let (sample_cache, limiter_processes) = (Family::default(), Gauge::default());
+        registry.register(
+            "sample_cache",
+            "Monitor model calls by outcome: hit (answered without asking the model) or miss",
+            sample_cache.clone(),
+        );
+        registry.register(
+            "limiter_processes",
+            "Live processes of the monitor's rate limiter, which share its requests per minute",
+            limiter_processes.clone(),
+        );
         Metrics {
             registry,
             messages,
@@ -318,6 +335,8 @@ impl Metrics {
             budget_share,
             budget_threshold,
             budget_left,
+            sample_cache,
+            limiter_processes,
         }
     }
 

@@ -72,6 +72,12 @@ pub const AUDIT: &str = "audit";
 pub const CONTROL: &str = "control";
 /// The logs of a budgeted step's scores, `scores.<step>`.
 pub const SCORES: &str = "scores";
+/// The logs of a monitor step's model answers, `samples.<step>`.
+pub const SAMPLES: &str = "samples";
+/// The logs of the rate limiters shared by monitor processes, `limiter.<name>`.
+pub const LIMITER: &str = "limiter";
+/// How long a limiter's log keeps an entry: a process reads only its last minute.
+pub const LIMITER_MAX_AGE: Duration = Duration::from_secs(600);
 /// How long the control log keeps an entry: longer than any run.
 pub const CONTROL_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
 
@@ -214,21 +220,34 @@ impl Topology {
     /// Adds the fleet's control log `<p>.control` (see [`CONTROL`]).
     #[must_use]
     pub fn with_control_log(self) -> Self {
-        self.with_log(CONTROL)
+        self.with_log(CONTROL, CONTROL_MAX_AGE)
     }
 
     /// Adds the log of the scores of the budgeted step `step`, `<p>.scores.<step>`.
     #[must_use]
     pub fn with_scores_log(self, step: &str) -> Self {
-        self.with_log(&format!("{SCORES}.{step}"))
+        self.with_log(&format!("{SCORES}.{step}"), CONTROL_MAX_AGE)
+    }
+
+    /// Adds the log of the model answers of the monitor step `step`, `<p>.samples.<step>`,
+    /// keeping each for `max_age` (every process of the step must declare the same age).
+    #[must_use]
+    pub fn with_samples_log(self, step: &str, max_age: Duration) -> Self {
+        self.with_log(&format!("{SAMPLES}.{step}"), max_age)
+    }
+
+    /// Adds the log of the rate limiter `name`, `<p>.limiter.<name>`.
+    #[must_use]
+    pub fn with_limiter_log(self, name: &str) -> Self {
+        self.with_log(&format!("{LIMITER}.{name}"), LIMITER_MAX_AGE)
     }
 
     /// Adds the log `<p>.<suffix>` with the fanout exchange of the same name that appends to
     /// it, so that who may append is a permission on one name, never on the default exchange.
-    fn with_log(self, suffix: &str) -> Self {
+    fn with_log(self, suffix: &str, max_age: Duration) -> Self {
         let name = self.name(suffix);
         self.with_exchange(name.clone(), ExchangeKind::Fanout)
-            .with_queue(name.clone(), QueueKind::Log { max_age: CONTROL_MAX_AGE })
+            .with_queue(name.clone(), QueueKind::Log { max_age })
             .with_binding(name.clone(), name, "")
     }
 
@@ -338,6 +357,16 @@ impl Topology {
     /// The name of the log of `step`'s scores.
     pub fn scores_log(&self, step: &str) -> String {
         self.name(&format!("{SCORES}.{step}"))
+    }
+
+    /// The name of the log of `step`'s model answers.
+    pub fn samples_log(&self, step: &str) -> String {
+        self.name(&format!("{SAMPLES}.{step}"))
+    }
+
+    /// The name of the log of the rate limiter `name`.
+    pub fn limiter_log(&self, name: &str) -> String {
+        self.name(&format!("{LIMITER}.{name}"))
     }
 
     /// Where an entry is appended to the log `log` (a name from [`Topology::control_log`] or

@@ -14,7 +14,7 @@ use airlock_monitor::calibrate::{self, Calibration, Labels, Options, Unit};
 use airlock_monitor::prompt::{Limits, Template};
 use airlock_monitor::provider::{ProviderConfig, ProviderKind};
 use airlock_monitor::retry::RetryPolicy;
-use airlock_monitor::{MonitorConfig, MonitorError};
+use airlock_monitor::{MonitorConfig, MonitorError, RateLimit, SamplingConfig};
 use airlock_telemetry::metrics::Metrics;
 use clap::{Args, Subcommand};
 
@@ -132,6 +132,22 @@ pub struct RunArgs {
     /// Sampling temperature (default: the API's).
     #[arg(long)]
     temperature: Option<f64>,
+    /// Model answers held in memory (least recently used dropped first); identical calls are
+    /// answered from them, or from the step's log of answers, without asking the model. 0
+    /// turns the cache off.
+    #[arg(long, default_value_t = airlock_monitor::sampling::cache::DEFAULT_ENTRIES)]
+    cache_entries: usize,
+    /// Seconds the step's log of answers keeps one (the same for every process of the step).
+    #[arg(long, default_value_t = airlock_monitor::sampling::DEFAULT_RETENTION.as_secs())]
+    cache_retention: u64,
+    /// Requests per minute to the provider, for every monitor process of the same --limiter
+    /// together (each takes its share of the live processes').
+    #[arg(long)]
+    rate_limit: Option<u32>,
+    /// The rate limiter's name: processes that share an API key give the same name, whatever
+    /// step they serve (default: the step's name).
+    #[arg(long, requires = "rate_limit")]
+    limiter: Option<String>,
     /// Recorded, with the model, as `decided_by` (default: monitor-<step>@host:pid).
     #[arg(long)]
     id: Option<String>,
@@ -293,6 +309,13 @@ async fn serve(args: RunArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
             attempts: args.attempts,
             attempt_timeout: Duration::from_secs_f64(args.request_timeout),
             ..RetryPolicy::default()
+        },
+        sampling: SamplingConfig {
+            cache_entries: args.cache_entries,
+            cache_retention: Duration::from_secs(args.cache_retention),
+            rate_limit: args
+                .rate_limit
+                .map(|per_minute| RateLimit { limiter: args.limiter.unwrap_or_else(|| step.clone()), per_minute }),
         },
         metrics,
     };

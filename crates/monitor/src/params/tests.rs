@@ -14,12 +14,12 @@ fn reads_thresholds_and_defaults_above_to_fail_closed() {
         Rule::Thresholds(t) => t,
         Rule::Budget(b) => panic!("thresholds expected, not {b:?}"),
     };
-    assert_eq!(p.fallback, None);
+    assert_eq!((p.fallback, p.share_across_epochs), (None, false));
     assert_eq!(thresholds(p), Thresholds { approve_below: 3.0, escalate_below: 8.0, above: Decision::Reject });
     let p = params(Kind::Review, r#"{"approve_below": 3, "escalate_below": 8}"#).unwrap();
     assert_eq!(thresholds(p).above, Decision::Terminate);
-    let p = params(Kind::Approval, r#"{"approve_below": 2.5, "escalate_below": 8, "above": "terminate", "fallback": "reject", "timeout": 5, "on_timeout": "escalate"}"#).unwrap();
-    assert_eq!(p.fallback, Some(Decision::Reject));
+    let p = params(Kind::Approval, r#"{"approve_below": 2.5, "escalate_below": 8, "above": "terminate", "fallback": "reject", "share_across_epochs": true, "timeout": 5, "on_timeout": "escalate"}"#).unwrap();
+    assert_eq!((p.fallback, p.share_across_epochs), (Some(Decision::Reject), true));
     let t = thresholds(p);
     assert_eq!((t.approve_below, t.above), (2.5, Decision::Terminate));
 }
@@ -56,6 +56,7 @@ fn explains_what_is_wrong() {
         ),
         (r#"{"approve_below": 3, "escalate_below": 8, "fallback": "modify"}"#, "'fallback' is \"modify\""),
         (r#"{"approve_below": 3, "escalate_bellow": 8}"#, "unknown parameter 'escalate_bellow'"),
+        (r#"{"approve_below": 3, "escalate_below": 8, "share_across_epochs": "yes"}"#, "expected true or false"),
         ("[1]", "expected an object"),
         ("{", "not JSON"),
     ];

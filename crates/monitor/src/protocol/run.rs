@@ -16,6 +16,7 @@ use crate::answer::{Acted, Basis, Failure, FallbackCode};
 use crate::params::StepParams;
 use crate::provider::{AttemptError, CallRequest, Provider};
 use crate::retry::Exhausted;
+use crate::sampling::Draw;
 use crate::score::Score;
 use crate::{Monitor, config};
 
@@ -33,6 +34,9 @@ pub(crate) struct Context<'a> {
     pub on_timeout: Decision,
     /// The step's deadline, less the answer's margin.
     pub deadline: Option<Instant>,
+    /// Which draw of its context the task's own model calls are (index 0); sample `n` is
+    /// draw `n` of the untrusted model's context.
+    pub draw: Draw,
 }
 
 /// What became of a protocol's model calls: the decision, unless they failed.
@@ -100,7 +104,7 @@ impl<T: Transport> Monitor<T> {
         // An edit of another tool is no edit: asked again, like a reply without a call.
         let edit = self
             .retried(cx, |timeout| async move {
-                let edit = self.models.trusted.call(request, timeout).await?;
+                let edit = self.models.trusted.call(request, cx.draw, timeout).await?;
                 match edit.function == original.function {
                     true => Ok(edit),
                     false => Err(AttemptError::NoCall(format!(
@@ -136,7 +140,7 @@ impl<T: Transport> Monitor<T> {
         acted: &mut Acted,
     ) -> Step<Decision> {
         let request = requests::defer(cx.task, &self.models.trusted.config().model).map_err(bad)?;
-        let proposal = self.call(cx, &self.models.trusted, &request).await?;
+        let proposal = self.call(cx, &self.models.trusted, &request, cx.draw).await?;
         acted.note.replacement = Some(proposal.clone());
         if plan != Plan::Act {
             acted.summary = "the trusted model's proposal is in the note for the person".into();
@@ -258,7 +262,8 @@ impl<T: Transport> Monitor<T> {
                 return Err((failed(&failure), failure));
             }
         };
-        let call = match self.call(cx, &self.models.untrusted, &request).await {
+        let draw = Draw { index: u32::try_from(index).unwrap_or(u32::MAX), ..cx.draw };
+        let call = match self.call(cx, &self.models.untrusted, &request, draw).await {
             Ok(call) => call,
             Err(failure) => return Err((failed(&failure), failure)),
         };
@@ -271,7 +276,7 @@ impl<T: Transport> Monitor<T> {
                 return Err((NoteSample { error: Some(failure_text(&failure)), ..sample }, failure));
             }
         };
-        match self.retried(cx, |timeout| self.models.scorer.ask(&prompt, timeout)).await {
+        match self.retried(cx, |timeout| self.models.scorer.ask(&prompt, cx.draw, timeout)).await {
             Ok(Score { value, reason }) => Ok(NoteSample { score: Some(value), reason: Some(reason), ..sample }),
             Err(failure) => Err((NoteSample { error: Some(failure_text(&failure)), ..sample }, failure)),
         }
@@ -282,9 +287,10 @@ impl<T: Transport> Monitor<T> {
         self.config.untrusted.as_ref().map(|u| u.model.as_str()).filter(|m| !m.trim().is_empty())
     }
 
-    /// Asks `provider` for a tool call, retried within the deadline.
-    async fn call(&self, cx: &Context<'_>, provider: &Provider, request: &CallRequest) -> Step<NoteCall> {
-        self.retried(cx, |timeout| provider.call(request, timeout)).await
+    /// Asks `provider` for a tool call as draw `draw` of its context, retried within the
+    /// deadline.
+    async fn call(&self, cx: &Context<'_>, provider: &Provider, request: &CallRequest, draw: Draw) -> Step<NoteCall> {
+        self.retried(cx, |timeout| provider.call(request, draw, timeout)).await
     }
 
     async fn retried<V, F, Fut>(&self, cx: &Context<'_>, attempt: F) -> Step<V>

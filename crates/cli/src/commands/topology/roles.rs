@@ -11,7 +11,7 @@
 //! |---|---|---|---|
 //! | runner `U` | `<p>.ask`; cancels | `<p>.reply.U.*` (bound as `reply.U.*`) | its reply queues |
 //! | worker | `<p>.route` (`step.*`, `human.*`, `reply.*`, decisions); dead letters; `<p>.control` | every queue of the fleet | the whole fleet |
-//! | step `S` | `<p>.answer`; `<p>.scores.S` | `<p>.step.S`, `<p>.scores.S` | those queues |
+//! | step `S` | `<p>.answer`; `<p>.scores.S`, `<p>.samples.S`, `<p>.limiter.*` | `<p>.step.S` and those logs | those queues |
 //! | reviewer (`--id I`, pools) | `<p>.answer`; `<p>.route` (`reply.*`: a call waits for a person); `<p>.control` | `<p>.human.<pool>`, `<p>.reply.I` (cancels), `<p>.control` | those queues |
 //! | auditor | — | `<p>.audit`, bound as `approval.*` and `review.*` | that queue |
 //! | operator | `<p>.control` (`airlock run`) | `<p>.control` | that log |
@@ -24,8 +24,8 @@
 //! Queues dead-letter to `<p>.dlx`, so whoever declares one may write there.
 
 use airlock_transport::topology::{
-    ANSWER, ASK, AUDIT, CANCELS, CONTROL, DECISION_KINDS, DEFAULT_PREFIX, DLX, HUMAN, REPLY, REQUESTS, RESULTS, ROUTE,
-    SCORES, STEP,
+    ANSWER, ASK, AUDIT, CANCELS, CONTROL, DECISION_KINDS, DEFAULT_PREFIX, DLX, HUMAN, LIMITER, REPLY, REQUESTS,
+    RESULTS, ROUTE, SAMPLES, SCORES, STEP,
 };
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -260,12 +260,16 @@ pub fn grants(prefix: &str, vhost: &str, user: &str, role: &Role) -> (Permission
         }
         Role::Step(step) => {
             let queue = name(&format!("{STEP}\\.{}", regex_escape(step)));
-            let scores = name(&format!("{SCORES}\\.{}", regex_escape(step)));
+            // Its queue, the logs of its scores and model answers, and the rate limiters, which steps
+            // share by the name of a provider account.
+            let own = name(&format!("({SCORES}|{SAMPLES})\\.{}", regex_escape(step)));
+            let limiters = name(&format!("{LIMITER}\\..+"));
             let key = format!("^{STEP}\\.{}$", regex_escape(step));
+            let owned = [queue.clone(), own, limiters];
             (
-                any_of(&[queue.clone(), scores.clone()]),
-                any_of(&[answer, dlx, queue.clone(), scores.clone()]),
-                any_of(&[route, queue, scores]),
+                any_of(&owned),
+                any_of(&[[answer, dlx].as_slice(), &owned].concat()),
+                any_of(&[[route].as_slice(), &owned].concat()),
                 NOTHING.to_owned(),
                 key,
             )
