@@ -302,16 +302,26 @@ impl Provider {
     }
 
     /// Asks the model once, within `timeout`, for a tool call (a control protocol's edit,
-    /// proposal or sample), through the API's tool calling, as draw `draw` of its context.
+    /// proposal or sample), through the API's tool calling, as draw `draw` of its context; a
+    /// call of another tool than a required one is an error.
     pub async fn call(&self, request: &CallRequest, draw: Draw, timeout: Duration) -> Result<NoteCall, AttemptError> {
         let config = &*self.config;
         let body = match config.kind {
             ProviderKind::OpenAi => openai::call_body(config, request),
             ProviderKind::Anthropic => anthropic::call_body(config, request),
         };
-        self.send(&body, draw, timeout, |bytes| match config.kind {
-            ProviderKind::OpenAi => openai::read_call(bytes),
-            ProviderKind::Anthropic => anthropic::read_call(bytes),
+        self.send(&body, draw, timeout, |bytes| {
+            let call = match config.kind {
+                ProviderKind::OpenAi => openai::read_call(bytes),
+                ProviderKind::Anthropic => anthropic::read_call(bytes),
+            }?;
+            // A call of another tool than the one required is no answer: never kept, asked again.
+            match &request.choice {
+                ToolChoice::Function(required) if call.function != *required => {
+                    Err(AttemptError::NoCall(format!("the model called {}, not {required}", call.function)))
+                }
+                _ => Ok(call),
+            }
         })
         .await
     }

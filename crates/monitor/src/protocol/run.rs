@@ -79,7 +79,7 @@ impl<T: Transport> Monitor<T> {
             }
             (_, Err(e)) => Err(bad(e)),
             (_, Ok(original)) => match protocol {
-                Protocol::TrustedEdit { .. } => self.edit(cx, plan, decision, &original, &mut acted).await,
+                Protocol::TrustedEdit { .. } => self.edit(cx, plan, decision, &mut acted).await,
                 Protocol::DeferToTrusted { different_tool, .. } => {
                     self.defer(cx, plan, decision, &original, *different_tool, &mut acted).await
                 }
@@ -92,28 +92,10 @@ impl<T: Transport> Monitor<T> {
     }
 
     /// `trusted_edit`: the trusted model's edit of the call runs instead.
-    async fn edit(
-        &self,
-        cx: &Context<'_>,
-        plan: Plan,
-        decision: Decision,
-        original: &NoteCall,
-        acted: &mut Acted,
-    ) -> Step<Decision> {
+    async fn edit(&self, cx: &Context<'_>, plan: Plan, decision: Decision, acted: &mut Acted) -> Step<Decision> {
         let request = &requests::edit(cx.task, self.config.limits, &self.models.trusted.config().model).map_err(bad)?;
-        // An edit of another tool is no edit: asked again, like a reply without a call.
-        let edit = self
-            .retried(cx, |timeout| async move {
-                let edit = self.models.trusted.call(request, cx.draw, timeout).await?;
-                match edit.function == original.function {
-                    true => Ok(edit),
-                    false => Err(AttemptError::NoCall(format!(
-                        "the edit calls {}, not {}",
-                        edit.function, original.function
-                    ))),
-                }
-            })
-            .await?;
+        // The request requires the original's tool: an edit of another is asked again.
+        let edit = self.call(cx, &self.models.trusted, request, cx.draw).await?;
         acted.note.replacement = Some(edit.clone());
         Ok(match plan {
             Plan::Act => {
