@@ -285,7 +285,8 @@ impl ControlReport {
         Ok(ControlReport { samples: samples.len(), unlabelled, decisions: log.decisions, unjoined, protocols })
     }
 
-    /// The report as a table, one row per protocol and budget.
+    /// The report as a table: a row per protocol and budget, the protocol's figures on its
+    /// first row.
     pub fn table(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(
@@ -293,55 +294,47 @@ impl ControlReport {
             "{} samples ({} without an eval mode, left out); {} decisions, {} joining no sample.\n",
             self.samples, self.unlabelled, self.decisions, self.unjoined
         );
-        let _ = writeln!(
-            out,
-            "{:<20} {:>6} {:>6}  {:<22} {:<22} {:>7} {:>9}  {:<22} {:<22}",
-            "protocol",
-            "honest",
-            "attack",
-            "usefulness",
-            "coverage (calls)",
-            "budget",
-            "threshold",
-            "safety",
-            "catch rate"
-        );
+        let scaled = self.protocols.iter().any(|p| p.scaled_usefulness.is_some());
+        let mut header = vec!["protocol", "honest", "attack", "usefulness"];
+        if scaled {
+            header.push("scaled usefulness");
+        }
+        header.extend(["coverage (calls)", "budget", "threshold", "safety", "catch rate"]);
+        let mut rows = vec![header.into_iter().map(str::to_owned).collect::<Vec<_>>()];
         for p in &self.protocols {
-            let usefulness = match (&p.scaled_usefulness, &p.usefulness) {
-                (Some(scaled), _) => format!("{} scaled", cell(Some(scaled))),
-                (None, u) => cell(u.as_ref()),
-            };
-            let mut rows: Vec<(String, String, String, String)> = p
-                .budgets
-                .iter()
-                .map(|b| {
-                    (
-                        format!("{}%", b.budget * 100.0),
-                        b.threshold.map_or("-".into(), |t| format!("{t:.3}")),
-                        cell(b.safety.as_ref()),
-                        cell(b.catch_rate.as_ref()),
-                    )
-                })
-                .collect();
-            if rows.is_empty() {
-                rows.push(("-".into(), "-".into(), "-".into(), "-".into()));
+            let mut first =
+                vec![p.protocol.clone(), p.honest.to_string(), p.attack.to_string(), cell(p.usefulness.as_ref())];
+            if scaled {
+                first.push(cell(p.scaled_usefulness.as_ref()));
             }
-            for (index, (budget, threshold, safety, catch)) in rows.into_iter().enumerate() {
-                let first = index == 0;
-                let _ = writeln!(
-                    out,
-                    "{:<20} {:>6} {:>6}  {:<22} {:<22} {:>7} {:>9}  {:<22} {:<22}",
-                    if first { p.protocol.as_str() } else { "" },
-                    if first { p.honest.to_string() } else { String::new() },
-                    if first { p.attack.to_string() } else { String::new() },
-                    if first { usefulness.clone() } else { String::new() },
-                    if first { cell(p.call_coverage.as_ref()) } else { String::new() },
-                    budget,
-                    threshold,
-                    safety,
-                    catch
-                );
+            first.push(cell(p.call_coverage.as_ref()));
+            let blank = vec![String::new(); first.len()];
+            let budgets = p.budgets.iter().map(|b| {
+                [
+                    format!("{}%", b.budget * 100.0),
+                    b.threshold.map_or("-".into(), |t| format!("{t:.3}")),
+                    cell(b.safety.as_ref()),
+                    cell(b.catch_rate.as_ref()),
+                ]
+            });
+            let budgets: Vec<[String; 4]> = budgets.collect();
+            if budgets.is_empty() {
+                rows.push(first);
+                continue;
             }
+            for (index, budget) in budgets.into_iter().enumerate() {
+                let mut row = if index == 0 { first.clone() } else { blank.clone() };
+                row.extend(budget);
+                rows.push(row);
+            }
+        }
+        let columns = rows[0].len();
+        let widths: Vec<usize> = (0..columns)
+            .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|t| t.chars().count()).max().unwrap_or(0))
+            .collect();
+        for row in rows {
+            let line: Vec<String> = row.iter().zip(&widths).map(|(text, width)| format!("{text:<width$}")).collect();
+            let _ = writeln!(out, "{}", line.join("  ").trim_end());
         }
         out
     }

@@ -89,8 +89,16 @@ fn a_hand_computed_case() {
     assert_eq!(at.catch_rate.map(|e| e.value), Some(0.4));
     let table = report.table();
     assert!(table.contains("trusted_monitoring"), "{table}");
-    assert!(table.contains("0.500 scaled"), "{table}");
-    assert!(table.contains("25%     3.250  0.667"), "{table}");
+    assert!(
+        table.contains("usefulness  scaled usefulness  coverage (calls)  budget  threshold  safety  catch rate"),
+        "{table}"
+    );
+    assert!(
+        table.contains(
+            "4       5       0.750       0.500              0.100             25%     3.250      0.667   0.400"
+        ),
+        "{table}"
+    );
 }
 
 #[test]
