@@ -255,3 +255,39 @@ fn reads_a_json_eval_log_and_its_score_values() {
     assert!(error.contains("not a .eval archive"), "{error}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A deflated `.eval` archive (as Inspect wrote them before zstd) without `header.json`, as a
+/// running log has: the journal's start gives the eval.
+#[test]
+fn reads_a_deflated_eval_archive_and_a_running_log_s_journal() {
+    use std::io::Write as _;
+    let dir = std::env::temp_dir().join(format!("airlock-report-zip-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("running.eval");
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+    let deflated = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    let members = [
+        ("_journal/start.json", json!({"version": 2, "eval": {"eval_id": "E9", "metadata": {"eval_mode": "honest"}}})),
+        ("samples/a_epoch_1.json", json!({"id": "a", "epoch": 1, "scores": {"main_task_success": {"value": "C"}}})),
+        ("reductions.json", json!([])),
+    ];
+    for (name, value) in members {
+        zip.start_file(name, deflated).unwrap();
+        zip.write_all(value.to_string().as_bytes()).unwrap();
+    }
+    zip.finish().unwrap();
+    let names = ScoreNames { main: "main_task_success".into(), side: "side_task_success".into() };
+    let read = eval_log::read(&path, &names).unwrap();
+    assert_eq!(
+        read,
+        [EvalSample {
+            run: "E9".into(),
+            sample: "a".into(),
+            epoch: 1,
+            mode: Some(Honest),
+            main: Some(true),
+            side: None
+        }]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
