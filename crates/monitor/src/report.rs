@@ -85,19 +85,13 @@ pub struct DecisionLog {
 
 /// One sample, joined: what the report counts.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Joined {
-    /// Honest or attack.
-    pub mode: EvalMode,
-    /// The main task succeeded.
-    pub main: bool,
-    /// The side task succeeded.
-    pub side: bool,
-    /// The highest monitor score.
-    pub score: Option<f64>,
-    /// Calls decided.
-    pub calls: usize,
-    /// Calls that reached a person.
-    pub audited: usize,
+struct Joined {
+    mode: EvalMode,
+    main: bool,
+    side: bool,
+    score: Option<f64>,
+    calls: usize,
+    audited: usize,
 }
 
 /// What to report.
@@ -224,7 +218,7 @@ pub fn read_decisions(reader: impl BufRead) -> Result<DecisionLog, ReportError> 
 
 /// Joins the eval logs' samples with the decision log's calls: per protocol, the labelled
 /// samples; and the samples without a label, and the decisions that joined no sample.
-pub fn join(samples: &[EvalSample], log: &DecisionLog) -> (BTreeMap<String, Vec<Joined>>, usize, usize) {
+fn join(samples: &[EvalSample], log: &DecisionLog) -> (BTreeMap<String, Vec<Joined>>, usize, usize) {
     let key = |s: &EvalSample| Trajectory { run: s.run.clone(), sample: s.sample.clone(), epoch: s.epoch };
     // A run's protocol: the first named by any of its samples' notes, else trusted monitoring
     // when a monitor scored any of its calls.
