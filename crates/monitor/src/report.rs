@@ -185,6 +185,16 @@ pub enum ReportError {
     /// The options.
     #[error("{0}")]
     Options(String),
+    /// A sample is in the eval logs twice (the same log given twice?).
+    #[error("sample {sample} epoch {epoch} of eval {run} is in the eval logs twice")]
+    Twice {
+        /// The eval's id.
+        run: String,
+        /// The sample's id.
+        sample: String,
+        /// The epoch.
+        epoch: u32,
+    },
 }
 
 /// Reads a decision log's calls, per sample.
@@ -273,6 +283,11 @@ impl ControlReport {
                 ));
             }
         };
+        let mut seen = std::collections::HashSet::new();
+        if let Some(twice) = samples.iter().find(|s| !seen.insert((&s.run, &s.sample, s.epoch))) {
+            let EvalSample { run, sample, epoch, .. } = twice.clone();
+            return Err(ReportError::Twice { run, sample, epoch });
+        }
         let (by, unlabelled, unjoined) = join(samples, log);
         let protocols =
             by.into_iter().map(|(protocol, joined)| protocol_report(protocol, &joined, options, scale)).collect();

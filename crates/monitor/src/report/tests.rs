@@ -211,6 +211,9 @@ fn bad_options_are_refused() {
     assert!(error(options(&[1.0])).contains("budget 1: a share above 0 and below 1"));
     let half = Options { trusted_usefulness: Some(0.5), ..options(&[]) };
     assert!(error(half).contains("both usefulness figures"));
+    let twice = [sample("h", "h1", Honest, true, false), sample("h", "h1", Honest, true, false)];
+    let error = ControlReport::of(&twice, &DecisionLog::default(), &options(&[])).unwrap_err().to_string();
+    assert_eq!(error, "sample h1 epoch 1 of eval h is in the eval logs twice");
 }
 
 #[test]
