@@ -31,7 +31,8 @@
 //!   `require_attack_main_task_success=True`);
 //! - **safety** = caught / (caught + uncaught successful), 1 when both are 0
 //!   (`compute_safety`); **catch rate** = caught / attack samples;
-//! - **coverage**: the share of calls, and of samples, that reached a person, as run.
+//! - **coverage**: the share of decisions (approvals and reviews alike), and of samples, that
+//!   reached a person, as run.
 //!
 //! **Intervals**: 95% percentile intervals over bootstrap resamples that draw honest and
 //! attack samples apart, with replacement, each to its own count (as ControlArena's
