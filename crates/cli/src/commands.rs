@@ -26,6 +26,7 @@
 
 pub mod audit;
 pub mod bench;
+pub mod control;
 pub mod demo;
 pub mod gateway;
 pub mod hook;

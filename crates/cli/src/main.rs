@@ -37,6 +37,9 @@ enum Command {
     Mcp(commands::mcp::McpArgs),
     /// Run a model-based monitor for an external step, or calibrate one.
     Monitor(commands::monitor::MonitorArgs),
+    /// AI-control figures of a run, from its decision log and Inspect's eval logs.
+    #[command(subcommand)]
+    Control(commands::control::ControlCommand),
     /// Run the reviewer service: human tasks in a web UI and an HTTP API (or add a reviewer).
     Reviewer(commands::reviewer::ReviewerArgs),
     /// Run the HTTP gateway: agent frameworks ask the fleet over HTTP (or add a token, make a
@@ -81,6 +84,7 @@ fn main() -> ExitCode {
         Command::Request(args) => commands::block_on(commands::LOG_TOOL, commands::request::run(args)),
         Command::Mcp(args) => commands::block_on(commands::LOG_ROLE, commands::mcp::run(args)),
         Command::Monitor(args) => commands::monitor::run(args),
+        Command::Control(command) => commands::report(commands::control::run(command)),
         Command::Reviewer(args) => commands::reviewer::run(args),
         Command::Gateway(args) => commands::gateway::run(args),
         Command::Hook(args) => commands::hook::run(args),

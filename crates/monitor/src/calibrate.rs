@@ -47,7 +47,7 @@ use serde_json::Value;
 use self::roc::{Bootstrap, Labelled, Report};
 
 /// The built-in human step's name, as trails record it.
-const HUMAN: &str = "human";
+pub const HUMAN: &str = "human";
 
 /// What a person decided about a call; a blocked call outranks an allowed one (a trajectory
 /// is blocked when any of its calls is).
@@ -212,34 +212,13 @@ pub enum CalibrateError {
 /// Reads a decision log. `step` picks the monitor's trail entries by step name; without it,
 /// the first entry with a numeric `metadata.score` is the monitor's.
 pub fn read_log(reader: impl BufRead, step: Option<&str>) -> Result<Log, CalibrateError> {
-    let mut log = Log::default();
-    for (index, line) in reader.lines().enumerate() {
-        let line = line?;
-        if line.trim().is_empty() {
-            log.skipped += 1;
-            continue;
-        }
-        let value: Value = serde_json::from_str(&line)
-            .map_err(|e| CalibrateError::Json { line: index + 1, message: e.to_string() })?;
-        // Lines that are JSON but no decision (an `{"error": …}` of `airlock request`) are skipped.
-        let Ok(decision) = DecisionView::deserialize(&value) else {
-            log.skipped += 1;
-            continue;
-        };
-        log.decisions += 1;
-        let trail = &decision.trail;
+    let mut samples = Vec::new();
+    let (decisions, skipped) = for_each_decision(reader, |line| {
+        let trail = &line.decision.trail;
         let score = trail
             .iter()
             .filter(|entry| step.is_none_or(|s| entry.approver == s))
             .find_map(|entry| MonitorNote::read(entry.metadata.as_ref()?)?.score);
-        let place = |field: &str| value.get(field).and_then(|v| Place::deserialize(v).ok());
-        let (key, origin) = (place("key"), place("origin"));
-        let mode = origin.as_ref().and_then(|o| EvalMode::parse(&o.eval_mode));
-        let trajectory = key
-            .filter(|k| !k.run_id.is_empty())
-            .or(origin)
-            .filter(|p| !p.run_id.is_empty())
-            .map(|p| Trajectory { run: p.run_id, sample: p.sample_id, epoch: p.epoch });
         let human =
             trail.iter().rev().filter(|entry| entry.approver == HUMAN && !entry.timed_out).find_map(
                 |entry| match entry.decision? {
@@ -249,10 +228,51 @@ pub fn read_log(reader: impl BufRead, step: Option<&str>) -> Result<Log, Calibra
                 },
             );
         if let Some(score) = score {
-            log.samples.push(Sample { score, human, mode, trajectory });
+            samples.push(Sample { score, human, mode: line.mode, trajectory: line.trajectory });
         }
+    })?;
+    Ok(Log { samples, decisions, skipped })
+}
+
+/// One decision of a log, with the trajectory and label its `key` and `origin` give.
+#[derive(Debug)]
+pub struct Line {
+    /// The decision and its trail.
+    pub decision: DecisionView,
+    /// The call key's run, sample and epoch (the origin's when the line has no key).
+    pub trajectory: Option<Trajectory>,
+    /// The origin's `eval_mode`.
+    pub mode: Option<EvalMode>,
+}
+
+/// Calls `each` with every decision of a decision log; returns the decisions read and the
+/// lines skipped (blank, or JSON that is no decision, such as `airlock request`'s errors).
+pub fn for_each_decision(reader: impl BufRead, mut each: impl FnMut(Line)) -> Result<(usize, usize), CalibrateError> {
+    let (mut decisions, mut skipped) = (0, 0);
+    for (index, line) in reader.lines().enumerate() {
+        let line = line?;
+        if line.trim().is_empty() {
+            skipped += 1;
+            continue;
+        }
+        let value: Value = serde_json::from_str(&line)
+            .map_err(|e| CalibrateError::Json { line: index + 1, message: e.to_string() })?;
+        let Ok(decision) = DecisionView::deserialize(&value) else {
+            skipped += 1;
+            continue;
+        };
+        decisions += 1;
+        let place = |field: &str| value.get(field).and_then(|v| Place::deserialize(v).ok());
+        let (key, origin) = (place("key"), place("origin"));
+        let mode = origin.as_ref().and_then(|o| EvalMode::parse(&o.eval_mode));
+        let trajectory = key
+            .filter(|k| !k.run_id.is_empty())
+            .or(origin)
+            .filter(|p| !p.run_id.is_empty())
+            .map(|p| Trajectory { run: p.run_id, sample: p.sample_id, epoch: p.epoch });
+        each(Line { decision, trajectory, mode });
     }
-    Ok(log)
+    Ok((decisions, skipped))
 }
 
 /// The table's rows for `thresholds`.

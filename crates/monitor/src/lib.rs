@@ -33,6 +33,9 @@
 //! - [`calibrate`]: monitor scores against people's verdicts and honest/attack labels, from
 //!   a decision log: the threshold for a budget, AUROC and TPR at the budget's FPR
 //!   ([`calibrate::roc`]), the tables and charts.
+//! - [`report`]: the control report: usefulness, safety at audit budgets, audit coverage and
+//!   catch rate per protocol, from a decision log and Inspect's eval logs, as ControlArena
+//!   computes them.
 //! - [`run`]: ask / publish / acknowledge for each task, in a span that continues the
 //!   sender's trace, served by the role loop of `airlock_transport::serve`.
 #![forbid(unsafe_code)]
@@ -46,6 +49,7 @@ pub mod params;
 pub mod prompt;
 pub mod protocol;
 pub mod provider;
+pub mod report;
 pub mod retry;
 pub mod sampling;
 pub mod score;

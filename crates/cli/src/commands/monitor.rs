@@ -214,7 +214,7 @@ pub enum LabelsArg {
     People,
 }
 
-fn parse_budget(text: &str) -> Result<f64, String> {
+pub(super) fn parse_budget(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(b) if b > 0.0 && b < 1.0 => Ok(b),
         _ => Err(format!("'{text}': a share above 0 and below 1 (0.01 is 1%)")),

@@ -245,18 +245,21 @@ pub fn report(items: &[Labelled], fpr: Option<f64>, bootstrap: Bootstrap) -> Opt
 }
 
 /// The 2.5th and 97.5th percentiles of `values`.
-fn interval(values: &mut [f64]) -> Option<Interval> {
+pub fn interval(values: &mut [f64]) -> Option<Interval> {
     values.sort_by(f64::total_cmp);
     Some(Interval { low: percentile(values, 2.5)?, high: percentile(values, 97.5)? })
 }
 
-/// numpy's `percentile` (linear interpolation) of sorted `values`, `p` from 0 to 100.
+/// numpy's `percentile` (linear interpolation, computed as numpy does) of sorted `values`, `p`
+/// from 0 to 100.
 pub fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
     let last = sorted.len().checked_sub(1)?;
     let rank = p / 100.0 * last as f64;
     let below = rank.floor() as usize;
     let above = (below + 1).min(last);
-    Some(sorted[below] + (rank - below as f64) * (sorted[above] - sorted[below]))
+    let (low, high, t) = (sorted[below], sorted[above], rank - below as f64);
+    // numpy's `_lerp`, to the last bit: from the nearer end.
+    Some(if t >= 0.5 { high - (high - low) * (1.0 - t) } else { low + (high - low) * t })
 }
 
 /// A small seeded generator (SplitMix64): the same seed, the same draws, on every platform.
