@@ -408,7 +408,7 @@ class Cancel(_message.Message):
     def __init__(self, key: _Optional[_Union[CallKey, _Mapping]] = ..., kind: _Optional[_Union[Kind, str]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ControlEvent(_message.Message):
-    __slots__ = ("at_unix_ms", "by", "run_switch", "incident", "outcome", "score", "joined")
+    __slots__ = ("at_unix_ms", "by", "run_switch", "incident", "outcome", "score", "joined", "sampled", "beat", "claim")
     AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     BY_FIELD_NUMBER: _ClassVar[int]
     RUN_SWITCH_FIELD_NUMBER: _ClassVar[int]
@@ -416,6 +416,9 @@ class ControlEvent(_message.Message):
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     JOINED_FIELD_NUMBER: _ClassVar[int]
+    SAMPLED_FIELD_NUMBER: _ClassVar[int]
+    BEAT_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_FIELD_NUMBER: _ClassVar[int]
     at_unix_ms: int
     by: str
     run_switch: RunSwitch
@@ -423,7 +426,10 @@ class ControlEvent(_message.Message):
     outcome: CallOutcome
     score: StepScore
     joined: Joined
-    def __init__(self, at_unix_ms: _Optional[int] = ..., by: _Optional[str] = ..., run_switch: _Optional[_Union[RunSwitch, _Mapping]] = ..., incident: _Optional[_Union[Incident, _Mapping]] = ..., outcome: _Optional[_Union[CallOutcome, _Mapping]] = ..., score: _Optional[_Union[StepScore, _Mapping]] = ..., joined: _Optional[_Union[Joined, _Mapping]] = ...) -> None: ...
+    sampled: SampledAnswer
+    beat: LimiterBeat
+    claim: SampleClaim
+    def __init__(self, at_unix_ms: _Optional[int] = ..., by: _Optional[str] = ..., run_switch: _Optional[_Union[RunSwitch, _Mapping]] = ..., incident: _Optional[_Union[Incident, _Mapping]] = ..., outcome: _Optional[_Union[CallOutcome, _Mapping]] = ..., score: _Optional[_Union[StepScore, _Mapping]] = ..., joined: _Optional[_Union[Joined, _Mapping]] = ..., sampled: _Optional[_Union[SampledAnswer, _Mapping]] = ..., beat: _Optional[_Union[LimiterBeat, _Mapping]] = ..., claim: _Optional[_Union[SampleClaim, _Mapping]] = ...) -> None: ...
 
 class RunRef(_message.Message):
     __slots__ = ("run_id", "tenant")
@@ -484,3 +490,25 @@ class Joined(_message.Message):
     NONCE_FIELD_NUMBER: _ClassVar[int]
     nonce: str
     def __init__(self, nonce: _Optional[str] = ...) -> None: ...
+
+class SampledAnswer(_message.Message):
+    __slots__ = ("key", "response")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    response: bytes
+    def __init__(self, key: _Optional[bytes] = ..., response: _Optional[bytes] = ...) -> None: ...
+
+class SampleClaim(_message.Message):
+    __slots__ = ("key", "until_unix_ms")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    until_unix_ms: int
+    def __init__(self, key: _Optional[bytes] = ..., until_unix_ms: _Optional[int] = ...) -> None: ...
+
+class LimiterBeat(_message.Message):
+    __slots__ = ("pause_until_unix_ms",)
+    PAUSE_UNTIL_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    pause_until_unix_ms: int
+    def __init__(self, pause_until_unix_ms: _Optional[int] = ...) -> None: ...
