@@ -52,16 +52,7 @@ pub fn request_body(config: &ProviderConfig, prompt: &Prompt) -> Value {
 /// Reads the score from a `message` body, the answer to `prompt`: the tool call's input when
 /// one was forced, the text otherwise.
 pub fn read_response(config: &ProviderConfig, prompt: &Prompt, body: &[u8]) -> Result<Score, AttemptError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| AttemptError::Malformed(format!("not JSON ({e}): {}", body_message(body))))?;
-    let content = value
-        .get("content")
-        .and_then(Value::as_array)
-        .ok_or_else(|| AttemptError::Malformed("the message has no content".into()))?;
-    let stop = value.get("stop_reason").and_then(Value::as_str).unwrap_or("none");
-    if stop == "refusal" {
-        return Err(AttemptError::Refused("the model stopped with stop_reason refusal".into()));
-    }
+    let (content, stop) = reply(body)?;
     if config.structured {
         let tool_input = content
             .iter()
@@ -158,16 +149,7 @@ fn message(message: &v1::ChatMessage) -> Value {
 
 /// Reads the first `tool_use` block of a `message` body.
 pub fn read_call(body: &[u8]) -> Result<NoteCall, AttemptError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| AttemptError::Malformed(format!("not JSON ({e}): {}", body_message(body))))?;
-    let content = value
-        .get("content")
-        .and_then(Value::as_array)
-        .ok_or_else(|| AttemptError::Malformed("the message has no content".into()))?;
-    let stop = value.get("stop_reason").and_then(Value::as_str).unwrap_or("none");
-    if stop == "refusal" {
-        return Err(AttemptError::Refused("the model stopped with stop_reason refusal".into()));
-    }
+    let (content, stop) = reply(body)?;
     let Some(block) = content.iter().find(|block| block.get("type").and_then(Value::as_str) == Some("tool_use")) else {
         return Err(AttemptError::NoCall(format!("the reply calls no tool (stop_reason {stop})")));
     };
@@ -176,6 +158,20 @@ pub fn read_call(body: &[u8]) -> Result<NoteCall, AttemptError> {
         Some(Value::Object(input)) => super::named_call(name, input.clone()),
         _ => Err(AttemptError::NoCall(format!("the input of {name} is not a JSON object"))),
     }
+}
+
+/// A `message` body's content blocks and its `stop_reason`; a refusal is an error.
+fn reply(body: &[u8]) -> Result<(Vec<Value>, String), AttemptError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| AttemptError::Malformed(format!("not JSON ({e}): {}", body_message(body))))?;
+    let Some(Value::Array(content)) = value.get("content") else {
+        return Err(AttemptError::Malformed("the message has no content".into()));
+    };
+    let stop = value.get("stop_reason").and_then(Value::as_str).unwrap_or("none");
+    if stop == "refusal" {
+        return Err(AttemptError::Refused("the model stopped with stop_reason refusal".into()));
+    }
+    Ok((content.clone(), stop.to_owned()))
 }
 
 /// The API's message from an error body (`{"type": "error", "error": {"type", "message"}}`).
