@@ -14,11 +14,10 @@ use std::process::Stdio;
 use airlock_testkit::{amqp_url, unique_prefix};
 use airlock_tests::fake_model::{FakeModel, KEY, Reply, monitor_config};
 use airlock_tests::{
-    HANG_GUARD, TestKeys, airlock_bin, approval, broker, decision_name, guarded, serve_humans, step_metadata, trail,
-    wait_for_consumers,
+    HANG_GUARD, InProcessWorker, TestKeys, airlock_bin, approval, broker, decision_name, guarded, serve_humans,
+    step_metadata, trail, wait_for_consumers,
 };
 use airlock_transport::{AmqpTransport, Topology, Transport};
-use airlock_worker::WorkerConfig;
 use serde_json::{Value, json};
 use tokio::process::Command;
 
@@ -146,7 +145,7 @@ struct Running {
     client: Client<AmqpTransport>,
     admin: AmqpTransport,
     stop: tokio::sync::watch::Sender<bool>,
-    worker: tokio::task::JoinHandle<Result<(), airlock_worker::WorkerError>>,
+    worker: InProcessWorker,
     monitors: Vec<tokio::task::JoinHandle<Result<(), airlock_monitor::MonitorError>>>,
 }
 
@@ -165,15 +164,7 @@ impl Running {
                 let _ = stopped.wait_for(|s| *s).await;
             }
         };
-        let worker_config = WorkerConfig {
-            prefix: prefix.into(),
-            concurrency: 32,
-            policy_dir: None,
-            worker_id: "w".into(),
-            metrics: Default::default(),
-            trust: TestKeys::get().trust(),
-        };
-        let worker = tokio::spawn(airlock_worker::run(connect("worker").await, worker_config, until_stopped()));
+        let worker = InProcessWorker::start(connect("worker").await, prefix, "w", 32);
         let mut monitors = Vec::new();
         for step in STEPS {
             let kind = if step == "defer_to_trusted" { ProviderKind::Anthropic } else { ProviderKind::OpenAi };
@@ -213,7 +204,7 @@ impl Running {
                 .unwrap()
                 .unwrap();
         }
-        self.worker.await.unwrap().unwrap();
+        self.worker.stop().await;
         self.admin.close().await;
     }
 }
