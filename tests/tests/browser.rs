@@ -224,6 +224,7 @@ async fn two_person_scenario() {
                 token_sha256: sha256_hex(token),
                 pools: vec!["ops".into()],
                 admin: false,
+                overrides: Vec::new(),
             })
             .to_vec(),
     );

@@ -5,17 +5,42 @@
 
   var csrf = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
   var list = document.getElementById("tasks");
+  // The service claims the task a person opens (`--claim-on-open`).
+  var claimOnOpen = document.body.dataset.claimOnOpen === "true";
 
   function cards() { return list ? Array.prototype.slice.call(list.querySelectorAll("article.task")) : []; }
   function selected() { return list && list.querySelector("article.task.selected"); }
 
   function select(card) {
+    var opened = card && !card.classList.contains("selected");
     cards().forEach(function (c) { c.classList.remove("selected"); });
     if (card) {
       card.classList.add("selected");
       var rect = card.getBoundingClientRect();
       if (rect.top < 60 || rect.top > window.innerHeight - 80) { card.scrollIntoView({ block: "start", behavior: "smooth" }); }
+      if (claimOnOpen && opened) { claimOpened(card); }
     }
+  }
+
+  // A task nobody holds is claimed once when it is opened; a claim refused (someone was
+  // quicker) shows the card afresh, with who holds it.
+  function claimOpened(card) {
+    var claim = card.querySelector(".claim[data-held=none] form.claim");
+    if (!claim || card.dataset.claiming) { return; }
+    card.dataset.claiming = "true";
+    post(claim.action, new URLSearchParams()).then(function () { refreshCard(card); });
+  }
+
+  // A form's post as the script makes it: the CSRF token in the header, JSON back.
+  function post(action, body) {
+    return fetch(action, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "X-CSRF-Token": csrf, "Accept": "application/json" },
+      body: body
+    }).then(function (r) {
+      return r.json().catch(function () { return {}; }).then(function (json) { return { status: r.status, json: json }; });
+    });
   }
 
   // The page's figures come from the server (the pending total of the reviewer's pools);
@@ -203,25 +228,34 @@
       body.set("arguments", editor.value);
     }
     buttons.forEach(function (b) { b.disabled = true; });
-    fetch(form.action, {
-      method: "POST",
-      credentials: "same-origin",
-      headers: { "X-CSRF-Token": csrf, "Accept": "application/json" },
-      body: body
-    }).then(function (r) {
-      return r.json().catch(function () { return {}; }).then(function (json) { return { status: r.status, json: json }; });
-    }).then(function (res) {
+    post(form.action, body).then(function (res) {
       if (res.status >= 200 && res.status < 300) {
         // An approval that leaves the task pending (it needs more reviewers): show it anew.
         if (res.json && res.json.state === "pending") { refreshCard(card); } else { remove(card); }
         return;
       }
       status.textContent = (res.json && res.json.error) || ("The decision failed (" + res.status + ").");
+      // Another reviewer claims the task: the card shows who, and stays.
+      if (res.status === 409 && res.json && res.json.claim) { setTimeout(function () { refreshCard(card); }, 1500); return; }
       if (res.status === 409 || res.status === 404) { setTimeout(function () { remove(card); }, 1500); return; }
       buttons.forEach(function (b) { b.disabled = false; });
     }).catch(function () {
       status.textContent = "The service cannot be reached; try again.";
       buttons.forEach(function (b) { b.disabled = false; });
+    });
+  }
+
+  // The card's Claim, Extend and Release buttons: the card shown afresh after, or why not.
+  function claimOrRelease(form) {
+    var card = form.closest("article.task");
+    form.querySelectorAll("button").forEach(function (b) { b.disabled = true; });
+    post(form.action, new URLSearchParams()).then(function (res) {
+      if (res.status >= 200 && res.status < 300 || res.json.claim) { refreshCard(card); return; }
+      var status = card.querySelector("form.decide .status");
+      if (status) { status.textContent = res.json.error || ("That failed (" + res.status + ")."); }
+      if (res.status === 409 || res.status === 404) { setTimeout(function () { remove(card); }, 1500); }
+    }).catch(function () {
+      form.querySelectorAll("button").forEach(function (b) { b.disabled = false; });
     });
   }
 
@@ -260,6 +294,7 @@
   document.addEventListener("submit", function (e) {
     var form = e.target;
     if (form.id === "filters") { e.preventDefault(); applyFilters(form); return; }
+    if (form.classList && form.classList.contains("claim")) { e.preventDefault(); claimOrRelease(form); return; }
     if (!form.classList || !form.classList.contains("decide")) { return; }
     e.preventDefault();
     var decision = e.submitter && e.submitter.value;

@@ -71,7 +71,8 @@ async fn a_task_is_stored_with_its_webhooks_unless_a_standing_decision_covers_it
         events: vec![EventKind::Created],
     };
     let webhooks = Webhooks { endpoints: vec![endpoint], retry: RetryPolicy::default() };
-    let (desk, mut outbox) = Desk::new(memory_store().await, vec!["ops".into()], None, webhooks, Arc::default(), None);
+    let (desk, mut outbox) =
+        Desk::new(memory_store().await, vec!["ops".into()], None, webhooks, Arc::default(), None, Claims::default());
     let now = now_ms();
     let waiting = human("ops", "s1", "c1", false, 0);
     let waiting_task = waiting.pending("t1", now);
