@@ -1,9 +1,10 @@
 //! Claims in real headless Chromium, on a service that claims the task a person opens
-//! (`--claim-on-open`): the card alice opens becomes hers as the page loads; the card bob
-//! claimed over the API says so, with its decide buttons disabled and the reason beside them,
-//! and opening it claims nothing; once bob releases it, opening it claims it for alice, who
-//! releases it from the card and decides it by keyboard. axe-core finds nothing serious or
-//! critical on the page with both claims shown.
+//! (`--claim-on-open`): the card alice opens becomes hers as the page loads; a claim bob takes
+//! over the API reaches her page live, saying who holds the task until when, its decide
+//! buttons disabled with the reason beside them, and opening that card claims nothing; once
+//! bob releases it (live again), opening it claims it for alice, who releases it from the
+//! card and decides it by keyboard. axe-core finds nothing serious or critical on the page
+//! with both claims shown.
 
 use airlock_reviewer::auth::{Reviewer, Reviewers, sha256_hex};
 use airlock_reviewer::client::ApiClient;
@@ -21,23 +22,17 @@ async fn the_card_a_person_opens_is_claimed_and_anothers_claim_keeps_them_off() 
     in_browser(scenario).await;
 }
 
-/// The claim of the card of task `id` as the page shows it: `data-held`, its text, and how
-/// many of its decide buttons are disabled.
-async fn card_claim(browser: &Browser, id: &str) -> Value {
+/// Waits until the card of task `id` shows its claim as `held` (`none`, `you`, `other`);
+/// returns the claim's text and how many of the card's decide buttons are disabled.
+async fn held(browser: &Browser, id: &str, held: &str) -> Value {
+    browser.wait_for(&format!("#task-{id} .claim[data-held={held}]")).await;
     browser
         .execute(&format!(
             "const card = document.getElementById('task-{id}');\
-             const claim = card && card.querySelector('.claim');\
-             return claim ? {{held: claim.dataset.held, text: claim.textContent,\
-               disabled: card.querySelectorAll('form.decide .choices button:disabled').length}} : null;"
+             return {{text: card.querySelector('.claim').textContent,\
+               disabled: card.querySelectorAll('form.decide .choices button:disabled').length}};"
         ))
         .await
-}
-
-/// Waits until the card of task `id` shows its claim as `held`; returns it.
-async fn held(browser: &Browser, id: &str, held: &str) -> Value {
-    browser.wait_for(&format!("#task-{id} .claim[data-held={held}]")).await;
-    card_claim(browser, id).await
 }
 
 async fn scenario() {
@@ -64,21 +59,22 @@ async fn scenario() {
     let second = ask("s2");
     let tasks = pending(&bob, 2).await;
     let (mine, theirs) = (tasks[0]["id"].as_str().unwrap().to_owned(), tasks[1]["id"].as_str().unwrap().to_owned());
-    let claimed = bob.claim(&theirs, None).await.unwrap();
-    assert_eq!(claimed.claim.by, "bob");
 
-    // alice opens the page: the first card, selected, is claimed for her.
+    // alice opens the page: the first card, selected, is claimed for her; the second is free.
     let browser = Browser::start().await;
     browser.goto(&url).await;
     browser.type_into(&browser.wait_for("input#token").await, REVIEWER_TOKEN).await;
     browser.click(&browser.wait_for("section.login button").await).await;
+    browser.wait_for("#live.on").await;
     let own = held(&browser, &mine, "you").await;
     assert!(own["text"].as_str().unwrap().starts_with("You claim this task until"), "{own}");
     assert_eq!(own["disabled"], 0);
     let task = bob.get(&format!("/api/tasks/{mine}")).await.unwrap().json();
     assert_eq!(task["claim"]["by"], "alice", "{task}");
+    assert_eq!(held(&browser, &theirs, "none").await["disabled"], 0);
 
-    // bob's card: who holds it until when, every decide button disabled.
+    // bob claims the second over the API: alice's page shows it live, its buttons disabled.
+    assert_eq!(bob.claim(&theirs, None).await.unwrap().claim.by, "bob");
     let other = held(&browser, &theirs, "other").await;
     assert!(other["text"].as_str().unwrap().starts_with("Claimed by bob until"), "{other}");
     assert_eq!(other["disabled"], 3, "{other}");
@@ -89,7 +85,7 @@ async fn scenario() {
     browser.screenshot(&shot).await;
     eprintln!("screenshot: {}", shot.display());
 
-    // Opening bob's card (j) claims nothing; alice decides her own (k, then a).
+    // Opening bob's card (j) leaves his claim; alice decides her own (k, then a).
     browser.press("j").await;
     browser.wait_for(&format!("#task-{theirs}.selected")).await;
     browser.press("k").await;
@@ -100,9 +96,9 @@ async fn scenario() {
     let task = bob.get(&format!("/api/tasks/{theirs}")).await.unwrap().json();
     assert_eq!(task["claim"]["by"], "bob", "opening another's task leaves their claim: {task}");
 
-    // bob lets go; reloaded, the only card is opened, and so claimed, for alice.
+    // bob lets go (live again); the only card left is opened, and so claimed, for alice.
+    browser.wait_gone(&format!("#task-{mine}")).await;
     bob.release(&theirs).await.unwrap();
-    browser.goto(&url).await;
     held(&browser, &theirs, "you").await;
     // alice releases it from the card: it is nobody's, and still hers to decide.
     browser.click(&browser.wait_for(&format!("#task-{theirs} .claim button.release")).await).await;

@@ -13,7 +13,11 @@
 
   function select(card) {
     var opened = card && !card.classList.contains("selected");
-    cards().forEach(function (c) { c.classList.remove("selected"); });
+    cards().forEach(function (c) {
+      // A task released here is claimed again only once it is opened again.
+      if (c !== card) { delete c.dataset.released; }
+      c.classList.remove("selected");
+    });
     if (card) {
       card.classList.add("selected");
       var rect = card.getBoundingClientRect();
@@ -22,13 +26,44 @@
     }
   }
 
-  // A task nobody holds is claimed once when it is opened; a claim refused (someone was
-  // quicker) shows the card afresh, with who holds it.
+  // A task nobody holds is claimed when it is opened, or when it becomes free while open
+  // (unless the person released it here); a claim refused (someone was quicker) shows who
+  // holds it.
   function claimOpened(card) {
     var claim = card.querySelector(".claim[data-held=none] form.claim");
-    if (!claim || card.dataset.claiming) { return; }
+    if (!claim || card.dataset.claiming || card.dataset.released) { return; }
     card.dataset.claiming = "true";
-    post(claim.action, new URLSearchParams()).then(function () { refreshCard(card); });
+    post(claim.action, new URLSearchParams()).then(function () {
+      delete card.dataset.claiming;
+      refreshClaim(card);
+    });
+  }
+
+  // A card's claim shown afresh, and its decide buttons enabled or disabled to match, leaving
+  // the rest of the card (a half-written explanation, the focus) as it is.
+  function refreshClaim(card) {
+    return fetch("/ui/tasks/" + encodeURIComponent(card.dataset.id), { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (!html || !card.isConnected) { return; }
+        var template = document.createElement("template");
+        template.innerHTML = html;
+        var fresh = template.content.firstElementChild;
+        var claim = card.querySelector(".claim");
+        var freshClaim = fresh && fresh.dataset.id === card.dataset.id && fresh.querySelector(".claim");
+        if (!claim || !freshClaim) { return; }
+        claim.replaceWith(freshClaim);
+        var buttons = card.querySelectorAll("form.decide .choices button");
+        fresh.querySelectorAll("form.decide .choices button").forEach(function (button, i) {
+          if (!buttons[i]) { return; }
+          buttons[i].disabled = button.disabled;
+          if (button.hasAttribute("aria-describedby")) {
+            buttons[i].setAttribute("aria-describedby", button.getAttribute("aria-describedby"));
+          } else {
+            buttons[i].removeAttribute("aria-describedby");
+          }
+        });
+      });
   }
 
   // A form's post as the script makes it: the CSRF token in the header, JSON back.
@@ -193,6 +228,13 @@
     source.addEventListener("added", refresh);
     source.addEventListener("removed", function (e) { remove(byId(e.data)); refresh(); });
     source.addEventListener("resync", refresh);
+    source.addEventListener("claimed", function (e) {
+      var card = byId(e.data);
+      if (!card) { return; }
+      refreshClaim(card).then(function () {
+        if (claimOnOpen && card.classList.contains("selected")) { claimOpened(card); }
+      });
+    });
     // A page left for another (a filter, the next page) gives its connection back at once:
     // browsers allow a handful per host, and a kept page would hold one.
     window.addEventListener("pagehide", function () { source.close(); });
@@ -236,7 +278,7 @@
       }
       status.textContent = (res.json && res.json.error) || ("The decision failed (" + res.status + ").");
       // Another reviewer claims the task: the card shows who, and stays.
-      if (res.status === 409 && res.json && res.json.claim) { setTimeout(function () { refreshCard(card); }, 1500); return; }
+      if (res.status === 409 && res.json && res.json.claim) { refreshClaim(card); buttons.forEach(function (b) { b.disabled = false; }); return; }
       if (res.status === 409 || res.status === 404) { setTimeout(function () { remove(card); }, 1500); return; }
       buttons.forEach(function (b) { b.disabled = false; });
     }).catch(function () {
@@ -248,9 +290,10 @@
   // The card's Claim, Extend and Release buttons: the card shown afresh after, or why not.
   function claimOrRelease(form) {
     var card = form.closest("article.task");
+    if (/\/release$/.test(form.action)) { card.dataset.released = "true"; } else { delete card.dataset.released; }
     form.querySelectorAll("button").forEach(function (b) { b.disabled = true; });
     post(form.action, new URLSearchParams()).then(function (res) {
-      if (res.status >= 200 && res.status < 300 || res.json.claim) { refreshCard(card); return; }
+      if (res.status >= 200 && res.status < 300 || res.json.claim) { refreshClaim(card); return; }
       var status = card.querySelector("form.decide .status");
       if (status) { status.textContent = res.json.error || ("That failed (" + res.status + ")."); }
       if (res.status === 409 || res.status === 404) { setTimeout(function () { remove(card); }, 1500); }

@@ -23,7 +23,7 @@
 //! | `GET /standing` | the active standing decisions, each with a Revoke button |
 //! | `GET /canaries` | admins only: the canaries' catch rates |
 //! | `GET /runs` | admins only: the runs under control, and forms to switch them |
-//! | `GET /events` | server-sent events: `added` / `removed` task ids, `resync` |
+//! | `GET /events` | server-sent events: `added` / `removed` / `claimed` task ids, `resync` |
 //! | `GET /ui/tasks/{id}` | one task's card (HTML), for live insertion |
 //! | `GET /ui/pending?pool=&tool=…` | the counts, cards and pager of a page (HTML), to refresh it |
 //! | `POST /ui/tasks/{id}/decision` | a decision from the UI (form) |

@@ -95,6 +95,16 @@ impl Store {
         Ok(held.map(|(by, until_unix_ms)| ClaimView { by, until_unix_ms }))
     }
 
+    /// The claims that hold pending tasks at `now`, each with its task's id, in no order (for
+    /// the watcher of the pending list, which tells browsers when one changes).
+    pub async fn live_claims(&self, now: i64) -> Result<Vec<(String, ClaimView)>, StoreError> {
+        const SQL: &str = "SELECT c.task_id, c.reviewer, c.until_at FROM claims c JOIN tasks t ON t.id = c.task_id \
+                           WHERE t.state = 'pending' AND c.until_at > $1";
+        let rows: Vec<(String, String, i64)> =
+            on_db!(self, pool => sqlx::query_as(SQL).bind(now).fetch_all(pool).await?);
+        Ok(rows.into_iter().map(|(id, by, until_unix_ms)| (id, ClaimView { by, until_unix_ms })).collect())
+    }
+
     /// Fills in the claims that hold those `tasks` that are pending at `now` (one query for all).
     pub(super) async fn load_claims(&self, tasks: &mut [Task], now: i64) -> Result<(), StoreError> {
         let ids: Vec<&str> = tasks.iter().filter(|t| t.is_pending()).map(|t| t.id.as_str()).collect();

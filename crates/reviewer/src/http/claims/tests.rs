@@ -17,6 +17,7 @@ use crate::http::AppState;
 use crate::http::tests::{ALICE, BOB, Outbox, api, browser, csrf_of, login, send, with_tasks};
 use crate::site::Site;
 use crate::store::Inserted;
+use crate::web::Change;
 
 /// Holds the override of `ops`.
 const CAROL: &str = "carol-token";
@@ -144,6 +145,48 @@ async fn the_pools_override_decides_and_releases_over_a_claim_and_says_so() {
     assert!(json_of(&shared, "GET", &format!("/api/tasks/{}", ids[1]), BOB, None).await.1.get("claim").is_none());
     // An override of every pool covers only the pools one reviews.
     assert_eq!(json_of(&shared, "POST", &claim, DAVE, None).await.0, StatusCode::NOT_FOUND);
+}
+
+/// The watcher of the pending list tells browsers when a pending task's claim is taken,
+/// released, or ends by itself.
+#[tokio::test]
+async fn the_change_feed_tells_of_claims_taken_released_and_ended() {
+    let (shared, _outbox, ids) = claimed(Claims::default()).await;
+    let mut changes = shared.web.changes.subscribe();
+    tokio::spawn(crate::web::watch(shared.desk.clone(), shared.web.clone()));
+    // The watcher tells of nothing at its first look: tasks added until one is told of.
+    for i in 0.. {
+        let incoming = human("ops", "s9", &format!("c{i}"), false, 0);
+        shared.desk.store().insert(&incoming, now_ms()).await.unwrap();
+        shared.desk.poke();
+        if let Ok(change) = tokio::time::timeout(std::time::Duration::from_secs(1), changes.recv()).await {
+            assert!(matches!(change.unwrap(), Change::Added { .. }));
+            break;
+        }
+    }
+    // The next claim change, past any task added late.
+    async fn next(changes: &mut tokio::sync::broadcast::Receiver<Change>) -> Change {
+        loop {
+            match changes.recv().await.unwrap() {
+                Change::Added { .. } => continue,
+                change => return change,
+            }
+        }
+    }
+    let claimed = |id: &str| Change::Claimed { id: id.to_owned(), pool: "ops".into() };
+    let claim = format!("/api/tasks/{}/claim", ids[0]);
+    assert_eq!(send(&shared, api("POST", &claim, Some(ALICE), None)).await.0, StatusCode::OK);
+    assert_eq!(next(&mut changes).await, claimed(&ids[0]), "taken");
+    assert_eq!(send(&shared, api("DELETE", &claim, Some(ALICE), None)).await.0, StatusCode::NO_CONTENT);
+    assert_eq!(next(&mut changes).await, claimed(&ids[0]), "released");
+    // A claim whose time passes is told of when the watcher next looks.
+    let now = now_ms();
+    shared.desk.store().claim_task(&ids[1], "bob", now, now + 3_000).await.unwrap();
+    shared.desk.poke();
+    assert_eq!(next(&mut changes).await, claimed(&ids[1]), "taken");
+    assert_eq!(next(&mut changes).await, claimed(&ids[1]), "ended");
+    assert!(shared.desk.store().claim_of(&ids[1], now_ms()).await.unwrap().is_none());
+    shared.web.stop.cancel();
 }
 
 /// A standing decision made while bob holds an identical task leaves that task to him; the
