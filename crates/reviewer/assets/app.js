@@ -42,28 +42,23 @@
   // A card's claim shown afresh, and its decide buttons enabled or disabled to match, leaving
   // the rest of the card (a half-written explanation, the focus) as it is.
   function refreshClaim(card) {
-    return fetch("/ui/tasks/" + encodeURIComponent(card.dataset.id), { credentials: "same-origin" })
-      .then(function (r) { return r.ok ? r.text() : null; })
-      .then(function (html) {
-        if (!html || !card.isConnected) { return; }
-        var template = document.createElement("template");
-        template.innerHTML = html;
-        var fresh = template.content.firstElementChild;
-        var claim = card.querySelector(".claim");
-        var freshClaim = fresh && fresh.dataset.id === card.dataset.id && fresh.querySelector(".claim");
-        if (!claim || !freshClaim) { return; }
-        claim.replaceWith(freshClaim);
-        var buttons = card.querySelectorAll("form.decide .choices button");
-        fresh.querySelectorAll("form.decide .choices button").forEach(function (button, i) {
-          if (!buttons[i]) { return; }
-          buttons[i].disabled = button.disabled;
-          if (button.hasAttribute("aria-describedby")) {
-            buttons[i].setAttribute("aria-describedby", button.getAttribute("aria-describedby"));
-          } else {
-            buttons[i].removeAttribute("aria-describedby");
-          }
-        });
+    return fetchCard(card.dataset.id).then(function (fresh) {
+      if (!fresh || !card.isConnected) { return; }
+      var claim = card.querySelector(".claim");
+      var freshClaim = fresh.querySelector(".claim");
+      if (!claim || !freshClaim) { return; }
+      claim.replaceWith(freshClaim);
+      var buttons = card.querySelectorAll("form.decide .choices button");
+      fresh.querySelectorAll("form.decide .choices button").forEach(function (button, i) {
+        if (!buttons[i]) { return; }
+        buttons[i].disabled = button.disabled;
+        if (button.hasAttribute("aria-describedby")) {
+          buttons[i].setAttribute("aria-describedby", button.getAttribute("aria-describedby"));
+        } else {
+          buttons[i].removeAttribute("aria-describedby");
+        }
       });
+    });
   }
 
   // A form's post as the script makes it: the CSRF token in the header, JSON back.
@@ -105,6 +100,18 @@
 
   function byId(id) { return document.getElementById("task-" + id); }
 
+  // The card of task `id` as the server draws it now, or null (gone, or not the reviewer's).
+  function fetchCard(id) {
+    return fetch("/ui/tasks/" + encodeURIComponent(id), { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        var template = document.createElement("template");
+        template.innerHTML = html || "";
+        var card = template.content.firstElementChild;
+        return card && card.dataset.id === id ? card : null;
+      });
+  }
+
   // The task a link names (`/#task-<id>`, as webhooks send): shown even when it is not on
   // this page, until it leaves the pending list.
   function linked() {
@@ -115,51 +122,34 @@
   function showLinked() {
     var id = linked();
     if (!id || byId(id)) { return; }
-    fetch("/ui/tasks/" + encodeURIComponent(id), { credentials: "same-origin" })
-      .then(function (r) { return r.ok ? r.text() : null; })
-      .then(function (html) {
-        if (!html || byId(id)) { return; }
-        var template = document.createElement("template");
-        template.innerHTML = html;
-        var card = template.content.firstElementChild;
-        // A task decided before its card arrived (by a standing decision, or elsewhere) is not added.
-        if (!card || card.dataset.id !== id || !card.querySelector("form.decide")) { return; }
-        list.insertBefore(card, list.firstElementChild);
-        select(card);
-        refreshCount();
-        tick();
-      });
+    fetchCard(id).then(function (card) {
+      // A task decided before its card arrived (by a standing decision, or elsewhere) is not added.
+      if (!card || byId(id) || !card.querySelector("form.decide")) { return; }
+      list.insertBefore(card, list.firstElementChild);
+      select(card);
+      refreshCount();
+      tick();
+    });
   }
 
   // A card whose task is still pending after a decision (an approval short of the count) is
   // shown afresh.
   function refreshCard(card) {
-    fetch("/ui/tasks/" + encodeURIComponent(card.dataset.id), { credentials: "same-origin" })
-      .then(function (r) { return r.ok ? r.text() : null; })
-      .then(function (html) {
-        if (!html || !card.isConnected) { return; }
-        var template = document.createElement("template");
-        template.innerHTML = html;
-        var fresh = template.content.firstElementChild;
-        if (!fresh || fresh.dataset.id !== card.dataset.id) { return; }
-        if (card.classList.contains("selected")) { fresh.classList.add("selected"); }
-        card.replaceWith(fresh);
-        tick();
-      });
+    fetchCard(card.dataset.id).then(function (fresh) {
+      if (!fresh || !card.isConnected) { return; }
+      if (card.classList.contains("selected")) { fresh.classList.add("selected"); }
+      card.replaceWith(fresh);
+      tick();
+    });
   }
 
   // The linked task stays on the page while it is pending, even off this page's filter; once
   // decided (its removal may have come before the page listened), it leaves too.
   function dropIfDecided(card) {
-    fetch("/ui/tasks/" + encodeURIComponent(card.dataset.id), { credentials: "same-origin" })
-      .then(function (r) { return r.ok ? r.text() : null; })
-      .then(function (html) {
-        if (!card.isConnected) { return; }
-        var template = document.createElement("template");
-        template.innerHTML = html || "";
-        var fresh = template.content.firstElementChild;
-        if (!fresh || !fresh.querySelector("form.decide")) { remove(card); }
-      });
+    fetchCard(card.dataset.id).then(function (fresh) {
+      if (!card.isConnected) { return; }
+      if (!fresh || !fresh.querySelector("form.decide")) { remove(card); }
+    });
   }
 
   // Brings the page in line with the store: the same filter, order and cursor (the URL's)
