@@ -21,6 +21,7 @@ Needs a RabbitMQ broker (`AIRLOCK_AMQP_URL`, or `--amqp`), this repository's `ai
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -33,7 +34,6 @@ import threading
 import time
 import urllib.request
 import uuid
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -93,11 +93,11 @@ class Role:
             time.sleep(0.1)
 
     def stop(self) -> None:
+        """Asks the role to stop, and kills it if it has not in 20 seconds."""
         self.process.terminate()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
+        self.process.kill()  # nothing once it exited
 
 
 def api(base: str, token: str, path: str, body: dict[str, Any] | None = None) -> Any:
@@ -177,7 +177,7 @@ def main() -> None:
     token = airlock("reviewer", "add-token", "--tokens", str(tokens), "--name", "auditor", "--pools", "default")
     reviewer_url = f"http://127.0.0.1:{free_port()}"
 
-    with ExitStack() as stack:
+    with contextlib.ExitStack() as stack:
         if args.monitor_args:
             model_args = shlex.split(args.monitor_args)
         else:
