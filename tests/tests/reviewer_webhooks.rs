@@ -109,7 +109,8 @@ async fn paged(transport: AmqpTransport, prefix: String, store: String) {
     let client = Client::connect(transport.clone(), client_config).await.unwrap();
     let metrics = Arc::new(Metrics::new());
     let mut config = reviewer_config(&prefix, &store, INSTANCE);
-    config.webhooks = Webhooks { endpoints: vec![endpoint("ops", "ops"), endpoint("security", "security")], retry };
+    let endpoints = vec![endpoint("ops", "ops"), endpoint("security", "security")];
+    config.webhooks = Webhooks { endpoints, retry, slack: None };
     config.metrics = metrics.clone();
     let service = Service::start(transport.clone(), config).await.unwrap();
     let api = ApiClient::new(&format!("http://{}", service.local_addr()), REVIEWER_TOKEN);
