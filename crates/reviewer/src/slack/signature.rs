@@ -52,7 +52,7 @@ pub fn verify(
 }
 
 /// `v0=<hex>` of `body` sent at `timestamp` under `secret`.
-fn sign(secret: &str, timestamp: &str, body: &[u8]) -> String {
+pub(crate) fn sign(secret: &str, timestamp: &str, body: &[u8]) -> String {
     let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes keys of any length");
     mac.update(b"v0:");
     mac.update(timestamp.as_bytes());
