@@ -10,21 +10,22 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use airlock_client::{Client, ClientConfig, Repeats};
 use airlock_reviewer::Service;
-use airlock_reviewer::auth::{Reviewer, sha256_hex};
+use airlock_reviewer::auth::{Reviewer, Reviewers, sha256_hex};
 use airlock_reviewer::client::ApiClient;
 use airlock_reviewer::slack::signature::{Unsigned, verify};
 use airlock_reviewer::slack::{Hidden, Slack};
 use airlock_reviewer::webhooks::Webhooks;
+use airlock_testkit::database::{with_pg, with_sqlite};
 use airlock_testkit::unique_prefix;
 use airlock_tests::slack::{ApiCall, FakeSlack, fake_slack, press, sign};
+use airlock_tests::webhooks::quick_retries;
 use airlock_tests::{
-    InProcessWorker, REVIEWER_TOKEN, TestKeys, approval, broker, decision_name, guarded, pending, reviewer_config,
+    InProcessWorker, REVIEWER_TOKEN, approval, broker, decision_name, guarded, pending, reviewer_config, runner,
     venv_python,
 };
 use airlock_transport::{AmqpTransport, Topology, Transport};
-use airlock_webhook::{RetryPolicy, unix_seconds};
+use airlock_webhook::unix_seconds;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
@@ -86,40 +87,31 @@ async fn pending_count(api: &ApiClient) -> usize {
 }
 
 #[tokio::test]
-async fn a_slack_press_from_a_mapped_user_decides_end_to_end_and_a_forged_stale_replayed_or_unmapped_one_does_not() {
+async fn a_slack_press_decides_end_to_end_and_a_forged_stale_replayed_or_unmapped_one_does_not_on_sqlite() {
     let prefix = unique_prefix();
     let Some(transport) = broker(&prefix).await else { return };
-    guarded(fleet(&prefix), pressed(transport, prefix)).await;
+    guarded(fleet(&prefix), with_sqlite("slack", move |store| pressed(transport, prefix, store))).await;
 }
 
-async fn pressed(transport: AmqpTransport, prefix: String) {
-    let mut fake = fake_slack(BOT_TOKEN).await;
-    let dir = std::env::temp_dir().join(format!("airlock-slack-{prefix}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let store = format!("sqlite:{}", dir.join("reviewer.db").display());
+#[tokio::test]
+async fn a_slack_press_decides_end_to_end_and_a_forged_stale_replayed_or_unmapped_one_does_not_on_postgres() {
+    let prefix = unique_prefix();
+    let Some(transport) = broker(&prefix).await else { return };
+    guarded(fleet(&prefix), with_pg("slack", move |store| pressed(transport, prefix, store))).await;
+}
 
+async fn pressed(transport: AmqpTransport, prefix: String, store: String) {
+    let mut fake = fake_slack(BOT_TOKEN).await;
     transport.declare(&fleet(&prefix)).await.unwrap();
     let worker = InProcessWorker::start(transport.clone(), &prefix, "worker", 16);
-    let client_config = ClientConfig {
-        prefix: prefix.clone(),
-        runner_id: "runner".into(),
-        default_timeout: Duration::from_secs(100),
-        replies: TestKeys::get().replies(),
-        repeats: Repeats::default(),
-    };
-    let client = Client::connect(transport.clone(), client_config).await.unwrap();
+    let client = runner(transport.clone(), &prefix, Duration::from_secs(100)).await;
     let mut config = reviewer_config(&prefix, &store, INSTANCE);
+    let alice = config.reviewers.by_name("alice").unwrap().clone();
     let bob =
         Reviewer { name: "bob".into(), token_sha256: sha256_hex(BOB_TOKEN), pools: vec!["ops".into()], admin: false };
-    let mut reviewers = vec![config.reviewers.by_name("alice").unwrap().clone(), bob];
-    config.reviewers = airlock_reviewer::auth::Reviewers::from_list(std::mem::take(&mut reviewers));
-    let retry = RetryPolicy {
-        first_delay: Duration::from_millis(20),
-        max_delay: Duration::from_millis(100),
-        period: Duration::from_secs(60),
-        attempt_timeout: Duration::from_secs(10),
-    };
-    config.webhooks = Webhooks { retry, slack: Some(Arc::new(slack_app(&fake))), ..Webhooks::default() };
+    config.reviewers = Reviewers::from_list(vec![alice, bob]);
+    let slack = Some(Arc::new(slack_app(&fake)));
+    config.webhooks = Webhooks { retry: quick_retries(), slack, ..Webhooks::default() };
     let service = Service::start(transport.clone(), config.clone()).await.unwrap();
     let base = format!("http://{}", service.local_addr());
     let api = ApiClient::new(&base, REVIEWER_TOKEN);
@@ -205,7 +197,6 @@ async fn pressed(transport: AmqpTransport, prefix: String) {
 
     service.stop().await;
     worker.stop().await;
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Checks, with Slack's own SDK: the tests sign as Slack signs; the service accepts exactly

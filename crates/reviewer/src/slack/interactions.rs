@@ -10,6 +10,7 @@
 //! `chat.update`, as for any decision.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use airlock_records::time::now_ms;
 use axum::body::Bytes;
@@ -30,6 +31,8 @@ use crate::web::Web;
 pub const PATH: &str = "/slack/interactions";
 /// The largest request body read.
 pub const BODY_LIMIT: usize = 256 * 1024;
+/// How long telling a person through a `response_url` may take.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The form Slack posts.
 #[derive(Debug, Deserialize)]
@@ -106,6 +109,7 @@ pub async fn interactions(
             let message = json!({"response_type": "ephemeral", "replace_original": false, "text": told});
             let sent = http
                 .post(&url)
+                .timeout(RESPONSE_TIMEOUT)
                 .header(reqwest::header::CONTENT_TYPE, "application/json; charset=utf-8")
                 .body(message.to_string())
                 .send()
