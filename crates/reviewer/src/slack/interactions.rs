@@ -21,6 +21,7 @@ use serde::Deserialize;
 use serde_json::json;
 use tracing::{debug, info, warn};
 
+use super::Slack;
 use super::blocks::{DECIDE_ACTION, OPEN_ACTION};
 use super::signature::{MAX_AGE_SECONDS, SIGNATURE_HEADER, TIMESTAMP_HEADER, payload_id, verify};
 use crate::desk::{Answer, Desk};
@@ -100,31 +101,32 @@ pub async fn interactions(
     else {
         return (StatusCode::BAD_REQUEST, "not an interaction payload").into_response();
     };
-    let Some(told) = told(&desk, &web, &payload).await else {
-        return StatusCode::OK.into_response();
-    };
-    if let Some(url) = payload.response_url.filter(|url| url.starts_with("https://") || url.starts_with("http://")) {
-        let http = slack.http().clone();
-        tokio::spawn(async move {
-            let message = json!({"response_type": "ephemeral", "replace_original": false, "text": told});
-            let sent = http
-                .post(&url)
-                .timeout(RESPONSE_TIMEOUT)
-                .header(reqwest::header::CONTENT_TYPE, "application/json; charset=utf-8")
-                .body(message.to_string())
-                .send()
-                .await;
-            if let Err(e) = sent {
-                debug!(error = %e, "Telling a Slack user failed.");
-            }
-        });
+    if let Some(told) = told(&desk, &web, &slack, &payload).await
+        && let Some(url) = payload.response_url.filter(|url| url.starts_with("https://") || url.starts_with("http://"))
+    {
+        tokio::spawn(tell(slack.http().clone(), url, told));
     }
     StatusCode::OK.into_response()
 }
 
+/// Tells the person who pressed, privately, through the payload's `response_url`.
+async fn tell(http: reqwest::Client, response_url: String, text: String) {
+    let message = json!({"response_type": "ephemeral", "replace_original": false, "text": text});
+    let sent = http
+        .post(&response_url)
+        .timeout(RESPONSE_TIMEOUT)
+        .header(reqwest::header::CONTENT_TYPE, "application/json; charset=utf-8")
+        .body(message.to_string())
+        .send()
+        .await;
+    if let Err(e) = sent {
+        debug!(error = %e, "Telling a Slack user failed.");
+    }
+}
+
 /// Decides what `payload` asks, if it presses a decision's button: what its user is told, or
 /// `None` for anything else (the link to the task, other interactions).
-async fn told(desk: &Desk, web: &Web, payload: &Payload) -> Option<String> {
+async fn told(desk: &Desk, web: &Web, slack: &Slack, payload: &Payload) -> Option<String> {
     let action = payload.actions.first().filter(|_| payload.kind == "block_actions")?;
     let decision = action.action_id.strip_prefix(DECIDE_ACTION);
     let (Some(decision), Some(task_id)) = (decision, action.value.as_deref()) else {
@@ -133,7 +135,6 @@ async fn told(desk: &Desk, web: &Web, payload: &Payload) -> Option<String> {
         }
         return None;
     };
-    let slack = desk.webhooks().slack.as_ref()?;
     let Some(reviewer) = slack.reviewer(&payload.user.id).and_then(|name| web.reviewers.by_name(name)) else {
         info!(user = %Logged(&payload.user.id), task = %Logged(task_id), "An unmapped Slack user pressed a button; nothing decided.");
         return Some(
