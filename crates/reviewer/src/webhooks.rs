@@ -182,7 +182,7 @@ impl TaskEvent {
 }
 
 /// At most `chars` characters of `text`, with `…` when cut.
-pub(crate) fn shorten(text: &str, chars: usize) -> String {
+fn shorten(text: &str, chars: usize) -> String {
     match text.char_indices().nth(chars) {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_owned(),

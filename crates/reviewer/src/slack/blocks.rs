@@ -12,7 +12,6 @@ use crate::site::PublicUrl;
 use crate::task::{DECIDED_BY_TIMEOUT, State, Task};
 use crate::ui::why::WhyHere;
 use crate::ui::{Content, display_safe, shown};
-use crate::webhooks::shorten;
 
 /// The `action_id` of a decision's button: this prefix, then the decision (`value` is the
 /// task's id).
@@ -20,27 +19,50 @@ pub const DECIDE_ACTION: &str = "airlock_decide_";
 /// The `action_id` of the link to the task (Slack reports its presses too; they decide nothing).
 pub const OPEN_ACTION: &str = "airlock_open";
 
-/// The most characters of a call shown (a section holds 3,000).
-const CALL_CHARS: usize = 2800;
-/// The most characters of one line of why a task is here, or of an explanation.
-const LINE_CHARS: usize = 500;
+/// The most characters of a call shown, escaped (a section holds 3,000, with its title).
+const CALL_CHARS: usize = 2600;
+/// The most characters of a title, of one answer's explanation or of what the model said.
+const LINE_CHARS: usize = 300;
+/// The most characters of a name (a pool, a reviewer, who asked, a policy, a step).
+const NAME_CHARS: usize = 100;
 /// The most lines of why a task is here (a context block holds 10 elements).
 const WHY_LINES: usize = 10;
 
-/// `text` made display-safe and escaped for Slack's mrkdwn.
-pub fn escape(text: &str) -> String {
-    display_safe(text).replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+/// `text` made display-safe and escaped for Slack's mrkdwn, at most `max` characters once
+/// escaped: cut with `…` when longer, never inside an escape.
+pub fn escape(text: &str, max: usize) -> String {
+    let piece = |c: char| match c {
+        '&' => "&amp;".to_owned(),
+        '<' => "&lt;".to_owned(),
+        '>' => "&gt;".to_owned(),
+        c => display_safe(c.encode_utf8(&mut [0; 4])),
+    };
+    let pieces: Vec<String> = text.chars().map(piece).collect();
+    if pieces.iter().map(|p| p.chars().count()).sum::<usize>() <= max {
+        return pieces.concat();
+    }
+    let mut out = String::new();
+    let mut length = 0;
+    for piece in pieces {
+        length += piece.chars().count();
+        if length >= max {
+            break;
+        }
+        out.push_str(&piece);
+    }
+    out.push('…');
+    out
 }
 
 /// The message of `task` waiting for a person: `{text, blocks}`, to which `chat.postMessage`
 /// adds the channel.
 pub fn pending(task: &Task, public_url: Option<&PublicUrl>) -> Value {
     let needed = task.approvals_needed();
-    let mut headline = format!("*A call waits for a person* in pool `{}`", escape(&task.pool));
+    let mut headline = format!("*A call waits for a person* in pool `{}`", escape(&task.pool, NAME_CHARS));
     if needed > 1 {
         headline.push_str(&format!(" · needs {needed} approvals"));
     }
-    let text = format!("A call waits for a person in pool {}", escape(&task.pool));
+    let text = format!("A call waits for a person in pool {}", escape(&task.pool, NAME_CHARS));
     let mut blocks = vec![section(&headline)];
     blocks.extend(call(task));
     blocks.extend(why(task));
@@ -62,14 +84,18 @@ pub fn pending(task: &Task, public_url: Option<&PublicUrl>) -> Value {
 /// The message of `task` once decided: `{text, blocks}`, to which `chat.update` adds the
 /// channel and the message's `ts`. A task not decided (withdrawn) says so.
 pub fn decided(task: &Task, public_url: Option<&PublicUrl>) -> Value {
-    let pool = escape(&task.pool);
+    let pool = escape(&task.pool, NAME_CHARS);
     let (headline, explanation) = match &task.state {
         State::Decided(verdict) if verdict.decided_by == DECIDED_BY_TIMEOUT => (
             format!("*No one answered in time* in pool `{pool}`, so *{}*", verdict.decision.as_str()),
             Some(&verdict.explanation),
         ),
         State::Decided(verdict) => (
-            format!("*{}* decided *{}* in pool `{pool}`", escape(&verdict.decided_by), verdict.decision.as_str()),
+            format!(
+                "*{}* decided *{}* in pool `{pool}`",
+                escape(&verdict.decided_by, NAME_CHARS),
+                verdict.decision.as_str()
+            ),
             Some(&verdict.explanation),
         ),
         State::Pending | State::Cancelled { .. } => (format!("*Withdrawn* in pool `{pool}`"), None),
@@ -77,7 +103,7 @@ pub fn decided(task: &Task, public_url: Option<&PublicUrl>) -> Value {
     let text = headline.replace('*', "");
     let mut blocks = vec![section(&headline)];
     if let Some(explanation) = explanation.filter(|e| !e.is_empty()) {
-        blocks.push(context(vec![format!("Why: {}", escape(&shorten(explanation, LINE_CHARS)))]));
+        blocks.push(context(vec![format!("Why: {}", escape(explanation, LINE_CHARS))]));
     }
     blocks.extend(call(task));
     blocks.extend(why(task));
@@ -100,12 +126,12 @@ fn call(task: &Task) -> Vec<Value> {
 fn mrkdwn(content: &Content) -> String {
     let body = if content.markdown {
         let lines = content.text.lines().map(|line| if line.starts_with("```") { "```" } else { line });
-        escape(&shorten(&lines.collect::<Vec<_>>().join("\n"), CALL_CHARS))
+        escape(&lines.collect::<Vec<_>>().join("\n"), CALL_CHARS)
     } else {
-        format!("```{}```", escape(&shorten(&content.text, CALL_CHARS)))
+        format!("```{}```", escape(&content.text, CALL_CHARS))
     };
     match &content.title {
-        Some(title) => format!("*{}*\n{body}", escape(&shorten(title, LINE_CHARS))),
+        Some(title) => format!("*{}*\n{body}", escape(title, LINE_CHARS)),
         None => body,
     }
 }
@@ -117,23 +143,23 @@ fn why(task: &Task) -> Option<Value> {
     let mut lines = Vec::new();
     let mut origin = Vec::new();
     if let Some(asked) = asked {
-        let tenant = asked.tenant.map(|t| format!(" (tenant {})", escape(&t))).unwrap_or_default();
-        origin.push(format!("Asked by {}{tenant}", escape(&asked.by)));
+        let tenant = asked.tenant.map(|t| format!(" (tenant {})", escape(&t, NAME_CHARS))).unwrap_or_default();
+        origin.push(format!("Asked by {}{tenant}", escape(&asked.by, NAME_CHARS)));
     }
     if let Some(policy) = policy {
-        origin.push(format!("policy {}", escape(&policy.name)));
+        origin.push(format!("policy {}", escape(&policy.name, NAME_CHARS)));
     }
     if !origin.is_empty() {
         lines.push(origin.join(" · "));
     }
     for answer in answers {
-        let by = answer.decided_by.map(|by| format!(" ({})", escape(&by))).unwrap_or_default();
-        let why = answer.explanation.map(|e| format!(": {}", escape(&shorten(&e, LINE_CHARS)))).unwrap_or_default();
-        lines.push(format!("*{}*{by} answered *{}*{why}", escape(&answer.approver), answer.decision));
+        let by = answer.decided_by.map(|by| format!(" ({})", escape(&by, NAME_CHARS))).unwrap_or_default();
+        let why = answer.explanation.map(|e| format!(": {}", escape(&e, LINE_CHARS))).unwrap_or_default();
+        lines.push(format!("*{}*{by} answered *{}*{why}", escape(&answer.approver, NAME_CHARS), answer.decision));
     }
     let message = task.message().trim();
     if !message.is_empty() {
-        lines.push(format!("The model said: {}", escape(&shorten(message, LINE_CHARS))));
+        lines.push(format!("The model said: {}", escape(message, LINE_CHARS)));
     }
     lines.truncate(WHY_LINES);
     (!lines.is_empty()).then(|| context(lines))

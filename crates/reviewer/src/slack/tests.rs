@@ -118,9 +118,13 @@ fn modify_is_left_to_the_ui_and_two_approvals_are_announced() {
 }
 
 #[test]
-fn text_from_the_task_is_escaped_for_mrkdwn_and_a_long_call_is_cut() {
-    assert_eq!(escape("<!channel> & <@U1|x>\u{202e}"), "&lt;!channel&gt; &amp; &lt;@U1|x&gt;‹U+202E›");
-    let arguments = json!({"cmd": format!("echo <!here> && {}", "x".repeat(5000))}).to_string();
+fn text_from_the_task_is_escaped_for_mrkdwn_and_cut_once_escaped() {
+    assert_eq!(escape("<!channel> & <@U1|x>\u{202e}", 100), "&lt;!channel&gt; &amp; &lt;@U1|x&gt;‹U+202E›");
+    // Cut with `…` within the limit, never inside an escape.
+    assert_eq!(escape("a<b", 6), "a&lt;b");
+    assert_eq!(escape("a<bc", 6), "a&lt;…");
+    assert_eq!(escape("a<bc", 5), "a…");
+    let arguments = json!({"cmd": format!("echo <!here> && {}", "<".repeat(5000))}).to_string();
     let task = calling("ops", "run", "s1", "c1", "bash", &arguments, 0).pending("t1", 1_000);
     let message = pending(&task, None);
     let shown = texts(&message);
@@ -128,7 +132,7 @@ fn text_from_the_task_is_escaped_for_mrkdwn_and_a_long_call_is_cut() {
     for block in message["blocks"].as_array().unwrap().iter().filter(|b| b["type"] == "section") {
         assert!(block["text"]["text"].as_str().unwrap().chars().count() <= 3000, "{block}");
     }
-    assert!(shown.contains('…'));
+    assert!(shown.contains("&lt;…"), "{shown}");
 }
 
 fn decided_by(by: &str, decision: Decision) -> Task {
