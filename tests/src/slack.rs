@@ -1,12 +1,13 @@
 //! A stand-in for Slack in the tests: a Web API server that speaks its wire format
 //! (`chat.postMessage` and `chat.update` answering `{"ok": true, "channel", "ts"}`, a call
-//! without the bot token answering `{"ok": false, "error": "not_authed"}`), a `response_url`
+//! without the bot token answering `{"ok": false, "error": "not_authed"}`, the first calls
+//! rate-limited if asked), a `response_url`
 //! that keeps what the app tells a person, and button presses as Slack posts them, signed the
 //! way Slack signs requests with an HMAC of the tests' own (checked against Slack's own SDK in
 //! `reviewer_slack`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use axum::Json;
 use axum::http::HeaderMap;
@@ -40,23 +41,29 @@ pub struct FakeSlack {
     pub responses: mpsc::UnboundedReceiver<Value>,
 }
 
-/// Starts a fake Slack whose Web API takes `bot_token`.
-pub async fn fake_slack(bot_token: &str) -> FakeSlack {
+/// Starts a fake Slack whose Web API takes `bot_token`, and answers its first `limited` calls
+/// `{"ok": false, "error": "ratelimited"}`.
+pub async fn fake_slack(bot_token: &str, limited: u32) -> FakeSlack {
     let (calls_sender, calls) = mpsc::unbounded_channel();
     let (responses_sender, responses) = mpsc::unbounded_channel();
     let next_ts = Arc::new(AtomicU64::new(1));
+    let limited = Arc::new(AtomicU32::new(limited));
     let expected = format!("Bearer {bot_token}");
     let api = post(
         move |axum::extract::Path(method): axum::extract::Path<String>,
               headers: HeaderMap,
               Json(arguments): Json<Value>| {
-            let (calls, next_ts, expected) = (calls_sender.clone(), next_ts.clone(), expected.clone());
+            let (calls, next_ts, expected, limited) =
+                (calls_sender.clone(), next_ts.clone(), expected.clone(), limited.clone());
             async move {
                 let authorization = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default();
                 let call = ApiCall { method: method.clone(), authorization: authorization.to_owned(), arguments };
                 let _ = calls.send(call.clone());
                 if authorization != expected {
                     return Json(json!({"ok": false, "error": "not_authed"}));
+                }
+                if limited.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok() {
+                    return Json(json!({"ok": false, "error": "ratelimited"}));
                 }
                 let channel = call.arguments["channel"].clone();
                 let ts = match method.as_str() {

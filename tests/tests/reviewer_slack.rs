@@ -1,5 +1,6 @@
 //! The reviewer service's Slack app, end to end: a real worker escalates calls to a reviewer
-//! service whose Slack app posts them to a fake Slack Web API; a button press, signed as Slack
+//! service whose Slack app posts them to a fake Slack Web API (retried when rate-limited); a
+//! button press, signed as Slack
 //! signs it, decides the task through the desk and the runner gets the answer, and the message
 //! is updated naming who decided. A forged, stale, replayed or unmapped press decides nothing.
 //! Slack's own SDK (`slack_sdk`, in `.venv`) is the oracle of the signatures and of the fake's
@@ -101,7 +102,8 @@ async fn a_slack_press_decides_end_to_end_and_a_forged_stale_replayed_or_unmappe
 }
 
 async fn pressed(transport: AmqpTransport, prefix: String, store: String) {
-    let mut fake = fake_slack(BOT_TOKEN).await;
+    // The first post is rate-limited: it is retried.
+    let mut fake = fake_slack(BOT_TOKEN, 1).await;
     transport.declare(&fleet(&prefix)).await.unwrap();
     let worker = InProcessWorker::start(transport.clone(), &prefix, "worker", 16);
     let client = runner(transport.clone(), &prefix, Duration::from_secs(100)).await;
@@ -123,7 +125,9 @@ async fn pressed(transport: AmqpTransport, prefix: String, store: String) {
     let bash = json!({"function": "bash", "arguments": {"cmd": "rm -r build"}});
     let asked = tokio::spawn(async move { asking.approve(approval("s1", "c1", bash, POLICY)).await });
     let id = pending(&api, 1).await.remove(0)["id"].as_str().unwrap().to_owned();
+    let limited = fake.calls.recv().await.unwrap();
     let posted = fake.calls.recv().await.unwrap();
+    assert_eq!((limited.method.as_str(), &limited.arguments), ("chat.postMessage", &posted.arguments));
     assert_eq!(posted.method, "chat.postMessage");
     assert_eq!(posted.authorization, format!("Bearer {BOT_TOKEN}"));
     assert_eq!(posted.arguments["channel"], CHANNEL);
@@ -205,7 +209,7 @@ async fn pressed(transport: AmqpTransport, prefix: String, store: String) {
 #[tokio::test]
 async fn slacks_own_sdk_signs_and_accepts_as_the_service_does() {
     let Some(python) = venv_python("slack_sdk", "slack_sdk (`.ci/run` installs it)") else { return };
-    let mut fake = fake_slack(BOT_TOKEN).await;
+    let mut fake = fake_slack(BOT_TOKEN, 0).await;
     let now = unix_seconds();
     let body = press(ALICE, "airlock_decide_approve", "t1", CHANNEL, "1.2", "https://hooks.slack.com/actions/T1/1/x");
     let cases: Vec<Value> = [

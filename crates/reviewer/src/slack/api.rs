@@ -21,7 +21,7 @@ use super::{Slack, blocks};
 use crate::desk::Desk;
 use crate::site::PublicUrl;
 use crate::store::{NewWebhook, OwedWebhook, RowState, SlackPost};
-use crate::task::Task;
+use crate::task::{State, Task};
 use crate::webhooks::EventKind;
 
 /// The endpoint of a row owed to Slack's `chat.postMessage`.
@@ -70,7 +70,8 @@ impl Slack {
                 (post_id(&task.id), POST_MESSAGE, message)
             }
             EventKind::Decided | EventKind::Expired => {
-                (format!("slack_update_{}", task.id), UPDATE, blocks::decided(task, public_url))
+                let State::Decided(verdict) = &task.state else { return None };
+                (format!("slack_update_{}", task.id), UPDATE, blocks::decided(task, verdict, public_url))
             }
         };
         let body = serde_json::to_vec(&Owed { task_id: task.id.clone(), message }).expect("a message serialises");

@@ -9,7 +9,7 @@ use airlock_policy::Decision;
 use serde_json::{Value, json};
 
 use crate::site::PublicUrl;
-use crate::task::{DECIDED_BY_TIMEOUT, State, Task};
+use crate::task::{Task, Verdict};
 use crate::ui::why::WhyHere;
 use crate::ui::{Content, display_safe, shown};
 
@@ -81,29 +81,20 @@ pub fn pending(task: &Task, public_url: Option<&PublicUrl>) -> Value {
     json!({"text": text, "blocks": blocks})
 }
 
-/// The message of `task` once decided: `{text, blocks}`, to which `chat.update` adds the
-/// channel and the message's `ts`. A task not decided (withdrawn) says so.
-pub fn decided(task: &Task, public_url: Option<&PublicUrl>) -> Value {
+/// The message of `task` once decided by `verdict`: `{text, blocks}`, to which `chat.update`
+/// adds the channel and the message's `ts`.
+pub fn decided(task: &Task, verdict: &Verdict, public_url: Option<&PublicUrl>) -> Value {
     let pool = escape(&task.pool, NAME_CHARS);
-    let (headline, explanation) = match &task.state {
-        State::Decided(verdict) if verdict.decided_by == DECIDED_BY_TIMEOUT => (
-            format!("*No one answered in time* in pool `{pool}`, so *{}*", verdict.decision.as_str()),
-            Some(&verdict.explanation),
-        ),
-        State::Decided(verdict) => (
-            format!(
-                "*{}* decided *{}* in pool `{pool}`",
-                escape(&verdict.decided_by, NAME_CHARS),
-                verdict.decision.as_str()
-            ),
-            Some(&verdict.explanation),
-        ),
-        State::Pending | State::Cancelled { .. } => (format!("*Withdrawn* in pool `{pool}`"), None),
+    let decision = verdict.decision.as_str();
+    let headline = if verdict.timed_out() {
+        format!("*No one answered in time* in pool `{pool}`, so *{decision}*")
+    } else {
+        format!("*{}* decided *{decision}* in pool `{pool}`", escape(&verdict.decided_by, NAME_CHARS))
     };
     let text = headline.replace('*', "");
     let mut blocks = vec![section(&headline)];
-    if let Some(explanation) = explanation.filter(|e| !e.is_empty()) {
-        blocks.push(context(vec![format!("Why: {}", escape(explanation, LINE_CHARS))]));
+    if !verdict.explanation.is_empty() {
+        blocks.push(context(vec![format!("Why: {}", escape(&verdict.explanation, LINE_CHARS))]));
     }
     blocks.extend(call(task));
     blocks.extend(why(task));

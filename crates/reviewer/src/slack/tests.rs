@@ -140,16 +140,22 @@ fn decided_by(by: &str, decision: Decision) -> Task {
     Task { state: State::Decided(verdict), ..human("ops", "s1", "c1", false, 0).pending("t1", 1_000) }
 }
 
+/// The message of a decided `task`.
+fn decision(task: &Task, public_url: Option<&PublicUrl>) -> Value {
+    let State::Decided(verdict) = &task.state else { panic!("{task:?}") };
+    decided(task, verdict, public_url)
+}
+
 #[test]
 fn a_decided_task_names_who_decided_how_and_why_without_decision_buttons() {
-    let message = decided(&decided_by("alice", Decision::Approve), Some(&public()));
+    let message = decision(&decided_by("alice", Decision::Approve), Some(&public()));
     assert_eq!(message["text"], "alice decided approve in pool `ops`");
     let shown = texts(&message);
     assert!(shown.contains("*alice* decided *approve*") && shown.contains("Why: a &lt;b&gt; dir"), "{shown}");
     let ids: Vec<Value> = buttons(&message).iter().map(|b| b["action_id"].clone()).collect();
     assert_eq!(ids, [json!(OPEN_ACTION)]);
 
-    let expired = decided(&decided_by(DECIDED_BY_TIMEOUT, Decision::Reject), None);
+    let expired = decision(&decided_by(DECIDED_BY_TIMEOUT, Decision::Reject), None);
     assert!(texts(&expired).contains("*No one answered in time* in pool `ops`, so *reject*"), "{expired}");
     assert!(buttons(&expired).is_empty());
 }
