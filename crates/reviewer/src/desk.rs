@@ -18,6 +18,7 @@
 //! - [`refusal`]: why a decision (or a standing decision) is refused, with the texts shown.
 //! - [`approvals`]: two-person (N-person) approval: approvals counted, the last one deciding.
 //! - [`standing`]: standing decisions made, revoked, and applied to pending and new tasks.
+//! - [`groups`]: identical pending calls grouped, and one confirmed decision for a group.
 //! - [`intake`]: tasks stored as they arrive, paged or settled at once, and withdrawn; canaries
 //!   planted.
 //! - [`control`]: the fleet's control log followed: incidents marked, runs switched, and the
@@ -25,6 +26,7 @@
 
 pub mod approvals;
 pub mod control;
+pub mod groups;
 pub mod intake;
 pub mod refusal;
 pub mod standing;

@@ -34,6 +34,7 @@
 //!   decided at the desk (`POST /slack/interactions`).
 //! - [`standing`]: standing decisions: a reviewer's answer to every identical call, applied
 //!   to pending tasks when made and to new tasks at intake.
+//! - [`groups`]: identical pending calls across samples and runs, shown and answered as one.
 //! - [`web`]: what request handlers read (reviewers, sessions, sign-ins, site, pools), and
 //!   the change feed of the pending list.
 //! - [`http`]: the axum router over an [`http::AppState`] whose [`desk::Desk`] and [`web::Web`]
@@ -60,6 +61,7 @@ pub mod deadlines;
 pub mod desk;
 #[cfg(test)]
 mod fixtures;
+pub mod groups;
 pub mod http;
 pub mod intake;
 pub mod logged;

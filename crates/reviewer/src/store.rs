@@ -17,8 +17,8 @@
 //! - a webhook is written in the transaction of the change it announces (a task stored, a
 //!   decision recorded), and each attempt is leased the same way as an answer, so processes
 //!   sharing the store send each event once;
-//! - the pending list is paged and filtered (`triage`) in SQL on columns written with the task,
-//!   always within the caller's pools;
+//! - the pending list is paged and filtered (`triage`), and grouped by identical call
+//!   (`groups`), in SQL on columns written with the task, always within the caller's pools;
 //! - a task that needs several approvals takes one per reviewer (names compared without
 //!   case), each of the call as asked or of one modified call, in a transaction that first
 //!   locks the task's row, so the approval that completes the count of one call is seen by
@@ -52,6 +52,7 @@
 //! - `canaries`: canaries planted, and read back with their verdicts for the catch rates.
 //! - `triage`: the pending list paged and filtered.
 //! - `slack`: the Slack message of each task, and the interaction payloads already used.
+//! - `groups`: the groups of identical pending calls, and the tasks of one.
 
 use std::str::FromStr;
 
@@ -358,6 +359,7 @@ pub fn redact(url: &str) -> String {
 
 mod approvals;
 mod canaries;
+mod groups;
 mod open;
 mod outbox;
 mod sessions;
@@ -372,6 +374,7 @@ mod tests;
 
 pub use approvals::Approved;
 pub use canaries::{Answerer, CanaryMark, PlantedCanary};
+pub use groups::GroupCount;
 pub use outbox::OutboxEntry;
 pub use sessions::StoredSession;
 pub use slack::{RowState, SlackPost};

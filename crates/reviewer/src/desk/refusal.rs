@@ -72,6 +72,15 @@ pub enum Refusal {
     /// The standing decision was revoked before.
     #[error("revoked already")]
     RevokedAlready,
+    /// A group answered with `modify`: a modify is a look at one call.
+    #[error("a group is answered with one of its choices, not modify")]
+    GroupModify,
+    /// A group whose count is not the one the reviewer confirmed.
+    #[error("the group has {count} pending tasks now; confirm that count")]
+    GroupChanged {
+        /// Its pending tasks now.
+        count: usize,
+    },
     /// An incident or a switch on a run that cannot be taken, or that the log did not take.
     #[error(transparent)]
     Control(#[from] Uncontrolled),
@@ -112,11 +121,13 @@ impl Refusal {
             | Refusal::ExplanationTooLong
             | Refusal::ExplanationNul
             | Refusal::Modify(_)
+            | Refusal::GroupModify
             | Refusal::Standing(_) => Grounds::Invalid,
             Refusal::Decided(_)
             | Refusal::Withdrawn { .. }
             | Refusal::Changed
             | Refusal::ApprovedAlready { .. }
+            | Refusal::GroupChanged { .. }
             | Refusal::RevokedAlready => Grounds::Conflict,
             Refusal::Control(e) if e.is_unavailable() => Grounds::Unavailable,
             Refusal::Control(_) => Grounds::Invalid,

@@ -132,7 +132,7 @@ pub async fn decide(
 }
 
 /// The page of a decision the desk refused: why, when the person can do something about it.
-fn refused_page(refusal: &Refusal) -> Response {
+pub(super) fn refused_page(refusal: &Refusal) -> Response {
     let status = refused_status(refusal);
     let message = match refusal.grounds() {
         Grounds::Invalid => refusal.to_string(),
