@@ -41,7 +41,7 @@ use airlock_policy::Decision;
 use airlock_records::review::standing::StandingDecision;
 use airlock_records::signed::sign_human_answer;
 use airlock_records::time::now_ms;
-use airlock_telemetry::metrics::{AnswerLabels, Metrics, ReviewLabels};
+use airlock_telemetry::metrics::{AnswerLabels, Metrics, ReviewLabels, ReviewerLabels};
 use prost::Message as _;
 use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
@@ -235,11 +235,17 @@ impl Desk {
             return Err(Refusal::not_pending(&task));
         }
         // On a step that needs several approvals, a modify is one approval of the modified call.
-        if (decision == task.approving() || modified.is_some()) && task.approvals_needed() > 1 {
-            return self.approve(&task, explanation, &reviewer.name, modified).await;
+        let decided = if (decision == task.approving() || modified.is_some()) && task.approvals_needed() > 1 {
+            self.approve(&task, explanation, &reviewer.name, modified).await
+        } else {
+            let verdict = Verdict { decision, explanation, decided_by: reviewer.name.clone(), decided_at: now_ms() };
+            self.write(&task, verdict, modified, By::Person).await?.decided()
+        };
+        if decided.is_ok() {
+            let labels = ReviewerLabels { pool: task.pool.clone(), reviewer: reviewer.name.clone() };
+            self.metrics.review_decisions.get_or_create(&labels).inc();
         }
-        let verdict = Verdict { decision, explanation, decided_by: reviewer.name.clone(), decided_at: now_ms() };
-        self.write(&task, verdict, modified, By::Person).await?.decided()
+        decided
     }
 
     /// Records `decision` with `explanation` on `task` as `decided_by`'s, as it is: the rules

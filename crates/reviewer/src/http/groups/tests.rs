@@ -3,6 +3,7 @@
 //! groups page, its confirmation and the confirmed form.
 
 use airlock_records::time::now_ms;
+use airlock_telemetry::metrics::ReviewerLabels;
 use axum::body::Body;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
@@ -81,6 +82,9 @@ async fn one_confirmed_decision_answers_every_identical_call_each_on_its_own() {
     }
     assert!(groups_of(&shared, ALICE).await.is_empty());
     assert_eq!(decide(ALICE, json!({"decision": "reject", "count": 0})).await.0, StatusCode::NOT_FOUND);
+    // Each task counts as one of alice's decisions (her reviewer-hour).
+    let alice = ReviewerLabels { pool: "ops".into(), reviewer: "alice".into() };
+    assert_eq!(shared.desk.metrics.review_decisions.get_or_create(&alice).get(), 5);
 }
 
 #[tokio::test]
