@@ -20,6 +20,7 @@ use crate::view::{KeyView, OriginView, TrailView};
 pub mod canary;
 pub mod claim;
 pub mod control;
+pub mod groups;
 pub mod standing;
 
 /// The pending list or the history: `{"tasks": [...]}`.

@@ -20,6 +20,7 @@
 //! - [`claims`]: claims: a task held by one reviewer for a while, the others kept from
 //!   deciding it unless they hold the pool's override.
 //! - [`standing`]: standing decisions made, revoked, and applied to pending and new tasks.
+//! - [`groups`]: identical pending calls grouped, and one confirmed decision for a group.
 //! - [`intake`]: tasks stored as they arrive, paged or settled at once, and withdrawn; canaries
 //!   planted.
 //! - [`control`]: the fleet's control log followed: incidents marked, runs switched, and the
@@ -28,6 +29,7 @@
 pub mod approvals;
 pub mod claims;
 pub mod control;
+pub mod groups;
 pub mod intake;
 pub mod refusal;
 pub mod standing;
@@ -42,7 +44,7 @@ use airlock_policy::Decision;
 use airlock_records::review::standing::StandingDecision;
 use airlock_records::signed::sign_human_answer;
 use airlock_records::time::now_ms;
-use airlock_telemetry::metrics::{AnswerLabels, Metrics, ReviewLabels};
+use airlock_telemetry::metrics::{AnswerLabels, Metrics, ReviewLabels, ReviewerLabels};
 use prost::Message as _;
 use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
@@ -249,11 +251,17 @@ impl Desk {
         }
         let decided_by = self.decider(reviewer, &task)?;
         // On a step that needs several approvals, a modify is one approval of the modified call.
-        if (decision == task.approving() || modified.is_some()) && task.approvals_needed() > 1 {
-            return self.approve(&task, explanation, &reviewer.name, modified).await;
+        let decided = if (decision == task.approving() || modified.is_some()) && task.approvals_needed() > 1 {
+            self.approve(&task, explanation, &reviewer.name, modified).await
+        } else {
+            let verdict = Verdict { decision, explanation, decided_by, decided_at: now_ms() };
+            self.write(&task, verdict, modified, By::Person).await?.decided()
+        };
+        if decided.is_ok() {
+            let labels = ReviewerLabels { pool: task.pool.clone(), reviewer: reviewer.name.clone() };
+            self.metrics.review_decisions.get_or_create(&labels).inc();
         }
-        let verdict = Verdict { decision, explanation, decided_by, decided_at: now_ms() };
-        self.write(&task, verdict, modified, By::Person).await?.decided()
+        decided
     }
 
     /// Records `decision` with `explanation` on `task` as `decided_by`'s, as it is: the rules

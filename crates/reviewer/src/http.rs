@@ -15,10 +15,14 @@
 //! | `GET /api/standing` | the active standing decisions of the caller's pools |
 //! | `POST /api/standing` | `{"task", "decision", "scope", "seconds", "pattern"?}`: answer a task and every identical call |
 //! | `POST /api/standing/{id}/revoke` | revoke a standing decision |
+//! | `GET /api/groups?limit=N` | the groups of identical pending calls in the caller's pools, the largest first |
+//! | `POST /api/groups/{group}/decision` | `{"decision", "explanation", "count"}`: answer every task of a group, confirmed by its count |
 //! | `GET /api/canaries?limit=N` | admins only: the canaries' catch rates per pool and reviewer |
 //! | `GET /api/runs` | admins only: the runs under control |
 //! | `POST /api/runs/{run}/pause\|resume\|terminate` | admins only: `{"tenant", "reason", "pool"}`, all optional: a switch on a run |
 //! | `GET /?pool=&tool=…` | a page of the pending list, filtered (or the login page) |
+//! | `GET /groups` | identical pending calls, grouped, each group with its count and decisions |
+//! | `GET /groups/{group}/confirm?decision=&explanation=&count=` | the confirmation of a group decision |
 //! | `GET /history` | the history |
 //! | `GET /standing` | the active standing decisions, each with a Revoke button |
 //! | `GET /canaries` | admins only: the canaries' catch rates |
@@ -29,9 +33,11 @@
 //! | `POST /ui/tasks/{id}/decision` | a decision from the UI (form) |
 //! | `POST /ui/tasks/{id}/standing` | a decision for every identical call from the UI (form) |
 //! | `POST /ui/standing/{id}/revoke` | a revocation from the UI (form) |
+//! | `POST /ui/groups/{group}/decision` | a confirmed group decision from the UI (form) |
 //! | `POST /ui/tasks/{id}/incident` | an incident mark from the UI (form) |
 //! | `POST /ui/tasks/{id}/claim`, `POST /ui/tasks/{id}/release` | a claim or release from the UI (form) |
 //! | `POST /ui/runs` | a switch on a run from the UI (form; admins only) |
+//! | `POST /slack/interactions` | Slack's button presses, signed by Slack ([`slack::interactions`]; no session) |
 //! | `POST /login`, `POST /logout` | session |
 //!
 //! Layout:
@@ -42,6 +48,7 @@
 //! - [`api`]: the JSON API and the task view it shows.
 //! - [`ui`]: the pages, the card, login and logout, the UI's decisions.
 //! - [`standing`]: standing decisions in the API and the UI.
+//! - [`groups`]: identical calls grouped and decided at once, in the API and the UI.
 //! - [`canaries`]: the canaries' catch rates in the API and the UI, for admins.
 //! - [`claims`]: claims taken and released in the API and the UI.
 //! - [`control`]: incidents marked and, for admins, runs switched, in the API and the UI.
@@ -58,6 +65,7 @@ pub mod claims;
 pub mod control;
 pub mod events;
 pub mod extract;
+pub mod groups;
 pub mod security;
 pub mod standing;
 pub mod ui;
@@ -68,7 +76,7 @@ use airlock_integrity::SigningKey;
 use airlock_records::review::ErrorView;
 use airlock_telemetry::metrics::Metrics;
 use axum::Router;
-use axum::extract::FromRef;
+use axum::extract::{DefaultBodyLimit, FromRef};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -79,6 +87,7 @@ use crate::auth::Reviewers;
 use crate::desk::refusal::Grounds;
 use crate::desk::{Desk, Refusal};
 use crate::site::Site;
+use crate::slack;
 use crate::store::{OutboxEntry, Store, StoreError};
 use crate::ui::pages;
 use crate::web::Web;
@@ -149,6 +158,8 @@ pub fn app(state: AppState) -> Router {
         .route("/api/me", get(api::me))
         .route("/api/standing", get(standing::list).post(standing::create))
         .route("/api/standing/{id}/revoke", post(standing::revoke))
+        .route("/api/groups", get(groups::list))
+        .route("/api/groups/{group}/decision", post(groups::decide))
         .route("/api/canaries", get(canaries::list))
         .route("/api/tasks/{id}/incident", post(control::incident))
         .route("/api/tasks/{id}/claim", post(claims::claim).delete(claims::release))
@@ -159,6 +170,9 @@ pub fn app(state: AppState) -> Router {
         .route("/", get(ui::pending))
         .route("/history", get(ui::history))
         .route("/standing", get(standing::page))
+        .route("/groups", get(groups::page))
+        .route("/groups/{group}/confirm", get(groups::confirm))
+        .route("/ui/groups/{group}/decision", post(groups::form))
         .route("/canaries", get(canaries::page))
         .route("/ui/tasks/{id}/standing", post(standing::form))
         .route("/ui/standing/{id}/revoke", post(standing::revoke_form))
@@ -169,6 +183,10 @@ pub fn app(state: AppState) -> Router {
         .route("/ui/pending", get(ui::results))
         .route("/ui/tasks/{id}", get(ui::card))
         .route("/ui/tasks/{id}/decision", post(ui::decide))
+        .route(
+            slack::interactions::PATH,
+            post(slack::interactions::interactions).layer(DefaultBodyLimit::max(slack::interactions::BODY_LIMIT)),
+        )
         .route("/login", post(ui::login))
         .route("/logout", post(ui::logout))
         .route("/assets/app.css", get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], pages::CSS) }))

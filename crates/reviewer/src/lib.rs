@@ -30,8 +30,12 @@
 //! - [`webhooks`]: `task.created`, `task.decided` and `task.expired` paged to the endpoints
 //!   of a pool, written with their change; the webhooks file.
 //! - [`webhook_sender`]: the webhooks owed, leased per attempt, sent, retried.
+//! - [`slack`]: the Slack app: tasks posted to a channel per pool with buttons and updated once
+//!   decided (rows of the webhooks table), and button presses checked, mapped to reviewers and
+//!   decided at the desk (`POST /slack/interactions`).
 //! - [`standing`]: standing decisions: a reviewer's answer to every identical call, applied
 //!   to pending tasks when made and to new tasks at intake.
+//! - [`groups`]: identical pending calls across samples and runs, shown and answered as one.
 //! - [`web`]: what request handlers read (reviewers, sessions, sign-ins, site, pools), and
 //!   the change feed of the pending list.
 //! - [`http`]: the axum router over an [`http::AppState`] whose [`desk::Desk`] and [`web::Web`]
@@ -58,12 +62,14 @@ pub mod deadlines;
 pub mod desk;
 #[cfg(test)]
 mod fixtures;
+pub mod groups;
 pub mod http;
 pub mod intake;
 pub mod logged;
 pub mod modify;
 pub mod outbox;
 pub mod site;
+pub mod slack;
 pub mod standing;
 pub mod store;
 pub mod task;
@@ -189,6 +195,9 @@ impl ReviewerConfig {
         if retry.first_delay.is_zero() || retry.attempt_timeout.is_zero() {
             return Err(ReviewerError::Config("webhook delays and timeouts must be above 0".into()));
         }
+        if let Some(problem) = self.webhooks.slack.as_ref().and_then(|s| s.problem(&self.pools, &self.reviewers)) {
+            return Err(ReviewerError::Config(problem));
+        }
         if let Some(problem) = self.claims.problem() {
             return Err(ReviewerError::Config(problem));
         }
@@ -285,8 +294,8 @@ impl Service {
 
         let serving = stop.clone().cancelled_owned();
         let server = tokio::spawn(server::serve(listener, http::app(state.clone()), config.server, serving));
-        let webhooks = config.webhooks.endpoints.len();
-        info!(pools = ?config.pools, %addr, reviewers = config.reviewers.len(), webhooks, "Reviewer service started.");
+        let (webhooks, slack) = (config.webhooks.endpoints.len(), config.webhooks.slack.is_some());
+        info!(pools = ?config.pools, %addr, reviewers = config.reviewers.len(), webhooks, slack, "Reviewer service started.");
         Ok(Service { state, addr, consumers, background, server })
     }
 

@@ -17,8 +17,8 @@
 //! - a webhook is written in the transaction of the change it announces (a task stored, a
 //!   decision recorded), and each attempt is leased the same way as an answer, so processes
 //!   sharing the store send each event once;
-//! - the pending list is paged and filtered (`triage`) in SQL on columns written with the task,
-//!   always within the caller's pools;
+//! - the pending list is paged and filtered (`triage`), and grouped by identical call
+//!   (`groups`), in SQL on columns written with the task, always within the caller's pools;
 //! - a task that needs several approvals takes one per reviewer (names compared without
 //!   case), each of the call as asked or of one modified call, in a transaction that first
 //!   locks the task's row, so the approval that completes the count of one call is seen by
@@ -55,6 +55,8 @@
 //! - `canaries`: canaries planted, and read back with their verdicts for the catch rates.
 //! - `claims`: claims on pending tasks taken, extended, released, and read with their tasks.
 //! - `triage`: the pending list paged and filtered.
+//! - `slack`: the Slack message of each task, and the interaction payloads already used.
+//! - `groups`: the groups of identical pending calls, and the tasks of one.
 
 use std::str::FromStr;
 
@@ -363,9 +365,11 @@ pub fn redact(url: &str) -> String {
 mod approvals;
 mod canaries;
 mod claims;
+mod groups;
 mod open;
 mod outbox;
 mod sessions;
+mod slack;
 mod standing;
 mod tasks;
 mod triage;
@@ -377,8 +381,10 @@ mod tests;
 pub use approvals::Approved;
 pub use canaries::{Answerer, CanaryMark, PlantedCanary};
 pub use claims::{Claiming, Releasing};
+pub use groups::GroupCount;
 pub use outbox::OutboxEntry;
 pub use sessions::StoredSession;
+pub use slack::{RowState, SlackPost};
 pub use standing::NewStanding;
 pub use tasks::{Decided, Inserted, PendingId, Stored, Withdrawal};
 pub use webhooks::{NewWebhook, OwedWebhook};

@@ -95,6 +95,15 @@ pub struct ReviewLabels {
     pub decider: String,
 }
 
+/// Labels of a person's decisions, by the reviewer service.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReviewerLabels {
+    /// The task's pool.
+    pub pool: String,
+    /// The reviewer's name, as in the tokens file.
+    pub reviewer: String,
+}
+
 /// Labels of calls handled under control.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResponseLabels {
@@ -161,6 +170,9 @@ pub struct Metrics {
     pub review_oldest_pending: Family<PoolLabels, Gauge>,
     /// Reviewer service: tasks decided by standing decisions, per pool.
     pub review_standing: Family<PoolLabels, Counter>,
+    /// Reviewer service: tasks a person decided (or approved, on a step that needs several),
+    /// per pool and reviewer; its rate is decisions per reviewer-hour.
+    pub review_decisions: Family<ReviewerLabels, Counter>,
     /// Reviewer service: cancels dropped because a broker user other than the one that asked
     /// published them (the call's tasks stay pending).
     pub review_cancels_dropped: Counter,
@@ -264,6 +276,12 @@ impl Metrics {
             "Human tasks decided by a reviewer's standing decision instead of a person, per pool",
             review_standing.clone(),
         );
+        let review_decisions = Family::default();
+        registry.register(
+            "reviewer_decisions",
+            "Human tasks a person decided, or approved on a step that needs several, per pool and reviewer",
+            review_decisions.clone(),
+        );
         let review_cancels_dropped = Counter::default();
         registry.register(
             "reviewer_cancels_dropped",
@@ -329,6 +347,7 @@ impl Metrics {
             review_pending,
             review_oldest_pending,
             review_standing,
+            review_decisions,
             review_cancels_dropped,
             control_lag,
             controlled,

@@ -83,6 +83,15 @@ pub enum Refusal {
     /// The standing decision was revoked before.
     #[error("revoked already")]
     RevokedAlready,
+    /// A group answered with `modify`: a modify is a look at one call.
+    #[error("a group is answered with one of its choices, not modify")]
+    GroupModify,
+    /// A group whose count is not the one the reviewer confirmed.
+    #[error("the group has {count} pending tasks now; confirm that count")]
+    GroupChanged {
+        /// Its pending tasks now.
+        count: usize,
+    },
     /// An incident or a switch on a run that cannot be taken, or that the log did not take.
     #[error(transparent)]
     Control(#[from] Uncontrolled),
@@ -124,12 +133,14 @@ impl Refusal {
             | Refusal::ExplanationNul
             | Refusal::Modify(_)
             | Refusal::ClaimTime { .. }
+            | Refusal::GroupModify
             | Refusal::Standing(_) => Grounds::Invalid,
             Refusal::Decided(_)
             | Refusal::Withdrawn { .. }
             | Refusal::Changed
             | Refusal::ApprovedAlready { .. }
             | Refusal::Claimed(_)
+            | Refusal::GroupChanged { .. }
             | Refusal::RevokedAlready => Grounds::Conflict,
             Refusal::Control(e) if e.is_unavailable() => Grounds::Unavailable,
             Refusal::Control(_) => Grounds::Invalid,

@@ -70,7 +70,7 @@ async fn a_task_is_stored_with_its_webhooks_unless_a_standing_decision_covers_it
         format: Format::Standard,
         events: vec![EventKind::Created],
     };
-    let webhooks = Webhooks { endpoints: vec![endpoint], retry: RetryPolicy::default() };
+    let webhooks = Webhooks { endpoints: vec![endpoint], retry: RetryPolicy::default(), slack: None };
     let (desk, mut outbox) =
         Desk::new(memory_store().await, vec!["ops".into()], None, webhooks, Arc::default(), None, Claims::default());
     let now = now_ms();

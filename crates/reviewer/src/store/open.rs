@@ -36,7 +36,9 @@ macro_rules! schema {
             9 "modified approvals" "0009_modified_approvals",
             10 "callers" "0010_callers",
             11 "canaries" "0011_canaries",
-            12 "claims" "0012_claims"
+            12 "slack" "0012_slack",
+            13 "groups" "0013_groups",
+            14 "claims" "0014_claims"
         )
     };
     ($dialect:literal; $($version:literal $name:literal $file:literal),*) => {
@@ -100,6 +102,7 @@ impl Store {
         };
         store.migrate().await?;
         store.fill_triage_columns().await?;
+        store.fill_groups().await?;
         Ok(store)
     }
 

@@ -11,6 +11,7 @@ use super::{
     ADD_WEBHOOK, CanaryMark, Db, Delivery, NO_DEADLINE, NewWebhook, OutboxEntry, Recording, Store, StoreError,
     TASK_COLUMNS, push_pools, task_from_row,
 };
+use crate::groups::group_of;
 use crate::standing::applies;
 use crate::task::{Incoming, Task};
 use crate::triage::Columns;
@@ -129,8 +130,8 @@ impl Store {
         webhooks: &[NewWebhook],
     ) -> Result<Stored, StoreError> {
         const SQL: &str = "INSERT INTO tasks (id, dedup_key, correlation, pool, step, body, received_at, \
-                           deadline_at, state, function, run_id, sample_id, search, requested_by, canary) \
-                           SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13, $14 \
+                           deadline_at, state, function, run_id, sample_id, search, requested_by, canary, call_group) \
+                           SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13, $14, $15 \
                            WHERE NOT EXISTS (SELECT 1 FROM withdrawn WHERE correlation = $3 AND cancelled_by = $13) \
                            ON CONFLICT (dedup_key) DO NOTHING";
         const PLANT: &str = "INSERT INTO canaries (task_id, name, why, expected, planted_at) \
@@ -166,6 +167,7 @@ impl Store {
                 .bind(&columns.search)
                 .bind(incoming.requested_by())
                 .bind(i64::from(canary.is_some()))
+                .bind(group_of(task))
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();

@@ -1,5 +1,5 @@
 //! The web UI's pages, rendered on the server: the pending list (its cards are
-//! [`super::card`]'s), the history, the standing decisions, the canaries' catch rates and the
+//! [`super::card`]'s), identical calls grouped, the history, the standing decisions, the canaries' catch rates and the
 //! runs under control (for
 //! admins) and the login page. Every value
 //! from a task goes through [`safe_html`] or [`super::Content::html`]; the only script is
@@ -13,10 +13,12 @@ use crate::task::{State, Task};
 use crate::triage::{Page, Triage};
 
 mod canaries;
+mod groups;
 mod runs;
 mod standing;
 
 pub use canaries::canaries;
+pub use groups::{GroupConfirmation, confirm_group, group_decided, groups};
 pub use runs::runs;
 pub use standing::standing;
 
@@ -61,12 +63,13 @@ fn shell(title: &str, active: &str, viewer: Option<&Viewer<'_>>, pending: Option
         let (canaries, runs) = (admin("canaries", "Canaries"), admin("runs", "Runs"));
         let _ = write!(
             html,
-            "<nav><a href=\"/\"{}>Pending{count}</a><a href=\"/history\"{}>History</a>\
-             <a href=\"/standing\"{}>Standing</a>{canaries}{runs}</nav>\
+            "<nav><a href=\"/\"{}>Pending{count}</a><a href=\"/groups\"{}>Identical</a>\
+             <a href=\"/history\"{}>History</a><a href=\"/standing\"{}>Standing</a>{canaries}{runs}</nav>\
              <div class=\"who\"><span class=\"name\">{}</span><span class=\"pools\">{}</span>\
              <form method=\"post\" action=\"/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
              <button class=\"link\" type=\"submit\">Log out</button></form></div>",
             class("pending"),
+            class("groups"),
             class("history"),
             class("standing"),
             escape(&viewer.reviewer.name),
@@ -97,7 +100,7 @@ pub fn pending(viewer: &Viewer<'_>, page: &Page, triage: &Triage, now_ms: i64) -
     let mut body = String::new();
     body.push_str(
         "<div class=\"bar\"><h1>Pending tasks</h1><span id=\"live\" class=\"live\" title=\"updates arrive as they \
-         happen\">connecting…</span></div>",
+         happen\">connecting…</span><a href=\"/groups\">Group identical calls</a></div>",
     );
     body.push_str(&triage::form(page, &triage.filter));
     body.push_str(&triage::results(page, triage, viewer.reviewer, viewer.csrf, now_ms));
