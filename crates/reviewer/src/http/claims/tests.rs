@@ -210,6 +210,28 @@ async fn a_standing_decision_leaves_a_task_another_reviewer_holds() {
     assert_eq!((status, refused["claim"]["by"].as_str()), (StatusCode::CONFLICT, Some("bob")), "{refused}");
 }
 
+/// A group decision answers the identical calls nobody else holds, and lists the one bob
+/// claims as left, saying why.
+#[tokio::test]
+async fn a_group_decision_leaves_a_task_another_reviewer_holds() {
+    let (shared, _outbox, ids) = claimed(Claims::default()).await;
+    let store = shared.desk.store();
+    let Inserted::Created(twin) = store.insert(&human("ops", "s2", "c3", false, 0), now_ms()).await.unwrap() else {
+        panic!("not created")
+    };
+    assert_eq!(json_of(&shared, "POST", &format!("/api/tasks/{twin}/claim"), BOB, None).await.0, StatusCode::OK);
+    let (_, groups) = json_of(&shared, "GET", "/api/groups", ALICE, None).await;
+    let group = groups["groups"][0]["group"].as_str().unwrap().to_owned();
+    assert_eq!(groups["groups"][0]["count"], 2, "{groups}");
+    let body = json!({"decision": "reject", "count": 2});
+    let (status, done) = json_of(&shared, "POST", &format!("/api/groups/{group}/decision"), ALICE, Some(body)).await;
+    assert_eq!(status, StatusCode::OK, "{done}");
+    assert_eq!(done["decided"], json!([ids[0]]), "{done}");
+    assert_eq!(done["refused"][0]["task"], twin.as_str(), "{done}");
+    assert!(done["refused"][0]["error"].as_str().unwrap().starts_with("bob claims this task"), "{done}");
+    assert!(store.task(&twin).await.unwrap().unwrap().is_pending());
+}
+
 /// A claim whose time passed holds nothing: it is not shown, and others claim and decide the
 /// task. (The claim is written as it stands after its time, so nothing waits for a clock.)
 #[tokio::test]
