@@ -203,7 +203,7 @@ async fn a_stored_task_tells_its_runner_once_that_the_call_waits() {
         let mut request = approval("s1", "c1", bash("rm -r build"), POLICY);
         request.reply_to = topology.reply_queue("runner");
         let step = v1::StepTask { request: Some(request), step: 1, name: "human".into(), ..Default::default() };
-        let human = v1::HumanTask { task: Some(step), choices: Vec::new(), pool: "ops".into(), approvals: 0 };
+        let human = v1::HumanTask { task: Some(step), choices: Vec::new(), pool: "ops".into(), ..Default::default() };
         let task = prost::Message::encode_to_vec(&human);
         transport.publish(&topology.human_route("ops"), Message::new(task.clone())).await.unwrap();
         let id = pending(&api, 1).await.remove(0)["id"].as_str().unwrap().to_owned();

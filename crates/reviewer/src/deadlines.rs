@@ -1,6 +1,8 @@
 //! Deadlines: a pending task whose deadline passed gets its step's `on_timeout` decision,
 //! recorded as decided by [`DECIDED_BY_TIMEOUT`](crate::task::DECIDED_BY_TIMEOUT), through the
 //! same path as a person's answer ([`Desk::time_out`]; a person who answered first wins).
+//! The same loop moves a task nobody answered within its step's `reroute_after` to the next
+//! pool ([`Desk::reroute`]), and warns once that a task expires ([`Desk::warn`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,6 +48,30 @@ pub async fn run(desk: Arc<Desk>, stop: CancellationToken) {
                 }
             }
             Err(e) => warn!(error = %e, "Looking for expired tasks failed."),
+        }
+        match desk.store().rerouting(now).await {
+            Ok(due) => {
+                for task in due {
+                    match desk.reroute(&task).await {
+                        Ok(_) => {
+                            let to = task.reroute_to().unwrap_or_default();
+                            info!(task = %task.id, correlation = %Logged(&task.correlation), pool = %task.pool, %to, "Nobody answered in time; the task moves on.")
+                        }
+                        Err(e) => warn!(task = %task.id, error = %e, "Moving a task to its next pool failed."),
+                    }
+                }
+            }
+            Err(e) => warn!(error = %e, "Looking for tasks to move failed."),
+        }
+        match desk.store().expiring(now).await {
+            Ok(due) => {
+                for task in due {
+                    if let Err(e) = desk.warn(&task).await {
+                        warn!(task = %task.id, error = %e, "Warning that a task expires failed.");
+                    }
+                }
+            }
+            Err(e) => warn!(error = %e, "Looking for tasks about to expire failed."),
         }
         let next = desk.store().next_deadline().await.unwrap_or(None);
         let sleep = sleep_for(next, now_ms());

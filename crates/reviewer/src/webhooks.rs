@@ -1,5 +1,7 @@
-//! Webhooks that page people: `task.created`, `task.decided` and `task.expired`, sent to the
-//! endpoints configured for a task's pool, signed and retried as [`airlock_webhook`] does.
+//! Webhooks that page people: `task.created`, `task.decided`, `task.expiring` (a step's
+//! `warn_before` before the deadline), `task.expired` and `task.rerouted` (the task moved to
+//! the next pool of its step's route), sent to the endpoints configured for a task's pool,
+//! signed and retried as [`airlock_webhook`] does.
 //!
 //! Each webhook is written to the store in the transaction of the change it announces (a task
 //! stored by the intake, a decision recorded by a person or a deadline), so a restart loses
@@ -15,12 +17,12 @@
 
 use std::path::{Path, PathBuf};
 
-use airlock_webhook::{Event, RetryPolicy, WebhookSecret};
+use airlock_webhook::{Event, RetryPolicy, WebhookSecret, rfc3339_at};
 use serde::{Deserialize, Serialize};
 
 use crate::site::PublicUrl;
 use crate::store::NewWebhook;
-use crate::task::{DECIDED_BY_TIMEOUT, State, Task};
+use crate::task::{DECIDED_BY_REROUTE, DECIDED_BY_TIMEOUT, State, Task};
 
 /// The most characters of a call a Slack message shows.
 const CALL_CHARS: usize = 300;
@@ -37,6 +39,13 @@ pub enum EventKind {
     /// A task's deadline passed: its step's `on_timeout` decided it.
     #[serde(rename = "task.expired")]
     Expired,
+    /// A task's deadline is its step's `warn_before` away, and nobody answered it yet.
+    #[serde(rename = "task.expiring")]
+    Expiring,
+    /// Nobody in a task's pool answered within its step's `reroute_after`: it moved to the
+    /// next pool of the step's route.
+    #[serde(rename = "task.rerouted")]
+    Rerouted,
 }
 
 impl EventKind {
@@ -46,10 +55,13 @@ impl EventKind {
             EventKind::Created => "task.created",
             EventKind::Decided => "task.decided",
             EventKind::Expired => "task.expired",
+            EventKind::Expiring => "task.expiring",
+            EventKind::Rerouted => "task.rerouted",
         }
     }
 
-    const ALL: [EventKind; 3] = [EventKind::Created, EventKind::Decided, EventKind::Expired];
+    const ALL: [EventKind; 5] =
+        [EventKind::Created, EventKind::Decided, EventKind::Expired, EventKind::Expiring, EventKind::Rerouted];
 }
 
 /// The body an endpoint takes.
@@ -112,6 +124,15 @@ pub struct TaskEvent {
     pub task_id: String,
     /// Its pool.
     pub pool: String,
+    /// The pool it moved from, nobody there having answered in time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerouted_from: Option<String>,
+    /// The pool it moves to (`task.rerouted`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerouted_to: Option<String>,
+    /// When it must be answered (unix ms), if ever.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline_unix_ms: Option<i64>,
     /// The call's correlation id.
     pub correlation: String,
     /// The call, as `function(arguments)`.
@@ -119,10 +140,10 @@ pub struct TaskEvent {
     /// The task in the UI, when the service knows its public URL.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
-    /// The decision (`task.decided`, `task.expired`).
+    /// The decision (`task.decided`, `task.expired`; `escalate` for `task.rerouted`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decision: Option<String>,
-    /// Who decided (`timeout` for `task.expired`).
+    /// Who decided (`timeout` for `task.expired`, `reroute` for `task.rerouted`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<String>,
     /// Why.
@@ -147,6 +168,9 @@ impl TaskEvent {
         TaskEvent {
             task_id: task.id.clone(),
             pool: task.pool.clone(),
+            rerouted_from: task.rerouted_from().map(str::to_owned),
+            rerouted_to: verdict.filter(|v| v.decided_by == DECIDED_BY_REROUTE).map(|_| task.human.reroute_to.clone()),
+            deadline_unix_ms: task.deadline,
             correlation: task.correlation.clone(),
             call: task.call().map_or_else(String::new, |c| format!("{}({})", c.function, c.arguments_json)),
             url: public_url.map(|url| format!("{url}/#task-{}", task.id)),
@@ -168,6 +192,15 @@ impl TaskEvent {
                 self.pool
             ),
             EventKind::Expired => format!("No one answered in time in pool {}, so {decision}: {call}", self.pool),
+            EventKind::Expiring => {
+                let at = self.deadline_unix_ms.map_or_else(|| "soon".to_owned(), |at| format!("at {}", rfc3339_at(at)));
+                format!("A call in pool {} expires {at} and no one has answered it: {call}", self.pool)
+            }
+            EventKind::Rerouted => format!(
+                "No one answered in time in pool {}, so the call moves to pool {}: {call}",
+                self.pool,
+                self.rerouted_to.as_deref().unwrap_or_default()
+            ),
         };
         if let Some(url) = &self.url {
             text.push_str(&format!("\n<{url}|Open the task>"));
@@ -215,7 +248,11 @@ impl Webhooks {
 
     /// The event a decision by `decided_by` announces.
     pub fn decision_kind(decided_by: &str) -> EventKind {
-        if decided_by == DECIDED_BY_TIMEOUT { EventKind::Expired } else { EventKind::Decided }
+        match decided_by {
+            DECIDED_BY_TIMEOUT => EventKind::Expired,
+            DECIDED_BY_REROUTE => EventKind::Rerouted,
+            _ => EventKind::Decided,
+        }
     }
 
     /// The endpoint configured at `url`.
@@ -239,7 +276,7 @@ struct EndpointConfig {
     /// `standard` (the default) or `slack`.
     #[serde(default)]
     format: Format,
-    /// The events it hears of; all three when missing.
+    /// The events it hears of; all of them when missing.
     #[serde(default = "all_events")]
     events: Vec<EventKind>,
 }

@@ -35,7 +35,8 @@ macro_rules! schema {
             8 "session tokens" "0008_session_tokens",
             9 "modified approvals" "0009_modified_approvals",
             10 "callers" "0010_callers",
-            11 "canaries" "0011_canaries"
+            11 "canaries" "0011_canaries",
+            12 "reroutes" "0012_reroutes"
         )
     };
     ($dialect:literal; $($version:literal $name:literal $file:literal),*) => {
