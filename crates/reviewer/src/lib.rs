@@ -25,9 +25,11 @@
 //!   any task, never sent; the catch rates per pool and reviewer, for admins.
 //! - [`logged`]: untrusted text in the log, its control and bidi characters escaped.
 //! - [`outbox`]: answers published with confirms, marked sent, resent after a restart.
-//! - [`deadlines`]: `on_timeout` for tasks nobody answered in time.
-//! - [`webhooks`]: `task.created`, `task.decided` and `task.expired` paged to the endpoints
-//!   of a pool, written with their change; the webhooks file.
+//! - [`deadlines`]: `on_timeout` for tasks nobody answered in time; moves to the next pool
+//!   for those nobody answered within their step's `reroute_after`; warnings before expiry.
+//! - [`webhooks`]: `task.created`, `task.decided`, `task.expiring`, `task.expired` and
+//!   `task.rerouted` paged to the endpoints of a pool, written with their change; the
+//!   webhooks file.
 //! - [`webhook_sender`]: the webhooks owed, leased per attempt, sent, retried.
 //! - [`standing`]: standing decisions: a reviewer's answer to every identical call, applied
 //!   to pending tasks when made and to new tasks at intake.
