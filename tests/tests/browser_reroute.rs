@@ -4,10 +4,9 @@
 //! The person of `ops` no longer sees it pending.
 
 use airlock_records::review::ReroutedMetadata;
-use airlock_reviewer::auth::{Reviewer, Reviewers, sha256_hex};
 use airlock_tests::fleet::ReviewFleet;
 use airlock_tests::webdriver::{Browser, in_browser};
-use airlock_tests::{REVIEWER_TOKEN, approval, decision_name, reviewer_config, trail};
+use airlock_tests::{REVIEWER_TOKEN, approval, decision_name, people, reviewer_config, trail};
 use serde_json::json;
 
 /// The token of `bob`, who reviews `oncall`.
@@ -15,13 +14,6 @@ const BOB_TOKEN: &str = "bob-secret-token";
 
 const POLICY: &str = "approvers:\n  - name: human\n    tools: \"*\"\n    pool: ops\n    timeout: 600\n    \
                       reroute_after: 1\n    to: [oncall]\n";
-
-async fn sign_in(browser: &Browser, url: &str, token: &str) {
-    browser.goto(url).await;
-    browser.type_into(&browser.wait_for("input#token").await, token).await;
-    browser.click(&browser.wait_for("section.login button").await).await;
-    browser.wait_for("#live.on").await;
-}
 
 #[tokio::test]
 async fn a_rerouted_task_shows_the_pool_it_came_from_and_is_decided_there() {
@@ -31,16 +23,7 @@ async fn a_rerouted_task_shows_the_pool_it_came_from_and_is_decided_there() {
 async fn rerouted() {
     let mut config = reviewer_config("browser-reroute", "sqlite::memory:", "reviewer");
     config.pools = vec!["ops".into(), "oncall".into()];
-    config.reviewers = Reviewers::from_list(
-        [("alice", REVIEWER_TOKEN, "ops"), ("bob", BOB_TOKEN, "oncall")]
-            .map(|(name, token, pool)| Reviewer {
-                name: name.into(),
-                token_sha256: sha256_hex(token),
-                pools: vec![pool.into()],
-                admin: false,
-            })
-            .to_vec(),
-    );
+    config.reviewers = people(&[("alice", REVIEWER_TOKEN, "ops"), ("bob", BOB_TOKEN, "oncall")]);
     let fleet = ReviewFleet::start(config).await;
     let asker = fleet.client.clone();
     let request = approval("s1", "c1", json!({"function": "bash", "arguments": {"cmd": "make deploy"}}), POLICY);
@@ -48,7 +31,7 @@ async fn rerouted() {
 
     // Bob, of `oncall`, sees the task arrive live once nobody in `ops` answered.
     let browser = Browser::start().await;
-    sign_in(&browser, &fleet.url, BOB_TOKEN).await;
+    browser.sign_in(&fleet.url, BOB_TOKEN).await;
     let moved = browser.text(&browser.wait_for("article.task .title .pool .rerouted").await).await;
     assert_eq!(moved, "moved from ops");
     let pool = browser.text(&browser.wait_for("article.task .title .pool").await).await;
@@ -65,7 +48,7 @@ async fn rerouted() {
     // Alice, of `ops`, has nothing pending: the task left her pool.
     browser.click(&browser.wait_for("form[action='/logout'] button").await).await;
     browser.wait_for("input#token").await;
-    sign_in(&browser, &fleet.url, REVIEWER_TOKEN).await;
+    browser.sign_in(&fleet.url, REVIEWER_TOKEN).await;
     browser.wait_for("#empty").await;
 
     browser.quit().await;

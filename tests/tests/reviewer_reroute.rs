@@ -1,20 +1,21 @@
 //! Re-routing and expiry warnings over a real fleet: a human step's task nobody in `ops`
 //! answers within `reroute_after` leaves `ops` and waits in `oncall`, where a person decides
 //! it, and the runner's trail names both pools in order; a task nobody answers is warned
-//! about (`task.expiring`, standard and Slack bodies) before it expires (`task.expired`).
+//! about (`task.expiring`, standard and Slack bodies, and a progress to its runner) before it
+//! expires (`task.expired`).
 
 use std::collections::HashSet;
 use std::time::Duration;
 
 use airlock_records::review::ReroutedMetadata;
 use airlock_reviewer::Service;
-use airlock_reviewer::auth::{Reviewer, Reviewers, sha256_hex};
 use airlock_reviewer::client::ApiClient;
 use airlock_reviewer::webhooks::{Endpoint, EventKind, Format, Pools, Webhooks};
 use airlock_testkit::unique_prefix;
 use airlock_tests::webhooks::{Attempt, receiver, serve};
 use airlock_tests::{
-    InProcessWorker, REVIEWER_TOKEN, approval, broker, decision_name, guarded, pending, reviewer_config, runner, trail,
+    InProcessWorker, REVIEWER_TOKEN, approval, broker, decision_name, guarded, pending, people, reviewer_config,
+    runner, trail,
 };
 use airlock_transport::{AmqpTransport, Topology, Transport};
 use airlock_webhook::{RetryPolicy, WebhookSecret};
@@ -90,16 +91,15 @@ async fn rerouted(transport: AmqpTransport, prefix: String) {
     transport.declare(&fleet(&prefix)).await.unwrap();
     let worker = InProcessWorker::start(transport.clone(), &prefix, "worker", 16);
     let client = runner(transport.clone(), &prefix, Duration::from_secs(100)).await;
+    let (warned, mut warnings) = mpsc::unbounded_channel();
+    client.on_progress(Box::new(move |correlation, progress| {
+        if progress.expires_at_unix_ms > 0 {
+            let _ = warned.send((correlation.to_owned(), progress.clone()));
+        }
+    }));
     let mut config = reviewer_config(&prefix, "sqlite::memory:", INSTANCE);
     config.pools = vec!["ops".into(), "oncall".into()];
-    let person = |name: &str, token: &str, pool: &str| Reviewer {
-        name: name.into(),
-        token_sha256: sha256_hex(token),
-        pools: vec![pool.into()],
-        admin: false,
-    };
-    config.reviewers =
-        Reviewers::from_list(vec![person("alice", REVIEWER_TOKEN, "ops"), person("bob", BOB_TOKEN, "oncall")]);
+    config.reviewers = people(&[("alice", REVIEWER_TOKEN, "ops"), ("bob", BOB_TOKEN, "oncall")]);
     config.webhooks = Webhooks {
         endpoints: vec![
             endpoint("standard", Format::Standard, &every),
@@ -152,16 +152,24 @@ async fn rerouted(transport: AmqpTransport, prefix: String) {
     let deploy = json!({"function": "deploy", "arguments": {}});
     let decision = client.approve(approval("s2", "c1", deploy, POLICY)).await.unwrap();
     assert_eq!((decision_name(&decision), decision.decided_by.as_str()), ("reject", "timeout"));
-    let mut kinds = Vec::new();
+    let (mut kinds, mut deadline) = (Vec::new(), None);
     while kinds.last() != Some(&"task.expired".to_owned()) {
         let event = next_event(&mut standard_seen, &mut ids).await;
         kinds.push(event["type"].as_str().unwrap().to_owned());
+        deadline = event["data"]["deadline_unix_ms"].as_i64();
     }
     assert_eq!(kinds, ["task.created", "task.expiring", "task.expired"]);
     let slack = next_event(&mut slack_seen, &mut ids).await;
     let text = slack["text"].as_str().unwrap();
     assert!(text.starts_with("A call in pool ops expires at ") && text.contains("deploy("), "{text}");
     assert!(slack_seen.try_recv().is_err(), "the warning goes out once");
+
+    // The runner was warned too (Inspect's notification pages it): once, naming the task and
+    // when it expires.
+    let (correlation, warning) = warnings.recv().await.unwrap();
+    assert_eq!((correlation.as_str(), warning.pool.as_str()), ("approval/run/s2/1/c1", "ops"));
+    assert_eq!(Some(warning.expires_at_unix_ms), deadline);
+    assert!(warnings.try_recv().is_err(), "one warning");
 
     service.stop().await;
     client.close().await;

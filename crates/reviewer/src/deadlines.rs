@@ -12,7 +12,10 @@ use tracing::{info, warn};
 
 use airlock_records::time::now_ms;
 
+use airlock_transport::{Topology, Transport};
+
 use crate::desk::Desk;
+use crate::intake::tell_runner;
 use crate::logged::Logged;
 
 /// The longest sleep between looks at the store (other processes may add tasks to a shared
@@ -31,8 +34,9 @@ pub fn sleep_for(next_deadline: Option<i64>, now: i64) -> Duration {
     }
 }
 
-/// Answers the `desk`'s expired tasks until `stop`.
-pub async fn run(desk: Arc<Desk>, stop: CancellationToken) {
+/// Answers the `desk`'s expired tasks, moves those due to move and warns of those about to
+/// expire (their runners told through `transport` of fleet `topology`), until `stop`.
+pub async fn run<T: Transport>(desk: Arc<Desk>, stop: CancellationToken, transport: T, topology: Topology) {
     loop {
         let now = now_ms();
         match desk.store().expired(now).await {
@@ -66,8 +70,13 @@ pub async fn run(desk: Arc<Desk>, stop: CancellationToken) {
         match desk.store().expiring(now).await {
             Ok(due) => {
                 for task in due {
-                    if let Err(e) = desk.warn(&task).await {
-                        warn!(task = %task.id, error = %e, "Warning that a task expires failed.");
+                    match desk.warn(&task).await {
+                        Ok(true) => {
+                            let call = (task.correlation.as_str(), task.reply_to());
+                            tell_runner(&transport, &topology, call, task.warning(), &task.id).await;
+                        }
+                        Ok(false) => {}
+                        Err(e) => warn!(task = %task.id, error = %e, "Warning that a task expires failed."),
                     }
                 }
             }

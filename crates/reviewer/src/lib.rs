@@ -261,7 +261,7 @@ impl Service {
         let background = TaskTracker::new();
         let results = topology.results_route();
         background.spawn(outbox::run(desk.clone(), stop.clone(), transport.clone(), results, answers));
-        background.spawn(deadlines::run(desk.clone(), stop.clone()));
+        background.spawn(deadlines::run(desk.clone(), stop.clone(), transport.clone(), topology.clone()));
         background.spawn(webhook_sender::run(desk.clone(), stop.clone()));
         background.spawn(web::watch(desk.clone(), state.web.clone()));
         background.spawn(control::watch(desk.clone(), stop.clone()));

@@ -151,6 +151,22 @@ impl Task {
         Some(self.human.reroute_to.as_str()).filter(|pool| !pool.is_empty() && self.human.reroute_at_unix_ms > 0)
     }
 
+    /// The runner's reply queue, as its request names it.
+    pub fn reply_to(&self) -> &str {
+        self.request().map_or("", |r| r.reply_to.as_str())
+    }
+
+    /// The `Reply` that warns the runner nobody answered the task yet, which expires at its
+    /// deadline.
+    pub fn warning(&self) -> v1::Reply {
+        progress_reply(v1::Progress {
+            pool: self.pool.clone(),
+            task_id: self.id.clone(),
+            step: self.step,
+            expires_at_unix_ms: self.deadline.unwrap_or_default(),
+        })
+    }
+
     /// What a timeout answers.
     pub fn on_timeout(&self) -> Decision {
         decision_from_wire(self.step_task().on_timeout).unwrap_or(self.kind().fail_closed())
@@ -343,12 +359,14 @@ impl Incoming {
         self.human.task.as_ref().and_then(|t| t.request.as_ref()).map_or("", |r| r.reply_to.as_str())
     }
 
-    /// The `Reply` that tells the runner its call waits for a person, stored as task `id`: a
-    /// `Progress`, unproved (the service holds no fleet key; it decides nothing).
+    /// The `Reply` that tells the runner its call waits for a person, stored as task `id`.
     pub fn progress(&self, id: &str) -> v1::Reply {
-        let progress = v1::Progress { pool: self.pool.clone(), task_id: id.to_owned(), step: self.step() };
-        let body = v1::ReplyBody { body: Some(v1::reply_body::Body::Progress(progress)) };
-        v1::Reply { body: body.encode_to_vec(), ..Default::default() }
+        progress_reply(v1::Progress {
+            pool: self.pool.clone(),
+            task_id: id.to_owned(),
+            step: self.step(),
+            ..Default::default()
+        })
     }
 
     /// The pending task it becomes when stored as `id` at `now`.
@@ -408,6 +426,13 @@ pub fn timeout_explanation(decision: Decision, approvals: &[ApprovalView]) -> St
     }
     let names: Vec<&str> = approvals.iter().map(|a| a.reviewer.as_str()).collect();
     format!("{text} Approved only by {}.", names.join(", "))
+}
+
+/// `progress` as a `Reply` to the runner, unproved (the service holds no fleet key; it decides
+/// nothing).
+fn progress_reply(progress: v1::Progress) -> v1::Reply {
+    let body = v1::ReplyBody { body: Some(v1::reply_body::Body::Progress(progress)) };
+    v1::Reply { body: body.encode_to_vec(), ..Default::default() }
 }
 
 /// The explanation of a task that moves from `from` to `to`, nobody in `from` having answered

@@ -628,7 +628,7 @@ impl Handler {
         pool: String,
     ) -> Option<Outgoing> {
         let destination = self.topology.reply_route(&request.reply_to)?;
-        let progress = v1::Progress { pool, task_id: String::new(), step: step as u32 };
+        let progress = v1::Progress { pool, task_id: String::new(), step: step as u32, ..Default::default() };
         let message = self.proved_reply(request, digest, kind, v1::reply_body::Body::Progress(progress));
         Some(Outgoing { destination, message, queue: Queue::Standing })
     }

@@ -14,6 +14,19 @@ use crate::store::{Inserted, Stored};
 use crate::task::{DECIDED_BY_TIMEOUT, timeout_explanation};
 use crate::webhooks::{Endpoint, EventKind, Format, Pools};
 
+/// A desk of pool `ops` on a memory store, whose one endpoint hears of `events`; and its outbox.
+async fn paging(events: &[EventKind]) -> (Arc<Desk>, mpsc::UnboundedReceiver<OutboxEntry>) {
+    let endpoint = Endpoint {
+        url: "http://hooks.test/ops".parse().unwrap(),
+        pools: Pools::All,
+        secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".parse().unwrap(),
+        format: Format::Standard,
+        events: events.to_vec(),
+    };
+    let webhooks = Webhooks { endpoints: vec![endpoint], retry: RetryPolicy::default() };
+    Desk::new(memory_store().await, vec!["ops".into()], None, webhooks, Arc::default(), None)
+}
+
 /// A deadline that passes after one approval of two applies `on_timeout`, and the answer
 /// names the partial approver in its explanation and metadata.
 #[tokio::test]
@@ -63,15 +76,7 @@ async fn an_answer_carries_the_labels_its_body_gives() {
 /// one a standing decision covers has none, and is decided at once when admitted.
 #[tokio::test]
 async fn a_task_is_stored_with_its_webhooks_unless_a_standing_decision_covers_it() {
-    let endpoint = Endpoint {
-        url: "http://hooks.test/ops".parse().unwrap(),
-        pools: Pools::All,
-        secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".parse().unwrap(),
-        format: Format::Standard,
-        events: vec![EventKind::Created],
-    };
-    let webhooks = Webhooks { endpoints: vec![endpoint], retry: RetryPolicy::default() };
-    let (desk, mut outbox) = Desk::new(memory_store().await, vec!["ops".into()], None, webhooks, Arc::default(), None);
+    let (desk, mut outbox) = paging(&[EventKind::Created]).await;
     let now = now_ms();
     let waiting = human("ops", "s1", "c1", false, 0);
     let waiting_task = waiting.pending("t1", now);
@@ -98,15 +103,7 @@ async fn a_task_is_stored_with_its_webhooks_unless_a_standing_decision_covers_it
 /// warned once (`task.expiring`), and the times due wake the deadline loop.
 #[tokio::test]
 async fn a_task_due_to_move_is_answered_with_its_move_and_a_warning_goes_out_once() {
-    let endpoint = Endpoint {
-        url: "http://hooks.test/ops".parse().unwrap(),
-        pools: Pools::All,
-        secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".parse().unwrap(),
-        format: Format::Standard,
-        events: vec![EventKind::Expiring, EventKind::Rerouted],
-    };
-    let webhooks = Webhooks { endpoints: vec![endpoint], retry: RetryPolicy::default() };
-    let (desk, mut outbox) = Desk::new(memory_store().await, vec!["ops".into()], None, webhooks, Arc::default(), None);
+    let (desk, mut outbox) = paging(&[EventKind::Expiring, EventKind::Rerouted]).await;
     let mut incoming = human("ops", "s1", "c1", false, 30_000);
     (incoming.human.reroute_at_unix_ms, incoming.human.reroute_to) = (10_000, "oncall".into());
     incoming.human.warn_at_unix_ms = 8_000;

@@ -177,7 +177,12 @@ fn an_external_step_gets_the_request_and_its_chain_and_its_result_continues_it()
     let out = published(on_request(&handler, &Message::new(asked.clone()), 1_000));
     assert_eq!(out.len(), 2, "the task, and the runner's word that a step holds its call");
     assert_eq!(out[0].destination, Destination::route("t.route", "step.monitor"));
-    let held = v1::reply_body::Body::Progress(v1::Progress { pool: String::new(), task_id: String::new(), step: 1 });
+    let held = v1::reply_body::Body::Progress(v1::Progress {
+        pool: String::new(),
+        task_id: String::new(),
+        step: 1,
+        ..Default::default()
+    });
     assert_eq!(opened(&out[1], &asked).unwrap(), held);
     assert_eq!(out[1].message.correlation_id, out[0].message.correlation_id);
     assert_eq!(out[1].destination, Topology::new("t").reply_route("t.reply.runner").unwrap(), "no copy for the audit");
@@ -197,7 +202,7 @@ fn an_external_step_gets_the_request_and_its_chain_and_its_result_continues_it()
     let result = v1::StepResult { task: Some(task), answer: Some(answer), ..Default::default() };
     let out = published(on_result(&handler, &result_message(&result, MONITOR_USER), 2_000));
     assert_eq!(out[0].destination, Destination::route("t.route", "human.security"));
-    let held = v1::Progress { pool: "security".into(), task_id: String::new(), step: 2 };
+    let held = v1::Progress { pool: "security".into(), task_id: String::new(), step: 2, ..Default::default() };
     assert_eq!(opened(&out[1], &asked).unwrap(), v1::reply_body::Body::Progress(held));
     // Only the caller's inline policy names the pool: its queue must stand, or the request
     // is refused, proved to its runner.

@@ -376,14 +376,16 @@ class Error(_message.Message):
     def __init__(self, key: _Optional[_Union[CallKey, _Mapping]] = ..., code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Progress(_message.Message):
-    __slots__ = ("pool", "task_id", "step")
+    __slots__ = ("pool", "task_id", "step", "expires_at_unix_ms")
     POOL_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     pool: str
     task_id: str
     step: int
-    def __init__(self, pool: _Optional[str] = ..., task_id: _Optional[str] = ..., step: _Optional[int] = ...) -> None: ...
+    expires_at_unix_ms: int
+    def __init__(self, pool: _Optional[str] = ..., task_id: _Optional[str] = ..., step: _Optional[int] = ..., expires_at_unix_ms: _Optional[int] = ...) -> None: ...
 
 class ReplyBody(_message.Message):
     __slots__ = ("decision", "error", "progress")
