@@ -185,7 +185,13 @@ impl TaskEvent {
         let call = shorten(&self.call, CALL_CHARS);
         let decision = self.decision.as_deref().unwrap_or_default();
         let mut text = match kind {
-            EventKind::Created => format!("A call waits for a person in pool {}: {call}", self.pool),
+            EventKind::Created => match &self.rerouted_from {
+                Some(from) => format!(
+                    "A call waits for a person in pool {}, no one in pool {from} having answered in time: {call}",
+                    self.pool
+                ),
+                None => format!("A call waits for a person in pool {}: {call}", self.pool),
+            },
             EventKind::Decided => format!(
                 "{} decided {decision} in pool {}: {call}",
                 self.decided_by.as_deref().unwrap_or_default(),

@@ -53,6 +53,13 @@ fn a_slack_body_names_the_pool_the_call_and_links_to_the_task() {
         moved.slack(EventKind::Rerouted).text,
         "No one answered in time in pool ops, so the call moves to pool oncall: bash({\"cmd\": \"rm -r build\"})"
     );
+    let mut arrived = human("oncall", "s1", "c1", false, 0);
+    arrived.human.rerouted_from = "ops".into();
+    assert_eq!(
+        TaskEvent::of(&arrived.pending("t2", 3_000), None).slack(EventKind::Created).text,
+        "A call waits for a person in pool oncall, no one in pool ops having answered in time: \
+         bash({\"cmd\": \"rm -r build\"})"
+    );
 }
 
 #[test]
