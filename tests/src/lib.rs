@@ -16,6 +16,9 @@
 //!   page, in Chromium.
 //! - `reviewer_webhooks`: the reviewer service paging people: webhooks per pool, retried,
 //!   signed ([`webhooks`]).
+//! - `reviewer_slack`: the Slack app: tasks posted and updated on a fake Web API, button
+//!   presses decided end to end, and forged, stale, replayed or unmapped presses deciding
+//!   nothing; signatures checked against Slack's own SDK in `.venv` ([`slack`]).
 //! - `reviewer_canaries`: canaries planted, decided through the API, never published to the
 //!   fleet or told to a runner, and the catch rates an admin sees.
 //! - `gateway`: the HTTP gateway over RabbitMQ with a real worker: waits, polls, retries,
@@ -56,6 +59,7 @@ pub mod fleet;
 pub mod linked;
 pub mod load;
 pub mod roles;
+pub mod slack;
 pub mod soak;
 pub mod webdriver;
 pub mod webhooks;

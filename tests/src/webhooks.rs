@@ -4,7 +4,9 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use airlock_webhook::WebhookSecret;
+use std::time::Duration;
+
+use airlock_webhook::{RetryPolicy, WebhookSecret};
 use axum::http::{HeaderMap, StatusCode};
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
@@ -49,6 +51,16 @@ pub fn receiver(path: &str, failures: u32) -> (axum::Router, mpsc::UnboundedRece
         }
     });
     (axum::Router::new().route(&format!("/{path}"), route), seen)
+}
+
+/// Retries a test waits little for: 20 ms, then up to 100 ms apart, for a minute.
+pub fn quick_retries() -> RetryPolicy {
+    RetryPolicy {
+        first_delay: Duration::from_millis(20),
+        max_delay: Duration::from_millis(100),
+        period: Duration::from_secs(60),
+        attempt_timeout: Duration::from_secs(10),
+    }
 }
 
 /// Serves `router` at `addr` (port 0: any free port) in the background; the address taken.

@@ -106,6 +106,7 @@ async fn rerouted(transport: AmqpTransport, prefix: String) {
             endpoint("slack", Format::Slack, &[EventKind::Expiring]),
         ],
         retry: RetryPolicy::default(),
+        slack: None,
     };
     let service = Service::start(transport.clone(), config).await.unwrap();
     let base = format!("http://{}", service.local_addr());

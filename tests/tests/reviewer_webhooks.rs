@@ -13,12 +13,12 @@ use airlock_reviewer::webhooks::{Endpoint, EventKind, Format, Pools, Webhooks};
 use airlock_telemetry::metrics::{Metrics, OutcomeLabels};
 use airlock_testkit::database::with_pg;
 use airlock_testkit::unique_prefix;
-use airlock_tests::webhooks::{Attempt, receiver, serve, signed_by};
+use airlock_tests::webhooks::{Attempt, quick_retries, receiver, serve, signed_by};
 use airlock_tests::{
     InProcessWorker, REVIEWER_TOKEN, TestKeys, approval, broker, decision_name, guarded, pending, reviewer_config,
 };
 use airlock_transport::{AmqpTransport, Topology, Transport};
-use airlock_webhook::{RetryPolicy, WebhookSecret};
+use airlock_webhook::WebhookSecret;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -90,12 +90,7 @@ async fn paged(transport: AmqpTransport, prefix: String, store: String) {
         format: Format::Standard,
         events: vec![EventKind::Created, EventKind::Decided, EventKind::Expired],
     };
-    let retry = RetryPolicy {
-        first_delay: Duration::from_millis(20),
-        max_delay: Duration::from_millis(100),
-        period: Duration::from_secs(60),
-        attempt_timeout: Duration::from_secs(10),
-    };
+    let retry = quick_retries();
 
     transport.declare(&fleet(&prefix)).await.unwrap();
     let worker = InProcessWorker::start(transport.clone(), &prefix, "worker", 16);
@@ -109,7 +104,8 @@ async fn paged(transport: AmqpTransport, prefix: String, store: String) {
     let client = Client::connect(transport.clone(), client_config).await.unwrap();
     let metrics = Arc::new(Metrics::new());
     let mut config = reviewer_config(&prefix, &store, INSTANCE);
-    config.webhooks = Webhooks { endpoints: vec![endpoint("ops", "ops"), endpoint("security", "security")], retry };
+    let endpoints = vec![endpoint("ops", "ops"), endpoint("security", "security")];
+    config.webhooks = Webhooks { endpoints, retry, slack: None };
     config.metrics = metrics.clone();
     let service = Service::start(transport.clone(), config).await.unwrap();
     let api = ApiClient::new(&format!("http://{}", service.local_addr()), REVIEWER_TOKEN);

@@ -95,6 +95,17 @@ struct Joined {
     audited: usize,
 }
 
+impl Joined {
+    /// An order on what the report counts, so that the bootstrap draws the same samples
+    /// whatever order the logs list them in (Inspect writes samples as they finish).
+    fn order(a: &Joined, b: &Joined) -> std::cmp::Ordering {
+        let score = |j: &Joined| j.score.unwrap_or(f64::NEG_INFINITY);
+        (a.mode, a.main, a.side, a.calls, a.audited)
+            .cmp(&(b.mode, b.main, b.side, b.calls, b.audited))
+            .then(score(a).total_cmp(&score(b)))
+    }
+}
+
 /// What to report.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Options {
@@ -262,6 +273,9 @@ fn join(samples: &[EvalSample], log: &DecisionLog) -> (BTreeMap<String, Vec<Join
             calls: calls.map_or(0, |c| c.calls),
             audited: calls.map_or(0, |c| c.audited),
         });
+    }
+    for joined in by.values_mut() {
+        joined.sort_by(Joined::order);
     }
     let all: usize = log.samples.values().map(|c| c.calls).sum();
     (by, unlabelled, all - joined + log.unkeyed)

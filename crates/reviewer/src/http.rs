@@ -29,6 +29,7 @@
 //! | `POST /ui/standing/{id}/revoke` | a revocation from the UI (form) |
 //! | `POST /ui/tasks/{id}/incident` | an incident mark from the UI (form) |
 //! | `POST /ui/runs` | a switch on a run from the UI (form; admins only) |
+//! | `POST /slack/interactions` | Slack's button presses, signed by Slack ([`slack::interactions`]; no session) |
 //! | `POST /login`, `POST /logout` | session |
 //!
 //! Layout:
@@ -63,7 +64,7 @@ use airlock_integrity::SigningKey;
 use airlock_records::review::ErrorView;
 use airlock_telemetry::metrics::Metrics;
 use axum::Router;
-use axum::extract::FromRef;
+use axum::extract::{DefaultBodyLimit, FromRef};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -74,6 +75,7 @@ use crate::auth::Reviewers;
 use crate::desk::refusal::Grounds;
 use crate::desk::{Desk, Refusal};
 use crate::site::Site;
+use crate::slack;
 use crate::store::{OutboxEntry, Store, StoreError};
 use crate::ui::pages;
 use crate::web::Web;
@@ -161,6 +163,10 @@ pub fn app(state: AppState) -> Router {
         .route("/ui/pending", get(ui::results))
         .route("/ui/tasks/{id}", get(ui::card))
         .route("/ui/tasks/{id}/decision", post(ui::decide))
+        .route(
+            slack::interactions::PATH,
+            post(slack::interactions::interactions).layer(DefaultBodyLimit::max(slack::interactions::BODY_LIMIT)),
+        )
         .route("/login", post(ui::login))
         .route("/logout", post(ui::logout))
         .route("/assets/app.css", get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], pages::CSS) }))

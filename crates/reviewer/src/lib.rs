@@ -31,6 +31,9 @@
 //!   `task.rerouted` paged to the endpoints of a pool, written with their change; the
 //!   webhooks file.
 //! - [`webhook_sender`]: the webhooks owed, leased per attempt, sent, retried.
+//! - [`slack`]: the Slack app: tasks posted to a channel per pool with buttons and updated once
+//!   decided (rows of the webhooks table), and button presses checked, mapped to reviewers and
+//!   decided at the desk (`POST /slack/interactions`).
 //! - [`standing`]: standing decisions: a reviewer's answer to every identical call, applied
 //!   to pending tasks when made and to new tasks at intake.
 //! - [`web`]: what request handlers read (reviewers, sessions, sign-ins, site, pools), and
@@ -65,6 +68,7 @@ pub mod logged;
 pub mod modify;
 pub mod outbox;
 pub mod site;
+pub mod slack;
 pub mod standing;
 pub mod store;
 pub mod task;
@@ -187,6 +191,9 @@ impl ReviewerConfig {
         if retry.first_delay.is_zero() || retry.attempt_timeout.is_zero() {
             return Err(ReviewerError::Config("webhook delays and timeouts must be above 0".into()));
         }
+        if let Some(problem) = self.webhooks.slack.as_ref().and_then(|s| s.problem(&self.pools, &self.reviewers)) {
+            return Err(ReviewerError::Config(problem));
+        }
         if let Some(canaries) = &self.canaries {
             canaries.check_pools(&self.pools).map_err(|e| ReviewerError::Config(e.to_string()))?;
         }
@@ -280,8 +287,8 @@ impl Service {
 
         let serving = stop.clone().cancelled_owned();
         let server = tokio::spawn(server::serve(listener, http::app(state.clone()), config.server, serving));
-        let webhooks = config.webhooks.endpoints.len();
-        info!(pools = ?config.pools, %addr, reviewers = config.reviewers.len(), webhooks, "Reviewer service started.");
+        let (webhooks, slack) = (config.webhooks.endpoints.len(), config.webhooks.slack.is_some());
+        info!(pools = ?config.pools, %addr, reviewers = config.reviewers.len(), webhooks, slack, "Reviewer service started.");
         Ok(Service { state, addr, consumers, background, server })
     }
 

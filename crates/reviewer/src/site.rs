@@ -73,6 +73,11 @@ impl fmt::Display for PublicUrl {
 }
 
 impl PublicUrl {
+    /// Where task `id` is shown in the UI.
+    pub fn task(&self, id: &str) -> String {
+        format!("{self}/#task-{id}")
+    }
+
     /// Whether browsers reach the service over TLS.
     pub fn is_https(&self) -> bool {
         self.https

@@ -51,6 +51,7 @@
 //! - `approvals`: approvals counted, the last one deciding.
 //! - `canaries`: canaries planted, and read back with their verdicts for the catch rates.
 //! - `triage`: the pending list paged and filtered.
+//! - `slack`: the Slack message of each task, and the interaction payloads already used.
 
 use std::str::FromStr;
 
@@ -360,6 +361,7 @@ mod canaries;
 mod open;
 mod outbox;
 mod sessions;
+mod slack;
 mod standing;
 mod tasks;
 mod triage;
@@ -372,6 +374,7 @@ pub use approvals::Approved;
 pub use canaries::{Answerer, CanaryMark, PlantedCanary};
 pub use outbox::OutboxEntry;
 pub use sessions::StoredSession;
+pub use slack::{RowState, SlackPost};
 pub use standing::NewStanding;
 pub use tasks::{Decided, Inserted, PendingId, Stored, Withdrawal};
 pub use webhooks::{NewWebhook, OwedWebhook};

@@ -1,6 +1,7 @@
 //! The sender of the webhooks the store owes: it leases those due, one attempt per lease, as
 //! the outbox leases answers, so processes sharing a store send each event once, with the
-//! same `webhook-id` on every attempt. What is sent, and to whom, is [`crate::webhooks`]'.
+//! same `webhook-id` on every attempt. What is sent, and to whom, is [`crate::webhooks`]' (and
+//! [`crate::slack::api`]'s for the rows owed to Slack).
 
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
@@ -12,6 +13,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::desk::Desk;
+use crate::slack;
 use crate::store::OwedWebhook;
 
 /// How often due webhooks are looked for, when nothing here wrote one.
@@ -26,7 +28,7 @@ const LEASE_MARGIN: Duration = Duration::from_secs(30);
 /// Sends the webhooks the `desk` wrote (or another process of its store did) as they fall
 /// due, until `stop`; attempts under way then finish.
 pub async fn run(desk: Arc<Desk>, stop: CancellationToken) {
-    if desk.webhooks().endpoints.is_empty() {
+    if desk.webhooks().is_empty() {
         return;
     }
     let http = match airlock_webhook::http_client() {
@@ -65,6 +67,7 @@ async fn attempt(desk: Arc<Desk>, http: reqwest::Client, webhook: OwedWebhook) {
     let attempts = webhook.attempts.saturating_add(1);
     let retry = desk.webhooks().retry;
     let outcome = match desk.webhooks().endpoint(&webhook.endpoint) {
+        _ if slack::api::owes(&webhook.endpoint) => slack::api::deliver(&desk, &webhook, retry.attempt_timeout).await,
         Some(endpoint) => {
             let (url, id, body) = (endpoint.url.as_str(), &webhook.id, &webhook.body);
             airlock_webhook::attempt(&http, &endpoint.secret, url, id, body, attempts, retry.attempt_timeout).await

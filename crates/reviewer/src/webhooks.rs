@@ -13,14 +13,17 @@
 //! `airlock_webhook_backlog`.
 //!
 //! An endpoint takes the Standard Webhooks body (`{type, timestamp, data}` with a
-//! [`TaskEvent`]) or, with `format: slack`, a Slack-compatible `{"text": "…"}`.
+//! [`TaskEvent`]) or, with `format: slack`, a Slack-compatible `{"text": "…"}`. The interactive
+//! Slack app ([`crate::slack`]) is separate: its messages are rows of the same table.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use airlock_webhook::{Event, RetryPolicy, WebhookSecret, rfc3339_at};
 use serde::{Deserialize, Serialize};
 
 use crate::site::PublicUrl;
+use crate::slack::Slack;
 use crate::store::NewWebhook;
 use crate::task::{DECIDED_BY_REROUTE, DECIDED_BY_TIMEOUT, State, Task};
 
@@ -108,13 +111,15 @@ pub struct Endpoint {
     pub events: Vec<EventKind>,
 }
 
-/// The endpoints, and how long and how often each event is tried.
+/// The endpoints, the Slack app, and how long and how often each event is tried.
 #[derive(Debug, Clone, Default)]
 pub struct Webhooks {
     /// The endpoints.
     pub endpoints: Vec<Endpoint>,
     /// Backoff and the retry period.
     pub retry: RetryPolicy,
+    /// The Slack app that posts the tasks of its pools' channels, if any.
+    pub slack: Option<Arc<Slack>>,
 }
 
 /// `data` of a standard event.
@@ -173,7 +178,7 @@ impl TaskEvent {
             deadline_unix_ms: task.deadline,
             correlation: task.correlation.clone(),
             call: task.call().map_or_else(String::new, |c| format!("{}({})", c.function, c.arguments_json)),
-            url: public_url.map(|url| format!("{url}/#task-{}", task.id)),
+            url: public_url.map(|url| url.task(&task.id)),
             decision: verdict.map(|v| v.decision.as_str().to_owned()),
             decided_by: verdict.map(|v| v.decided_by.clone()),
             explanation: verdict.map(|v| v.explanation.clone()).filter(|e| !e.is_empty()),
@@ -225,11 +230,13 @@ fn shorten(text: &str, chars: usize) -> String {
 
 impl Webhooks {
     /// The webhooks announcing `kind` of `task` to the endpoints of its pool that hear of it.
+    /// With Slack, the message posted or updated in the pool's channel comes last.
     pub fn announce(&self, kind: EventKind, task: &Task, public_url: Option<&PublicUrl>) -> Vec<NewWebhook> {
+        let slack = self.slack.as_ref().and_then(|slack| slack.announce(kind, task, public_url));
         let listening: Vec<&Endpoint> =
             self.endpoints.iter().filter(|e| e.pools.contains(&task.pool) && e.events.contains(&kind)).collect();
         if listening.is_empty() {
-            return Vec::new();
+            return slack.into_iter().collect();
         }
         let data = TaskEvent::of(task, public_url);
         let timestamp = airlock_webhook::rfc3339_now();
@@ -249,7 +256,13 @@ impl Webhooks {
                     body: body.expect("an event serialises"),
                 }
             })
+            .chain(slack)
             .collect()
+    }
+
+    /// Whether nothing is paged: no endpoint, no Slack.
+    pub fn is_empty(&self) -> bool {
+        self.endpoints.is_empty() && self.slack.is_none()
     }
 
     /// The event a decision by `decided_by` announces.
@@ -298,14 +311,25 @@ enum PoolsConfig {
     List(Vec<String>),
 }
 
-/// Where a secret is read: never inline, so the webhooks file may be shared.
+/// Where a secret is read: never inline, so the file naming it may be shared.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
-enum SecretConfig {
-    /// A file holding `whsec_…`.
+pub(crate) enum SecretConfig {
+    /// A file holding it (relative to the file naming it).
     File(PathBuf),
-    /// An environment variable holding `whsec_…`.
+    /// An environment variable holding it.
     Env(String),
+}
+
+impl SecretConfig {
+    /// The secret, read from its file under `base` or looked up with `env`; or why not.
+    pub(crate) fn read(&self, base: &Path, env: &impl Fn(&str) -> Option<String>) -> Result<String, String> {
+        match self {
+            SecretConfig::File(file) => std::fs::read_to_string(base.join(file))
+                .map_err(|e| format!("cannot read the secret {}: {e}", file.display())),
+            SecretConfig::Env(name) => env(name).ok_or_else(|| format!("the secret's variable {name} is not set")),
+        }
+    }
 }
 
 /// Why the webhooks file is not usable.
@@ -373,11 +397,7 @@ fn resolve(
         PoolsConfig::List(pools) if pools.is_empty() => return Err(fail("pools is empty".into())),
         PoolsConfig::List(pools) => Pools::Only(pools),
     };
-    let text = match &config.secret {
-        SecretConfig::File(file) => std::fs::read_to_string(base.join(file))
-            .map_err(|e| fail(format!("cannot read the secret {}: {e}", file.display())))?,
-        SecretConfig::Env(name) => env(name).ok_or_else(|| fail(format!("the secret's variable {name} is not set")))?,
-    };
+    let text = config.secret.read(base, env).map_err(fail)?;
     let secret = text.parse().map_err(|e: airlock_webhook::SecretError| fail(e.to_string()))?;
     if config.events.is_empty() {
         return Err(fail("events is empty".into()));

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use airlock_reviewer::auth::{self, Reviewers};
 use airlock_reviewer::canary::Canaries;
 use airlock_reviewer::site::PublicUrl;
+use airlock_reviewer::slack::Slack;
 use airlock_reviewer::webhooks::{self, Webhooks};
 use airlock_reviewer::{ReviewerConfig, instance_for_store};
 use std::process::ExitCode;
@@ -69,6 +70,11 @@ pub struct ServeArgs {
     webhooks: Option<PathBuf>,
     #[command(flatten)]
     webhook_retry: WebhookRetryArgs,
+    /// The Slack app that posts tasks with buttons and hears their presses at
+    /// /slack/interactions: a YAML file of {api_url?, bot_token: {file|env}, signing_secret:
+    /// {file|env}, channels: {pool: channel id}, users: {Slack user id: reviewer}}.
+    #[arg(long, env = "AIRLOCK_REVIEWER_SLACK")]
+    slack: Option<PathBuf>,
     /// Known-bad calls to plant among the pools' real tasks: a YAML or JSON list of {pool,
     /// function, arguments, explanation (why it is bad), message?, view?, expected? (the
     /// decisions that catch it; default reject, terminate), name?, trail?}.
@@ -152,7 +158,13 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
         }
         None => Vec::new(),
     };
-    let webhooks = Webhooks { endpoints, retry: args.webhook_retry.policy() };
+    let slack = match &args.slack {
+        Some(path) => Some(Arc::new(
+            Slack::load(path, |name| std::env::var(name).ok()).map_err(|e| Failure::config(e.to_string()))?,
+        )),
+        None => None,
+    };
+    let webhooks = Webhooks { endpoints, retry: args.webhook_retry.policy(), slack };
     let canaries = match (&args.canaries, args.canary_rate) {
         (Some(path), Some(rate)) => Some(Canaries::load(path, rate).map_err(|e| Failure::config(e.to_string()))?),
         _ => None,

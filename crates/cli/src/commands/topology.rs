@@ -7,6 +7,7 @@ mod members;
 mod roles;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use airlock_transport::{Topology, Transport};
 use clap::{Args, Subcommand};
@@ -21,7 +22,9 @@ pub enum TopologyCommand {
     /// warn about quorum queues with fewer replicas than --quorum-group-size or with replicas
     /// down (asked of the broker's management API).
     Apply(ApplyArgs),
-    /// Delete the fleet's queues and exchanges, with every message still in them.
+    /// Delete the fleet's queues and exchanges, with every message still in them: the core,
+    /// the decision log's queue, and each step's and pool's queue named, with a step's logs of
+    /// scores, model answers and its rate limiter of the same name.
     Delete(TopologyArgs),
     /// Print RabbitMQ definitions (users, vhost, permissions) that give each broker user of a
     /// roles file the least its role needs; load them with `rabbitmqctl import_definitions`.
@@ -69,6 +72,13 @@ pub async fn run(command: TopologyCommand) -> Result<(), Failure> {
     let mut topology = Topology::new(fleet.options.prefix.clone());
     for step in &steps {
         topology = topology.with_step(step);
+        if !apply {
+            // Each is declared by the step's monitor processes; the age matters only then.
+            topology = topology.with_scores_log(step).with_samples_log(step, Duration::ZERO).with_limiter_log(step);
+        }
+    }
+    if !apply {
+        topology = topology.with_decisions_queue(airlock_audit::AUDIT_QUEUE);
     }
     for pool in &pools {
         topology = topology.with_human_pool(pool);

@@ -194,10 +194,15 @@ fn bootstrap_intervals_hold_the_figures_and_repeat_with_the_seed() {
         lines.push(call("a", &id, Some(f64::from(i % 11)), i % 10 == 0, None));
         samples.push(sample("a", &id, Attack, true, i % 2 == 0));
     }
-    let log = log(&lines);
+    let decisions = log(&lines);
     let options = Options { bootstrap: Bootstrap { resamples: 300, seed: 7 }, ..options(&[0.1]) };
-    let report = ControlReport::of(&samples, &log, &options).unwrap();
-    assert_eq!(report, ControlReport::of(&samples, &log, &options).unwrap());
+    let report = ControlReport::of(&samples, &decisions, &options).unwrap();
+    assert_eq!(report, ControlReport::of(&samples, &decisions, &options).unwrap());
+    // The same samples listed in another order, with their calls logged in another: the same
+    // intervals.
+    samples.reverse();
+    lines.reverse();
+    assert_eq!(report, ControlReport::of(&samples, &log(&lines), &options).unwrap());
     let p = &report.protocols[0];
     for estimate in [p.usefulness, p.call_coverage, p.sample_coverage, p.budgets[0].safety, p.budgets[0].catch_rate] {
         let Estimate { value, ci: Some(ci) } = estimate.unwrap() else { panic!("{p:?}") };

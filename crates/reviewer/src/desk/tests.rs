@@ -23,7 +23,7 @@ async fn paging(events: &[EventKind]) -> (Arc<Desk>, mpsc::UnboundedReceiver<Out
         format: Format::Standard,
         events: events.to_vec(),
     };
-    let webhooks = Webhooks { endpoints: vec![endpoint], retry: RetryPolicy::default() };
+    let webhooks = Webhooks { endpoints: vec![endpoint], retry: RetryPolicy::default(), slack: None };
     Desk::new(memory_store().await, vec!["ops".into()], None, webhooks, Arc::default(), None)
 }
 

@@ -940,4 +940,5 @@ async fn the_ui_edits_arguments_as_json_and_refuses_what_does_not_parse() {
 }
 
 mod canaries;
+mod slack;
 mod triage;

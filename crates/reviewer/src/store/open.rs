@@ -36,7 +36,8 @@ macro_rules! schema {
             9 "modified approvals" "0009_modified_approvals",
             10 "callers" "0010_callers",
             11 "canaries" "0011_canaries",
-            12 "reroutes" "0012_reroutes"
+            12 "slack" "0012_slack",
+            13 "reroutes" "0013_reroutes"
         )
     };
     ($dialect:literal; $($version:literal $name:literal $file:literal),*) => {

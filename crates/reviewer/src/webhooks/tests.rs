@@ -79,6 +79,7 @@ fn only_the_endpoints_of_the_pool_and_event_get_a_webhook_each_with_its_own_id()
             endpoint("http://c.test/sec", Pools::Only(vec!["security".into()]), Format::Standard, &EventKind::ALL),
         ],
         retry: RetryPolicy::default(),
+        slack: None,
     };
     let task = human("ops", "s1", "c1", false, 0).pending("t1", 1_000);
     let created = webhooks.announce(EventKind::Created, &task, None);

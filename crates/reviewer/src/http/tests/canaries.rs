@@ -48,7 +48,7 @@ async fn service() -> (AppState, Outbox, Planter) {
             format: Format::Standard,
             events: vec![EventKind::Created, EventKind::Decided, EventKind::Expired],
         };
-        let webhooks = Webhooks { endpoints: vec![endpoint], retry: RetryPolicy::default() };
+        let webhooks = Webhooks { endpoints: vec![endpoint], retry: RetryPolicy::default(), slack: None };
         let (shared, outbox) =
             AppState::observed(memory_store().await, team(), pools(), Site::default(), Arc::default(), None, webhooks);
         let canaries = Canaries::parse(CANARIES, "canaries.yaml", 1.0).unwrap();
