@@ -378,6 +378,9 @@ pub fn reviewer_config(prefix: &str, store: &str, instance: &str) -> ReviewerCon
     }
 }
 
+/// The API token of `bob`, a second person of a test service.
+pub const BOB_TOKEN: &str = "bob-secret-token";
+
 /// The reviewers `(name, token, pool)` of a test service, each reviewing the one pool, none an
 /// admin.
 pub fn people(people: &[(&str, &str, &str)]) -> Reviewers {

@@ -6,11 +6,8 @@
 use airlock_records::review::ReroutedMetadata;
 use airlock_tests::fleet::ReviewFleet;
 use airlock_tests::webdriver::{Browser, in_browser};
-use airlock_tests::{REVIEWER_TOKEN, approval, decision_name, people, reviewer_config, trail};
+use airlock_tests::{BOB_TOKEN, REVIEWER_TOKEN, approval, decision_name, people, reviewer_config, trail};
 use serde_json::json;
-
-/// The token of `bob`, who reviews `oncall`.
-const BOB_TOKEN: &str = "bob-secret-token";
 
 const POLICY: &str = "approvers:\n  - name: human\n    tools: \"*\"\n    pool: ops\n    timeout: 600\n    \
                       reroute_after: 1\n    to: [oncall]\n";

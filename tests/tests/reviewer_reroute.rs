@@ -14,8 +14,8 @@ use airlock_reviewer::webhooks::{Endpoint, EventKind, Format, Pools, Webhooks};
 use airlock_testkit::unique_prefix;
 use airlock_tests::webhooks::{Attempt, receiver, serve};
 use airlock_tests::{
-    InProcessWorker, REVIEWER_TOKEN, approval, broker, decision_name, guarded, pending, people, reviewer_config,
-    runner, trail,
+    BOB_TOKEN, InProcessWorker, REVIEWER_TOKEN, approval, broker, decision_name, guarded, pending, people,
+    reviewer_config, runner, trail,
 };
 use airlock_transport::{AmqpTransport, Topology, Transport};
 use airlock_webhook::{RetryPolicy, WebhookSecret};
@@ -23,9 +23,6 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 const INSTANCE: &str = "reviewer-reroute-test";
-
-/// The API token of `bob`, who reviews the `oncall` pool.
-const BOB_TOKEN: &str = "bob-secret-token";
 
 const POLICY: &str = r#"
 approvers:
