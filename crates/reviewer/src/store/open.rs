@@ -37,7 +37,8 @@ macro_rules! schema {
             10 "callers" "0010_callers",
             11 "canaries" "0011_canaries",
             12 "slack" "0012_slack",
-            13 "groups" "0013_groups"
+            13 "reroutes" "0013_reroutes",
+            14 "groups" "0014_groups"
         )
     };
     ($dialect:literal; $($version:literal $name:literal $file:literal),*) => {
