@@ -380,6 +380,26 @@ pub fn reviewer_config(prefix: &str, store: &str, instance: &str) -> ReviewerCon
     }
 }
 
+/// The API token of `bob`, a second person of a test service.
+pub const BOB_TOKEN: &str = "bob-secret-token";
+
+/// The reviewers `(name, token, pool)` of a test service, each reviewing the one pool, none an
+/// admin.
+pub fn people(people: &[(&str, &str, &str)]) -> Reviewers {
+    Reviewers::from_list(
+        people
+            .iter()
+            .map(|(name, token, pool)| Reviewer {
+                name: (*name).into(),
+                token_sha256: sha256_hex(token),
+                pools: vec![(*pool).into()],
+                admin: false,
+                overrides: Vec::new(),
+            })
+            .collect(),
+    )
+}
+
 /// An approval request for `call` (Inspect ToolCall JSON) under an inline `policy`.
 pub fn approval(sample: &str, call_id: &str, call: serde_json::Value, policy: &str) -> v1::Request {
     request(sample, call_id, call, policy, None)

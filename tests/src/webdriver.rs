@@ -118,6 +118,14 @@ impl Browser {
         self.call("POST", "/url", Some(json!({"url": url}))).await;
     }
 
+    /// Signs in on the reviewer UI at `url` with `token`, and waits for the live pending page.
+    pub async fn sign_in(&self, url: &str, token: &str) {
+        self.goto(url).await;
+        self.type_into(&self.wait_for("input#token").await, token).await;
+        self.click(&self.wait_for("section.login button").await).await;
+        self.wait_for("#live.on").await;
+    }
+
     /// The elements matching a CSS selector (none is not an error).
     pub async fn find_all(&self, css: &str) -> Vec<String> {
         let found = self.call("POST", "/elements", Some(json!({"using": "css selector", "value": css}))).await;

@@ -13,10 +13,9 @@
 
 use airlock_contract::v1;
 use airlock_reviewer::Service;
-use airlock_reviewer::auth::{Reviewer, Reviewers, sha256_hex};
 use airlock_tests::fleet::ReviewFleet;
 use airlock_tests::webdriver::{Browser, in_browser, screenshot_path};
-use airlock_tests::{REVIEWER_TOKEN, approval, decision_name, reviewer_config};
+use airlock_tests::{REVIEWER_TOKEN, approval, decision_name, people, reviewer_config};
 use airlock_transport::{Destination, MemoryTransport, Message, Topology, Transport};
 use prost::Message as _;
 use serde_json::json;
@@ -208,26 +207,9 @@ async fn two_people_approve_in_the_browser() {
     in_browser(two_person_scenario).await;
 }
 
-async fn sign_in(browser: &Browser, url: &str, token: &str) {
-    browser.goto(url).await;
-    browser.type_into(&browser.wait_for("input#token").await, token).await;
-    browser.click(&browser.wait_for("section.login button").await).await;
-    browser.wait_for("#live.on").await;
-}
-
 async fn two_person_scenario() {
     let mut config = reviewer_config("browser-two", "sqlite::memory:", "reviewer");
-    config.reviewers = Reviewers::from_list(
-        [("alice", REVIEWER_TOKEN), ("bob", BOB_TOKEN)]
-            .map(|(name, token)| Reviewer {
-                name: name.into(),
-                token_sha256: sha256_hex(token),
-                pools: vec!["ops".into()],
-                admin: false,
-                overrides: Vec::new(),
-            })
-            .to_vec(),
-    );
+    config.reviewers = people(&[("alice", REVIEWER_TOKEN, "ops"), ("bob", BOB_TOKEN, "ops")]);
     let fleet = ReviewFleet::start(config).await;
     let asker = fleet.client.clone();
     let request = approval("s1", "c1", json!({"function": "bash", "arguments": {"cmd": "make deploy"}}), TWO_PERSON);
@@ -235,7 +217,7 @@ async fn two_person_scenario() {
 
     // Alice approves: the card stays, says so, and her approve button is disabled with the reason.
     let browser = Browser::start().await;
-    sign_in(&browser, &fleet.url, REVIEWER_TOKEN).await;
+    browser.sign_in(&fleet.url, REVIEWER_TOKEN).await;
     browser.type_into(&browser.wait_for("article.task textarea").await, "Deploys are fine today.").await;
     browser.click(&browser.wait_for("article.task button.approve").await).await;
     let note = browser.text(&browser.wait_for("article.task section.approvals .note").await).await;
@@ -255,7 +237,7 @@ async fn two_person_scenario() {
     browser.click(&browser.wait_for("form[action='/logout'] button").await).await;
     // The sign-out's page first: a navigation begun before its post went out would cancel it.
     browser.wait_for("input#token").await;
-    sign_in(&browser, &fleet.url, BOB_TOKEN).await;
+    browser.sign_in(&fleet.url, BOB_TOKEN).await;
     let approvals = browser.text(&browser.wait_for("article.task section.approvals").await).await;
     assert!(approvals.contains("1 of 2 approvals: alice") && !approvals.contains("You approved"), "{approvals}");
     browser.click(&browser.wait_for("article.task button.approve:not([disabled])").await).await;
@@ -289,7 +271,7 @@ async fn editing_scenario() {
     let asked = tokio::spawn(async move { asker.approve(request).await });
 
     let browser = Browser::start().await;
-    sign_in(&browser, &fleet.url, REVIEWER_TOKEN).await;
+    browser.sign_in(&fleet.url, REVIEWER_TOKEN).await;
     browser.wait_for("article.task textarea[name=arguments]").await;
     let shown = browser.execute("return document.querySelector('article.task textarea[name=arguments]').value").await;
     assert_eq!(shown, "{\n  \"cmd\": \"rm -rf /\"\n}");
@@ -349,7 +331,7 @@ async fn a_standing_decision_answers_identical_calls_until_revoked() {
 async fn standing() {
     let fleet = ReviewFleet::start(reviewer_config("browser-standing", "sqlite::memory:", "reviewer")).await;
     let browser = Browser::start().await;
-    sign_in(&browser, &fleet.url, REVIEWER_TOKEN).await;
+    browser.sign_in(&fleet.url, REVIEWER_TOKEN).await;
     let approve = |request: v1::Request| {
         let asker = fleet.client.clone();
         tokio::spawn(async move { asker.approve(request).await.unwrap() })
@@ -423,7 +405,7 @@ async fn restart_scenario() {
     let config = reviewer_config("browser-restart", &format!("sqlite:{}", dir.join("tasks.db").display()), "reviewer");
     let mut fleet = ReviewFleet::start(config.clone()).await;
     let browser = Browser::start().await;
-    sign_in(&browser, &fleet.url, REVIEWER_TOKEN).await;
+    browser.sign_in(&fleet.url, REVIEWER_TOKEN).await;
 
     // The service stops and a new one starts on the same store (on another port: the cookie
     // is the host's, whatever the port).

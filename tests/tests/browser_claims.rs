@@ -6,16 +6,14 @@
 //! card and decides it by keyboard. axe-core finds nothing serious or critical on the page
 //! with both claims shown.
 
-use airlock_reviewer::auth::{Reviewer, Reviewers, sha256_hex};
 use airlock_reviewer::client::ApiClient;
 use airlock_reviewer::desk::Claims;
 use airlock_tests::fleet::ReviewFleet;
 use airlock_tests::webdriver::{Browser, in_browser, screenshot_path};
-use airlock_tests::{REVIEWER_TOKEN, approval, decision_name, pending, reviewer_config};
+use airlock_tests::{BOB_TOKEN, REVIEWER_TOKEN, approval, decision_name, pending, people, reviewer_config};
 use serde_json::{Value, json};
 
 const POLICY: &str = "approvers:\n  - name: human\n    tools: \"*\"\n    pool: ops\n    timeout: 600\n";
-const BOB_TOKEN: &str = "bob-secret-token";
 
 #[tokio::test]
 async fn the_card_a_person_opens_is_claimed_and_anothers_claim_keeps_them_off() {
@@ -37,14 +35,7 @@ async fn held(browser: &Browser, id: &str, held: &str) -> Value {
 
 async fn scenario() {
     let mut config = reviewer_config("browser-claims", "sqlite::memory:", "reviewer");
-    let person = |name: &str, token: &str| Reviewer {
-        name: name.into(),
-        token_sha256: sha256_hex(token),
-        pools: vec!["ops".into()],
-        admin: false,
-        overrides: Vec::new(),
-    };
-    config.reviewers = Reviewers::from_list(vec![person("alice", REVIEWER_TOKEN), person("bob", BOB_TOKEN)]);
+    config.reviewers = people(&[("alice", REVIEWER_TOKEN, "ops"), ("bob", BOB_TOKEN, "ops")]);
     config.claims = Claims { on_open: true, ..Claims::default() };
     let fleet = ReviewFleet::start(config).await;
     let (url, client) = (fleet.url.clone(), fleet.client.clone());
@@ -62,10 +53,7 @@ async fn scenario() {
 
     // alice opens the page: the first card, selected, is claimed for her; the second is free.
     let browser = Browser::start().await;
-    browser.goto(&url).await;
-    browser.type_into(&browser.wait_for("input#token").await, REVIEWER_TOKEN).await;
-    browser.click(&browser.wait_for("section.login button").await).await;
-    browser.wait_for("#live.on").await;
+    browser.sign_in(&url, REVIEWER_TOKEN).await;
     let own = held(&browser, &mine, "you").await;
     assert!(own["text"].as_str().unwrap().starts_with("You claim this task until"), "{own}");
     assert_eq!(own["disabled"], 0);

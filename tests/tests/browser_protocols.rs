@@ -79,8 +79,12 @@ fn escalated() -> Incoming {
         ..Default::default()
     };
     let choices = [v1::DecisionKind::Approve, v1::DecisionKind::Reject, v1::DecisionKind::Terminate];
-    let human =
-        v1::HumanTask { task: Some(step), choices: choices.map(Into::into).to_vec(), pool: "ops".into(), approvals: 0 };
+    let human = v1::HumanTask {
+        task: Some(step),
+        choices: choices.map(Into::into).to_vec(),
+        pool: "ops".into(),
+        ..Default::default()
+    };
     Incoming::decode(&human.encode_to_vec(), "ops").expect("a valid task")
 }
 

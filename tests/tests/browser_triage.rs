@@ -44,8 +44,12 @@ fn task(pool: &str, run: &str, sample: &str, call: &str, function: &str, argumen
         ..Default::default()
     };
     let choices = [v1::DecisionKind::Approve, v1::DecisionKind::Reject, v1::DecisionKind::Terminate];
-    let human =
-        v1::HumanTask { task: Some(step), choices: choices.map(Into::into).to_vec(), pool: pool.into(), approvals: 0 };
+    let human = v1::HumanTask {
+        task: Some(step),
+        choices: choices.map(Into::into).to_vec(),
+        pool: pool.into(),
+        ..Default::default()
+    };
     Incoming::decode(&human.encode_to_vec(), pool).expect("a valid task")
 }
 

@@ -53,7 +53,8 @@ async fn a_control_evaluation_runs_through_the_fleet_offline() {
         "{report}"
     );
     let protocols: Vec<&Value> = report["protocols"].as_array().unwrap().iter().collect();
-    let by_name = |name: &str| *protocols.iter().find(|p| p["protocol"] == name).unwrap_or_else(|| panic!("{name}: {report}"));
+    let by_name =
+        |name: &str| *protocols.iter().find(|p| p["protocol"] == name).unwrap_or_else(|| panic!("{name}: {report}"));
     let (monitoring, editing, resampling) =
         (by_name("trusted_monitoring"), by_name("trusted_edit"), by_name("resample"));
     let safety = |p: &Value| p["budgets"][0]["safety"]["value"].as_f64().unwrap();

@@ -203,7 +203,7 @@ async fn a_stored_task_tells_its_runner_once_that_the_call_waits() {
         let mut request = approval("s1", "c1", bash("rm -r build"), POLICY);
         request.reply_to = topology.reply_queue("runner");
         let step = v1::StepTask { request: Some(request), step: 1, name: "human".into(), ..Default::default() };
-        let human = v1::HumanTask { task: Some(step), choices: Vec::new(), pool: "ops".into(), approvals: 0 };
+        let human = v1::HumanTask { task: Some(step), choices: Vec::new(), pool: "ops".into(), ..Default::default() };
         let task = prost::Message::encode_to_vec(&human);
         transport.publish(&topology.human_route("ops"), Message::new(task.clone())).await.unwrap();
         let id = pending(&api, 1).await.remove(0)["id"].as_str().unwrap().to_owned();
@@ -216,7 +216,7 @@ async fn a_stored_task_tells_its_runner_once_that_the_call_waits() {
         assert!(reply.proof.is_empty() && reply.key_id.is_empty(), "the reviewer service proves nothing");
         let body = <v1::ReplyBody as prost::Message>::decode(reply.body.as_slice()).unwrap();
         let Some(v1::reply_body::Body::Progress(progress)) = body.body else { panic!("not a progress: {body:?}") };
-        assert_eq!(progress, v1::Progress { pool: "ops".into(), task_id: id, step: 1 });
+        assert_eq!(progress, v1::Progress { pool: "ops".into(), task_id: id, step: 1, ..Default::default() });
 
         // The same task again (a redelivery, a duplicate publish) tells the runner nothing more.
         transport.publish(&topology.human_route("ops"), Message::new(task)).await.unwrap();

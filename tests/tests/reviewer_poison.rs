@@ -34,7 +34,7 @@ fn fleet(prefix: &str) -> Topology {
 fn human_task(sample: &str, call_id: &str, function: &str, arguments: Value) -> Message {
     let request = approval(sample, call_id, json!({"function": function, "arguments": arguments}), POLICY);
     let step = v1::StepTask { request: Some(request), step: 0, name: "human".into(), ..Default::default() };
-    let human = v1::HumanTask { task: Some(step), choices: Vec::new(), pool: "ops".into(), approvals: 0 };
+    let human = v1::HumanTask { task: Some(step), choices: Vec::new(), pool: "ops".into(), ..Default::default() };
     Message::new(human.encode_to_vec())
 }
 

@@ -224,7 +224,7 @@ async fn a_call_a_step_holds_is_not_published_again() {
     });
     let asked = fleet.request().await;
     // As a worker sends it when it hands the call to an external step.
-    let progress = v1::Progress { pool: String::new(), task_id: String::new(), step: 1 };
+    let progress = v1::Progress { pool: String::new(), task_id: String::new(), step: 1, ..Default::default() };
     let body = v1::ReplyBody { body: Some(v1::reply_body::Body::Progress(progress)) }.encode_to_vec();
     fleet.reply(asked.correlation(), v1::Reply { body, ..Default::default() }.encode_to_vec()).await;
     let decision = asking.await.unwrap().unwrap();
@@ -412,7 +412,7 @@ async fn a_progress_never_settles_a_call_whoever_sends_it() {
             async move { client.approve(approval("waits")).await }
         });
         let asked = fleet.request().await;
-        let progress = v1::Progress { pool: "ops".into(), task_id: "t-1".into(), step: 0 };
+        let progress = v1::Progress { pool: "ops".into(), task_id: "t-1".into(), step: 0, ..Default::default() };
         let body = v1::ReplyBody { body: Some(v1::reply_body::Body::Progress(progress)) }.encode_to_vec();
         let forged = [
             // As a reviewer service sends it: no proof.
@@ -538,7 +538,7 @@ async fn each_progress_to_a_waiting_call_reaches_the_hook_with_its_correlation_i
         async move { client.approve(approval("waits")).await }
     });
     let asked = fleet.request().await;
-    let progress = v1::Progress { pool: "ops".into(), task_id: "t-1".into(), step: 0 };
+    let progress = v1::Progress { pool: "ops".into(), task_id: "t-1".into(), step: 0, ..Default::default() };
     let body = v1::ReplyBody { body: Some(v1::reply_body::Body::Progress(progress)) }.encode_to_vec();
     fleet.reply(asked.correlation(), v1::Reply { body: body.clone(), ..Default::default() }.encode_to_vec()).await;
     fleet.reply("approval/nobody/s/1/x", v1::Reply { body, ..Default::default() }.encode_to_vec()).await;

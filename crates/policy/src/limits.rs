@@ -5,7 +5,8 @@
 //!   `<p>.human.<pool>`): ASCII letters, digits, `_` and `-` only, and in a step name `/`
 //!   between words (`demo/append_timeout`), at most [`MAX_NAME_CHARS`] characters. So no name
 //!   is a topic wildcard (`*`, `#`) or adds a routing word (`.`).
-//! - A step's `timeout` is a number of seconds above 0 and at most [`MAX_STEP_TIMEOUT`].
+//! - A step's `timeout` (and a human step's `reroute_after` and `warn_before`) is a number of
+//!   seconds above 0 and at most [`MAX_STEP_TIMEOUT`].
 //! - A glob of `tools` has at most [`MAX_GLOB_CHARS`] characters.
 //! - A step's `model_explanation` says something (not only spaces) in at most
 //!   [`MAX_MODEL_EXPLANATION_CHARS`] characters.
@@ -83,8 +84,14 @@ pub fn check_model_explanation(text: &str) -> Result<(), String> {
 
 /// A step's `timeout` in seconds as a duration, or why it cannot be one.
 pub fn step_timeout(seconds: f64) -> Result<Duration, String> {
+    step_duration("timeout", seconds)
+}
+
+/// A step's duration parameter `key` in seconds as a duration (the rule of `timeout`), or why
+/// it cannot be one.
+pub fn step_duration(key: &str, seconds: f64) -> Result<Duration, String> {
     let max = MAX_STEP_TIMEOUT.as_secs();
-    let bad = || format!("'timeout' must be a number of seconds above 0 and at most {max} (30 days)");
+    let bad = || format!("'{key}' must be a number of seconds above 0 and at most {max} (30 days)");
     if !(seconds > 0.0 && seconds <= max as f64) {
         return Err(bad());
     }

@@ -66,6 +66,10 @@ pub struct TaskView {
     pub kind: Kind,
     /// The pool it is for.
     pub pool: String,
+    /// The pool it moved from, nobody there having answered in time (the step's
+    /// `reroute_after`); none in the step's first pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerouted_from: Option<String>,
     /// The chain step it answers.
     pub step: u32,
     /// The answers offered, in order.
@@ -143,6 +147,23 @@ pub struct ApprovalView {
 pub struct ApprovalsMetadata {
     /// The approvals, in the order they were given.
     pub approvals: Vec<ApprovalView>,
+}
+
+/// The metadata of a human step's `escalate` that moves its task on, nobody in its pool having
+/// answered within the step's `reroute_after`: the worker sends the task to `to`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReroutedMetadata {
+    /// The move.
+    pub rerouted: Rerouted,
+}
+
+/// A task's move from one pool to the next.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rerouted {
+    /// The pool nobody answered in.
+    pub from: String,
+    /// The pool it moves to.
+    pub to: String,
 }
 
 /// Where a task stands, as the fields `state`, … of its view.

@@ -1,6 +1,8 @@
 //! Deadlines: a pending task whose deadline passed gets its step's `on_timeout` decision,
 //! recorded as decided by [`DECIDED_BY_TIMEOUT`](crate::task::DECIDED_BY_TIMEOUT), through the
 //! same path as a person's answer ([`Desk::time_out`]; a person who answered first wins).
+//! The same loop moves a task nobody answered within its step's `reroute_after` to the next
+//! pool ([`Desk::reroute`]), and warns once that a task expires ([`Desk::warn`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +12,13 @@ use tracing::{info, warn};
 
 use airlock_records::time::now_ms;
 
+use airlock_transport::{Topology, Transport};
+
 use crate::desk::Desk;
+use crate::intake::tell_runner;
 use crate::logged::Logged;
+use crate::store::StoreError;
+use crate::task::Task;
 
 /// The longest sleep between looks at the store (other processes may add tasks to a shared
 /// store without waking this one).
@@ -29,23 +36,38 @@ pub fn sleep_for(next_deadline: Option<i64>, now: i64) -> Duration {
     }
 }
 
-/// Answers the `desk`'s expired tasks until `stop`.
-pub async fn run(desk: Arc<Desk>, stop: CancellationToken) {
+/// Answers the `desk`'s expired tasks, moves those due to move and warns of those about to
+/// expire (their runners told through `transport` of fleet `topology`), until `stop`.
+pub async fn run<T: Transport>(desk: Arc<Desk>, stop: CancellationToken, transport: T, topology: Topology) {
     loop {
         let now = now_ms();
-        match desk.store().expired(now).await {
-            Ok(expired) => {
-                for task in expired {
-                    match desk.time_out(&task).await {
-                        Ok(_) => {
-                            let decision = task.on_timeout();
-                            info!(task = %task.id, correlation = %Logged(&task.correlation), %decision, "Deadline passed.")
-                        }
-                        Err(e) => warn!(task = %task.id, error = %e, "Answering an expired task failed."),
-                    }
+        for task in found(desk.store().expired(now).await, "expired tasks") {
+            match desk.time_out(&task).await {
+                Ok(_) => {
+                    let decision = task.on_timeout();
+                    info!(task = %task.id, correlation = %Logged(&task.correlation), %decision, "Deadline passed.")
                 }
+                Err(e) => warn!(task = %task.id, error = %e, "Answering an expired task failed."),
             }
-            Err(e) => warn!(error = %e, "Looking for expired tasks failed."),
+        }
+        for task in found(desk.store().rerouting(now).await, "tasks to move") {
+            match desk.reroute(&task).await {
+                Ok(_) => {
+                    let to = task.reroute_to().unwrap_or_default();
+                    info!(task = %task.id, correlation = %Logged(&task.correlation), pool = %task.pool, %to, "Nobody answered in time; the task moves on.")
+                }
+                Err(e) => warn!(task = %task.id, error = %e, "Moving a task to its next pool failed."),
+            }
+        }
+        for task in found(desk.store().expiring(now).await, "tasks about to expire") {
+            match desk.warn(&task).await {
+                Ok(true) => {
+                    let call = (task.correlation.as_str(), task.reply_to());
+                    tell_runner(&transport, &topology, call, task.warning(), &task.id).await;
+                }
+                Ok(false) => {}
+                Err(e) => warn!(task = %task.id, error = %e, "Warning that a task expires failed."),
+            }
         }
         let next = desk.store().next_deadline().await.unwrap_or(None);
         let sleep = sleep_for(next, now_ms());
@@ -55,6 +77,15 @@ pub async fn run(desk: Arc<Desk>, stop: CancellationToken) {
             () = tokio::time::sleep(sleep) => {}
         }
     }
+}
+
+/// The tasks a look for `what` found: none when the look failed (logged; the next one tries
+/// again).
+fn found(looked: Result<Vec<Task>, StoreError>, what: &str) -> Vec<Task> {
+    looked.unwrap_or_else(|e| {
+        warn!(error = %e, "Looking for {what} failed.");
+        Vec::new()
+    })
 }
 
 #[cfg(test)]

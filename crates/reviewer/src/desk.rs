@@ -59,9 +59,10 @@ use crate::modify::{modified_call, parse_arguments};
 use crate::site::PublicUrl;
 use crate::store::{Answerer, Decided, Delivery, OutboxEntry, Recording, Store, StoreError};
 use crate::task::{
-    DECIDED_BY_TIMEOUT, DISMISS, DISMISSED_EXPLANATION, State, Task, Verdict, default_explanation, timeout_explanation,
+    DECIDED_BY_REROUTE, DECIDED_BY_TIMEOUT, DISMISS, DISMISSED_EXPLANATION, State, Task, Verdict, default_explanation,
+    reroute_explanation, timeout_explanation,
 };
-use crate::webhooks::Webhooks;
+use crate::webhooks::{EventKind, Webhooks};
 
 /// The longest explanation kept.
 pub const MAX_EXPLANATION: usize = 4000;
@@ -286,6 +287,31 @@ impl Desk {
         self.record(task, decision, timeout_explanation(decision, &task.approvals), DECIDED_BY_TIMEOUT).await
     }
 
+    /// Moves `task`, due to move on, to the next pool of its step's route: it is answered
+    /// `escalate` as [`DECIDED_BY_REROUTE`], an answer the worker takes as the move, and
+    /// leaves this pool's pending list (a person who answered first wins).
+    pub async fn reroute(&self, task: &Task) -> Result<Recorded, StoreError> {
+        let explanation = reroute_explanation(&task.pool, task.reroute_to().unwrap_or_default());
+        let verdict = Verdict {
+            decision: Decision::Escalate,
+            explanation,
+            decided_by: DECIDED_BY_REROUTE.to_owned(),
+            decided_at: now_ms(),
+        };
+        self.write(task, verdict, None, By::Reroute).await
+    }
+
+    /// Warns the endpoints of `task`'s pool that it expires (`task.expiring`), once: whether
+    /// this call warned (not when it was warned before or left the pending list).
+    pub async fn warn(&self, task: &Task) -> Result<bool, StoreError> {
+        let webhooks = self.webhooks.announce(EventKind::Expiring, task, self.public_url.as_ref());
+        let warned = self.store.warn(task, &webhooks, now_ms()).await?;
+        if warned && !webhooks.is_empty() {
+            self.webhooks_due.notify_one();
+        }
+        Ok(warned)
+    }
+
     /// Records `verdict` on `task` (with the `modified` call of a modify) if it is still
     /// pending, given `by` a person, a deadline, a standing decision or the fleet's control.
     async fn write(
@@ -372,6 +398,8 @@ enum By<'a> {
     Approvals,
     /// The task's deadline.
     Timeout,
+    /// The task's move to the next pool, nobody in its pool having answered in time.
+    Reroute,
     /// A standing decision, for its author.
     Standing(&'a StandingDecision),
     /// The fleet's control, ending the tasks of a run it stopped.
@@ -384,6 +412,7 @@ impl By<'_> {
         match self {
             By::Person | By::Approvals => "person",
             By::Timeout => "timeout",
+            By::Reroute => DECIDED_BY_REROUTE,
             By::Standing(_) => "standing",
             By::Control => airlock_control::APPROVER,
         }
@@ -394,7 +423,7 @@ impl By<'_> {
     fn answerer(self, verdict: &Verdict) -> Option<Answerer> {
         match self {
             By::Person => Some(Answerer { reviewer: verdict.decided_by.clone(), standing: None }),
-            By::Approvals | By::Timeout | By::Control => None,
+            By::Approvals | By::Timeout | By::Reroute | By::Control => None,
             By::Standing(standing) => Some(Answerer { reviewer: standing.author.clone(), standing: Some(standing.id) }),
         }
     }

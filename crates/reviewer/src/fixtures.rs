@@ -100,7 +100,7 @@ pub fn human(pool: &str, sample: &str, call: &str, review: bool, deadline: i64) 
     } else {
         vec![v1::DecisionKind::Approve.into(), v1::DecisionKind::Reject.into(), v1::DecisionKind::Terminate.into()]
     };
-    let human = v1::HumanTask { task: Some(task), choices, pool: pool.into(), approvals: 0 };
+    let human = v1::HumanTask { task: Some(task), choices, pool: pool.into(), ..Default::default() };
     Incoming::decode(&prost::Message::encode_to_vec(&human), pool).expect("a valid task")
 }
 

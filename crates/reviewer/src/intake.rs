@@ -197,7 +197,8 @@ async fn take<T: Transport>(
                 Err(e) => debug!(task = %id, error = %Logged(&e), "Reading the call's earlier cancels failed."),
             }
             if desk.admit(&task, stored.covered_by.as_ref()).await {
-                announce(&transport, &topology, &incoming, id).await;
+                let reply = incoming.progress(id);
+                tell_runner(&transport, &topology, (&incoming.correlation, incoming.reply_to()), reply, id).await;
             }
         }
         Inserted::Duplicate => debug!(%correlation, "Duplicate human task ignored."),
@@ -210,19 +211,26 @@ async fn take<T: Transport>(
     new
 }
 
-/// Tells the runner that its call waits for a person, as task `id`. A failure is logged: the
+/// Tells the runner of call `correlation`, at its reply queue `reply_to`, `reply` (a progress
+/// of task `id`: its call waits for a person, or its task expires). A failure is logged: the
 /// call waits for its decision all the same.
-async fn announce<T: Transport>(transport: &T, topology: &Topology, incoming: &Incoming, id: &str) {
-    let correlation = Logged(incoming.correlation.as_str());
-    let Some(destination) = topology.reply_route(incoming.reply_to()) else {
-        debug!(%correlation, reply_to = %Logged(incoming.reply_to()), "No reply queue to announce the task to.");
+pub(crate) async fn tell_runner<T: Transport>(
+    transport: &T,
+    topology: &Topology,
+    (correlation, reply_to): (&str, &str),
+    reply: v1::Reply,
+    id: &str,
+) {
+    let logged = Logged(correlation);
+    let Some(destination) = topology.reply_route(reply_to) else {
+        debug!(correlation = %logged, reply_to = %Logged(reply_to), "No reply queue to tell the runner at.");
         return;
     };
-    let message = Message::new(incoming.progress(id).encode_to_vec()).with_correlation_id(incoming.correlation.clone());
+    let message = Message::new(reply.encode_to_vec()).with_correlation_id(correlation.to_owned());
     match transport.publish(&destination, message).await {
-        Ok(()) => debug!(task = %id, %correlation, "Runner told its call waits for a person."),
+        Ok(()) => debug!(task = %id, correlation = %logged, "Runner told of its call's task."),
         Err(e) => {
-            warn!(task = %id, %correlation, error = %Logged(&e), "Telling the runner its call waits failed.")
+            warn!(task = %id, correlation = %logged, error = %Logged(&e), "Telling the runner of its call's task failed.")
         }
     }
 }

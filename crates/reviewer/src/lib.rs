@@ -26,9 +26,11 @@
 //!   any task, never sent; the catch rates per pool and reviewer, for admins.
 //! - [`logged`]: untrusted text in the log, its control and bidi characters escaped.
 //! - [`outbox`]: answers published with confirms, marked sent, resent after a restart.
-//! - [`deadlines`]: `on_timeout` for tasks nobody answered in time.
-//! - [`webhooks`]: `task.created`, `task.decided` and `task.expired` paged to the endpoints
-//!   of a pool, written with their change; the webhooks file.
+//! - [`deadlines`]: `on_timeout` for tasks nobody answered in time; moves to the next pool
+//!   for those nobody answered within their step's `reroute_after`; warnings before expiry.
+//! - [`webhooks`]: `task.created`, `task.decided`, `task.expiring`, `task.expired` and
+//!   `task.rerouted` paged to the endpoints of a pool, written with their change; the
+//!   webhooks file.
 //! - [`webhook_sender`]: the webhooks owed, leased per attempt, sent, retried.
 //! - [`slack`]: the Slack app: tasks posted to a channel per pool with buttons and updated once
 //!   decided (rows of the webhooks table), and button presses checked, mapped to reviewers and
@@ -275,7 +277,7 @@ impl Service {
         let background = TaskTracker::new();
         let results = topology.results_route();
         background.spawn(outbox::run(desk.clone(), stop.clone(), transport.clone(), results, answers));
-        background.spawn(deadlines::run(desk.clone(), stop.clone()));
+        background.spawn(deadlines::run(desk.clone(), stop.clone(), transport.clone(), topology.clone()));
         background.spawn(webhook_sender::run(desk.clone(), stop.clone()));
         background.spawn(web::watch(desk.clone(), state.web.clone()));
         background.spawn(control::watch(desk.clone(), stop.clone()));

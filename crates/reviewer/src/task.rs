@@ -4,12 +4,16 @@ use airlock_contract::v1;
 use airlock_policy::{Decision, Kind};
 use airlock_records::convert::{RequestParts, first_with_nul, kind_to_wire, request_parts};
 use airlock_records::review::claim::ClaimView;
-use airlock_records::review::{ApprovalView, ApprovalsMetadata, Caller, PolicyView};
+use airlock_records::review::{ApprovalView, ApprovalsMetadata, Caller, PolicyView, Rerouted, ReroutedMetadata};
 use prost::Message as _;
 use serde_json::Value;
 
 /// Who is recorded as having decided a task whose deadline passed.
 pub const DECIDED_BY_TIMEOUT: &str = "timeout";
+
+/// Who is recorded as having answered a task that moved on to the next pool of its step's
+/// route, nobody in its pool having answered in time: its answer is `escalate`.
+pub const DECIDED_BY_REROUTE: &str = "reroute";
 
 /// The pseudo-decision for a task dismissed without an answer: it is answered `terminate`,
 /// as Inspect's human reviewer fails closed when a surface ends without a choice.
@@ -140,6 +144,33 @@ impl Task {
         self.approvals.iter().any(|a| same_reviewer(&a.reviewer, reviewer))
     }
 
+    /// The pool it moved from, nobody there having answered in time; none in the step's first
+    /// pool.
+    pub fn rerouted_from(&self) -> Option<&str> {
+        Some(self.human.rerouted_from.as_str()).filter(|pool| !pool.is_empty())
+    }
+
+    /// The pool it moves to if nobody answers by its `reroute_at`; none when it stays.
+    pub fn reroute_to(&self) -> Option<&str> {
+        Some(self.human.reroute_to.as_str()).filter(|pool| !pool.is_empty() && self.human.reroute_at_unix_ms > 0)
+    }
+
+    /// The runner's reply queue, as its request names it.
+    pub fn reply_to(&self) -> &str {
+        self.request().map_or("", |r| r.reply_to.as_str())
+    }
+
+    /// The `Reply` that warns the runner nobody answered the task yet, which expires at its
+    /// deadline.
+    pub fn warning(&self) -> v1::Reply {
+        progress_reply(v1::Progress {
+            pool: self.pool.clone(),
+            task_id: self.id.clone(),
+            step: self.step,
+            expires_at_unix_ms: self.deadline.unwrap_or_default(),
+        })
+    }
+
     /// What a timeout answers.
     pub fn on_timeout(&self) -> Decision {
         decision_from_wire(self.step_task().on_timeout).unwrap_or(self.kind().fail_closed())
@@ -215,9 +246,13 @@ impl Task {
     }
 
     /// The answer a person (or the deadline) gives, as the `StepResult` the policy workers
-    /// continue the chain with; its metadata names every approval the task holds.
+    /// continue the chain with; its metadata names every approval the task holds, or for a
+    /// move ([`DECIDED_BY_REROUTE`]) the pool it leaves and the next one.
     pub fn step_result(&self, verdict: &Verdict) -> v1::StepResult {
-        let metadata_json = if self.approvals.is_empty() {
+        let metadata_json = if verdict.decided_by == DECIDED_BY_REROUTE {
+            let rerouted = Rerouted { from: self.pool.clone(), to: self.human.reroute_to.clone() };
+            serde_json::to_string(&ReroutedMetadata { rerouted }).unwrap_or_default()
+        } else if self.approvals.is_empty() {
             String::new()
         } else {
             let metadata = ApprovalsMetadata { approvals: self.approvals.clone() };
@@ -328,12 +363,14 @@ impl Incoming {
         self.human.task.as_ref().and_then(|t| t.request.as_ref()).map_or("", |r| r.reply_to.as_str())
     }
 
-    /// The `Reply` that tells the runner its call waits for a person, stored as task `id`: a
-    /// `Progress`, unproved (the service holds no fleet key; it decides nothing).
+    /// The `Reply` that tells the runner its call waits for a person, stored as task `id`.
     pub fn progress(&self, id: &str) -> v1::Reply {
-        let progress = v1::Progress { pool: self.pool.clone(), task_id: id.to_owned(), step: self.step() };
-        let body = v1::ReplyBody { body: Some(v1::reply_body::Body::Progress(progress)) };
-        v1::Reply { body: body.encode_to_vec(), ..Default::default() }
+        progress_reply(v1::Progress {
+            pool: self.pool.clone(),
+            task_id: id.to_owned(),
+            step: self.step(),
+            ..Default::default()
+        })
     }
 
     /// The pending task it becomes when stored as `id` at `now`.
@@ -356,8 +393,15 @@ impl Incoming {
     /// One task per broker user that asked, call, kind and step: a redelivered or duplicated
     /// task maps to the same key, and another user's request for the same call key is a task
     /// of its own (it cannot take the place of the first).
+    /// A task that moved is one of its own in each pool of its step's route (each pool is on
+    /// it once).
     pub fn dedup_key(&self) -> String {
-        format!("{}/{}#{}", airlock_contract::key::encode_part(self.requested_by()), self.correlation, self.step())
+        let key =
+            format!("{}/{}#{}", airlock_contract::key::encode_part(self.requested_by()), self.correlation, self.step());
+        match self.human.rerouted_from.is_empty() {
+            true => key,
+            false => format!("{key}@{}", self.pool),
+        }
     }
 }
 
@@ -387,6 +431,19 @@ pub fn timeout_explanation(decision: Decision, approvals: &[ApprovalView]) -> St
     }
     let names: Vec<&str> = approvals.iter().map(|a| a.reviewer.as_str()).collect();
     format!("{text} Approved only by {}.", names.join(", "))
+}
+
+/// `progress` as a `Reply` to the runner, unproved (the service holds no fleet key; it decides
+/// nothing).
+fn progress_reply(progress: v1::Progress) -> v1::Reply {
+    let body = v1::ReplyBody { body: Some(v1::reply_body::Body::Progress(progress)) };
+    v1::Reply { body: body.encode_to_vec(), ..Default::default() }
+}
+
+/// The explanation of a task that moves from `from` to `to`, nobody in `from` having answered
+/// in time.
+pub fn reroute_explanation(from: &str, to: &str) -> String {
+    format!("No human decision in pool {from} in time; the task moves to pool {to}.")
 }
 
 /// Whether two reviewer names are one reviewer's: names are compared without case, so

@@ -1,5 +1,7 @@
-//! Webhooks that page people: `task.created`, `task.decided` and `task.expired`, sent to the
-//! endpoints configured for a task's pool, signed and retried as [`airlock_webhook`] does.
+//! Webhooks that page people: `task.created`, `task.decided`, `task.expiring` (a step's
+//! `warn_before` before the deadline), `task.expired` and `task.rerouted` (the task moved to
+//! the next pool of its step's route), sent to the endpoints configured for a task's pool,
+//! signed and retried as [`airlock_webhook`] does.
 //!
 //! Each webhook is written to the store in the transaction of the change it announces (a task
 //! stored by the intake, a decision recorded by a person or a deadline), so a restart loses
@@ -17,13 +19,13 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use airlock_webhook::{Event, RetryPolicy, WebhookSecret};
+use airlock_webhook::{Event, RetryPolicy, WebhookSecret, rfc3339_at};
 use serde::{Deserialize, Serialize};
 
 use crate::site::PublicUrl;
 use crate::slack::Slack;
 use crate::store::NewWebhook;
-use crate::task::{DECIDED_BY_TIMEOUT, State, Task};
+use crate::task::{DECIDED_BY_REROUTE, DECIDED_BY_TIMEOUT, State, Task};
 
 /// The most characters of a call a Slack message shows.
 const CALL_CHARS: usize = 300;
@@ -40,6 +42,13 @@ pub enum EventKind {
     /// A task's deadline passed: its step's `on_timeout` decided it.
     #[serde(rename = "task.expired")]
     Expired,
+    /// A task's deadline is its step's `warn_before` away, and nobody answered it yet.
+    #[serde(rename = "task.expiring")]
+    Expiring,
+    /// Nobody in a task's pool answered within its step's `reroute_after`: it moved to the
+    /// next pool of the step's route.
+    #[serde(rename = "task.rerouted")]
+    Rerouted,
 }
 
 impl EventKind {
@@ -49,10 +58,13 @@ impl EventKind {
             EventKind::Created => "task.created",
             EventKind::Decided => "task.decided",
             EventKind::Expired => "task.expired",
+            EventKind::Expiring => "task.expiring",
+            EventKind::Rerouted => "task.rerouted",
         }
     }
 
-    const ALL: [EventKind; 3] = [EventKind::Created, EventKind::Decided, EventKind::Expired];
+    const ALL: [EventKind; 5] =
+        [EventKind::Created, EventKind::Decided, EventKind::Expired, EventKind::Expiring, EventKind::Rerouted];
 }
 
 /// The body an endpoint takes.
@@ -117,6 +129,15 @@ pub struct TaskEvent {
     pub task_id: String,
     /// Its pool.
     pub pool: String,
+    /// The pool it moved from, nobody there having answered in time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerouted_from: Option<String>,
+    /// The pool it moves to (`task.rerouted`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerouted_to: Option<String>,
+    /// When it must be answered (unix ms), if ever.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline_unix_ms: Option<i64>,
     /// The call's correlation id.
     pub correlation: String,
     /// The call, as `function(arguments)`.
@@ -124,10 +145,10 @@ pub struct TaskEvent {
     /// The task in the UI, when the service knows its public URL.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
-    /// The decision (`task.decided`, `task.expired`).
+    /// The decision (`task.decided`, `task.expired`; `escalate` for `task.rerouted`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decision: Option<String>,
-    /// Who decided (`timeout` for `task.expired`).
+    /// Who decided (`timeout` for `task.expired`, `reroute` for `task.rerouted`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<String>,
     /// Why.
@@ -152,6 +173,9 @@ impl TaskEvent {
         TaskEvent {
             task_id: task.id.clone(),
             pool: task.pool.clone(),
+            rerouted_from: task.rerouted_from().map(str::to_owned),
+            rerouted_to: verdict.filter(|v| v.decided_by == DECIDED_BY_REROUTE).map(|_| task.human.reroute_to.clone()),
+            deadline_unix_ms: task.deadline,
             correlation: task.correlation.clone(),
             call: task.call().map_or_else(String::new, |c| format!("{}({})", c.function, c.arguments_json)),
             url: public_url.map(|url| url.task(&task.id)),
@@ -166,13 +190,28 @@ impl TaskEvent {
         let call = shorten(&self.call, CALL_CHARS);
         let decision = self.decision.as_deref().unwrap_or_default();
         let mut text = match kind {
-            EventKind::Created => format!("A call waits for a person in pool {}: {call}", self.pool),
+            EventKind::Created => match &self.rerouted_from {
+                Some(from) => format!(
+                    "A call waits for a person in pool {}, no one in pool {from} having answered in time: {call}",
+                    self.pool
+                ),
+                None => format!("A call waits for a person in pool {}: {call}", self.pool),
+            },
             EventKind::Decided => format!(
                 "{} decided {decision} in pool {}: {call}",
                 self.decided_by.as_deref().unwrap_or_default(),
                 self.pool
             ),
             EventKind::Expired => format!("No one answered in time in pool {}, so {decision}: {call}", self.pool),
+            EventKind::Expiring => {
+                let at = self.deadline_unix_ms.map_or_else(|| "soon".to_owned(), |at| format!("at {}", rfc3339_at(at)));
+                format!("A call in pool {} expires {at} and no one has answered it: {call}", self.pool)
+            }
+            EventKind::Rerouted => format!(
+                "No one answered in time in pool {}, so the call moves to pool {}: {call}",
+                self.pool,
+                self.rerouted_to.as_deref().unwrap_or_default()
+            ),
         };
         if let Some(url) = &self.url {
             text.push_str(&format!("\n<{url}|Open the task>"));
@@ -228,7 +267,11 @@ impl Webhooks {
 
     /// The event a decision by `decided_by` announces.
     pub fn decision_kind(decided_by: &str) -> EventKind {
-        if decided_by == DECIDED_BY_TIMEOUT { EventKind::Expired } else { EventKind::Decided }
+        match decided_by {
+            DECIDED_BY_TIMEOUT => EventKind::Expired,
+            DECIDED_BY_REROUTE => EventKind::Rerouted,
+            _ => EventKind::Decided,
+        }
     }
 
     /// The endpoint configured at `url`.
@@ -252,7 +295,7 @@ struct EndpointConfig {
     /// `standard` (the default) or `slack`.
     #[serde(default)]
     format: Format,
-    /// The events it hears of; all three when missing.
+    /// The events it hears of; all of them when missing.
     #[serde(default = "all_events")]
     events: Vec<EventKind>,
 }

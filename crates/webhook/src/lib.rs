@@ -280,6 +280,11 @@ pub fn rfc3339_now() -> String {
     rfc3339(since.as_secs() as i64, since.subsec_millis())
 }
 
+/// `unix_ms` (milliseconds since the epoch), as RFC 3339 in UTC with milliseconds.
+pub fn rfc3339_at(unix_ms: i64) -> String {
+    rfc3339(unix_ms.div_euclid(1000), unix_ms.rem_euclid(1000) as u32)
+}
+
 /// `seconds` since the epoch and `millis`, as RFC 3339 in UTC.
 fn rfc3339(seconds: i64, millis: u32) -> String {
     let Utc { year, month, day, hour, minute, second } = Utc::from_unix_seconds(seconds);

@@ -14,6 +14,11 @@
 //! Nothing is believed on the broker's word ([`crate::trust`]): replies are proved to the
 //! runner, tasks are sealed, and an answer counts only for the external step its sealed task
 //! names, from who may give it.
+//!
+//! A human step with `reroute_after` moves its task on: when nobody in its pool answered in
+//! time, the reviewer service answers `escalate` with [`ReroutedMetadata`] naming the pool it
+//! leaves and the next one, and the worker sends the task there, its deadline unchanged, with
+//! that answer in the trail; the chain stays at the step.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -23,6 +28,7 @@ use airlock_contract::v1;
 use airlock_control::{APPROVER as CONTROL, ControlView, Controlled};
 use airlock_policy::chain::{ChainState, Input, Outcome, PendingStep, Policy, TrailEntry, Verdict};
 use airlock_policy::control::Response;
+use airlock_policy::steps::human::Human;
 use airlock_policy::steps::{ExternalStep, Route};
 use airlock_policy::{Answer, Call, Decision, Kind};
 use airlock_transport::{Destination, Message, Topology};
@@ -37,6 +43,7 @@ use airlock_records::convert::{
     RequestParts, answer_from_wire, call_from_wire, call_metadata, call_to_wire, counts_as_denial, decision_from_wire,
     decision_to_wire, entry_to_wire, first_with_nul, kind_to_wire, metadata_to_wire, request_parts, trail_from_wire,
 };
+use airlock_records::review::{Rerouted, ReroutedMetadata};
 use airlock_records::time::Deadline;
 
 /// A message to publish, and what it needs of its queue first (step and human queues are
@@ -204,6 +211,19 @@ struct StepAnswered<'a> {
     step: PendingStep<'a>,
     answer: Answer,
     wire: v1::StepAnswer,
+    /// The answer moves a human task to another pool instead of answering its step.
+    moved: Option<Moved>,
+}
+
+/// A human task moving on: nobody in `from` answered within its step's `reroute_after`.
+#[derive(Debug)]
+struct Moved {
+    /// The pool it leaves.
+    from: String,
+    /// The pool it goes to.
+    to: String,
+    /// The task's deadline (unix ms, 0 for none), which the move keeps.
+    deadline: i64,
 }
 
 /// Turns deliveries into messages, for one fleet prefix.
@@ -418,8 +438,11 @@ impl Handler {
             Some((step, incoming)) => {
                 let answer =
                     answer_from_wire(incoming.answer).map_err(|e| fail(ErrorCode::InvalidAnswer, e.to_string()))?;
+                let moved = Moved::read(step, &answer, incoming.task.deadline_unix_ms)
+                    .map_err(|text| Box::new(Self::refuse(ErrorCode::Refused, text)))?;
                 let published_by = inbound.message.user_id.clone().unwrap_or_default();
-                Some(StepAnswered { step, answer, wire: v1::StepAnswer { published_by, ..incoming.answer.clone() } })
+                let wire = v1::StepAnswer { published_by, ..incoming.answer.clone() };
+                Some(StepAnswered { step, answer, wire, moved })
             }
         };
         let mut next_step = chain.map_or(0, |chain| chain.next_step as usize);
@@ -485,7 +508,7 @@ impl Handler {
         report.forwarded = Some(step.name().to_string());
         let trail = self.wire_trail(asked, &state.trail, now_ms);
         let pool = match step.external().route() {
-            Route::Human { pool, .. } => pool,
+            Route::Human { pool, .. } => asked.moved().map_or(pool, |moved| moved.to.clone()),
             Route::Step { .. } => String::new(),
         };
         let progress = self.progress(request, digest, parts.kind, step.index(), pool);
@@ -605,7 +628,7 @@ impl Handler {
         pool: String,
     ) -> Option<Outgoing> {
         let destination = self.topology.reply_route(&request.reply_to)?;
-        let progress = v1::Progress { pool, task_id: String::new(), step: step as u32 };
+        let progress = v1::Progress { pool, task_id: String::new(), step: step as u32, ..Default::default() };
         let message = self.proved_reply(request, digest, kind, v1::reply_body::Body::Progress(progress));
         Some(Outgoing { destination, message, queue: Queue::Standing })
     }
@@ -630,8 +653,13 @@ impl Handler {
             resolved.digest = own.digest().to_owned();
         }
         let timeout = step.external().timeout();
-        let step_deadline = timeout.after.map(|after| Deadline::after(now_ms, after));
-        let deadline = Deadline::earliest(step_deadline, Deadline::from_wire(request.deadline_unix_ms));
+        let deadline = match asked.moved() {
+            Some(moved) => Deadline::from_wire(moved.deadline),
+            None => {
+                let step_deadline = timeout.after.map(|after| Deadline::after(now_ms, after));
+                Deadline::earliest(step_deadline, Deadline::from_wire(request.deadline_unix_ms))
+            }
+        };
         let mut task = v1::StepTask {
             request: Some(forwarded),
             step: step.index() as u32,
@@ -652,12 +680,21 @@ impl Handler {
         };
         match step.external().route() {
             Route::Human { pool, choices, approvals } => {
-                let task = v1::HumanTask {
+                let (pool, rerouted_from) = match asked.moved() {
+                    Some(moved) => (moved.to.clone(), moved.from.clone()),
+                    None => (pool, String::new()),
+                };
+                let mut task = v1::HumanTask {
                     task: Some(task),
                     choices: choices.iter().map(|c| decision_to_wire(*c).into()).collect(),
                     pool: pool.clone(),
                     approvals,
+                    rerouted_from,
+                    ..Default::default()
                 };
+                if let ExternalStep::Human(human) = step.external() {
+                    schedule(&mut task, human, deadline, now_ms);
+                }
                 Outgoing {
                     destination: self.topology.human_route(&pool),
                     message: message(task.encode_to_vec()),
@@ -775,15 +812,30 @@ impl<'m> Inbound<'m> {
 // === impl Asked ===
 
 impl<'a> Asked<'a> {
-    /// Runs the chain from where it stands, or on from the external answer that came in.
+    /// Runs the chain from where it stands, or on from the external answer that came in; an
+    /// answer that moves a human task keeps the chain at its step, the answer in the trail.
     fn run(&self) -> Verdict<'a> {
         let Resolved { policy, parts, .. } = self.resolved;
         let input =
             Input { call: &self.call, message: parts.message, output: parts.output, metadata: self.metadata.as_ref() };
         match &self.answer {
             None => policy.evaluate(&input, self.state.clone()),
+            Some(answered) if answered.moved.is_some() => {
+                let mut state = self.state.clone();
+                state.trail.push(TrailEntry {
+                    step: Some(answered.step.index()),
+                    approver: answered.step.name().clone(),
+                    answer: answered.answer.clone(),
+                });
+                Verdict::Pending { step: answered.step, state }
+            }
             Some(answered) => policy.resume(&input, self.state.clone(), answered.step, answered.answer.clone()),
         }
+    }
+
+    /// The move of a human task that came in, if the answer is one.
+    fn moved(&self) -> Option<&Moved> {
+        self.answer.as_ref()?.moved.as_ref()
     }
 
     /// What handling the message did to its chain, whose trail is now `trail`: the steps that
@@ -840,6 +892,44 @@ fn answered_entry(entry: &TrailEntry, answer: &v1::StepAnswer) -> v1::StepAnswer
     v1::StepAnswer {
         published_by: answer.published_by.clone(),
         ..entry_to_wire(entry, &answer.decided_by, answer.started_at_unix_ms, answer.answered_at_unix_ms)
+    }
+}
+
+// === impl Moved ===
+
+impl Moved {
+    /// The move `answer` of `step` makes, its task due at `deadline`: none unless it is a human
+    /// step's answer with [`ReroutedMetadata`], which must `escalate` to the pool after the
+    /// one it leaves on the step's route.
+    fn read(step: PendingStep<'_>, answer: &Answer, deadline: i64) -> Result<Option<Self>, String> {
+        let ExternalStep::Human(human) = step.external() else { return Ok(None) };
+        let Some(metadata) = answer.metadata.as_ref().filter(|m| m.contains_key("rerouted")) else {
+            return Ok(None);
+        };
+        let ReroutedMetadata { rerouted: Rerouted { from, to } } =
+            serde_json::from_value(Value::Object(metadata.clone())).map_err(|e| format!("a move's metadata: {e}"))?;
+        if answer.decision != Decision::Escalate {
+            return Err(format!("a move answers escalate, not {}", answer.decision));
+        }
+        if human.next_pool(&from) != Some(to.as_str()) {
+            let index = step.index();
+            return Err(format!("step {index} does not move a task from pool '{from}' to pool '{to}'"));
+        }
+        Ok(Some(Moved { from, to, deadline }))
+    }
+}
+
+/// Sets when `task`, sent now with `deadline`, moves on to the next pool of `human`'s route,
+/// and when its pool is warned that it expires.
+fn schedule(task: &mut v1::HumanTask, human: &Human, deadline: Option<Deadline>, now_ms: i64) {
+    if let Some(reroute) = &human.reroute
+        && let Some(next) = human.next_pool(&task.pool)
+    {
+        task.reroute_at_unix_ms = Deadline::after(now_ms, reroute.after).unix_ms();
+        task.reroute_to = next.to_owned();
+    }
+    if let (Some(before), Some(deadline)) = (human.warn_before, deadline) {
+        task.warn_at_unix_ms = deadline.unix_ms().saturating_sub(before.as_millis() as i64).max(1);
     }
 }
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +30,7 @@ from test_eval import HUMAN_POLICY, of, run_eval
 from airlock import fleet_approver, shutdown
 from airlock._proto import airlock_pb2 as pb
 from airlock.config import check_reviewer_url
-from airlock.waiting import task_link, waiting_message
+from airlock.waiting import expires_in, task_link, waiting_message
 
 
 class Receiver:
@@ -116,6 +117,52 @@ def test_a_call_waiting_for_a_person_pages_once_with_the_runners_link(
     assert approval.metadata is not None and approval.metadata["airlock"]["decided_by"] == "alice"
 
 
+WARNED_POLICY = """
+approvers:
+  - name: human
+    tools: "shell(cmd='deploy"
+    pool: ops
+    timeout: 4
+    warn_before: 3
+    on_timeout: reject
+  - name: auto
+    tools: "*"
+"""
+"""Deploys go to a person of the pool `ops`, warned about three seconds before they expire."""
+
+
+def test_a_call_nobody_answers_pages_again_before_its_task_expires(
+    fleet: Fleet, reviewer: tuple[str, str], receiver: Receiver, tmp_path: Path
+) -> None:
+    """Nobody answers the call: it pages that it waits, then, the step's `warn_before` ahead
+    of its deadline, once more that it expires soon, both linking to its task; then the
+    deadline rejects it."""
+    policy = tmp_path / "warned.yaml"
+    policy.write_text(WARNED_POLICY)
+    approver = fleet_approver(
+        **fleet.settings(), policy=str(policy), timeout=HANG_GUARD, reviewer_url="https://review.example.org"
+    )
+    log = run_eval(
+        tmp_path,
+        tasks=airlock_script(scripts="escalate"),
+        approval=[ApprovalPolicy(approver, "*")],
+        notification=True,
+    )
+
+    assert log.status == "success", log.error
+    [sample] = log.samples or []
+    [approval] = of(sample, ApprovalEvent)
+    assert approval.decision == "reject"
+    assert approval.metadata is not None and approval.metadata["airlock"]["decided_by"] == "timeout"
+    messages = sorted(page["message"] for page in receiver.pages)
+    assert len(messages) == 2, messages
+    waits = "Tool call shell(cmd='deploy prod') waits for a person's approval in pool 'ops'"
+    link = re.compile(r": https://review\.example\.org/#task-[0-9a-f-]+$")
+    expiring, waiting = messages
+    assert re.search(re.escape(waits) + link.pattern, waiting), waiting
+    assert re.search(re.escape(waits) + r" and expires in [1-3] seconds?" + link.pattern, expiring), expiring
+
+
 def test_a_forged_progress_settles_nothing_and_links_only_to_the_runners_reviewer(
     fleet: Fleet, receiver: Receiver, tmp_path: Path
 ) -> None:
@@ -199,3 +246,23 @@ def test_a_reviewer_url_must_be_a_plain_http_address() -> None:
     for bad in ["javascript:alert(1)", "r.example", "https://r.example/?a=1", "https://r.example/#x", "ftp://r"]:
         with pytest.raises(ValueError, match="reviewer_url"):
             check_reviewer_url(bad)
+
+
+def test_a_warning_that_the_task_expires_says_how_soon() -> None:
+    call = pb.ToolCall(function="shell", arguments_json=json.dumps({"cmd": "deploy prod"}))
+    request = pb.Request(approval=pb.ApprovalRequest(message="", call=call))
+    expires_at = 1_800_000_000_000
+    warning = pb.Progress(pool="ops", task_id="0190-task", expires_at_unix_ms=expires_at)
+    message = waiting_message(request, warning, "http://r.test", now=expires_at / 1000 - 120)
+    assert message == (
+        "Tool call shell(cmd='deploy prod') waits for a person's approval in pool 'ops' and expires in 2 minutes: "
+        "http://r.test/#task-0190-task"
+    )
+    assert [expires_in(s) for s in (40, 1.2, 0.2, -5, 89, 150)] == [
+        "in 40 seconds",
+        "in 1 second",
+        "now",
+        "now",
+        "in 89 seconds",
+        "in 2 minutes",
+    ]

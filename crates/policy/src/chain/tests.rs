@@ -1,4 +1,5 @@
 use serde_json::json;
+use std::time::Duration;
 
 use super::*;
 
@@ -451,5 +452,58 @@ fn a_pattern_takes_one_of_argument_metadata_and_output() {
         let text = format!("reviewers:\n  - name: pattern\n    tools: '*'\n    regex: x\n    {extra}\n");
         let error = Policy::parse("p.yaml", &text, Kind::Review).unwrap_err().to_string();
         assert!(error.contains("give one of 'argument', 'metadata' and 'output'"), "{error}");
+    }
+}
+
+#[test]
+fn a_human_step_reroutes_to_each_pool_of_to_in_order_before_its_timeout() {
+    let human = |extra: &str| {
+        Policy::parse(
+            "p.yaml",
+            &format!("approvers:\n  - name: human\n    tools: x\n    pool: ops\n{extra}"),
+            Kind::Approval,
+        )
+    };
+    let step = |policy: &Policy| match &policy.steps()[0].step {
+        Step::External(ExternalStep::Human(human)) => human.clone(),
+        other => panic!("not a human step: {other}"),
+    };
+    let plain = step(&human("").unwrap());
+    assert_eq!((plain.reroute.is_none(), plain.warn_before, plain.next_pool("ops")), (true, None, None));
+    let policy =
+        human("    timeout: 30\n    reroute_after: 10\n    to: [oncall, leads]\n    warn_before: 2\n").unwrap();
+    let moving = step(&policy);
+    let reroute = moving.reroute.clone().unwrap();
+    assert_eq!((reroute.after, reroute.to), (Duration::from_secs(10), vec!["oncall".to_owned(), "leads".to_owned()]));
+    assert_eq!(moving.warn_before, Some(Duration::from_secs(2)));
+    assert_eq!(
+        [moving.next_pool("ops"), moving.next_pool("oncall"), moving.next_pool("leads"), moving.next_pool("elsewhere")],
+        [Some("oncall"), Some("leads"), None, None]
+    );
+    assert!(policy.to_string().contains("then after 10s each: oncall, leads"), "{policy}");
+    let one = step(&human("    reroute_after: 1.5\n    to: oncall\n").unwrap());
+    assert_eq!(
+        one.next_pool("ops"),
+        Some("oncall"),
+        "a lone pool is a list of one, and no timeout leaves the deadline"
+    );
+
+    for (extra, (line, column), says) in [
+        ("    to: oncall\n", (5, 9), "'to' needs 'reroute_after'"),
+        ("    reroute_after: 5\n", (5, 20), "'reroute_after' needs 'to'"),
+        ("    reroute_after: 0\n    to: oncall\n", (5, 20), "'reroute_after' must be a number of seconds above 0"),
+        ("    reroute_after: 5\n    to: []\n", (6, 9), "'to' must name at least one pool"),
+        ("    reroute_after: 5\n    to: ['']\n", (6, 9), "pool"),
+        ("    reroute_after: 5\n    to: [on.call]\n", (6, 9), "letters, digits"),
+        ("    reroute_after: 5\n    to: [oncall, ops]\n", (6, 9), "pool 'ops' is on the step's route twice"),
+        ("    reroute_after: 5\n    to: [oncall, oncall]\n", (6, 9), "pool 'oncall' is on the step's route twice"),
+        ("    timeout: 10\n    reroute_after: 10\n    to: oncall\n", (6, 20), "must be shorter than the 'timeout'"),
+        ("    timeout: 10\n    reroute_after: 5\n    to: [a, b]\n", (6, 20), "the 2 pool(s) of 'to'"),
+        ("    timeout: 10\n    warn_before: 10\n", (6, 18), "'warn_before' must be shorter than the 'timeout'"),
+        ("    warn_before: x\n", (5, 18), "'warn_before' must be a number"),
+    ] {
+        let err = human(extra).unwrap_err();
+        assert_eq!((err.location.line, err.location.column), (line, column), "{extra}: {err}");
+        assert!(err.message.contains(says), "{extra}: {err}");
     }
 }

@@ -4,10 +4,10 @@
 //! ([`Reviewer::overrides`]); a decision over someone's claim says so in its `decided_by`
 //! (`bob (over alice's claim)`). A claim ends by itself at its time, when its holder releases
 //! it, or with the task. Standing decisions made meanwhile leave a task others hold alone;
-//! deadlines and the fleet's control answer it whoever holds it.
+//! deadlines, re-routing and the fleet's control answer it whoever holds it.
 //!
-//! Every way of deciding goes through [`Desk::decide`], so the web UI, the API, the console
-//! and any other channel obey claims alike.
+//! Every way of deciding goes through [`Desk::decide`], so the web UI, the API, the console,
+//! Slack and a group decision obey claims alike.
 
 use std::time::Duration;
 

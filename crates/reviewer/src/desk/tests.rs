@@ -2,7 +2,7 @@
 //! task taken in, paged about with its insert or decided at once by a standing decision.
 
 use airlock_contract::v1;
-use airlock_records::review::ApprovalsMetadata;
+use airlock_records::review::{ApprovalsMetadata, ReroutedMetadata};
 use airlock_webhook::RetryPolicy;
 use prost::Message as _;
 
@@ -13,6 +13,19 @@ use crate::http::AppState;
 use crate::store::{Inserted, Stored};
 use crate::task::{DECIDED_BY_TIMEOUT, timeout_explanation};
 use crate::webhooks::{Endpoint, EventKind, Format, Pools};
+
+/// A desk of pool `ops` on a memory store, whose one endpoint hears of `events`; and its outbox.
+async fn paging(events: &[EventKind]) -> (Arc<Desk>, mpsc::UnboundedReceiver<OutboxEntry>) {
+    let endpoint = Endpoint {
+        url: "http://hooks.test/ops".parse().unwrap(),
+        pools: Pools::All,
+        secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".parse().unwrap(),
+        format: Format::Standard,
+        events: events.to_vec(),
+    };
+    let webhooks = Webhooks { endpoints: vec![endpoint], retry: RetryPolicy::default(), slack: None };
+    Desk::new(memory_store().await, vec!["ops".into()], None, webhooks, Arc::default(), None, Claims::default())
+}
 
 /// A deadline that passes after one approval of two applies `on_timeout`, and the answer
 /// names the partial approver in its explanation and metadata.
@@ -63,16 +76,7 @@ async fn an_answer_carries_the_labels_its_body_gives() {
 /// one a standing decision covers has none, and is decided at once when admitted.
 #[tokio::test]
 async fn a_task_is_stored_with_its_webhooks_unless_a_standing_decision_covers_it() {
-    let endpoint = Endpoint {
-        url: "http://hooks.test/ops".parse().unwrap(),
-        pools: Pools::All,
-        secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".parse().unwrap(),
-        format: Format::Standard,
-        events: vec![EventKind::Created],
-    };
-    let webhooks = Webhooks { endpoints: vec![endpoint], retry: RetryPolicy::default(), slack: None };
-    let (desk, mut outbox) =
-        Desk::new(memory_store().await, vec!["ops".into()], None, webhooks, Arc::default(), None, Claims::default());
+    let (desk, mut outbox) = paging(&[EventKind::Created]).await;
     let now = now_ms();
     let waiting = human("ops", "s1", "c1", false, 0);
     let waiting_task = waiting.pending("t1", now);
@@ -92,4 +96,50 @@ async fn a_task_is_stored_with_its_webhooks_unless_a_standing_decision_covers_it
     assert_eq!(verdict.decided_by, format!("alice (standing #{})", standing.id));
     assert_eq!(outbox.try_recv().unwrap().task_id, "t2");
     assert_eq!(desk.store().webhooks_owed().await.unwrap(), 1, "nobody is paged about a covered task");
+}
+
+/// A task due to move on is answered `escalate` by `reroute`, naming the pool it leaves and the
+/// next one, leaves the pending list and is announced `task.rerouted`; one due a warning is
+/// warned once (`task.expiring`), and the times due wake the deadline loop.
+#[tokio::test]
+async fn a_task_due_to_move_is_answered_with_its_move_and_a_warning_goes_out_once() {
+    let (desk, mut outbox) = paging(&[EventKind::Expiring, EventKind::Rerouted]).await;
+    let mut incoming = human("ops", "s1", "c1", false, 30_000);
+    (incoming.human.reroute_at_unix_ms, incoming.human.reroute_to) = (10_000, "oncall".into());
+    incoming.human.warn_at_unix_ms = 8_000;
+    let Inserted::Created(id) = desk.store().insert(&incoming, 1_000).await.unwrap() else { panic!() };
+    assert_eq!(desk.store().next_deadline().await.unwrap(), Some(8_000), "the warning is due first");
+    assert!(desk.store().expiring(7_999).await.unwrap().is_empty());
+    assert!(desk.store().rerouting(9_999).await.unwrap().is_empty());
+
+    let expiring = desk.store().expiring(8_000).await.unwrap();
+    assert_eq!(expiring.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), [id.as_str()]);
+    assert!(desk.warn(&expiring[0]).await.unwrap());
+    assert!(!desk.warn(&expiring[0]).await.unwrap(), "a task is warned once");
+    assert!(desk.store().expiring(20_000).await.unwrap().is_empty());
+    assert_eq!(desk.store().webhooks_owed().await.unwrap(), 1);
+    assert_eq!(desk.store().next_deadline().await.unwrap(), Some(10_000), "then the move");
+
+    let due = desk.store().rerouting(10_000).await.unwrap();
+    assert!(matches!(desk.reroute(&due[0]).await.unwrap(), Recorded::Decided(_)));
+    let answer = v1::StepResult::decode(outbox.try_recv().unwrap().body.as_slice()).unwrap().answer.unwrap();
+    assert_eq!((answer.decision(), answer.decided_by.as_str()), (v1::DecisionKind::Escalate, "reroute"));
+    let metadata: ReroutedMetadata = serde_json::from_str(&answer.metadata_json).unwrap();
+    assert_eq!((metadata.rerouted.from.as_str(), metadata.rerouted.to.as_str()), ("ops", "oncall"));
+    assert!(desk.store().pending(None).await.unwrap().is_empty(), "the task left this pool");
+    assert_eq!(desk.store().next_deadline().await.unwrap(), None);
+    let sent = desk.store().claim_webhooks(now_ms(), now_ms() + 1_000, 10).await.unwrap();
+    let kinds: Vec<String> = sent
+        .iter()
+        .map(|w| serde_json::from_slice::<Value>(&w.body).unwrap()["type"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(kinds, ["task.expiring", "task.rerouted"]);
+    let moved: Value = serde_json::from_slice(&sent[1].body).unwrap();
+    assert_eq!((&moved["data"]["pool"], &moved["data"]["rerouted_to"]), (&"ops".into(), &"oncall".into()));
+
+    // The task that arrives in the next pool is one of its own, also in a store both pools share.
+    let mut next = human("oncall", "s1", "c1", false, 30_000);
+    next.human.rerouted_from = "ops".into();
+    assert!(matches!(desk.store().insert(&next, 11_000).await.unwrap(), Inserted::Created(_)));
+    assert_eq!(desk.store().insert(&next, 11_500).await.unwrap(), Inserted::Duplicate, "once per pool");
 }

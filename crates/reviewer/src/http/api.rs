@@ -120,6 +120,7 @@ pub fn task_view(task: &Task) -> TaskView {
         caller: task.caller(),
         kind: task.kind(),
         pool: task.pool.clone(),
+        rerouted_from: task.rerouted_from().map(str::to_owned),
         step: task.step,
         choices: task.choices(),
         message: task.message().to_owned(),

@@ -60,7 +60,7 @@ pub fn owes(endpoint: &str) -> bool {
 
 impl Slack {
     /// The row announcing `kind` of `task`, when its pool has a channel: a post for a task
-    /// created, an update for one decided or expired.
+    /// created, an update for one decided, expired or moved to another pool.
     pub fn announce(&self, kind: EventKind, task: &Task, public_url: Option<&PublicUrl>) -> Option<NewWebhook> {
         let channel = self.channel(&task.pool)?;
         let (id, endpoint, message) = match kind {
@@ -69,10 +69,13 @@ impl Slack {
                 message["channel"] = Value::from(channel);
                 (post_id(&task.id), POST_MESSAGE, message)
             }
-            EventKind::Decided | EventKind::Expired => {
+            // A task that moved to another pool leaves this one's channel as a decided one does.
+            EventKind::Decided | EventKind::Expired | EventKind::Rerouted => {
                 let State::Decided(verdict) = &task.state else { return None };
                 (format!("slack_update_{}", task.id), UPDATE, blocks::decided(task, verdict, public_url))
             }
+            // Warned of through the webhook endpoints; the channel's message stays as it is.
+            EventKind::Expiring => return None,
         };
         let body = serde_json::to_vec(&Owed { task_id: task.id.clone(), message }).expect("a message serialises");
         Some(NewWebhook { id, endpoint: endpoint.to_owned(), body })

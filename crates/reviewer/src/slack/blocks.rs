@@ -9,7 +9,7 @@ use airlock_policy::Decision;
 use serde_json::{Value, json};
 
 use crate::site::PublicUrl;
-use crate::task::{Task, Verdict};
+use crate::task::{DECIDED_BY_REROUTE, Task, Verdict};
 use crate::ui::why::WhyHere;
 use crate::ui::{Content, display_safe, shown};
 
@@ -88,6 +88,9 @@ pub fn decided(task: &Task, verdict: &Verdict, public_url: Option<&PublicUrl>) -
     let decision = verdict.decision.as_str();
     let headline = if verdict.timed_out() {
         format!("*No one answered in time* in pool `{pool}`, so *{decision}*")
+    } else if verdict.decided_by == DECIDED_BY_REROUTE {
+        let to = escape(task.reroute_to().unwrap_or_default(), NAME_CHARS);
+        format!("*No one answered in time* in pool `{pool}`, so the call *moved to pool `{to}`*")
     } else {
         format!("*{}* decided *{decision}* in pool `{pool}`", escape(&verdict.decided_by, NAME_CHARS))
     };

@@ -9,7 +9,7 @@ use super::*;
 use crate::auth::Reviewer;
 use crate::fixtures::{calling, explained, human};
 use crate::site::PublicUrl;
-use crate::task::{DECIDED_BY_TIMEOUT, State, Task, Verdict};
+use crate::task::{DECIDED_BY_REROUTE, DECIDED_BY_TIMEOUT, State, Task, Verdict};
 use crate::webhooks::{EventKind, Webhooks};
 use std::sync::Arc;
 
@@ -158,6 +158,12 @@ fn a_decided_task_names_who_decided_how_and_why_without_decision_buttons() {
     let expired = decision(&decided_by(DECIDED_BY_TIMEOUT, Decision::Reject), None);
     assert!(texts(&expired).contains("*No one answered in time* in pool `ops`, so *reject*"), "{expired}");
     assert!(buttons(&expired).is_empty());
+
+    let mut moved = decided_by(DECIDED_BY_REROUTE, Decision::Escalate);
+    (moved.human.reroute_at_unix_ms, moved.human.reroute_to) = (1_500, "oncall".into());
+    let moved = decision(&moved, None);
+    assert_eq!(moved["text"], "No one answered in time in pool `ops`, so the call moved to pool `oncall`");
+    assert!(buttons(&moved).is_empty());
 }
 
 fn slack(channels: &[(&str, &str)], users: &[(&str, &str)]) -> Slack {

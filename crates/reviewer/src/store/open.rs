@@ -37,8 +37,9 @@ macro_rules! schema {
             10 "callers" "0010_callers",
             11 "canaries" "0011_canaries",
             12 "slack" "0012_slack",
-            13 "groups" "0013_groups",
-            14 "claims" "0014_claims"
+            13 "reroutes" "0013_reroutes",
+            14 "groups" "0014_groups",
+            15 "claims" "0015_claims"
         )
     };
     ($dialect:literal; $($version:literal $name:literal $file:literal),*) => {

@@ -71,6 +71,17 @@ pub enum Decided {
     NotFound,
 }
 
+/// A time a pending task has due.
+#[derive(Debug, Clone, Copy)]
+enum Due {
+    /// Its deadline: its step's `on_timeout` answers it.
+    Deadline,
+    /// Its move to the next pool of its step's route.
+    Reroute,
+    /// The warning that it expires.
+    Warning,
+}
+
 /// The first statement of the transactions that settle whether a call's task stands: a task's
 /// insert (which looks for a withdrawal) and a cancel (which looks for the tasks). Under
 /// PostgreSQL's default isolation each can miss the other's uncommitted row, so a cancel that
@@ -130,8 +141,9 @@ impl Store {
         webhooks: &[NewWebhook],
     ) -> Result<Stored, StoreError> {
         const SQL: &str = "INSERT INTO tasks (id, dedup_key, correlation, pool, step, body, received_at, \
-                           deadline_at, state, function, run_id, sample_id, search, requested_by, canary, call_group) \
-                           SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13, $14, $15 \
+                           deadline_at, state, function, run_id, sample_id, search, requested_by, canary, \
+                           reroute_at, warn_at, call_group) \
+                           SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13, $14, $15, $16, $17 \
                            WHERE NOT EXISTS (SELECT 1 FROM withdrawn WHERE correlation = $3 AND cancelled_by = $13) \
                            ON CONFLICT (dedup_key) DO NOTHING";
         const PLANT: &str = "INSERT INTO canaries (task_id, name, why, expected, planted_at) \
@@ -167,6 +179,9 @@ impl Store {
                 .bind(&columns.search)
                 .bind(incoming.requested_by())
                 .bind(i64::from(canary.is_some()))
+                // A canary stays where it was planted, as a real task nobody moves would.
+                .bind(if canary.is_some() { 0 } else { incoming.human.reroute_at_unix_ms.max(0) })
+                .bind(incoming.human.warn_at_unix_ms.max(0))
                 .bind(group_of(task))
                 .execute(&mut *tx)
                 .await?
@@ -350,18 +365,57 @@ impl Store {
             .rows_affected()))
     }
 
-    /// The earliest deadline of a pending task.
+    /// The earliest time something is due for a pending task: its deadline, its move to the
+    /// next pool, or its warning.
     pub async fn next_deadline(&self) -> Result<Option<i64>, StoreError> {
-        const SQL: &str = "SELECT MIN(deadline_at) FROM tasks WHERE state = 'pending' AND deadline_at > 0";
+        const SQL: &str = "SELECT MIN(due) FROM (\
+                           SELECT deadline_at AS due FROM tasks WHERE state = 'pending' AND deadline_at > 0 \
+                           UNION ALL SELECT reroute_at FROM tasks WHERE state = 'pending' AND reroute_at > 0 \
+                           UNION ALL SELECT warn_at FROM tasks WHERE state = 'pending' AND warn_at > 0) AS times";
         let (min,): (Option<i64>,) = on_db!(self, pool => sqlx::query_as(SQL).fetch_one(pool).await?);
         Ok(min)
     }
 
     /// The pending tasks whose deadline is at or before `now`.
     pub async fn expired(&self, now: i64) -> Result<Vec<Task>, StoreError> {
+        self.due(Due::Deadline, now).await
+    }
+
+    /// The pending tasks due to move to their next pool at or before `now`.
+    pub async fn rerouting(&self, now: i64) -> Result<Vec<Task>, StoreError> {
+        self.due(Due::Reroute, now).await
+    }
+
+    /// The pending tasks whose pool is to be warned, at or before `now`, that they expire.
+    pub async fn expiring(&self, now: i64) -> Result<Vec<Task>, StoreError> {
+        self.due(Due::Warning, now).await
+    }
+
+    /// Writes `webhooks`, the warning that pending `task` expires, at `now`, unless it was
+    /// written before or the task left the pending list: whether they were written.
+    pub async fn warn(&self, task: &Task, webhooks: &[NewWebhook], now: i64) -> Result<bool, StoreError> {
+        const SQL: &str = "UPDATE tasks SET warn_at = 0 WHERE id = $1 AND state = 'pending' AND warn_at > 0";
+        Ok(on_db!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let warned = sqlx::query(SQL).bind(&task.id).execute(&mut *tx).await?.rows_affected() == 1;
+            if warned {
+                add_webhooks!(tx, webhooks, now);
+            }
+            tx.commit().await?;
+            warned
+        }))
+    }
+
+    /// The pending tasks whose time `due` is at or before `now`, earliest first.
+    async fn due(&self, due: Due, now: i64) -> Result<Vec<Task>, StoreError> {
+        let column = match due {
+            Due::Deadline => "deadline_at",
+            Due::Reroute => "reroute_at",
+            Due::Warning => "warn_at",
+        };
         let sql = format!(
-            "SELECT {TASK_COLUMNS} FROM tasks WHERE state = 'pending' AND deadline_at > 0 AND deadline_at <= $1 \
-             ORDER BY deadline_at"
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE state = 'pending' AND {column} > 0 AND {column} <= $1 \
+             ORDER BY {column}"
         );
         let mut tasks = on_db!(self, pool => {
             let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now).fetch_all(pool).await?;

@@ -110,6 +110,31 @@ async fn suite(store: Store) {
     sessions(&store).await;
     cancels(&store).await;
     no_squatting(&store).await;
+    moves_and_warnings(&store).await;
+}
+
+/// A task's move and warning are due at their times, the earliest first; a warning is written
+/// once, and a moved task is one of its own in its next pool.
+async fn moves_and_warnings(store: &Store) {
+    assert_eq!(store.next_deadline().await.unwrap(), None);
+    let mut moving = human("ops", "s4", "c1", false, 0);
+    (moving.human.reroute_at_unix_ms, moving.human.reroute_to, moving.human.warn_at_unix_ms) =
+        (8_000, "oncall".into(), 7_000);
+    let Inserted::Created(moving_id) = store.insert(&moving, 6_300).await.unwrap() else { panic!() };
+    assert_eq!(store.next_deadline().await.unwrap(), Some(7_000));
+    assert!(store.expiring(6_999).await.unwrap().is_empty() && store.rerouting(7_999).await.unwrap().is_empty());
+    let expiring = store.expiring(7_000).await.unwrap();
+    assert_eq!(expiring.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), [moving_id.as_str()]);
+    assert!(store.warn(&expiring[0], &[], 7_000).await.unwrap());
+    assert!(!store.warn(&expiring[0], &[], 7_001).await.unwrap(), "once");
+    assert_eq!(store.next_deadline().await.unwrap(), Some(8_000));
+    assert_eq!(store.rerouting(8_000).await.unwrap()[0].id, moving_id);
+    let mut moved = human("oncall", "s4", "c1", false, 0);
+    moved.human.rerouted_from = "ops".into();
+    assert!(matches!(store.insert(&moved, 8_100).await.unwrap(), Inserted::Created(_)));
+    assert_eq!(store.insert(&moved, 8_200).await.unwrap(), Inserted::Duplicate);
+    store.cancel(&moving.correlation, "", "sample ended", 8_300).await.unwrap();
+    assert_eq!(store.next_deadline().await.unwrap(), None);
 }
 
 /// Cancels withdraw only the tasks whose request their publisher published, now and when a
@@ -351,7 +376,8 @@ async fn store_on_a_sqlite_file_survives_a_reopen() {
     let store = Store::open(&url).await.unwrap();
     suite(store.clone()).await;
     let (pending, history) = (store.pending(None).await.unwrap(), store.history(None, 10).await.unwrap());
-    assert_eq!((pending.len(), history.len()), (7, 3));
+    // Two of the history are the moving task of `moves_and_warnings`, in its two pools.
+    assert_eq!((pending.len(), history.len()), (7, 5));
     store.close().await;
     // Migrations run again without harm, and everything is still there.
     let store = Store::open(&url).await.unwrap();

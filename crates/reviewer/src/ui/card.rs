@@ -39,10 +39,14 @@ pub fn card(task: &Task, reviewer: &Reviewer, csrf: &str, now_ms: i64) -> String
     let _ = write!(
         html,
         "<header><div class=\"title\"><span class=\"badge {kind}\">{label}</span><h2 class=\"fn\">{function}</h2>\
-         <span class=\"pool\">pool <b>{pool}</b></span></div>",
+         <span class=\"pool\">pool <b>{pool}</b>{from}</span></div>",
         label = if kind == Kind::Approval { "Approval" } else { "Review" },
         function = safe_html(function),
         pool = safe_html(&task.pool),
+        from = task.rerouted_from().map_or_else(String::new, |from| format!(
+            " <span class=\"rerouted\">moved from <b>{from}</b></span>",
+            from = safe_html(from)
+        )),
     );
     html.push_str("<dl class=\"origin\">");
     let origin = task.origin().cloned().unwrap_or_default();

@@ -31,6 +31,35 @@ fn a_slack_body_names_the_pool_the_call_and_links_to_the_task() {
     assert_eq!(alice.text, "alice decided approve in pool ops: bash({\"cmd\": \"rm -r build\"})");
     let timeout = TaskEvent::of(&decided(DECIDED_BY_TIMEOUT, Decision::Reject), None).slack(EventKind::Expired);
     assert_eq!(timeout.text, "No one answered in time in pool ops, so reject: bash({\"cmd\": \"rm -r build\"})");
+
+    // A warning names when the task expires; a move, the pool it goes to.
+    let mut waiting = human("ops", "s1", "c1", false, 1_614_265_330_007).pending("t1", 1_000);
+    let expiring = TaskEvent::of(&waiting, None).slack(EventKind::Expiring);
+    assert_eq!(
+        expiring.text,
+        "A call in pool ops expires at 2021-02-25T15:02:10.007Z and no one has answered it: \
+         bash({\"cmd\": \"rm -r build\"})"
+    );
+    waiting.human.reroute_to = "oncall".into();
+    let verdict = Verdict {
+        decision: Decision::Escalate,
+        explanation: "moves".into(),
+        decided_by: "reroute".into(),
+        decided_at: 2_000,
+    };
+    let moved = TaskEvent::of(&Task { state: State::Decided(verdict), ..waiting }, None);
+    assert_eq!((moved.rerouted_to.as_deref(), moved.rerouted_from.as_deref()), (Some("oncall"), None));
+    assert_eq!(
+        moved.slack(EventKind::Rerouted).text,
+        "No one answered in time in pool ops, so the call moves to pool oncall: bash({\"cmd\": \"rm -r build\"})"
+    );
+    let mut arrived = human("oncall", "s1", "c1", false, 0);
+    arrived.human.rerouted_from = "ops".into();
+    assert_eq!(
+        TaskEvent::of(&arrived.pending("t2", 3_000), None).slack(EventKind::Created).text,
+        "A call waits for a person in pool oncall, no one in pool ops having answered in time: \
+         bash({\"cmd\": \"rm -r build\"})"
+    );
 }
 
 #[test]

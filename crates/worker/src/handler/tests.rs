@@ -177,7 +177,12 @@ fn an_external_step_gets_the_request_and_its_chain_and_its_result_continues_it()
     let out = published(on_request(&handler, &Message::new(asked.clone()), 1_000));
     assert_eq!(out.len(), 2, "the task, and the runner's word that a step holds its call");
     assert_eq!(out[0].destination, Destination::route("t.route", "step.monitor"));
-    let held = v1::reply_body::Body::Progress(v1::Progress { pool: String::new(), task_id: String::new(), step: 1 });
+    let held = v1::reply_body::Body::Progress(v1::Progress {
+        pool: String::new(),
+        task_id: String::new(),
+        step: 1,
+        ..Default::default()
+    });
     assert_eq!(opened(&out[1], &asked).unwrap(), held);
     assert_eq!(out[1].message.correlation_id, out[0].message.correlation_id);
     assert_eq!(out[1].destination, Topology::new("t").reply_route("t.reply.runner").unwrap(), "no copy for the audit");
@@ -197,7 +202,7 @@ fn an_external_step_gets_the_request_and_its_chain_and_its_result_continues_it()
     let result = v1::StepResult { task: Some(task), answer: Some(answer), ..Default::default() };
     let out = published(on_result(&handler, &result_message(&result, MONITOR_USER), 2_000));
     assert_eq!(out[0].destination, Destination::route("t.route", "human.security"));
-    let held = v1::Progress { pool: "security".into(), task_id: String::new(), step: 2 };
+    let held = v1::Progress { pool: "security".into(), task_id: String::new(), step: 2, ..Default::default() };
     assert_eq!(opened(&out[1], &asked).unwrap(), v1::reply_body::Body::Progress(held));
     // Only the caller's inline policy names the pool: its queue must stand, or the request
     // is refused, proved to its runner.
@@ -634,3 +639,79 @@ fn a_step_s_timeout_decides_as_timed_out_and_a_refusal_does_not() {
 }
 
 mod control;
+
+#[test]
+fn a_human_task_nobody_answered_moves_through_its_pools_keeping_its_deadline_each_move_in_the_trail() {
+    const ROUTED: &str = "approvers:\n  - name: human\n    tools: \"*\"\n    pool: ops\n    timeout: 30\n    \
+                          reroute_after: 5\n    to: [oncall, leads]\n    warn_before: 2\n";
+    let handler = handler();
+    let mut asked = request("rm", 0);
+    asked.policy = Some(v1::Policy { source: Some(v1::policy::Source::Inline(ROUTED.into())), digest: String::new() });
+    let body = asked.encode_to_vec();
+    let human = |out: &Outgoing| v1::HumanTask::decode(out.message.body.as_ref()).unwrap();
+    let progress_pool = |out: &Outgoing| match opened(out, &body).unwrap() {
+        v1::reply_body::Body::Progress(progress) => progress.pool,
+        other => panic!("not a progress: {other:?}"),
+    };
+    let moving = |task: &v1::HumanTask, from: &str, to: &str| {
+        let metadata = serde_json::json!({"rerouted": {"from": from, "to": to}});
+        let answer = v1::StepAnswer {
+            step: Some(0),
+            approver: "human".into(),
+            decided_by: "reroute".into(),
+            metadata_json: metadata.to_string(),
+            ..answer(v1::DecisionKind::Escalate)
+        };
+        result_message(&signed(&reviewer_key(), task.task.clone().unwrap(), answer), "reviewer")
+    };
+
+    let out = published(on_request(&handler, &Message::new(body.clone()), 1_000));
+    let first = human(&out[0]);
+    assert_eq!(out[0].destination, Topology::new("t").human_route("ops"));
+    assert_eq!(
+        (first.pool.as_str(), first.rerouted_from.as_str(), first.reroute_to.as_str(), first.reroute_at_unix_ms),
+        ("ops", "", "oncall", 6_000)
+    );
+    let deadline = first.task.as_ref().unwrap().deadline_unix_ms;
+    assert_eq!((deadline, first.warn_at_unix_ms), (31_000, 29_000));
+    assert_eq!(progress_pool(&out[1]), "ops");
+
+    let out = published(on_result(&handler, &moving(&first, "ops", "oncall"), 6_500));
+    let second = human(&out[0]);
+    assert_eq!(out[0].destination, Topology::new("t").human_route("oncall"));
+    assert_eq!(
+        (second.pool.as_str(), second.rerouted_from.as_str(), second.reroute_to.as_str(), second.reroute_at_unix_ms),
+        ("oncall", "ops", "leads", 11_500)
+    );
+    assert_eq!((second.task.as_ref().unwrap().deadline_unix_ms, second.warn_at_unix_ms), (deadline, 29_000));
+    assert_eq!(progress_pool(&out[1]), "oncall");
+    // A move the step's route does not make is refused: the task stays where it is.
+    for (from, to) in [("oncall", "ops"), ("ops", "leads"), ("oncall", "elsewhere")] {
+        let text = refused(on_result(&handler, &moving(&second, from, to), 7_000));
+        assert!(text.contains(&format!("does not move a task from pool '{from}' to pool '{to}'")), "{text}");
+    }
+
+    let out = published(on_result(&handler, &moving(&second, "oncall", "leads"), 11_600));
+    let third = human(&out[0]);
+    assert_eq!((third.pool.as_str(), third.rerouted_from.as_str()), ("leads", "oncall"));
+    assert_eq!((third.reroute_to.as_str(), third.reroute_at_unix_ms), ("", 0), "the last pool keeps the task");
+
+    let carol = v1::StepAnswer { step: Some(0), approver: "human".into(), ..answer(v1::DecisionKind::Approve) };
+    let carol = v1::StepAnswer { decided_by: "carol".into(), ..carol };
+    let approved = signed(&reviewer_key(), third.task.clone().unwrap(), carol);
+    let out = published(on_result(&handler, &result_message(&approved, "reviewer"), 12_000));
+    let Ok(v1::reply_body::Body::Decision(decision)) = opened(&out[0], &body) else { panic!("no decision") };
+    assert_eq!((decision.decision(), decision.decided_by.as_str()), (v1::DecisionKind::Approve, "carol"));
+    let moves: Vec<(String, String)> = decision
+        .trail
+        .iter()
+        .filter(|entry| entry.decision() == v1::DecisionKind::Escalate)
+        .map(|entry| {
+            let metadata: ReroutedMetadata = serde_json::from_str(&entry.metadata_json).unwrap();
+            (metadata.rerouted.from, metadata.rerouted.to)
+        })
+        .collect();
+    let pools = |from: &str, to: &str| (from.to_owned(), to.to_owned());
+    assert_eq!(moves, [pools("ops", "oncall"), pools("oncall", "leads")]);
+    assert_eq!(decision.trail.len(), 3, "{:?}", decision.trail);
+}

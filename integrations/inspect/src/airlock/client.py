@@ -24,7 +24,8 @@ Each outcome comes back through one socket the event loop watches: its callback 
 outcome that came since in one call and settles their futures. A `progress` reply (the
 reviewer service took the call's human task) is not final and not proved: the first one for
 a waiting call runs the call's pager (see `waiting`) in the background, in the context the
-call was asked from (its sample's, where Inspect's notifications are set up).
+call was asked from (its sample's, where Inspect's notifications are set up), and so does the
+first one warning that the task expires (the step's `warn_before`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import logging
 import os
 import socket
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import _native
 from ._proto import airlock_pb2 as pb
@@ -98,7 +99,9 @@ class _Pending:
     context: contextvars.Context
     """Where the request was asked from: its pager runs there."""
     pager: Pager | None = None
-    """What to do once the call waits for a person; `None` once done (a call pages once)."""
+    """What to do once the call waits for a person, and once its task is about to expire."""
+    paged: set[bool] = field(default_factory=set)
+    """Which pages went out: `False` for the wait, `True` for the warning (each goes once)."""
 
 
 class FleetClient:
@@ -210,15 +213,16 @@ class FleetClient:
     def _progress(self, correlation: str, encoded: bytes) -> None:
         """The first progress of a waiting call from a reviewer service that took its task
         runs its pager, in the call's context (a worker's, handing the call to a step, names no
-        task and pages nobody)."""
+        task and pages nobody); so does the first that warns the task expires."""
         pending = self._pending.get(self._by_correlation.get(correlation, 0))
         if pending is None or pending.pager is None:
             return
         progress = pb.Progress.FromString(encoded)
-        if not progress.task_id:
+        warning = progress.expires_at_unix_ms > 0
+        if not progress.task_id or warning in pending.paged:
             return
-        page, pending.pager = pending.pager, None
-        pending.context.run(self._spawn, correlation, page, progress)
+        pending.paged.add(warning)
+        pending.context.run(self._spawn, correlation, pending.pager, progress)
 
     def _spawn(self, correlation: str, page: Pager, progress: pb.Progress) -> None:
         task = asyncio.get_running_loop().create_task(_page(correlation, page, progress))

@@ -298,16 +298,24 @@ class StepTask(_message.Message):
     def __init__(self, request: _Optional[_Union[Request, _Mapping]] = ..., step: _Optional[int] = ..., name: _Optional[str] = ..., params_json: _Optional[str] = ..., deadline_unix_ms: _Optional[int] = ..., on_timeout: _Optional[_Union[DecisionKind, str]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., request_digest: _Optional[bytes] = ..., seal: _Optional[bytes] = ..., requested_by: _Optional[str] = ...) -> None: ...
 
 class HumanTask(_message.Message):
-    __slots__ = ("task", "choices", "pool", "approvals")
+    __slots__ = ("task", "choices", "pool", "approvals", "rerouted_from", "reroute_at_unix_ms", "reroute_to", "warn_at_unix_ms")
     TASK_FIELD_NUMBER: _ClassVar[int]
     CHOICES_FIELD_NUMBER: _ClassVar[int]
     POOL_FIELD_NUMBER: _ClassVar[int]
     APPROVALS_FIELD_NUMBER: _ClassVar[int]
+    REROUTED_FROM_FIELD_NUMBER: _ClassVar[int]
+    REROUTE_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    REROUTE_TO_FIELD_NUMBER: _ClassVar[int]
+    WARN_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     task: StepTask
     choices: _containers.RepeatedScalarFieldContainer[DecisionKind]
     pool: str
     approvals: int
-    def __init__(self, task: _Optional[_Union[StepTask, _Mapping]] = ..., choices: _Optional[_Iterable[_Union[DecisionKind, str]]] = ..., pool: _Optional[str] = ..., approvals: _Optional[int] = ...) -> None: ...
+    rerouted_from: str
+    reroute_at_unix_ms: int
+    reroute_to: str
+    warn_at_unix_ms: int
+    def __init__(self, task: _Optional[_Union[StepTask, _Mapping]] = ..., choices: _Optional[_Iterable[_Union[DecisionKind, str]]] = ..., pool: _Optional[str] = ..., approvals: _Optional[int] = ..., rerouted_from: _Optional[str] = ..., reroute_at_unix_ms: _Optional[int] = ..., reroute_to: _Optional[str] = ..., warn_at_unix_ms: _Optional[int] = ...) -> None: ...
 
 class StepResult(_message.Message):
     __slots__ = ("task", "answer", "signer_key_id", "signature")
@@ -368,14 +376,16 @@ class Error(_message.Message):
     def __init__(self, key: _Optional[_Union[CallKey, _Mapping]] = ..., code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Progress(_message.Message):
-    __slots__ = ("pool", "task_id", "step")
+    __slots__ = ("pool", "task_id", "step", "expires_at_unix_ms")
     POOL_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     pool: str
     task_id: str
     step: int
-    def __init__(self, pool: _Optional[str] = ..., task_id: _Optional[str] = ..., step: _Optional[int] = ...) -> None: ...
+    expires_at_unix_ms: int
+    def __init__(self, pool: _Optional[str] = ..., task_id: _Optional[str] = ..., step: _Optional[int] = ..., expires_at_unix_ms: _Optional[int] = ...) -> None: ...
 
 class ReplyBody(_message.Message):
     __slots__ = ("decision", "error", "progress")
