@@ -369,12 +369,14 @@ pub fn reviewer_config(prefix: &str, store: &str, instance: &str) -> ReviewerCon
             token_sha256: sha256_hex(REVIEWER_TOKEN),
             pools: vec!["ops".into()],
             admin: false,
+            overrides: Vec::new(),
         }]),
         instance: instance.into(),
         signing_key: Some(TestKeys::get().reviewer_key()),
         metrics: Default::default(),
         webhooks: Default::default(),
         canaries: None,
+        claims: Default::default(),
     }
 }
 
@@ -392,6 +394,7 @@ pub fn people(people: &[(&str, &str, &str)]) -> Reviewers {
                 token_sha256: sha256_hex(token),
                 pools: vec![(*pool).into()],
                 admin: false,
+                overrides: Vec::new(),
             })
             .collect(),
     )

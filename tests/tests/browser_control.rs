@@ -26,6 +26,7 @@ async fn scenario() {
         token_sha256: sha256_hex(REVIEWER_TOKEN),
         pools: vec!["ops".into()],
         admin: true,
+        overrides: Vec::new(),
     }]);
     let fleet = ReviewFleet::start(config).await;
     let (url, client) = (fleet.url.clone(), fleet.client.clone());

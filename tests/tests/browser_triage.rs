@@ -100,6 +100,7 @@ fn config(store: &str) -> ReviewerConfig {
         token_sha256: sha256_hex(REVIEWER_TOKEN),
         pools: vec!["ops".into(), "security".into()],
         admin: false,
+        overrides: Vec::new(),
     }]);
     config
 }

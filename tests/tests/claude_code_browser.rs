@@ -45,6 +45,7 @@ async fn scenario(python: PathBuf) {
         token_sha256: sha256_hex(REVIEWER_TOKEN),
         pools: vec![POOL.into()],
         admin: false,
+        overrides: Vec::new(),
     }]);
     let reviewer = airlock_reviewer::Service::start(transport.clone(), config).await.expect("the reviewer starts");
     let policies = repo().join("examples/agents/policies");

@@ -76,6 +76,7 @@ async fn planted(transport: AmqpTransport, prefix: String) {
         token_sha256: sha256_hex(token),
         pools: vec!["ops".into()],
         admin,
+        overrides: Vec::new(),
     };
     config.reviewers = Reviewers::from_list(vec![
         person("alice", REVIEWER_TOKEN, false),

@@ -109,8 +109,13 @@ async fn pressed(transport: AmqpTransport, prefix: String, store: String) {
     let client = runner(transport.clone(), &prefix, Duration::from_secs(100)).await;
     let mut config = reviewer_config(&prefix, &store, INSTANCE);
     let alice = config.reviewers.by_name("alice").unwrap().clone();
-    let bob =
-        Reviewer { name: "bob".into(), token_sha256: sha256_hex(BOB_TOKEN), pools: vec!["ops".into()], admin: false };
+    let bob = Reviewer {
+        name: "bob".into(),
+        token_sha256: sha256_hex(BOB_TOKEN),
+        pools: vec!["ops".into()],
+        admin: false,
+        overrides: Vec::new(),
+    };
     config.reviewers = Reviewers::from_list(vec![alice, bob]);
     let slack = Some(Arc::new(slack_app(&fake)));
     config.webhooks = Webhooks { retry: quick_retries(), slack, ..Webhooks::default() };

@@ -1,5 +1,6 @@
-//! `airlock reviewer` as a user runs it (no broker needed): an admin added to a tokens file,
-//! and canaries refused with a clear error before anything connects.
+//! `airlock reviewer` as a user runs it (no broker needed): an admin and a reviewer holding
+//! an override added to a tokens file, and canaries and claim times refused with a clear error
+//! before anything connects.
 
 use std::fs;
 use std::path::Path;
@@ -60,5 +61,30 @@ fn bad_canaries_exit_64_before_connecting() {
     let alone = airlock(&["reviewer", "--amqp", "amqp://127.0.0.1:1", "--canaries", path(&canaries)]);
     assert_eq!(alone.status.code(), Some(2), "--canaries needs --canary-rate");
     assert!(String::from_utf8_lossy(&alone.stderr).contains("--canary-rate"));
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn overrides_are_added_and_bad_claim_times_exit_64_before_connecting() {
+    let dir = std::env::temp_dir().join(format!("airlock-reviewer-claims-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let tokens = dir.join("reviewers.yaml");
+    let args = ["reviewer", "add-token", "--tokens", path(&tokens), "--name", "lead", "--pools", "ops,security"];
+    let added = airlock(&[&args[..], &["--override", "ops"]].concat());
+    let stderr = String::from_utf8_lossy(&added.stderr);
+    assert!(added.status.success(), "{stderr}");
+    assert!(stderr.starts_with("Added reviewer 'lead' (pools: ops, security; override: ops)"), "{stderr}");
+    assert!(fs::read_to_string(&tokens).unwrap().contains("  override: [\"ops\"]\n"));
+    for (claim, says) in [
+        (["--claim-for", "0"], "claims must last at least 1 second"),
+        (["--claim-for", "4000"], "the default claim (4000 s) is longer than the longest (3600 s)"),
+        (["--claim-max", "60"], "the default claim (300 s) is longer than the longest (60 s)"),
+    ] {
+        let args = ["reviewer", "--amqp", "amqp://127.0.0.1:1", "--tokens", path(&tokens), "--pools", "ops"];
+        let output = airlock(&[&args[..], &claim[..]].concat());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(64), "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+    }
     let _ = fs::remove_dir_all(&dir);
 }

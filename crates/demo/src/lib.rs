@@ -234,6 +234,7 @@ async fn start_reviewer<T: Transport>(
         token_sha256: sha256_hex(&token),
         pools: vec!["*".into()],
         admin: true,
+        overrides: Vec::new(),
     }]);
     let config = |listen| airlock_reviewer::ReviewerConfig {
         prefix: prefix.to_owned(),
@@ -249,6 +250,7 @@ async fn start_reviewer<T: Transport>(
         signing_key: Some(signing_key.clone()),
         webhooks: Default::default(),
         canaries: None,
+        claims: Default::default(),
     };
     let service = match airlock_reviewer::Service::start(transport.clone(), config(listen)).await {
         Err(airlock_reviewer::ReviewerError::Listen { .. }) => {

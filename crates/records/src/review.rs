@@ -1,8 +1,8 @@
 //! The reviewer API's views: a task as `GET /api/tasks/{id}` shows it, the pending list and
 //! the history (`GET /api/tasks`, `GET /api/history`), the caller (`GET /api/me`), and the
 //! body of a refused request, ([`standing`]) standing decisions, ([`canary`]) canaries' catch
-//! rates for admins, and ([`control`]) incidents and run switches. The service builds them, the
-//! console and the tests read them.
+//! rates for admins, ([`control`]) incidents and run switches, and ([`claim`]) claims. The
+//! service builds them, the console and the tests read them.
 //!
 //! Field names and nesting are the wire's: the web UI's script, the Inspect suite and any
 //! other API client read this JSON.
@@ -14,9 +14,11 @@ use airlock_policy::{Decision, Kind};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use self::claim::ClaimView;
 use crate::view::{KeyView, OriginView, TrailView};
 
 pub mod canary;
+pub mod claim;
 pub mod control;
 pub mod groups;
 pub mod standing;
@@ -112,6 +114,9 @@ pub struct TaskView {
     /// The approvals given so far, in order.
     #[serde(default)]
     pub approvals: Vec<ApprovalView>,
+    /// Who holds the task, while a claim on it lasts (a pending task only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<ClaimView>,
     /// Where it stands (`state` and the fields of that state, beside the others).
     #[serde(flatten)]
     pub state: TaskState,
@@ -334,6 +339,9 @@ pub struct ErrorView {
     /// For a decision that came too late: who answered first, or why the task was withdrawn.
     #[serde(flatten)]
     pub settled: Option<Settled>,
+    /// For a task another reviewer holds: who, and until when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<ClaimView>,
 }
 
 /// How a task that can no longer be answered was settled.

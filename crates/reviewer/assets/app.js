@@ -5,17 +5,72 @@
 
   var csrf = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
   var list = document.getElementById("tasks");
+  // The service claims the task a person opens (`--claim-on-open`).
+  var claimOnOpen = document.body.dataset.claimOnOpen === "true";
 
   function cards() { return list ? Array.prototype.slice.call(list.querySelectorAll("article.task")) : []; }
   function selected() { return list && list.querySelector("article.task.selected"); }
 
   function select(card) {
-    cards().forEach(function (c) { c.classList.remove("selected"); });
+    var opened = card && !card.classList.contains("selected");
+    cards().forEach(function (c) {
+      // A task released here is claimed again only once it is opened again.
+      if (c !== card) { delete c.dataset.released; }
+      c.classList.remove("selected");
+    });
     if (card) {
       card.classList.add("selected");
       var rect = card.getBoundingClientRect();
       if (rect.top < 60 || rect.top > window.innerHeight - 80) { card.scrollIntoView({ block: "start", behavior: "smooth" }); }
+      if (claimOnOpen && opened) { claimOpened(card); }
     }
+  }
+
+  // A task nobody holds is claimed when it is opened, or when it becomes free while open
+  // (unless the person released it here); a claim refused (someone was quicker) shows who
+  // holds it.
+  function claimOpened(card) {
+    var claim = card.querySelector(".claim[data-held=none] form.claim");
+    if (!claim || card.dataset.claiming || card.dataset.released) { return; }
+    card.dataset.claiming = "true";
+    post(claim.action, new URLSearchParams()).then(function () {
+      delete card.dataset.claiming;
+      refreshClaim(card);
+    });
+  }
+
+  // A card's claim shown afresh, and its decide buttons enabled or disabled to match, leaving
+  // the rest of the card (a half-written explanation, the focus) as it is.
+  function refreshClaim(card) {
+    return fetchCard(card.dataset.id).then(function (fresh) {
+      if (!fresh || !card.isConnected) { return; }
+      var claim = card.querySelector(".claim");
+      var freshClaim = fresh.querySelector(".claim");
+      if (!claim || !freshClaim) { return; }
+      claim.replaceWith(freshClaim);
+      var buttons = card.querySelectorAll("form.decide .choices button");
+      fresh.querySelectorAll("form.decide .choices button").forEach(function (button, i) {
+        if (!buttons[i]) { return; }
+        buttons[i].disabled = button.disabled;
+        if (button.hasAttribute("aria-describedby")) {
+          buttons[i].setAttribute("aria-describedby", button.getAttribute("aria-describedby"));
+        } else {
+          buttons[i].removeAttribute("aria-describedby");
+        }
+      });
+    });
+  }
+
+  // A form's post as the script makes it: the CSRF token in the header, JSON back.
+  function post(action, body) {
+    return fetch(action, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "X-CSRF-Token": csrf, "Accept": "application/json" },
+      body: body
+    }).then(function (r) {
+      return r.json().catch(function () { return {}; }).then(function (json) { return { status: r.status, json: json }; });
+    });
   }
 
   // The page's figures come from the server (the pending total of the reviewer's pools);
@@ -45,6 +100,18 @@
 
   function byId(id) { return document.getElementById("task-" + id); }
 
+  // The card of task `id` as the server draws it now, or null (gone, or not the reviewer's).
+  function fetchCard(id) {
+    return fetch("/ui/tasks/" + encodeURIComponent(id), { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        var template = document.createElement("template");
+        template.innerHTML = html || "";
+        var card = template.content.firstElementChild;
+        return card && card.dataset.id === id ? card : null;
+      });
+  }
+
   // The task a link names (`/#task-<id>`, as webhooks send): shown even when it is not on
   // this page, until it leaves the pending list.
   function linked() {
@@ -55,51 +122,34 @@
   function showLinked() {
     var id = linked();
     if (!id || byId(id)) { return; }
-    fetch("/ui/tasks/" + encodeURIComponent(id), { credentials: "same-origin" })
-      .then(function (r) { return r.ok ? r.text() : null; })
-      .then(function (html) {
-        if (!html || byId(id)) { return; }
-        var template = document.createElement("template");
-        template.innerHTML = html;
-        var card = template.content.firstElementChild;
-        // A task decided before its card arrived (by a standing decision, or elsewhere) is not added.
-        if (!card || card.dataset.id !== id || !card.querySelector("form.decide")) { return; }
-        list.insertBefore(card, list.firstElementChild);
-        select(card);
-        refreshCount();
-        tick();
-      });
+    fetchCard(id).then(function (card) {
+      // A task decided before its card arrived (by a standing decision, or elsewhere) is not added.
+      if (!card || byId(id) || !card.querySelector("form.decide")) { return; }
+      list.insertBefore(card, list.firstElementChild);
+      select(card);
+      refreshCount();
+      tick();
+    });
   }
 
   // A card whose task is still pending after a decision (an approval short of the count) is
   // shown afresh.
   function refreshCard(card) {
-    fetch("/ui/tasks/" + encodeURIComponent(card.dataset.id), { credentials: "same-origin" })
-      .then(function (r) { return r.ok ? r.text() : null; })
-      .then(function (html) {
-        if (!html || !card.isConnected) { return; }
-        var template = document.createElement("template");
-        template.innerHTML = html;
-        var fresh = template.content.firstElementChild;
-        if (!fresh || fresh.dataset.id !== card.dataset.id) { return; }
-        if (card.classList.contains("selected")) { fresh.classList.add("selected"); }
-        card.replaceWith(fresh);
-        tick();
-      });
+    fetchCard(card.dataset.id).then(function (fresh) {
+      if (!fresh || !card.isConnected) { return; }
+      if (card.classList.contains("selected")) { fresh.classList.add("selected"); }
+      card.replaceWith(fresh);
+      tick();
+    });
   }
 
   // The linked task stays on the page while it is pending, even off this page's filter; once
   // decided (its removal may have come before the page listened), it leaves too.
   function dropIfDecided(card) {
-    fetch("/ui/tasks/" + encodeURIComponent(card.dataset.id), { credentials: "same-origin" })
-      .then(function (r) { return r.ok ? r.text() : null; })
-      .then(function (html) {
-        if (!card.isConnected) { return; }
-        var template = document.createElement("template");
-        template.innerHTML = html || "";
-        var fresh = template.content.firstElementChild;
-        if (!fresh || !fresh.querySelector("form.decide")) { remove(card); }
-      });
+    fetchCard(card.dataset.id).then(function (fresh) {
+      if (!card.isConnected) { return; }
+      if (!fresh || !fresh.querySelector("form.decide")) { remove(card); }
+    });
   }
 
   // Brings the page in line with the store: the same filter, order and cursor (the URL's)
@@ -168,6 +218,13 @@
     source.addEventListener("added", refresh);
     source.addEventListener("removed", function (e) { remove(byId(e.data)); refresh(); });
     source.addEventListener("resync", refresh);
+    source.addEventListener("claimed", function (e) {
+      var card = byId(e.data);
+      if (!card) { return; }
+      refreshClaim(card).then(function () {
+        if (claimOnOpen && card.classList.contains("selected")) { claimOpened(card); }
+      });
+    });
     // A page left for another (a filter, the next page) gives its connection back at once:
     // browsers allow a handful per host, and a kept page would hold one.
     window.addEventListener("pagehide", function () { source.close(); });
@@ -203,25 +260,35 @@
       body.set("arguments", editor.value);
     }
     buttons.forEach(function (b) { b.disabled = true; });
-    fetch(form.action, {
-      method: "POST",
-      credentials: "same-origin",
-      headers: { "X-CSRF-Token": csrf, "Accept": "application/json" },
-      body: body
-    }).then(function (r) {
-      return r.json().catch(function () { return {}; }).then(function (json) { return { status: r.status, json: json }; });
-    }).then(function (res) {
+    post(form.action, body).then(function (res) {
       if (res.status >= 200 && res.status < 300) {
         // An approval that leaves the task pending (it needs more reviewers): show it anew.
         if (res.json && res.json.state === "pending") { refreshCard(card); } else { remove(card); }
         return;
       }
       status.textContent = (res.json && res.json.error) || ("The decision failed (" + res.status + ").");
+      // Another reviewer claims the task: the card shows who, and stays.
+      if (res.status === 409 && res.json && res.json.claim) { refreshClaim(card); buttons.forEach(function (b) { b.disabled = false; }); return; }
       if (res.status === 409 || res.status === 404) { setTimeout(function () { remove(card); }, 1500); return; }
       buttons.forEach(function (b) { b.disabled = false; });
     }).catch(function () {
       status.textContent = "The service cannot be reached; try again.";
       buttons.forEach(function (b) { b.disabled = false; });
+    });
+  }
+
+  // The card's Claim, Extend and Release buttons: the card shown afresh after, or why not.
+  function claimOrRelease(form) {
+    var card = form.closest("article.task");
+    if (/\/release$/.test(form.action)) { card.dataset.released = "true"; } else { delete card.dataset.released; }
+    form.querySelectorAll("button").forEach(function (b) { b.disabled = true; });
+    post(form.action, new URLSearchParams()).then(function (res) {
+      if (res.status >= 200 && res.status < 300 || res.json.claim) { refreshClaim(card); return; }
+      var status = card.querySelector("form.decide .status");
+      if (status) { status.textContent = res.json.error || ("That failed (" + res.status + ")."); }
+      if (res.status === 409 || res.status === 404) { setTimeout(function () { remove(card); }, 1500); }
+    }).catch(function () {
+      form.querySelectorAll("button").forEach(function (b) { b.disabled = false; });
     });
   }
 
@@ -260,6 +327,7 @@
   document.addEventListener("submit", function (e) {
     var form = e.target;
     if (form.id === "filters") { e.preventDefault(); applyFilters(form); return; }
+    if (form.classList && form.classList.contains("claim")) { e.preventDefault(); claimOrRelease(form); return; }
     if (!form.classList || !form.classList.contains("decide")) { return; }
     e.preventDefault();
     var decision = e.submitter && e.submitter.value;

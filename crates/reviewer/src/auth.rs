@@ -1,7 +1,9 @@
 //! Who may review: the tokens file, bearer tokens, browser sessions and CSRF protection.
 //!
-//! The tokens file is a YAML list of reviewers, each `{name, token_sha256, pools, admin?}`
-//! (an admin also sees the canaries' catch rates of its pools, and may throw switches on runs).
+//! The tokens file is a YAML list of reviewers, each `{name, token_sha256, pools, admin?,
+//! override?}` (an admin also sees the canaries' catch rates of its pools, and may throw
+//! switches on runs; `override` names the pools, or `"*"`, where the reviewer may decide or
+//! release a task another reviewer claimed).
 //! Only the SHA-256 of a token is stored; `airlock reviewer add-token` makes a random token, appends
 //! its hash and prints the token once. A reviewer sees and decides the tasks of its pools
 //! (`"*"` stands for every pool the service serves), and its name is recorded as the answer's
@@ -57,6 +59,11 @@ pub struct Reviewer {
     /// switches on them (`/api/runs`, the Runs page). Not unless the file says `admin: true`.
     #[serde(default, skip_serializing_if = "is_false")]
     pub admin: bool,
+    /// The pools (`"*"`: all of the reviewer's) where the reviewer holds the override: may
+    /// decide, and release, a task another reviewer claimed. None unless the file says
+    /// `override: [..]`.
+    #[serde(default, rename = "override", skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<String>,
 }
 
 fn is_false(value: &bool) -> bool {
@@ -67,6 +74,12 @@ impl Reviewer {
     /// Whether the reviewer may see and decide tasks of `pool`.
     pub fn sees(&self, pool: &str) -> bool {
         self.pools.iter().any(|p| p == pool || p == ALL_POOLS)
+    }
+
+    /// Whether the reviewer holds the override of `pool`: may decide and release a task of it
+    /// that another reviewer claimed.
+    pub fn overrides(&self, pool: &str) -> bool {
+        self.sees(pool) && self.overrides.iter().any(|p| p == pool || p == ALL_POOLS)
     }
 
     /// The reviewer's pools among `served` (the service's pools).
@@ -106,15 +119,28 @@ pub type AuthError = TokensError;
 /// Every reviewer the service knows.
 pub type Reviewers = Tokens<Reviewer>;
 
-/// Appends a reviewer (an admin if `admin`) with a new random token to the tokens file
-/// (created if missing) and returns the token, which is stored nowhere else.
-pub fn add_token(path: &Path, name: &str, pools: &[String], admin: bool) -> Result<String, AuthError> {
-    let pools = airlock_tokens::quoted_list(pools).filter(|_| !pools.is_empty()).ok_or_else(|| {
-        TokensError::Invalid { path: path.display().to_string(), message: "--pools must name at least one pool".into() }
-    })?;
+/// Appends a reviewer (an admin if `admin`, holding the override of the pools `overrides`
+/// names) with a new random token to the tokens file (created if missing) and returns the
+/// token, which is stored nowhere else.
+pub fn add_token(
+    path: &Path,
+    name: &str,
+    pools: &[String],
+    admin: bool,
+    overrides: &[String],
+) -> Result<String, AuthError> {
+    let invalid = |message: &str| TokensError::Invalid { path: path.display().to_string(), message: message.into() };
+    let pools = airlock_tokens::quoted_list(pools)
+        .filter(|_| !pools.is_empty())
+        .ok_or_else(|| invalid("--pools must name at least one pool"))?;
     let mut fields = vec![("pools", pools)];
     if admin {
         fields.push(("admin", "true".to_owned()));
+    }
+    if !overrides.is_empty() {
+        let overrides =
+            airlock_tokens::quoted_list(overrides).ok_or_else(|| invalid("--override: a pool name is not usable"))?;
+        fields.push(("override", overrides));
     }
     airlock_tokens::add_token::<Reviewer>(path, name, &fields)
 }

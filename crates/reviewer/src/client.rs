@@ -4,6 +4,7 @@
 
 use std::io;
 
+use airlock_records::review::claim::{ClaimBody, Claimed};
 use airlock_records::review::control::{IncidentBody, IncidentMarked};
 use airlock_records::review::{DecisionBody, ErrorView, ReviewerView, TaskList, TaskView};
 use serde::Serialize;
@@ -236,6 +237,23 @@ impl ApiClient {
         view(self.post(&format!("/api/tasks/{id}/decision"), &body).await?)
     }
 
+    /// Claims a pending task for `seconds` (the service's default when `None`), or extends the
+    /// caller's own claim; who holds it, until when.
+    pub async fn claim(&self, id: &str, seconds: Option<u64>) -> Result<Claimed, RequestError> {
+        view(self.post(&format!("/api/tasks/{id}/claim"), &ClaimBody { seconds }).await?)
+    }
+
+    /// Releases the caller's claim on a task (anyone's, with the pool's override).
+    pub async fn release(&self, id: &str) -> Result<(), RequestError> {
+        let auth = format!("Bearer {}", self.token);
+        let url = format!("{}/api/tasks/{id}/claim", self.base);
+        let response = request("DELETE", &url, &[("Authorization", &auth)], None).await?;
+        if response.status == 204 {
+            return Ok(());
+        }
+        view::<Value>(response).map(drop)
+    }
+
     /// Marks a task, pending or decided, as an incident with `note`; the entry appended.
     pub async fn mark_incident(&self, id: &str, note: Option<&str>) -> Result<IncidentMarked, RequestError> {
         let body = IncidentBody { note: note.map(str::to_owned) };
@@ -248,8 +266,11 @@ fn view<T: DeserializeOwned>(response: Response) -> Result<T, RequestError> {
     if response.status == 200 {
         return Ok(serde_json::from_slice(&response.body)?);
     }
-    let error = serde_json::from_slice(&response.body)
-        .unwrap_or_else(|_| ErrorView { error: String::from_utf8_lossy(&response.body).into_owned(), settled: None });
+    let error = serde_json::from_slice(&response.body).unwrap_or_else(|_| ErrorView {
+        error: String::from_utf8_lossy(&response.body).into_owned(),
+        settled: None,
+        claim: None,
+    });
     Err(RequestError::Refused { status: response.status, error })
 }
 

@@ -17,6 +17,8 @@
 //! - [`Desk`] (here): its state, a person's decision checked and recorded, a deadline's.
 //! - [`refusal`]: why a decision (or a standing decision) is refused, with the texts shown.
 //! - [`approvals`]: two-person (N-person) approval: approvals counted, the last one deciding.
+//! - [`claims`]: claims: a task held by one reviewer for a while, the others kept from
+//!   deciding it unless they hold the pool's override.
 //! - [`standing`]: standing decisions made, revoked, and applied to pending and new tasks.
 //! - [`groups`]: identical pending calls grouped, and one confirmed decision for a group.
 //! - [`intake`]: tasks stored as they arrive, paged or settled at once, and withdrawn; canaries
@@ -25,6 +27,7 @@
 //!   pending tasks of a run it ends answered `terminate`.
 
 pub mod approvals;
+pub mod claims;
 pub mod control;
 pub mod groups;
 pub mod intake;
@@ -47,6 +50,7 @@ use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
 use tracing::{debug, warn};
 
+pub use claims::Claims;
 pub use refusal::Refusal;
 
 use crate::auth::Reviewer;
@@ -77,6 +81,8 @@ pub struct Desk {
     /// Answers to publish now (their outbox rows are leased to this process).
     outbox: mpsc::UnboundedSender<OutboxEntry>,
     signer: Option<Arc<SigningKey>>,
+    /// How long claims last.
+    claims: Claims,
     /// Where the service counts tasks taken, decisions made and answers sent.
     pub metrics: Arc<Metrics>,
     /// Wakes the watcher of the pending list: it changed here.
@@ -144,7 +150,8 @@ struct Draft {
 impl Desk {
     /// A desk over `store` for `pools`, linking tasks to `public_url` in the webhooks it
     /// writes for `webhooks`' endpoints, counting in `metrics` and signing answers with
-    /// `signer`; and the receiving end of the answers to publish.
+    /// `signer`, letting reviewers claim tasks as `claims` says; and the receiving end of the
+    /// answers to publish.
     pub fn new(
         store: Store,
         pools: Vec<String>,
@@ -152,6 +159,7 @@ impl Desk {
         webhooks: Webhooks,
         metrics: Arc<Metrics>,
         signer: Option<Arc<SigningKey>>,
+        claims: Claims,
     ) -> (Arc<Self>, mpsc::UnboundedReceiver<OutboxEntry>) {
         let (outbox, answers) = mpsc::unbounded_channel();
         let desk = Desk {
@@ -161,6 +169,7 @@ impl Desk {
             webhooks,
             outbox,
             signer,
+            claims,
             metrics,
             changed: Notify::new(),
             deadlines: Notify::new(),
@@ -178,6 +187,11 @@ impl Desk {
     /// The pools this service serves.
     pub fn pools(&self) -> &[String] {
         &self.pools
+    }
+
+    /// How claims work here.
+    pub fn claims(&self) -> Claims {
+        self.claims
     }
 
     /// Whether this service serves `pool`.
@@ -222,7 +236,8 @@ impl Desk {
     /// Decides task `id` with `reviewer`'s `answer`: a choice of the task, or `dismiss`; an
     /// explanation trimmed, at most [`MAX_EXPLANATION`] characters, without NUL; a modify's
     /// arguments. On a step that needs several approvals an approving answer (or a modify) is
-    /// one approval. The task as it stands after it.
+    /// one approval. Refused while another reviewer claims the task, unless `reviewer` holds
+    /// the pool's override ([`claims`]). The task as it stands after it.
     pub async fn decide(&self, reviewer: &Reviewer, id: &str, answer: Answer) -> Result<Task, Refusal> {
         let arguments = match answer.arguments {
             Some(Arguments::Text(text)) => Some(parse_arguments(&text)?),
@@ -235,11 +250,12 @@ impl Desk {
         if !task.is_pending() {
             return Err(Refusal::not_pending(&task));
         }
+        let decided_by = self.decider(reviewer, &task)?;
         // On a step that needs several approvals, a modify is one approval of the modified call.
         let decided = if (decision == task.approving() || modified.is_some()) && task.approvals_needed() > 1 {
             self.approve(&task, explanation, &reviewer.name, modified).await
         } else {
-            let verdict = Verdict { decision, explanation, decided_by: reviewer.name.clone(), decided_at: now_ms() };
+            let verdict = Verdict { decision, explanation, decided_by, decided_at: now_ms() };
             self.write(&task, verdict, modified, By::Person).await?.decided()
         };
         if decided.is_ok() {
@@ -321,7 +337,8 @@ impl Desk {
     /// the verdict counts for and no answer at all; the webhooks announcing it; and the task as
     /// decided.
     fn draft(&self, task: &Task, verdict: Verdict, modified: Option<v1::ToolCall>, by: By<'_>) -> Draft {
-        let decided = Task { state: State::Decided(verdict.clone()), ..task.clone() };
+        // A decided task is nobody's to hold: its claim went with the decision.
+        let decided = Task { state: State::Decided(verdict.clone()), claim: None, ..task.clone() };
         let kind = Webhooks::decision_kind(&verdict.decided_by);
         let webhooks = self.webhooks.announce(kind, &decided, self.public_url.as_ref());
         if task.canary {

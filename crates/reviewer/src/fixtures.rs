@@ -8,8 +8,20 @@ use airlock_records::review::Caller;
 use airlock_records::review::standing::Scope;
 use airlock_transport::{MemoryTransport, Topology, Transport as _};
 
+use crate::auth::Reviewer;
 use crate::store::{NewStanding, Store};
 use crate::task::Incoming;
+
+/// A reviewer of pool `ops` called `name`, no admin, holding no override.
+pub fn reviewer(name: &str) -> Reviewer {
+    Reviewer {
+        name: name.into(),
+        token_sha256: String::new(),
+        pools: vec!["ops".into()],
+        admin: false,
+        overrides: Vec::new(),
+    }
+}
 
 /// A standing decision of alice's approving [`human`]'s call within `sample` of pool `ops`,
 /// made at `from` and expiring at `until` (unix ms).

@@ -8,6 +8,8 @@
 //! | `GET /api/tasks/{id}` | one task, in any state |
 //! | `POST /api/tasks/{id}/decision` | `{"decision", "explanation"}` (a modify: `"arguments"`; an attack: `"incident": true`, `"note"`): answer a task |
 //! | `POST /api/tasks/{id}/incident` | `{"note"}`: mark a task, pending or decided, as an incident |
+//! | `POST /api/tasks/{id}/claim` | `{"seconds"}` (optional): hold a pending task; `409` while another reviewer holds it |
+//! | `DELETE /api/tasks/{id}/claim` | release a claim (the holder's, or anyone's with the pool's override) |
 //! | `GET /api/history?limit=N` | decided and withdrawn tasks, newest first |
 //! | `GET /api/me` | the caller's name and pools |
 //! | `GET /api/standing` | the active standing decisions of the caller's pools |
@@ -25,7 +27,7 @@
 //! | `GET /standing` | the active standing decisions, each with a Revoke button |
 //! | `GET /canaries` | admins only: the canaries' catch rates |
 //! | `GET /runs` | admins only: the runs under control, and forms to switch them |
-//! | `GET /events` | server-sent events: `added` / `removed` task ids, `resync` |
+//! | `GET /events` | server-sent events: `added` / `removed` / `claimed` task ids, `resync` |
 //! | `GET /ui/tasks/{id}` | one task's card (HTML), for live insertion |
 //! | `GET /ui/pending?pool=&tool=…` | the counts, cards and pager of a page (HTML), to refresh it |
 //! | `POST /ui/tasks/{id}/decision` | a decision from the UI (form) |
@@ -33,6 +35,7 @@
 //! | `POST /ui/standing/{id}/revoke` | a revocation from the UI (form) |
 //! | `POST /ui/groups/{group}/decision` | a confirmed group decision from the UI (form) |
 //! | `POST /ui/tasks/{id}/incident` | an incident mark from the UI (form) |
+//! | `POST /ui/tasks/{id}/claim`, `POST /ui/tasks/{id}/release` | a claim or release from the UI (form) |
 //! | `POST /ui/runs` | a switch on a run from the UI (form; admins only) |
 //! | `POST /slack/interactions` | Slack's button presses, signed by Slack ([`slack::interactions`]; no session) |
 //! | `POST /login`, `POST /logout` | session |
@@ -47,6 +50,7 @@
 //! - [`standing`]: standing decisions in the API and the UI.
 //! - [`groups`]: identical calls grouped and decided at once, in the API and the UI.
 //! - [`canaries`]: the canaries' catch rates in the API and the UI, for admins.
+//! - [`claims`]: claims taken and released in the API and the UI.
 //! - [`control`]: incidents marked and, for admins, runs switched, in the API and the UI.
 //! - [`events`]: the UI's live event stream.
 //! - [`security`]: the headers every response carries; the `Host` a public URL fixes.
@@ -57,6 +61,7 @@
 
 pub mod api;
 pub mod canaries;
+pub mod claims;
 pub mod control;
 pub mod events;
 pub mod extract;
@@ -120,7 +125,7 @@ impl AppState {
         webhooks: Webhooks,
     ) -> (Self, mpsc::UnboundedReceiver<OutboxEntry>) {
         let (desk, answers) =
-            Desk::new(store.clone(), pools.clone(), site.public_url.clone(), webhooks, metrics, signer);
+            Desk::new(store.clone(), pools.clone(), site.public_url.clone(), webhooks, metrics, signer, site.claims);
         let web = Arc::new(Web::new(store, reviewers, pools, site, CancellationToken::new()));
         (AppState { desk, web }, answers)
     }
@@ -157,6 +162,9 @@ pub fn app(state: AppState) -> Router {
         .route("/api/groups/{group}/decision", post(groups::decide))
         .route("/api/canaries", get(canaries::list))
         .route("/api/tasks/{id}/incident", post(control::incident))
+        .route("/api/tasks/{id}/claim", post(claims::claim).delete(claims::release))
+        .route("/ui/tasks/{id}/claim", post(claims::claim_form))
+        .route("/ui/tasks/{id}/release", post(claims::release_form))
         .route("/api/runs", get(control::runs))
         .merge(control::switches())
         .route("/", get(ui::pending))
@@ -233,7 +241,8 @@ impl From<StoreError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let error = |status: StatusCode, text: &str| (status, ErrorView { error: text.to_owned(), settled: None });
+        let error =
+            |status: StatusCode, text: &str| (status, ErrorView { error: text.to_owned(), settled: None, claim: None });
         let (status, body) = match self {
             ApiError::Unauthorized => {
                 let (status, body) =
@@ -250,7 +259,8 @@ impl IntoResponse for ApiError {
                 error(StatusCode::SERVICE_UNAVAILABLE, "the store is unavailable; try again")
             }
             ApiError::Refused(refusal) => {
-                (refused_status(&refusal), ErrorView { error: refusal.to_string(), settled: refusal.settled() })
+                let view = ErrorView { error: refusal.to_string(), settled: refusal.settled(), claim: refusal.claim() };
+                (refused_status(&refusal), view)
             }
         };
         (status, axum::Json(body)).into_response()

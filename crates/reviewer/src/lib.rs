@@ -11,10 +11,11 @@
 //! Layout:
 //! - [`task`]: a stored task, the choices it offers, Inspect's explanations.
 //! - [`desk`]: the decision desk, the one path that writes tasks: a person's decision checked
-//!   (choices, dismiss, explanation, modify, approvals needed, conflicts) and recorded, or
-//!   refused with a typed [`desk::Refusal`]; deadlines' `on_timeout`; standing decisions made
-//!   and applied; tasks stored and withdrawn; answers signed and handed to the outbox; the
-//!   fleet's control log followed ([`desk::control`]: incidents marked, runs switched, the
+//!   (choices, dismiss, explanation, modify, approvals needed, conflicts, another reviewer's
+//!   claim) and recorded, or refused with a typed [`desk::Refusal`]; deadlines' `on_timeout`;
+//!   standing decisions made and applied; tasks stored and withdrawn; answers signed and
+//!   handed to the outbox; claims taken and released ([`desk::claims`]); the fleet's control
+//!   log followed ([`desk::control`]: incidents marked, runs switched, the
 //!   pending tasks of a run it ends answered).
 //! - [`modify`]: a person's edit of a call: new arguments for the same function.
 //! - [`store`]: SQLite or PostgreSQL, one schema with migrations; dedup, first answer wins.
@@ -96,8 +97,8 @@ use tracing::{info, warn};
 
 use crate::auth::Reviewers;
 use crate::canary::{Canaries, Planter};
-use crate::desk::Desk;
 use crate::desk::control::{self as control, Control};
+use crate::desk::{Claims, Desk};
 use crate::http::AppState;
 use crate::site::{PublicUrl, Site};
 use crate::store::{Store, StoreError};
@@ -142,6 +143,9 @@ pub struct ReviewerConfig {
     pub webhooks: Webhooks,
     /// The canaries planted among the pools' real tasks, and their rate (none: no canaries).
     pub canaries: Option<Canaries>,
+    /// How long reviewers' claims on tasks last, and whether the UI claims the task a person
+    /// opens.
+    pub claims: Claims,
 }
 
 /// Why the service could not start or run.
@@ -194,6 +198,9 @@ impl ReviewerConfig {
             return Err(ReviewerError::Config("webhook delays and timeouts must be above 0".into()));
         }
         if let Some(problem) = self.webhooks.slack.as_ref().and_then(|s| s.problem(&self.pools, &self.reviewers)) {
+            return Err(ReviewerError::Config(problem));
+        }
+        if let Some(problem) = self.claims.problem() {
             return Err(ReviewerError::Config(problem));
         }
         if let Some(canaries) = &self.canaries {
@@ -255,7 +262,7 @@ impl Service {
         let log = ControlLog::open(transport.clone(), &topology, config.instance.clone(), Some(config.metrics.clone()))
             .await?;
 
-        let site = Site { public_url: config.public_url.clone(), ..Site::default() };
+        let site = Site { public_url: config.public_url.clone(), claims: config.claims, ..Site::default() };
         let (state, answers) = AppState::observed(
             store,
             config.reviewers.clone(),

@@ -14,6 +14,7 @@ use std::time::Duration;
 use axum::http::{HeaderValue, Uri};
 
 use crate::auth::{self, LoginLimit, SESSION_COOKIE, SESSION_TTL};
+use crate::desk::Claims;
 
 /// The session cookie's name when the public URL is `https`.
 pub const SECURE_SESSION_COOKIE: &str = "__Host-airlock_session";
@@ -99,7 +100,7 @@ impl PublicUrl {
 // === impl Site ===
 
 /// How the web UI treats browsers: where they reach it, how long their sessions last, how
-/// often a client address may fail to sign in.
+/// often a client address may fail to sign in, how long the claims it takes last.
 #[derive(Debug, Clone)]
 pub struct Site {
     /// The URL browsers reach the service at, if it is fixed.
@@ -108,11 +109,18 @@ pub struct Site {
     pub session_ttl: Duration,
     /// How failed sign-ins are limited.
     pub login_limit: LoginLimit,
+    /// How long claims last, and whether opening a task claims it.
+    pub claims: Claims,
 }
 
 impl Default for Site {
     fn default() -> Self {
-        Site { public_url: None, session_ttl: SESSION_TTL, login_limit: LoginLimit::default() }
+        Site {
+            public_url: None,
+            session_ttl: SESSION_TTL,
+            login_limit: LoginLimit::default(),
+            claims: Claims::default(),
+        }
     }
 }
 

@@ -36,6 +36,9 @@
 //!   records whom its verdict counts for instead, so no answer of a canary can ever be sent;
 //!   its `dedup_key` is its own (`canary/<id>`), so it never takes the place of a real task
 //!   whose call gets the same key;
+//! - a pending task is held by one claim at a time: a claim is one conditional upsert that
+//!   takes the task's row only when its claim ended or is the same reviewer's, so of
+//!   reviewers racing on any processes exactly one holds it;
 //! - a cancel withdraws only tasks whose request the cancel's publisher published
 //!   (`requested_by`), and is remembered under that publisher, so a task arriving after it is
 //!   dropped only when the same broker user asked for it.
@@ -50,6 +53,7 @@
 //! - `standing`: standing decisions made, listed, revoked.
 //! - `approvals`: approvals counted, the last one deciding.
 //! - `canaries`: canaries planted, and read back with their verdicts for the catch rates.
+//! - `claims`: claims on pending tasks taken, extended, released, and read with their tasks.
 //! - `triage`: the pending list paged and filtered.
 //! - `slack`: the Slack message of each task, and the interaction payloads already used.
 //! - `groups`: the groups of identical pending calls, and the tasks of one.
@@ -306,6 +310,7 @@ where
         state,
         id,
         approvals: Vec::new(),
+        claim: None,
         canary: canary != 0,
     })
 }
@@ -359,6 +364,7 @@ pub fn redact(url: &str) -> String {
 
 mod approvals;
 mod canaries;
+mod claims;
 mod groups;
 mod open;
 mod outbox;
@@ -374,6 +380,7 @@ mod tests;
 
 pub use approvals::Approved;
 pub use canaries::{Answerer, CanaryMark, PlantedCanary};
+pub use claims::{Claiming, Releasing};
 pub use groups::GroupCount;
 pub use outbox::OutboxEntry;
 pub use sessions::StoredSession;

@@ -3,6 +3,7 @@
 use airlock_contract::v1;
 use airlock_policy::{Decision, Kind};
 use airlock_records::convert::{RequestParts, first_with_nul, kind_to_wire, request_parts};
+use airlock_records::review::claim::ClaimView;
 use airlock_records::review::{ApprovalView, ApprovalsMetadata, Caller, PolicyView, Rerouted, ReroutedMetadata};
 use prost::Message as _;
 use serde_json::Value;
@@ -75,6 +76,9 @@ pub struct Task {
     pub state: State,
     /// The approvals given so far, in order (only a step that needs several keeps them).
     pub approvals: Vec<ApprovalView>,
+    /// Who holds it and until when, while a claim on it lasts ([`crate::desk::claims`]); a
+    /// pending task only.
+    pub claim: Option<ClaimView>,
     /// Whether the service planted it ([`crate::canary`]): its verdict is kept, never sent.
     /// Nothing a reviewer is shown reads it.
     pub canary: bool,
@@ -381,6 +385,7 @@ impl Incoming {
             human: self.human.clone(),
             state: State::Pending,
             approvals: Vec::new(),
+            claim: None,
             canary: false,
         }
     }

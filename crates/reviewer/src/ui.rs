@@ -8,6 +8,7 @@
 //! their text and address, never followed or loaded.
 
 pub mod card;
+pub mod claims;
 pub mod pages;
 pub mod protocol;
 pub mod triage;

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use airlock_records::review::claim::ClaimView;
 use airlock_records::time::now_ms;
 use airlock_telemetry::metrics::PoolLabels;
 use tokio::sync::broadcast;
@@ -39,13 +40,20 @@ pub enum Change {
         /// Its pool.
         pool: String,
     },
+    /// A pending task's claim was taken, extended, released or ended.
+    Claimed {
+        /// Its id.
+        id: String,
+        /// Its pool.
+        pool: String,
+    },
 }
 
 impl Change {
     /// The task's pool.
     pub fn pool(&self) -> &str {
         match self {
-            Change::Added { pool, .. } | Change::Removed { pool, .. } => pool,
+            Change::Added { pool, .. } | Change::Removed { pool, .. } | Change::Claimed { pool, .. } => pool,
         }
     }
 }
@@ -101,16 +109,19 @@ fn gauge_pending(desk: &Desk, pending: &[PendingId], now: i64) {
     }
 }
 
-/// Follows the pending list and broadcasts to `web`'s change feed what appears and leaves,
-/// whichever process of a shared store changed it, and keeps the pending gauges: woken at
-/// once by the `desk`'s changes, and every [`WATCH_INTERVAL`].
+/// Follows the pending list and broadcasts to `web`'s change feed what appears and leaves and
+/// whose claim changes (a claim ending by itself included), whichever process of a shared
+/// store changed it, and keeps the pending gauges: woken at once by the `desk`'s changes, and
+/// every [`WATCH_INTERVAL`].
 pub async fn watch(desk: Arc<Desk>, web: Arc<Web>) {
     let mut known: HashMap<String, String> = HashMap::new();
+    let mut claims: HashMap<String, ClaimView> = HashMap::new();
     let mut first = true;
     loop {
+        let at = now_ms();
         match desk.store().pending_ids().await {
             Ok(pending) => {
-                gauge_pending(&desk, &pending, now_ms());
+                gauge_pending(&desk, &pending, at);
                 let now: HashMap<String, String> = pending.into_iter().map(|p| (p.id, p.pool)).collect();
                 if !first {
                     for (id, pool) in &known {
@@ -123,6 +134,20 @@ pub async fn watch(desk: Arc<Desk>, web: Arc<Web>) {
                             let _ = web.changes.send(Change::Added { id: id.clone(), pool: pool.clone() });
                         }
                     }
+                }
+                match desk.store().live_claims(at).await {
+                    Ok(live) => {
+                        let live: HashMap<String, ClaimView> = live.into_iter().collect();
+                        let changed = live.iter().filter(|(id, claim)| claims.get(*id) != Some(*claim));
+                        let ended = claims.keys().filter(|id| !live.contains_key(*id));
+                        for id in changed.map(|(id, _)| id).chain(ended) {
+                            if let Some(pool) = now.get(id).filter(|_| !first) {
+                                let _ = web.changes.send(Change::Claimed { id: id.clone(), pool: pool.clone() });
+                            }
+                        }
+                        claims = live;
+                    }
+                    Err(e) => warn!(error = %e, "Reading the claims failed."),
                 }
                 known = now;
                 first = false;

@@ -18,7 +18,7 @@ use airlock_records::review::{Settled, TaskView};
 use airlock_reviewer::auth::{Reviewer, Reviewers, new_token, sha256_hex};
 use airlock_reviewer::client::{ApiClient, RequestError};
 use airlock_reviewer::ui::why::WhyHere;
-use airlock_reviewer::ui::{display_safe, has_unsafe};
+use airlock_reviewer::ui::{display_safe, has_unsafe, utc};
 use airlock_reviewer::{ReviewerConfig, Service, instance_for_store};
 use clap::Args;
 use tokio::sync::mpsc;
@@ -88,6 +88,7 @@ pub async fn run(args: ReviewArgs) -> Result<(), Failure> {
                 token_sha256: sha256_hex(&token),
                 pools: vec!["*".into()],
                 admin: false,
+                overrides: Vec::new(),
             }]);
             let config = ReviewerConfig {
                 prefix: args.prefix.clone(),
@@ -103,6 +104,7 @@ pub async fn run(args: ReviewArgs) -> Result<(), Failure> {
                 signing_key: reviewer_signing_key(args.signing_key.as_deref())?,
                 webhooks: Default::default(),
                 canaries: None,
+                claims: Default::default(),
             };
             config.validate().map_err(|e| Failure::config(e.to_string()))?;
             let transport = connect(
@@ -174,7 +176,10 @@ async fn console(api: Api) -> Result<(), Failure> {
             }
             Err(e) => return Err(api.unreachable(e)),
         };
-        let Some(task) = tasks.into_iter().next() else {
+        // A task another reviewer claims is theirs to decide: the console takes the next one.
+        let Some(task) =
+            tasks.into_iter().find(|task| task.claim.as_ref().is_none_or(|c| !c.by.eq_ignore_ascii_case(&me.name)))
+        else {
             if !waiting {
                 println!("Waiting for tasks… (Ctrl-C to quit)");
                 waiting = true;
@@ -220,9 +225,16 @@ async fn console(api: Api) -> Result<(), Failure> {
         match api.client.decide_marked(&task.id, &decision, explanation.as_deref(), incident.as_deref()).await {
             Ok(_) if incident.is_some() => println!("Decision: {}, marked as an incident\n", capitalize(&decision)),
             Ok(_) => println!("Decision: {}\n", capitalize(&decision)),
-            Err(RequestError::Refused { status: 409, error }) => match error.settled {
-                Some(Settled::Decided { decision, decided_by, .. }) => {
+            Err(RequestError::Refused { status: 409, error }) => match (error.settled, error.claim) {
+                (Some(Settled::Decided { decision, decided_by, .. }), _) => {
                     println!("Already decided ({decision} by {decided_by}).\n")
+                }
+                (_, Some(claim)) => {
+                    println!(
+                        "Claimed by {} until {}: theirs to decide.\n",
+                        display_safe(&claim.by),
+                        utc(claim.until_unix_ms)
+                    )
                 }
                 _ => println!("Already decided or withdrawn: {}.\n", error.error),
             },
@@ -284,6 +296,9 @@ pub fn render(task: &TaskView) -> String {
     if let Some(deadline) = task.deadline_unix_ms {
         let left = (deadline - airlock_records::time::now_ms()) / 1000;
         out.push_str(&format!("│ deadline in {left}s, then {}\n", task.on_timeout));
+    }
+    if let Some(claim) = &task.claim {
+        out.push_str(&format!("│ claimed by {} until {}\n", safe(&claim.by), utc(claim.until_unix_ms)));
     }
     let why = WhyHere::of_view(task);
     out.push_str(&why_here(&why));
@@ -376,7 +391,24 @@ mod tests {
         let shown = render(&task);
         assert!(!shown.contains('\u{1b}') && !shown.contains('\u{202e}'), "{shown:?}");
         assert!(!shown.contains("Why it is here"), "no step answered before: {shown}");
+        assert!(!shown.contains("claimed by"), "nobody holds it: {shown}");
         assert!(shown.contains("hi‹U+001B›[2J") && shown.contains("‹U+202E›exe"), "{shown}");
+    }
+
+    #[test]
+    fn a_claimed_task_names_its_holder() {
+        let task: TaskView = serde_json::from_value(serde_json::json!({
+            "id": "t1", "correlation": "approval/r/s/1/c", "step": 1, "choices": ["approve", "reject"],
+            "kind": "approval", "message": "", "pool": "ops",
+            "key": {"run_id": "r", "sample_id": "s", "epoch": 1, "tool_call_id": "c"},
+            "call": null, "view": null, "result": null, "output": null, "origin": null,
+            "shown": {"call": {"text": "bash(cmd='ls')", "title": null, "markdown": true}, "context": null},
+            "received_at_unix_ms": 1, "deadline_unix_ms": null, "on_timeout": "reject", "state": "pending",
+            "claim": {"by": "alice\u{1b}", "until_unix_ms": 1_800_000_000_000_i64},
+        }))
+        .unwrap();
+        let shown = render(&task);
+        assert!(shown.contains("│ claimed by alice‹U+001B› until 2027-01-15 08:00:00 UTC\n"), "{shown}");
     }
 
     #[test]

@@ -6,12 +6,15 @@ use std::path::PathBuf;
 
 use airlock_reviewer::auth::{self, Reviewers};
 use airlock_reviewer::canary::Canaries;
+use airlock_reviewer::desk::Claims;
+use airlock_reviewer::desk::claims::{DEFAULT_CLAIM, MAX_CLAIM};
 use airlock_reviewer::site::PublicUrl;
 use airlock_reviewer::slack::Slack;
 use airlock_reviewer::webhooks::{self, Webhooks};
 use airlock_reviewer::{ReviewerConfig, instance_for_store};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use airlock_telemetry::metrics::Metrics;
 
@@ -92,6 +95,15 @@ pub struct ServeArgs {
     /// ends the pending tasks of a run once enough incidents are marked.
     #[arg(long)]
     policy_dir: Option<PathBuf>,
+    /// How long a reviewer's claim on a task lasts when they ask for no time, in seconds.
+    #[arg(long, default_value_t = DEFAULT_CLAIM.as_secs())]
+    claim_for: u64,
+    /// The longest claim a reviewer may ask for, in seconds.
+    #[arg(long, default_value_t = MAX_CLAIM.as_secs())]
+    claim_max: u64,
+    /// Opening (focusing) a task in the UI claims it for --claim-for seconds.
+    #[arg(long)]
+    claim_on_open: bool,
     #[command(flatten)]
     server: ServerArgs,
     #[command(flatten)]
@@ -114,6 +126,10 @@ pub struct AddTokenArgs {
     /// control and throw switches on them.
     #[arg(long)]
     admin: bool,
+    /// The pools, comma-separated (`*` for all of the reviewer's), where the reviewer may
+    /// decide or release a task another reviewer claimed.
+    #[arg(long = "override", value_delimiter = ',')]
+    overrides: Vec<String>,
 }
 
 /// Runs the service until a signal (with its telemetry), or adds a token.
@@ -128,10 +144,14 @@ pub fn run(args: ReviewerArgs) -> ExitCode {
 }
 
 fn add_token(args: AddTokenArgs) -> Result<(), Failure> {
-    let token = auth::add_token(&args.tokens, &args.name, &args.pools, args.admin)
+    let token = auth::add_token(&args.tokens, &args.name, &args.pools, args.admin, &args.overrides)
         .map_err(|e| Failure::config(e.to_string()))?;
+    let overrides = match args.overrides.is_empty() {
+        true => String::new(),
+        false => format!("; override: {}", args.overrides.join(", ")),
+    };
     eprintln!(
-        "Added {} '{}' (pools: {}) to {}. The token below is shown once and stored nowhere:",
+        "Added {} '{}' (pools: {}{overrides}) to {}. The token below is shown once and stored nowhere:",
         if args.admin { "admin" } else { "reviewer" },
         args.name,
         args.pools.join(", "),
@@ -184,6 +204,11 @@ async fn serve(args: ServeArgs, metrics: Arc<Metrics>) -> Result<(), Failure> {
         signing_key: reviewer_signing_key(args.signing_key.as_deref())?,
         webhooks,
         canaries,
+        claims: Claims {
+            default: Duration::from_secs(args.claim_for),
+            max: Duration::from_secs(args.claim_max),
+            on_open: args.claim_on_open,
+        },
     };
     config.validate().map_err(|e| Failure::config(e.to_string()))?;
     let transport = connect(&fleet, "reviewer").await?;

@@ -104,8 +104,27 @@ fn refusals_say_how_a_task_was_settled() {
 
     let plain = json!({"error": "no such task among your pools"});
     let view: ErrorView = serde_json::from_value(plain.clone()).unwrap();
-    assert_eq!(view.settled, None);
+    assert_eq!((&view.settled, &view.claim), (&None, &None));
     assert_eq!(serde_json::to_value(&view).unwrap(), plain);
+}
+
+#[test]
+fn a_refusal_over_a_claim_names_its_holder_and_a_pending_task_its_claim() {
+    let claimed = json!({"error": "claimed by alice", "claim": {"by": "alice", "until_unix_ms": 9}});
+    let view: ErrorView = serde_json::from_value(claimed.clone()).unwrap();
+    assert_eq!(
+        (view.settled.clone(), view.claim.clone()),
+        (None, Some(claim::ClaimView { by: "alice".into(), until_unix_ms: 9 }))
+    );
+    assert_eq!(serde_json::to_value(&view).unwrap(), claimed);
+
+    let mut wire = decided_json();
+    wire["claim"] = json!({"by": "bob", "until_unix_ms": 12});
+    let task: TaskView = serde_json::from_value(wire.clone()).unwrap();
+    assert_eq!(task.claim.as_ref().map(|c| c.by.as_str()), Some("bob"));
+    assert_eq!(serde_json::to_value(&task).unwrap(), wire);
+    let answer = claim::Claimed { task: "t1".into(), claim: claim::ClaimView { by: "bob".into(), until_unix_ms: 12 } };
+    assert_eq!(serde_json::to_value(&answer).unwrap(), json!({"task": "t1", "by": "bob", "until_unix_ms": 12}));
 }
 
 #[test]

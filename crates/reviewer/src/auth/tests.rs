@@ -9,6 +9,7 @@ fn tokens_are_checked_by_hash() {
         token_sha256: sha256_hex(&token),
         pools: vec!["ops".into()],
         admin: false,
+        overrides: Vec::new(),
     }]);
     assert_eq!(reviewers.authenticate(&token).map(|r| r.name.as_str()), Some("alice"));
     assert!(reviewers.authenticate("nope").is_none());
@@ -22,8 +23,8 @@ fn add_token_appends_and_keeps_what_was_there() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("tokens.yaml");
     std::fs::write(&path, "# reviewers of the security team\n").unwrap();
-    let alice = add_token(&path, "alice", &["ops".into(), "security".into()], false).unwrap();
-    let bob = add_token(&path, "bob", &["*".into()], true).unwrap();
+    let alice = add_token(&path, "alice", &["ops".into(), "security".into()], false, &[]).unwrap();
+    let bob = add_token(&path, "bob", &["*".into()], true, &["ops".into()]).unwrap();
     assert_ne!(alice, bob);
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.starts_with("# reviewers of the security team\n"), "{text}");
@@ -34,7 +35,13 @@ fn add_token_appends_and_keeps_what_was_there() {
     assert!(reviewers.authenticate(&bob).unwrap().sees("anything"));
     assert!(reviewers.authenticate(&bob).unwrap().admin && !reviewers.authenticate(&alice).unwrap().admin);
     assert!(text.contains("  admin: true\n") && text.matches("admin").count() == 1, "{text}");
-    assert!(matches!(add_token(&path, "alice", &["ops".into()], false), Err(AuthError::Invalid { .. })));
+    // The override is bob's in `ops` only, and nobody's who does not see the pool.
+    let (alice, bob) = (reviewers.authenticate(&alice).unwrap(), reviewers.authenticate(&bob).unwrap());
+    assert!(text.contains("  override: [\"ops\"]\n"), "{text}");
+    assert!(bob.overrides("ops") && !bob.overrides("security") && !alice.overrides("ops"));
+    let everywhere = Reviewer { overrides: vec!["*".into()], pools: vec!["ops".into()], ..alice.clone() };
+    assert!(everywhere.overrides("ops") && !everywhere.overrides("security"));
+    assert!(matches!(add_token(&path, "alice", &["ops".into()], false, &[]), Err(AuthError::Invalid { .. })));
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -109,8 +116,13 @@ fn the_limiter_remembers_a_bounded_number_of_addresses() {
 #[tokio::test]
 async fn sessions_end_at_logout_and_at_expiry() {
     let store = crate::fixtures::memory_store().await;
-    let alice =
-        Reviewer { name: "alice".into(), token_sha256: sha256_hex("t"), pools: vec!["ops".into()], admin: false };
+    let alice = Reviewer {
+        name: "alice".into(),
+        token_sha256: sha256_hex("t"),
+        pools: vec!["ops".into()],
+        admin: false,
+        overrides: Vec::new(),
+    };
     let sessions = Sessions::new(store.clone(), Duration::from_millis(50));
     let expiring = sessions.open(&alice).await.unwrap();
     let end = sessions.get(&expiring).await.unwrap().unwrap().end;

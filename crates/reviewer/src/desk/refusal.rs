@@ -4,6 +4,7 @@
 
 use airlock_policy::Decision;
 use airlock_records::review::Settled;
+use airlock_records::review::claim::ClaimView;
 
 use super::MAX_EXPLANATION;
 use super::control::Uncontrolled;
@@ -63,6 +64,16 @@ pub enum Refusal {
         /// The approvals it has.
         so_far: usize,
     },
+    /// Another reviewer claims the task (and the caller holds no override of its pool); the
+    /// claim says until when.
+    #[error("{} claims this task; only they, or a reviewer holding the pool's override, may decide it or release the claim", .0.by)]
+    Claimed(ClaimView),
+    /// A claim for no time, or longer than the service allows.
+    #[error("a claim lasts 1 to {max} seconds")]
+    ClaimTime {
+        /// The longest claim, in seconds.
+        max: u64,
+    },
     /// The parameters of a standing decision cannot be used.
     #[error(transparent)]
     Standing(#[from] Unstandable),
@@ -121,17 +132,27 @@ impl Refusal {
             | Refusal::ExplanationTooLong
             | Refusal::ExplanationNul
             | Refusal::Modify(_)
+            | Refusal::ClaimTime { .. }
             | Refusal::GroupModify
             | Refusal::Standing(_) => Grounds::Invalid,
             Refusal::Decided(_)
             | Refusal::Withdrawn { .. }
             | Refusal::Changed
             | Refusal::ApprovedAlready { .. }
+            | Refusal::Claimed(_)
             | Refusal::GroupChanged { .. }
             | Refusal::RevokedAlready => Grounds::Conflict,
             Refusal::Control(e) if e.is_unavailable() => Grounds::Unavailable,
             Refusal::Control(_) => Grounds::Invalid,
             Refusal::Store(_) => Grounds::Unavailable,
+        }
+    }
+
+    /// Who holds the task, and until when, for a task another reviewer claims.
+    pub fn claim(&self) -> Option<ClaimView> {
+        match self {
+            Refusal::Claimed(claim) => Some(claim.clone()),
+            _ => None,
         }
     }
 

@@ -12,6 +12,7 @@ use airlock_records::time::now_ms;
 use airlock_telemetry::metrics::PoolLabels;
 use tracing::info;
 
+use super::claims::held_by_another;
 use super::{Answer, By, Desk, Recorded, Refusal};
 use crate::auth::Reviewer;
 use crate::standing::{self, MAX_PATTERN, MAX_SECONDS, applies, standing_may_decide};
@@ -118,11 +119,13 @@ impl Desk {
         self.store.standing_decision(id).await?.ok_or(Refusal::NoSuchStanding)
     }
 
-    /// Decides the pending tasks `standing` applies to at `now`; their ids.
+    /// Decides the pending tasks `standing` applies to at `now`, but those another reviewer
+    /// than its author claims; their ids.
     pub async fn apply_to_pending(&self, standing: &StandingDecision, now: i64) -> Result<Vec<String>, StoreError> {
         let mut decided = Vec::new();
         for task in self.store.pending(Some(std::slice::from_ref(&standing.pool))).await? {
-            if applies(standing, &task, now) && self.decide_standing(standing, &task).await? {
+            let free = held_by_another(&task, &standing.author).is_none();
+            if free && applies(standing, &task, now) && self.decide_standing(standing, &task).await? {
                 decided.push(task.id);
             }
         }

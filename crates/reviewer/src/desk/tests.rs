@@ -24,7 +24,7 @@ async fn paging(events: &[EventKind]) -> (Arc<Desk>, mpsc::UnboundedReceiver<Out
         events: events.to_vec(),
     };
     let webhooks = Webhooks { endpoints: vec![endpoint], retry: RetryPolicy::default(), slack: None };
-    Desk::new(memory_store().await, vec!["ops".into()], None, webhooks, Arc::default(), None)
+    Desk::new(memory_store().await, vec!["ops".into()], None, webhooks, Arc::default(), None, Claims::default())
 }
 
 /// A deadline that passes after one approval of two applies `on_timeout`, and the answer

@@ -147,6 +147,7 @@ pub fn task_view(task: &Task) -> TaskView {
         on_timeout: task.on_timeout(),
         approvals_needed: task.approvals_needed(),
         approvals: task.approvals.clone(),
+        claim: task.claim.clone(),
         state: match &task.state {
             Stored::Pending => TaskState::Pending,
             Stored::Decided(v) => TaskState::Decided {

@@ -1,5 +1,6 @@
 //! The UI's live event stream: `added` and `removed` task ids of the caller's pools as they
-//! happen, `resync` when the stream fell behind. It ends when its session ends (logout or
+//! happen, `claimed` when a pending task's claim changes, `resync` when the stream fell
+//! behind. It ends when its session ends (logout or
 //! expiry; the browser's reconnection then finds no session) and when the service stops: at
 //! once for a logout on this process, within [`SESSION_RECHECK`] for one on another process
 //! sharing the store.
@@ -41,6 +42,7 @@ pub async fn stream(State(web): State<Arc<Web>>, session: Session) -> Response {
                     Ok(change) if pools.iter().any(|p| p == change.pool()) => match change {
                         Change::Added { id, .. } => Event::default().event("added").data(id),
                         Change::Removed { id, .. } => Event::default().event("removed").data(id),
+                        Change::Claimed { id, .. } => Event::default().event("claimed").data(id),
                     },
                     Ok(_) => continue,
                     Err(RecvError::Lagged(_)) => Event::default().event("resync").data("lagged"),

@@ -50,8 +50,20 @@ async fn setup_site(site: Site) -> (AppState, Outbox, Vec<String>) {
 
 fn reviewers() -> Reviewers {
     Reviewers::from_list(vec![
-        Reviewer { name: "alice".into(), token_sha256: sha256_hex(ALICE), pools: vec!["ops".into()], admin: false },
-        Reviewer { name: "bob".into(), token_sha256: sha256_hex(BOB), pools: vec!["security".into()], admin: false },
+        Reviewer {
+            name: "alice".into(),
+            token_sha256: sha256_hex(ALICE),
+            pools: vec!["ops".into()],
+            admin: false,
+            overrides: Vec::new(),
+        },
+        Reviewer {
+            name: "bob".into(),
+            token_sha256: sha256_hex(BOB),
+            pools: vec!["security".into()],
+            admin: false,
+            overrides: Vec::new(),
+        },
     ])
 }
 
@@ -59,7 +71,7 @@ fn pools() -> Vec<String> {
     vec!["ops".into(), "security".into()]
 }
 
-async fn with_tasks((shared, outbox): (AppState, Outbox)) -> (AppState, Outbox, Vec<String>) {
+pub(super) async fn with_tasks((shared, outbox): (AppState, Outbox)) -> (AppState, Outbox, Vec<String>) {
     let mut ids = Vec::new();
     for incoming in
         [human("ops", "s1", "c1", false, 0), human("ops", "s1", "c2", true, 0), human("security", "s2", "c1", false, 0)]
@@ -485,6 +497,7 @@ async fn a_rotated_token_ends_the_sessions_opened_with_the_old_one() {
         token_sha256: sha256_hex(ROTATED),
         pools: vec!["ops".into()],
         admin: false,
+        overrides: Vec::new(),
     }]);
     let (restarted, mut outbox) = AppState::new(shared.desk.store().clone(), reviewers, pools());
     assert_eq!(status(&restarted, &cookie).await, StatusCode::UNAUTHORIZED, "the old session is refused");
@@ -687,6 +700,7 @@ pub(super) async fn two_person() -> (AppState, Outbox, Vec<String>) {
                 token_sha256: sha256_hex(name),
                 pools: vec!["ops".into()],
                 admin: false,
+                overrides: Vec::new(),
             })
             .to_vec(),
     );

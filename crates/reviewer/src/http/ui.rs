@@ -28,7 +28,7 @@ use crate::web::Web;
 
 /// Who looks at a page: the session's reviewer, with `pools`.
 pub(super) fn viewer<'a>(session: &'a Session, pools: &'a [String]) -> pages::Viewer<'a> {
-    pages::Viewer { name: &session.reviewer.name, pools, csrf: &session.csrf, admin: session.reviewer.admin }
+    pages::Viewer { reviewer: &session.reviewer, pools, csrf: &session.csrf, claim_on_open: false }
 }
 
 /// `GET /`: a page of the pending list as the query filters it, or the login page without a
@@ -47,7 +47,8 @@ pub async fn pending(
         Err(e) => return Ok((StatusCode::BAD_REQUEST, Html(pages::error("400", &e.to_string()))).into_response()),
     };
     let page = triage_page(&web, &pools, &triage).await?;
-    Ok(Html(pages::pending(&viewer(&session, &pools), &page, &triage, now_ms())).into_response())
+    let viewer = pages::Viewer { claim_on_open: web.site.claims.on_open, ..viewer(&session, &pools) };
+    Ok(Html(pages::pending(&viewer, &page, &triage, now_ms())).into_response())
 }
 
 /// The page of `triage` among `pools`, [`UI_PAGE`] tasks unless it asks for another size.
@@ -73,7 +74,7 @@ pub async fn card(
     Path(id): Path<String>,
 ) -> Result<Html<String>, ApiError> {
     let task = desk.visible(&session.reviewer, &id).await?;
-    Ok(Html(card::card(&task, &session.reviewer.name, &session.csrf, now_ms())))
+    Ok(Html(card::card(&task, &session.reviewer, &session.csrf, now_ms())))
 }
 
 /// `GET /ui/pending`: the counts, cards and pager of the page the query asks for (as `GET /`
@@ -85,7 +86,7 @@ pub async fn results(
 ) -> Result<Html<String>, ApiError> {
     let triage = query.parse().map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let page = triage_page(&web, &session.pools(&web), &triage).await?;
-    Ok(Html(triage::results(&page, &triage, &session.reviewer.name, &session.csrf, now_ms())))
+    Ok(Html(triage::results(&page, &triage, &session.reviewer, &session.csrf, now_ms())))
 }
 
 /// The fields of a decision from the UI (its CSRF token is [`CsrfForm`]'s).
@@ -131,7 +132,8 @@ pub async fn decide(
     }
 }
 
-/// The page of a decision the desk refused: why, when the person can do something about it.
+/// The page of a decision (or a claim) the desk refused: why, when the person can do
+/// something about it.
 pub(super) fn refused_page(refusal: &Refusal) -> Response {
     let status = refused_status(refusal);
     let message = match refusal.grounds() {

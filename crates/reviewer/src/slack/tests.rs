@@ -220,7 +220,13 @@ fn the_slack_file_reads_its_secrets_from_the_environment_or_files() {
 
 #[test]
 fn a_channel_for_a_pool_not_served_or_a_user_mapped_to_nobody_is_a_problem() {
-    let alice = Reviewer { name: "alice".into(), token_sha256: "0".repeat(64), pools: vec!["*".into()], admin: false };
+    let alice = Reviewer {
+        name: "alice".into(),
+        token_sha256: "0".repeat(64),
+        pools: vec!["*".into()],
+        admin: false,
+        overrides: Vec::new(),
+    };
     let reviewers = Reviewers::from_list(vec![alice]);
     let pools = vec!["ops".to_owned()];
     assert_eq!(slack(&[("ops", "C1")], &[("U1", "alice")]).problem(&pools, &reviewers), None);

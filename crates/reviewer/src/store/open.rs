@@ -38,7 +38,8 @@ macro_rules! schema {
             11 "canaries" "0011_canaries",
             12 "slack" "0012_slack",
             13 "reroutes" "0013_reroutes",
-            14 "groups" "0014_groups"
+            14 "groups" "0014_groups",
+            15 "claims" "0015_claims"
         )
     };
     ($dialect:literal; $($version:literal $name:literal $file:literal),*) => {

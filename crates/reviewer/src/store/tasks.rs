@@ -2,6 +2,7 @@
 //! runner's cancel; and the withdrawn calls remembered for tasks that arrive after it.
 
 use airlock_records::review::standing::StandingDecision;
+use airlock_records::time::now_ms;
 use prost::Message as _;
 use sqlx::QueryBuilder;
 
@@ -10,9 +11,9 @@ use super::{
     ADD_WEBHOOK, CanaryMark, Db, Delivery, NO_DEADLINE, NewWebhook, OutboxEntry, Recording, Store, StoreError,
     TASK_COLUMNS, push_pools, task_from_row,
 };
+use crate::groups::group_of;
 use crate::standing::applies;
 use crate::task::{Incoming, Task};
-use crate::groups::group_of;
 use crate::triage::Columns;
 
 /// What storing an incoming task did.
@@ -229,6 +230,7 @@ impl Store {
         });
         let Some(mut task) = task else { return Ok(None) };
         self.load_approvals(std::slice::from_mut(&mut task)).await?;
+        self.load_claims(std::slice::from_mut(&mut task), now_ms()).await?;
         Ok(Some(task))
     }
 
@@ -261,6 +263,7 @@ impl Store {
             }
             let mut tasks = query.build().fetch_all(pool).await?.iter().map(task_from_row).collect::<Result<Vec<_>, _>>()?;
             self.load_approvals(&mut tasks).await?;
+            self.load_claims(&mut tasks, now_ms()).await?;
             Ok(tasks)
         })
     }

@@ -91,6 +91,7 @@ impl Store {
             _ => None,
         };
         self.load_approvals(&mut tasks).await?;
+        self.load_claims(&mut tasks, now).await?;
         Ok(Page { tasks, next, matching: matching.max(0) as u64, counts })
     }
 

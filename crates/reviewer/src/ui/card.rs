@@ -1,13 +1,15 @@
-//! One task's card: everything a person needs to decide, the buttons of its choices, its
-//! "every identical call" form and its incident form.
+//! One task's card: everything a person needs to decide, its claim, the buttons of its
+//! choices, its "every identical call" form and its incident form.
 
 use std::fmt::Write as _;
 
 use airlock_policy::{Decision, Kind};
 use airlock_records::review::ApprovalView;
 
+use super::claims::{claim, kept_from};
 use super::why::WhyHere;
 use super::{Content, ago, call_line, escape, safe_html, shown, utc};
+use crate::auth::Reviewer;
 use crate::modify::editable_arguments;
 use crate::standing::{exact_pattern, standing_may_decide};
 use crate::task::{State, Task, agreeing, same_reviewer, shortcut};
@@ -16,9 +18,10 @@ use crate::task::{State, Task, agreeing, same_reviewer, shortcut};
 const DURATIONS: [(u64, &str); 4] =
     [(900, "15 minutes"), (3600, "1 hour"), (8 * 3600, "8 hours"), (24 * 3600, "24 hours")];
 
-/// One task's card, as `reviewer` sees it: everything a person needs to decide, and the
-/// buttons of its choices.
-pub fn card(task: &Task, reviewer: &str, csrf: &str, now_ms: i64) -> String {
+/// One task's card, as `reviewer` sees it: everything a person needs to decide, its claim,
+/// and the buttons of its choices (disabled while another reviewer claims it, unless
+/// `reviewer` holds the pool's override).
+pub fn card(task: &Task, reviewer: &Reviewer, csrf: &str, now_ms: i64) -> String {
     let kind = task.kind();
     let call = task.call();
     let view = shown(call, task.view(), task.result());
@@ -80,7 +83,11 @@ pub fn card(task: &Task, reviewer: &str, csrf: &str, now_ms: i64) -> String {
             on_timeout = task.on_timeout()
         );
     }
-    html.push_str("</div></header>");
+    html.push_str("</div>");
+    if task.is_pending() {
+        html.push_str(&claim(task, reviewer, csrf));
+    }
+    html.push_str("</header>");
     let why = WhyHere::of_task(task);
     html.push_str(&why_here(&why));
     html.push_str(&conversation(task));
@@ -114,8 +121,9 @@ pub fn card(task: &Task, reviewer: &str, csrf: &str, now_ms: i64) -> String {
 
     match &task.state {
         State::Pending => {
-            let approved = task.approved_by(reviewer);
-            html.push_str(&approvals(task, reviewer, csrf));
+            let approved = task.approved_by(&reviewer.name);
+            let kept = kept_from(task, reviewer);
+            html.push_str(&approvals(task, &reviewer.name, csrf));
             let _ = write!(
                 html,
                 "<form class=\"decide\" method=\"post\" action=\"/ui/tasks/{id}/decision\">\
@@ -133,7 +141,9 @@ pub fn card(task: &Task, reviewer: &str, csrf: &str, now_ms: i64) -> String {
                 let name = choice.as_str();
                 let mut label = name.to_owned();
                 label[..1].make_ascii_uppercase();
-                let again = if approved && choice == task.approving() {
+                let again = if kept {
+                    format!(" disabled aria-describedby=\"claim-{}\"", escape(&task.id))
+                } else if approved && choice == task.approving() {
                     format!(" disabled aria-describedby=\"approved-{}\"", escape(&task.id))
                 } else {
                     String::new()

@@ -8,6 +8,7 @@
 use std::fmt::Write as _;
 
 use super::{card, escape, safe_html, triage, utc};
+use crate::auth::Reviewer;
 use crate::task::{State, Task};
 use crate::triage::{Page, Triage};
 
@@ -29,14 +30,14 @@ pub const JS: &str = include_str!("../../assets/app.js");
 /// Who is looking, for the header.
 #[derive(Debug, Clone)]
 pub struct Viewer<'a> {
-    /// The reviewer's name.
-    pub name: &'a str,
+    /// The reviewer (an admin has the Canaries and Runs pages).
+    pub reviewer: &'a Reviewer,
     /// The reviewer's pools (among the service's).
     pub pools: &'a [String],
     /// The session's CSRF token.
     pub csrf: &'a str,
-    /// Whether the reviewer is an admin (the Canaries and Runs pages are theirs).
-    pub admin: bool,
+    /// Whether opening (focusing) a task claims it.
+    pub claim_on_open: bool,
 }
 
 fn shell(title: &str, active: &str, viewer: Option<&Viewer<'_>>, pending: Option<usize>, body: &str) -> String {
@@ -48,15 +49,16 @@ fn shell(title: &str, active: &str, viewer: Option<&Viewer<'_>>, pending: Option
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <meta name=\"csrf-token\" content=\"{csrf}\">\
          <title>{}</title><link rel=\"stylesheet\" href=\"/assets/app.css\">\
-         <script src=\"/assets/app.js\" defer></script></head><body data-page=\"{active}\">",
-        escape(title)
+         <script src=\"/assets/app.js\" defer></script></head><body data-page=\"{active}\"{claim_on_open}>",
+        escape(title),
+        claim_on_open = if viewer.is_some_and(|v| v.claim_on_open) { " data-claim-on-open=\"true\"" } else { "" },
     );
     html.push_str("<header class=\"top\"><div class=\"brand\"><span class=\"logo\">&#9670;</span> Airlock <span>review</span></div>");
     if let Some(viewer) = viewer {
         let count = pending.map(|n| format!(" <span id=\"count\" class=\"count\">{n}</span>")).unwrap_or_default();
         let class = |page: &str| if page == active { " class=\"active\"" } else { "" };
         let admin = |path: &str, name: &str| {
-            if viewer.admin { format!("<a href=\"/{path}\"{}>{name}</a>", class(path)) } else { String::new() }
+            if viewer.reviewer.admin { format!("<a href=\"/{path}\"{}>{name}</a>", class(path)) } else { String::new() }
         };
         let (canaries, runs) = (admin("canaries", "Canaries"), admin("runs", "Runs"));
         let _ = write!(
@@ -70,7 +72,7 @@ fn shell(title: &str, active: &str, viewer: Option<&Viewer<'_>>, pending: Option
             class("groups"),
             class("history"),
             class("standing"),
-            escape(viewer.name),
+            escape(&viewer.reviewer.name),
             viewer.pools.iter().map(|p| escape(p)).collect::<Vec<_>>().join(" · "),
         );
     }
@@ -101,7 +103,7 @@ pub fn pending(viewer: &Viewer<'_>, page: &Page, triage: &Triage, now_ms: i64) -
          happen\">connecting…</span><a href=\"/groups\">Group identical calls</a></div>",
     );
     body.push_str(&triage::form(page, &triage.filter));
-    body.push_str(&triage::results(page, triage, viewer.name, viewer.csrf, now_ms));
+    body.push_str(&triage::results(page, triage, viewer.reviewer, viewer.csrf, now_ms));
     body.push_str(
         "<footer class=\"keys\"><kbd>a</kbd> approve <kbd>r</kbd> reject <kbd>t</kbd> terminate \
          <kbd>c</kbd> continue <kbd>e</kbd> escalate <kbd>m</kbd> modify, on the selected task · <kbd>j</kbd>/<kbd>k</kbd> next/previous \

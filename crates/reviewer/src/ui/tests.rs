@@ -1,5 +1,5 @@
 use super::*;
-use crate::fixtures::explained;
+use crate::fixtures::{explained, reviewer};
 
 /// Vectors produced by Inspect's own `display_safe` (inspect-ai 0.3.285).
 #[test]
@@ -74,7 +74,7 @@ fn the_default_view_is_the_rendered_call_and_placeholders_are_filled() {
 
 /// [`explained`]'s task, pending, as a card.
 fn explained_card(incoming: &crate::task::Incoming) -> String {
-    card::card(&incoming.pending("t1", 1_000), "alice", "csrf", 2_000)
+    card::card(&incoming.pending("t1", 1_000), &reviewer("alice"), "csrf", 2_000)
 }
 
 #[test]
@@ -131,7 +131,7 @@ fn the_conversation_is_collapsed_and_complete() {
     assert!(conversation.contains("<pre class=\"text\">bash(cmd=&#39;rm -r build&#39;)</pre>"), "{conversation}");
     // Without a conversation there is nothing to open.
     assert!(
-        !card::card(&crate::fixtures::human("ops", "s", "c", false, 0).pending("t", 0), "alice", "x", 0)
+        !card::card(&crate::fixtures::human("ops", "s", "c", false, 0).pending("t", 0), &reviewer("alice"), "x", 0)
             .contains("<details class=\"conversation\"")
     );
 }
@@ -212,7 +212,7 @@ fn a_pending_card_offers_every_identical_call_with_the_call_escaped_as_a_glob() 
     let request = incoming.human.task.as_mut().and_then(|t| t.request.as_mut()).unwrap();
     let Some(v1::request::Body::Approval(body)) = request.body.as_mut() else { unreachable!() };
     body.call.as_mut().unwrap().arguments_json = r#"{"cmd": "rm -r *\"<b>"}"#.into();
-    let card = card::card(&incoming.pending("t", 0), "alice", "x", 0);
+    let card = card::card(&incoming.pending("t", 0), &reviewer("alice"), "x", 0);
     let start = card.find("<details class=\"standing\">").expect("the standing form");
     let form = &card[start..];
     assert!(form.contains("action=\"/ui/tasks/t/standing\""), "{form}");

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use super::card::card;
 use super::escape;
+use crate::auth::Reviewer;
 use crate::triage::{Filter, Page, Sort, Triage};
 
 /// The filter form, its values those of `filter`, offering the pools of `page`'s counts (the
@@ -64,7 +65,7 @@ pub fn form(page: &Page, filter: &Filter) -> String {
 
 /// The counts, the page of cards (as `reviewer` sees them) and the pager of `triage`'s `page`, within
 /// `<div id="results">` (whose `data-pending` is the pending total of the caller's pools).
-pub fn results(page: &Page, triage: &Triage, reviewer: &str, csrf: &str, now_ms: i64) -> String {
+pub fn results(page: &Page, triage: &Triage, reviewer: &Reviewer, csrf: &str, now_ms: i64) -> String {
     let filter = &triage.filter;
     let mut html = String::with_capacity(page.tasks.len() * 4096 + 1024);
     let _ = write!(html, "<div id=\"results\" data-pending=\"{}\">", page.pending());

@@ -48,6 +48,7 @@ async fn fleet(store: Store, policy_dir: Option<PathBuf>) -> Fleet {
         token_sha256: String::new(),
         pools: vec!["ops".into()],
         admin: false,
+        overrides: Vec::new(),
     }]);
     let (state, outbox) = AppState::observed(
         store,
@@ -64,7 +65,13 @@ async fn fleet(store: Store, policy_dir: Option<PathBuf>) -> Fleet {
 }
 
 fn alice() -> Reviewer {
-    Reviewer { name: "alice".into(), token_sha256: String::new(), pools: vec!["ops".into()], admin: false }
+    Reviewer {
+        name: "alice".into(),
+        token_sha256: String::new(),
+        pools: vec!["ops".into()],
+        admin: false,
+        overrides: Vec::new(),
+    }
 }
 
 impl Fleet {

@@ -27,6 +27,7 @@ async fn controlled() -> (AppState, Outbox, Vec<String>, ControlLog<MemoryTransp
         token_sha256: sha256_hex(token),
         pools: vec![pool.into()],
         admin,
+        overrides: Vec::new(),
     };
     let reviewers = Reviewers::from_list(vec![
         reviewer("alice", ALICE, "ops", false),

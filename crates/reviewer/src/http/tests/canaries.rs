@@ -29,6 +29,7 @@ fn team() -> Reviewers {
         token_sha256: sha256_hex(token),
         pools: vec!["ops".into()],
         admin,
+        overrides: Vec::new(),
     };
     Reviewers::from_list(vec![
         reviewer("alice", ALICE, false),

@@ -2,7 +2,7 @@ use airlock_records::monitor::{NoteCall, NoteProtocol};
 
 use super::super::card::card;
 use super::super::why::WhyHere;
-use crate::fixtures::{protocol, resample_note};
+use crate::fixtures::{protocol, resample_note, reviewer};
 
 /// The part of `html` from the first `start` up to the next `end` after it.
 fn between<'a>(html: &'a str, start: &str, end: &str) -> &'a str {
@@ -13,7 +13,7 @@ fn between<'a>(html: &'a str, start: &str, end: &str) -> &'a str {
 
 #[test]
 fn a_resample_shows_every_sample_beside_the_call_with_the_chosen_one_marked() {
-    let card = card(&protocol("ops", "s1", "c1", resample_note()).pending("t1", 0), "alice", "csrf", 0);
+    let card = card(&protocol("ops", "s1", "c1", resample_note()).pending("t1", 0), &reviewer("alice"), "csrf", 0);
     let section = between(&card, "<section class=\"protocol\">", "</section>");
     assert!(card.find("<section class=\"call\">") < card.find("<section class=\"protocol\">"), "after the call");
     assert!(section.contains("<h3>Resampled</h3>"), "{section}");
@@ -55,7 +55,7 @@ fn a_trusted_edit_shows_the_original_and_the_replacement_side_by_side() {
         replacement: Some(call("rm -rf ./build")),
         ..Default::default()
     };
-    let card = card(&protocol("ops", "s1", "c1", note).pending("t1", 0), "alice", "csrf", 0);
+    let card = card(&protocol("ops", "s1", "c1", note).pending("t1", 0), &reviewer("alice"), "csrf", 0);
     let section = between(&card, "<section class=\"protocol\">", "</section>");
     assert!(section.contains("<h3>Trusted editing</h3>"), "{section}");
     assert!(section.contains("model anthropic/trusted · score 8 · threshold 5</p>"), "{section}");
@@ -71,7 +71,7 @@ fn a_notes_text_is_escaped_and_its_invisible_characters_shown() {
     note.model = "<script>alert(1)</script>".into();
     note.samples[0].reason = Some("<img src=x onerror=alert(1)>\u{202e}".into());
     note.samples[1].call.as_mut().unwrap().function = "<b>bash</b>".into();
-    let card = card(&protocol("ops", "s1", "c1", note).pending("t1", 0), "alice", "csrf", 0);
+    let card = card(&protocol("ops", "s1", "c1", note).pending("t1", 0), &reviewer("alice"), "csrf", 0);
     let section = between(&card, "<section class=\"protocol\">", "</section>");
     assert!(!section.contains("<script") && !section.contains("<img") && !section.contains("<b>"), "{section}");
     assert!(section.contains("&lt;script&gt;") && section.contains("&lt;img src=x"), "{section}");
