@@ -51,7 +51,9 @@ async fn scenario() {
 
     // The explanation, then Tab past approve to reject, and Enter.
     browser.click(&browser.wait_for("section.group input[name=explanation]").await).await;
-    browser.type_into(&browser.wait_for("section.group input[name=explanation]").await, "Pipes a download into a shell.").await;
+    browser
+        .type_into(&browser.wait_for("section.group input[name=explanation]").await, "Pipes a download into a shell.")
+        .await;
     browser.press("\u{e004}").await; // Tab
     browser.press("\u{e004}").await;
     assert_eq!(browser.focused().await, "button.btn.reject");

@@ -245,6 +245,61 @@ async fn triage() {
     service.stop().await;
 }
 
+#[tokio::test]
+async fn the_views_show_the_selected_task_first_and_a_decision_moves_on_at_once() {
+    in_browser(views).await;
+}
+
+/// The tasks shown in the list (laid out), and the selected one's id.
+async fn visible(browser: &Browser) -> (u64, String) {
+    let shown = browser
+        .execute(
+            "return [Array.from(document.querySelectorAll('#tasks article.task')).filter(c => c.offsetHeight > 0).length,\
+             document.querySelector('#tasks article.task.selected').dataset.id]",
+        )
+        .await;
+    (shown[0].as_u64().unwrap(), shown[1].as_str().unwrap().to_owned())
+}
+
+async fn views() {
+    let service = Service::start(MemoryTransport::new(), config("sqlite::memory:")).await.unwrap();
+    let url = format!("http://{}/", service.local_addr());
+    load(&service, &["ops"], 12, airlock_records::time::now_ms() - 3_600_000).await;
+    let browser = Browser::start().await;
+    sign_in(&browser, &url).await;
+    browser.wait_for("#tasks article.task.selected").await;
+    assert_eq!(browser.text(&browser.wait_for("#view").await).await, "View: cards");
+    assert_eq!(visible(&browser).await.0, 12);
+
+    // Compact: the other tasks are their heading and call; the selected one is whole.
+    browser.press("v").await;
+    assert_eq!(browser.text(&browser.wait_for("#view").await).await, "View: compact");
+    let hidden = browser
+        .execute("return Array.from(document.querySelectorAll('#tasks article.task:not(.selected) form.decide')).every(f => f.offsetHeight === 0)")
+        .await;
+    assert_eq!(hidden, true);
+    browser.assert_accessible("the compact list").await;
+
+    // Focus: the selected task alone; a decision shows the next at once, and the view is kept.
+    browser.press("v").await;
+    let (shown, first) = visible(&browser).await;
+    assert_eq!(shown, 1);
+    browser.press("a").await;
+    let (shown, next) = visible(&browser).await;
+    assert_ne!(next, first, "the next task is selected as the decision is sent");
+    assert_eq!(shown, 1);
+    browser.wait_gone(&format!("#task-{first}")).await;
+    let decided = service.desk().store().task(&first).await.unwrap().unwrap();
+    assert!(!decided.is_pending(), "the first task was decided");
+    browser.assert_accessible("one task at a time").await;
+    browser.goto(&url).await;
+    assert_eq!(browser.text(&browser.wait_for("#view").await).await, "View: focus");
+    browser.press("v").await;
+    assert_eq!(browser.text(&browser.wait_for("#view").await).await, "View: cards");
+    browser.quit().await;
+    service.stop().await;
+}
+
 /// Milliseconds of `since`, for the printed figures.
 fn ms(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1000.0
@@ -381,4 +436,84 @@ async fn measure(store_url: String) {
     println!("{report}");
     browser.quit().await;
     service.stop().await;
+}
+
+#[tokio::test]
+#[ignore = "a measurement (10,000 tasks in PostgreSQL, Chromium, 200 decisions): run it by name"]
+async fn measure_decisions_with_10000_pending_tasks() {
+    if !browser_available() {
+        return;
+    }
+    let Some(db) = PgDatabase::create("decisions_bench").await else { return };
+    let outcome = tokio::spawn(measure_decisions(db.url.clone())).await;
+    db.drop_now().await;
+    if let Err(error) = outcome {
+        std::panic::resume_unwind(error.into_panic());
+    }
+}
+
+/// In the page, after `const before = <the selected task's id>;`: the time from the last key
+/// down to the selected task being another, laid out, its call inside the window; `null`
+/// when its call is still not in the window a second later (the person would have to scroll).
+const NEXT_READABLE: &str = "const done = arguments[arguments.length - 1]; \
+    const readable = () => { const card = document.querySelector('#tasks article.task.selected:not(.leaving)'); \
+      if (!card || card.dataset.id === before) return false; \
+      const box = card.querySelector('section.call').getBoundingClientRect(); \
+      return box.height > 0 && box.top >= 0 && box.top + Math.min(box.height, 120) <= window.innerHeight; }; \
+    const look = () => { const waited = performance.now() - window.airlockKeyDown; \
+      if (readable()) done(waited); else if (waited > 1000) done(null); else requestAnimationFrame(look); }; look();";
+
+/// A person deciding 200 tasks in a row with the keyboard alone in each view of the pending
+/// list, 10,000 pending: per decision, from the key press to the next task selected and its
+/// call readable in the window.
+async fn measure_decisions(store_url: String) {
+    const TASKS: usize = 10_000;
+    let service = Service::start(MemoryTransport::new(), config(&store_url)).await.unwrap();
+    let url = format!("http://{}/", service.local_addr());
+    load(&service, &["ops", "security", "legal"], TASKS, airlock_records::time::now_ms() - 86_400_000).await;
+    let browser = Browser::start().await;
+    sign_in(&browser, &url).await;
+    for (n, view) in ["cards", "compact", "focus"].into_iter().enumerate() {
+        browser.execute(&format!("localStorage.setItem('airlock-view', '{view}')")).await;
+        browser.goto(&url).await;
+        let report = decisions_in_view(&browser, &service, view, 200 * (n + 1)).await;
+        println!("{}", json!({"pending": TASKS - 200 * n, "decisions": report}));
+    }
+    browser.quit().await;
+    service.stop().await;
+}
+
+/// 200 decisions in a row with `a` and `r`, the list shown as `view`, `decided` in all after.
+async fn decisions_in_view(browser: &Browser, service: &Service, view: &str, decided: usize) -> Value {
+    const DECISIONS: usize = 200;
+    browser.wait_for("#tasks article.task.selected").await;
+    browser.execute("document.addEventListener('keydown', e => { window.airlockKeyDown = e.timeStamp; }, true)").await;
+    let (mut latencies, mut unreadable) = (Vec::with_capacity(DECISIONS), 0);
+    let started = Instant::now();
+    for n in 0..DECISIONS {
+        let before = browser.execute("return document.querySelector('#tasks article.task.selected').dataset.id").await;
+        browser.press(if n % 2 == 0 { "a" } else { "r" }).await;
+        match browser.execute_async(&format!("const before = {before};\n{NEXT_READABLE}")).await.as_f64() {
+            Some(ms) => latencies.push(ms),
+            None => {
+                unreadable += 1;
+                // The person scrolls to the task.
+                browser.execute("document.querySelector('#tasks article.task.selected').scrollIntoView()").await;
+            }
+        }
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let history = service.desk().store().history(None, 1000).await.unwrap().len();
+    assert_eq!(history, decided, "every key press decided one task");
+    latencies.sort_by(f64::total_cmp);
+    let at = |q: f64| latencies.get(((latencies.len() as f64 * q).ceil() as usize).max(1) - 1).copied();
+    json!({
+        "decisions": DECISIONS,
+        "view": view,
+        "store": service.desk().store().backend(),
+        "key_to_next_readable_ms": {"p50": at(0.5), "p99": at(0.99), "max": latencies.last()},
+        "not_readable_without_scrolling": unreadable,
+        "ui_decisions_per_hour": at(0.5).map(|p50| (3600.0 * 1000.0 / p50).round()),
+        "driven_decisions_per_hour": (DECISIONS as f64 * 3600.0 / wall).round(),
+    })
 }

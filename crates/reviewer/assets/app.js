@@ -11,7 +11,9 @@
   function cards() { return list ? Array.prototype.slice.call(list.querySelectorAll("article.task")) : []; }
   function selected() { return list && list.querySelector("article.task.selected"); }
 
-  function select(card) {
+  // `reveal`: the person moved on (a key, a decision), so the task is brought to where its
+  // call can be read.
+  function select(card, reveal) {
     var opened = card && !card.classList.contains("selected");
     cards().forEach(function (c) {
       // A task released here is claimed again only once it is opened again.
@@ -20,10 +22,40 @@
     });
     if (card) {
       card.classList.add("selected");
-      var rect = card.getBoundingClientRect();
-      if (rect.top < 60 || rect.top > window.innerHeight - 80) { card.scrollIntoView({ block: "start", behavior: "smooth" }); }
+      // Scrolled to at once rather than smoothly: the next task is read the moment it is
+      // selected.
+      var top = card.getBoundingClientRect().top;
+      var call = card.querySelector("section.call") || card;
+      var unread = reveal && call.getBoundingClientRect().bottom > window.innerHeight;
+      if (top < 60 || top > window.innerHeight - 80 || unread) { card.scrollIntoView({ block: "start" }); }
       if (claimOnOpen && opened) { claimOpened(card); }
     }
+  }
+
+  // How the list shows: every card in full (`cards`), one line per task but the selected one
+  // (`compact`), or the selected task alone (`focus`). `v` goes to the next; the choice is
+  // kept in the browser.
+  var VIEWS = ["cards", "compact", "focus"];
+
+  function setView(view) {
+    if (VIEWS.indexOf(view) < 0) { view = VIEWS[0]; }
+    document.body.dataset.view = view;
+    try { localStorage.setItem("airlock-view", view); } catch (err) { /* private windows keep nothing */ }
+    var button = document.getElementById("view");
+    if (button) { button.textContent = "View: " + view; }
+  }
+
+  function nextView() {
+    setView(VIEWS[(VIEWS.indexOf(document.body.dataset.view) + 1) % VIEWS.length]);
+    var card = selected();
+    if (card) { card.scrollIntoView({ block: "start" }); }
+  }
+
+  // The task after `card` that is still in the list, else the one before.
+  function following(card) {
+    var all = cards().filter(function (c) { return c === card || !c.classList.contains("leaving"); });
+    var index = all.indexOf(card);
+    return all[index + 1] || all[index - 1] || null;
   }
 
   // A task nobody holds is claimed when it is opened, or when it becomes free while open
@@ -93,7 +125,7 @@
     card.classList.add("leaving");
     setTimeout(function () {
       card.remove();
-      if (wasSelected) { select(next && next.isConnected ? next : cards()[0]); }
+      if (wasSelected) { select(next && next.isConnected ? next : cards()[0], true); }
       refreshCount();
     }, 250);
   }
@@ -260,6 +292,11 @@
       body.set("arguments", editor.value);
     }
     buttons.forEach(function (b) { b.disabled = true; });
+    // The person goes on to the next task at once; this one leaves when its answer is
+    // recorded, and comes back selected, with why, when it is not.
+    var wasSelected = card.classList.contains("selected");
+    if (wasSelected) { select(following(card), true); }
+    var back = function () { if (wasSelected && card.isConnected) { select(card, true); } };
     post(form.action, body).then(function (res) {
       if (res.status >= 200 && res.status < 300) {
         // An approval that leaves the task pending (it needs more reviewers): show it anew.
@@ -267,12 +304,14 @@
         return;
       }
       status.textContent = (res.json && res.json.error) || ("The decision failed (" + res.status + ").");
+      back();
       // Another reviewer claims the task: the card shows who, and stays.
       if (res.status === 409 && res.json && res.json.claim) { refreshClaim(card); buttons.forEach(function (b) { b.disabled = false; }); return; }
       if (res.status === 409 || res.status === 404) { setTimeout(function () { remove(card); }, 1500); return; }
       buttons.forEach(function (b) { b.disabled = false; });
     }).catch(function () {
       status.textContent = "The service cannot be reached; try again.";
+      back();
       buttons.forEach(function (b) { b.disabled = false; });
     });
   }
@@ -349,8 +388,9 @@
     var card = selected();
     var all = cards();
     var index = all.indexOf(card);
-    if (e.key === "j" || e.key === "ArrowDown") { select(all[Math.min(all.length - 1, index + 1)]); e.preventDefault(); return; }
-    if (e.key === "k" || e.key === "ArrowUp") { select(all[Math.max(0, index - 1)]); e.preventDefault(); return; }
+    if (e.key === "j" || e.key === "ArrowDown") { select(all[Math.min(all.length - 1, index + 1)], true); e.preventDefault(); return; }
+    if (e.key === "k" || e.key === "ArrowUp") { select(all[Math.max(0, index - 1)], true); e.preventDefault(); return; }
+    if (e.key === "v") { nextView(); e.preventDefault(); return; }
     if (!card) { return; }
     if (e.key === "x" || e.key === "/") { card.querySelector("textarea[name=explanation]").focus(); e.preventDefault(); return; }
     var button = card.querySelector('button[data-key="' + e.key.toLowerCase() + '"]');
@@ -358,6 +398,11 @@
   });
 
   if (document.body.dataset.page === "pending" && list) {
+    var saved = null;
+    try { saved = localStorage.getItem("airlock-view"); } catch (err) { /* nothing kept */ }
+    setView(saved);
+    var viewButton = document.getElementById("view");
+    if (viewButton) { viewButton.hidden = false; viewButton.addEventListener("click", nextView); }
     refreshCount();
     showLinked();
     connect();

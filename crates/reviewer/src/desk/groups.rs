@@ -72,7 +72,9 @@ impl Desk {
         let pools = reviewer.pools_among(&self.pools);
         let tasks = self.store.group_tasks(&pools, group, MAX_GROUP).await?;
         let Some(first) = tasks.first() else { return Err(Refusal::NotFound) };
-        if answer.arguments.is_some() || ruling(first, &answer.decision, answer.explanation.clone())?.0 == Decision::Modify {
+        if answer.arguments.is_some()
+            || ruling(first, &answer.decision, answer.explanation.clone())?.0 == Decision::Modify
+        {
             return Err(Refusal::GroupModify);
         }
         if tasks.len() as u64 != count {

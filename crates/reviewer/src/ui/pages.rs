@@ -100,14 +100,16 @@ pub fn pending(viewer: &Viewer<'_>, page: &Page, triage: &Triage, now_ms: i64) -
     let mut body = String::new();
     body.push_str(
         "<div class=\"bar\"><h1>Pending tasks</h1><span id=\"live\" class=\"live\" title=\"updates arrive as they \
-         happen\">connecting…</span><a href=\"/groups\">Group identical calls</a></div>",
+         happen\">connecting…</span><a href=\"/groups\">Group identical calls</a>\
+         <button type=\"button\" id=\"view\" class=\"view\" hidden>View: cards</button></div>",
     );
     body.push_str(&triage::form(page, &triage.filter));
     body.push_str(&triage::results(page, triage, viewer.reviewer, viewer.csrf, now_ms));
     body.push_str(
         "<footer class=\"keys\"><kbd>a</kbd> approve <kbd>r</kbd> reject <kbd>t</kbd> terminate \
          <kbd>c</kbd> continue <kbd>e</kbd> escalate <kbd>m</kbd> modify, on the selected task · <kbd>j</kbd>/<kbd>k</kbd> next/previous \
-         · <kbd>x</kbd> write an explanation · <kbd>Esc</kbd> leave the field</footer>",
+         · <kbd>x</kbd> write an explanation · <kbd>Esc</kbd> leave the field · <kbd>v</kbd> view: cards, compact, \
+         one at a time</footer>",
     );
     let pending = usize::try_from(page.pending()).unwrap_or(usize::MAX);
     shell(&format!("({pending}) Airlock review"), "pending", Some(viewer), Some(pending), &body)

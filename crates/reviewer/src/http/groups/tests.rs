@@ -16,8 +16,12 @@ use crate::store::Inserted;
 async fn grouped() -> (crate::http::AppState, crate::http::tests::Outbox, Vec<String>) {
     let (shared, outbox, mut ids) = setup().await;
     for sample in ["s2", "s3", "s4", "s5"] {
-        let Inserted::Created(id) =
-            shared.desk.store().insert(&human("ops", sample, &format!("call-{sample}"), false, 0), now_ms()).await.unwrap()
+        let Inserted::Created(id) = shared
+            .desk
+            .store()
+            .insert(&human("ops", sample, &format!("call-{sample}"), false, 0), now_ms())
+            .await
+            .unwrap()
         else {
             panic!("not created")
         };
@@ -60,8 +64,11 @@ async fn one_confirmed_decision_answers_every_identical_call_each_on_its_own() {
     assert!(outbox.try_recv().is_err(), "nothing decided");
 
     // One decided meanwhile is listed as left; the others are alice's, each with its answer.
-    send(&shared, api("POST", &format!("/api/tasks/{}/decision", ids[4]), Some(ALICE), Some(json!({"decision": "approve"}))))
-        .await;
+    send(
+        &shared,
+        api("POST", &format!("/api/tasks/{}/decision", ids[4]), Some(ALICE), Some(json!({"decision": "approve"}))),
+    )
+    .await;
     assert_eq!(outbox.try_recv().unwrap().task_id, ids[4]);
     let (status, _, text) = decide(ALICE, json!({"decision": "reject", "explanation": "Not here.", "count": 4})).await;
     assert_eq!(status, StatusCode::OK, "{text}");
