@@ -15,7 +15,7 @@ use airlock_contract::v1;
 use airlock_reviewer::Service;
 use airlock_tests::fleet::ReviewFleet;
 use airlock_tests::webdriver::{Browser, in_browser, screenshot_path};
-use airlock_tests::{REVIEWER_TOKEN, approval, decision_name, people, reviewer_config};
+use airlock_tests::{BOB_TOKEN, REVIEWER_TOKEN, approval, decision_name, people, reviewer_config};
 use airlock_transport::{Destination, MemoryTransport, Message, Topology, Transport};
 use prost::Message as _;
 use serde_json::json;
@@ -200,7 +200,6 @@ const TWO_PERSON: &str =
     "approvers:\n  - name: human\n    tools: \"*\"\n    pool: ops\n    timeout: 600\n    approvals: 2\n";
 
 /// Bob's token, beside alice's [`REVIEWER_TOKEN`].
-const BOB_TOKEN: &str = "bob-secret-token";
 
 #[tokio::test]
 async fn two_people_approve_in_the_browser() {

@@ -22,8 +22,8 @@ use airlock_testkit::unique_prefix;
 use airlock_tests::slack::{ApiCall, FakeSlack, fake_slack, press, sign};
 use airlock_tests::webhooks::quick_retries;
 use airlock_tests::{
-    InProcessWorker, REVIEWER_TOKEN, approval, broker, decision_name, guarded, pending, reviewer_config, runner,
-    venv_python,
+    BOB_TOKEN, InProcessWorker, REVIEWER_TOKEN, approval, broker, decision_name, guarded, pending, reviewer_config,
+    runner, venv_python,
 };
 use airlock_transport::{AmqpTransport, Topology, Transport};
 use airlock_webhook::unix_seconds;
@@ -38,7 +38,6 @@ const CHANNEL: &str = "C0OPS";
 const ALICE: &str = "U0ALICE";
 const BOB: &str = "U0BOB";
 const MALLORY: &str = "U0MALLORY";
-const BOB_TOKEN: &str = "bob-secret-token";
 
 const POLICY: &str = r#"
 approvers:
